@@ -1,0 +1,226 @@
+/* nbdkit-blkhash: the blkhash construction. */
+#include <config.h>
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "blkhash.h"
+#include "zero.h"
+
+static int hash_zeros (const struct blk_digest *d, EVP_MD_CTX *ctx,
+                       size_t len, uint8_t *out);
+
+const char *
+blk_check_block_size (uint64_t block_size)
+{
+  if (block_size < BLK_MIN_BLOCK_SIZE || block_size > BLK_MAX_BLOCK_SIZE)
+    return "block size must be between 4K and 16M";
+  if (block_size & (block_size - 1))
+    return "block size must be a power of two";
+  return NULL;
+}
+
+const char *
+blk_params_init (struct blk_params *p, const char *digest,
+                 uint64_t block_size)
+{
+  const char *msg;
+  EVP_MD_CTX *ctx;
+  int r;
+
+  memset (p, 0, sizeof *p);
+  if ((msg = blk_check_block_size (block_size)) != NULL)
+    return msg;
+  if ((msg = blk_digest_init (&p->digest, digest)) != NULL)
+    return msg;
+  p->block_size = block_size;
+
+  ctx = EVP_MD_CTX_new ();
+  if (ctx == NULL) {
+    blk_digest_free (&p->digest);
+    return "out of memory";
+  }
+  r = hash_zeros (&p->digest, ctx, block_size, p->zero_digest);
+  EVP_MD_CTX_free (ctx);
+  if (r == -1) {
+    blk_digest_free (&p->digest);
+    return "cannot compute the zero block digest";
+  }
+  return NULL;
+}
+
+void
+blk_params_free (struct blk_params *p)
+{
+  blk_digest_free (&p->digest);
+}
+
+static int
+hash_zeros (const struct blk_digest *d, EVP_MD_CTX *ctx, size_t len,
+            uint8_t *out)
+{
+  static const uint8_t zeros[64 * 1024];
+  size_t n;
+
+  if (EVP_DigestInit_ex (ctx, d->md, NULL) != 1)
+    return -1;
+  for (; len > 0; len -= n) {
+    n = len < sizeof zeros ? len : sizeof zeros;
+    if (EVP_DigestUpdate (ctx, zeros, n) != 1)
+      return -1;
+  }
+  return EVP_DigestFinal_ex (ctx, out, NULL) == 1 ? 0 : -1;
+}
+
+int
+blk_zero_block_digest (const struct blk_params *p, EVP_MD_CTX *ctx,
+                       size_t len, uint8_t *out)
+{
+  if (len == p->block_size) {
+    memcpy (out, p->zero_digest, p->digest.len);
+    return 0;
+  }
+  return hash_zeros (&p->digest, ctx, len, out);
+}
+
+int
+blk_hash_block (const struct blk_params *p, EVP_MD_CTX *ctx,
+                const void *buf, size_t len, uint8_t *out, bool *zero)
+{
+  *zero = blk_is_zero (buf, len);
+  if (*zero && len == p->block_size) {
+    memcpy (out, p->zero_digest, p->digest.len);
+    return 0;
+  }
+  return blk_digest_buf (&p->digest, ctx, buf, len, out);
+}
+
+int
+blk_root_init (struct blk_root *r, const struct blk_params *p)
+{
+  r->p = p;
+  r->ctx = EVP_MD_CTX_new ();
+  if (r->ctx == NULL)
+    return -1;
+  if (blk_root_reset (r) == -1) {
+    blk_root_free (r);
+    return -1;
+  }
+  return 0;
+}
+
+int
+blk_root_reset (struct blk_root *r)
+{
+  return EVP_DigestInit_ex (r->ctx, r->p->digest.md, NULL) == 1 ? 0 : -1;
+}
+
+int
+blk_root_add (struct blk_root *r, const uint8_t *digests, size_t count)
+{
+  return EVP_DigestUpdate (r->ctx, digests, count * r->p->digest.len) == 1
+    ? 0 : -1;
+}
+
+int
+blk_root_final (struct blk_root *r, uint64_t size, uint8_t *out)
+{
+  EVP_MD_CTX *copy = EVP_MD_CTX_new ();
+  uint8_t le[8];
+  int i, ret = -1;
+
+  if (copy == NULL)
+    return -1;
+  for (i = 0; i < 8; i++)
+    le[i] = size >> (8 * i);
+  if (EVP_MD_CTX_copy_ex (copy, r->ctx) == 1 &&
+      EVP_DigestUpdate (copy, le, sizeof le) == 1 &&
+      EVP_DigestFinal_ex (copy, out, NULL) == 1)
+    ret = 0;
+  EVP_MD_CTX_free (copy);
+  return ret;
+}
+
+void
+blk_root_free (struct blk_root *r)
+{
+  EVP_MD_CTX_free (r->ctx);
+  r->ctx = NULL;
+}
+
+int
+blk_stream_init (struct blk_stream *s, const struct blk_params *p)
+{
+  memset (s, 0, sizeof *s);
+  s->p = p;
+  s->buf = malloc (p->block_size);
+  s->ctx = EVP_MD_CTX_new ();
+  if (s->buf == NULL || s->ctx == NULL || blk_root_init (&s->root, p) == -1) {
+    free (s->buf);
+    EVP_MD_CTX_free (s->ctx);
+    errno = ENOMEM;
+    return -1;
+  }
+  return 0;
+}
+
+static int
+stream_flush_block (struct blk_stream *s, const void *block, size_t len)
+{
+  uint8_t d[EVP_MAX_MD_SIZE];
+  bool zero;
+
+  if (blk_hash_block (s->p, s->ctx, block, len, d, &zero) == -1)
+    return -1;
+  return blk_root_add (&s->root, d, 1);
+}
+
+int
+blk_stream_update (struct blk_stream *s, const void *data, size_t len)
+{
+  const uint8_t *p = data;
+  const size_t bs = s->p->block_size;
+
+  s->size += len;
+  while (len > 0) {
+    /* Whole blocks straight from the caller's buffer, no copy. */
+    if (s->fill == 0 && len >= bs) {
+      if (stream_flush_block (s, p, bs) == -1)
+        return -1;
+      p += bs;
+      len -= bs;
+      continue;
+    }
+    size_t n = bs - s->fill < len ? bs - s->fill : len;
+    memcpy (s->buf + s->fill, p, n);
+    s->fill += n;
+    p += n;
+    len -= n;
+    if (s->fill == bs) {
+      if (stream_flush_block (s, s->buf, bs) == -1)
+        return -1;
+      s->fill = 0;
+    }
+  }
+  return 0;
+}
+
+int
+blk_stream_final (struct blk_stream *s, uint8_t *out)
+{
+  if (s->fill > 0 && stream_flush_block (s, s->buf, s->fill) == -1)
+    return -1;
+  s->fill = 0;
+  return blk_root_final (&s->root, s->size, out);
+}
+
+void
+blk_stream_free (struct blk_stream *s)
+{
+  blk_root_free (&s->root);
+  EVP_MD_CTX_free (s->ctx);
+  free (s->buf);
+  s->buf = NULL;
+  s->ctx = NULL;
+}

@@ -1,0 +1,90 @@
+/* nbdkit-blkhash: the blkhash construction.
+ *
+ * digest = H( H(b1) || ... || H(bn) || le64(size) )
+ *
+ * blocks of block_size bytes, the last one hashed at its real length,
+ * a full block of zeros hashed once (the zero digest) and reused.
+ */
+#ifndef BLKHASH_BLKHASH_H
+#define BLKHASH_BLKHASH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "digest.h"
+
+#define BLK_DEFAULT_DIGEST "sha256"
+#define BLK_DEFAULT_BLOCK_SIZE (64 * 1024)
+#define BLK_MIN_BLOCK_SIZE 4096
+#define BLK_MAX_BLOCK_SIZE (16 * 1024 * 1024)
+
+struct blk_params {
+  struct blk_digest digest;
+  uint32_t block_size;
+  uint8_t zero_digest[EVP_MAX_MD_SIZE];   /* H(block_size zero bytes) */
+};
+
+/* Returns NULL on success, else a static message. */
+extern const char *blk_check_block_size (uint64_t block_size);
+extern const char *blk_params_init (struct blk_params *p, const char *digest,
+                                    uint64_t block_size);
+extern void blk_params_free (struct blk_params *p);
+
+static inline uint64_t
+blk_block_count (uint64_t size, uint32_t block_size)
+{
+  return size / block_size + (size % block_size != 0);
+}
+
+/* Length of block i of an image of size bytes. */
+static inline uint32_t
+blk_block_len (uint64_t size, uint32_t block_size, uint64_t i)
+{
+  uint64_t start = i * block_size;
+  return size - start < block_size ? size - start : block_size;
+}
+
+/* Digest of one block (len <= block_size) at its real length.  A full
+ * zero block gets the cached zero digest without hashing.  *zero is set
+ * when the block was all zeros.  Returns 0 or -1 (OpenSSL failure).
+ */
+extern int blk_hash_block (const struct blk_params *p, EVP_MD_CTX *ctx,
+                           const void *buf, size_t len,
+                           uint8_t *out, bool *zero);
+
+/* Digest of len zero bytes, for holes (len <= block_size). */
+extern int blk_zero_block_digest (const struct blk_params *p, EVP_MD_CTX *ctx,
+                                  size_t len, uint8_t *out);
+
+/* The outer hash over block digests and the image size. */
+struct blk_root {
+  EVP_MD_CTX *ctx;
+  const struct blk_params *p;
+};
+
+extern int blk_root_init (struct blk_root *r, const struct blk_params *p);
+extern int blk_root_reset (struct blk_root *r);
+extern int blk_root_add (struct blk_root *r, const uint8_t *digests,
+                         size_t count);
+/* Finishes on a copy, so r can still be extended or reset. */
+extern int blk_root_final (struct blk_root *r, uint64_t size, uint8_t *out);
+extern void blk_root_free (struct blk_root *r);
+
+/* Sequential construction over a byte stream (stdin, reference checks). */
+struct blk_stream {
+  const struct blk_params *p;
+  struct blk_root root;
+  EVP_MD_CTX *ctx;
+  uint8_t *buf;                 /* one block */
+  size_t fill;
+  uint64_t size;
+};
+
+extern int blk_stream_init (struct blk_stream *s, const struct blk_params *p);
+extern int blk_stream_update (struct blk_stream *s, const void *data,
+                              size_t len);
+extern int blk_stream_final (struct blk_stream *s, uint8_t *out);
+extern void blk_stream_free (struct blk_stream *s);
+
+#endif /* BLKHASH_BLKHASH_H */

@@ -1,0 +1,86 @@
+/* nbdkit-blkhash: OpenSSL digests looked up by name. */
+#include <config.h>
+
+#include <ctype.h>
+#include <stdbool.h>
+#include <string.h>
+
+#include "digest.h"
+
+const char *
+blk_digest_init (struct blk_digest *d, const char *name)
+{
+  size_t i, n = strlen (name);
+  int len;
+
+  memset (d, 0, sizeof *d);
+  if (n == 0)
+    return "digest name is empty";
+  if (n >= sizeof d->name)
+    return "digest name is too long";
+  for (i = 0; i < n; i++) {
+    if (!isalnum ((unsigned char) name[i]) && strchr ("-_.", name[i]) == NULL)
+      return "digest name contains an invalid character";
+    d->name[i] = tolower ((unsigned char) name[i]);
+  }
+
+  /* Fetching once avoids an implicit fetch on every EVP_DigestInit. */
+  d->md = EVP_MD_fetch (NULL, d->name, NULL);
+  if (d->md == NULL)
+    return "unknown digest (see 'openssl list -digest-algorithms')";
+  /* Extendable-output functions have no fixed length to store. */
+  if (EVP_MD_get_flags (d->md) & EVP_MD_FLAG_XOF) {
+    blk_digest_free (d);
+    return "extendable-output digests (shake) are not supported";
+  }
+  len = EVP_MD_get_size (d->md);
+  if (len <= 0 || len > EVP_MAX_MD_SIZE) {
+    blk_digest_free (d);
+    return "digest has no usable fixed length";
+  }
+  d->len = len;
+  return NULL;
+}
+
+void
+blk_digest_free (struct blk_digest *d)
+{
+  EVP_MD_free (d->md);
+  d->md = NULL;
+}
+
+int
+blk_digest_buf (const struct blk_digest *d, EVP_MD_CTX *ctx,
+                const void *buf, size_t len, uint8_t *out)
+{
+  if (EVP_DigestInit_ex (ctx, d->md, NULL) != 1 ||
+      EVP_DigestUpdate (ctx, buf, len) != 1 ||
+      EVP_DigestFinal_ex (ctx, out, NULL) != 1)
+    return -1;
+  return 0;
+}
+
+struct list_state {
+  void (*fn) (const char *name, size_t len, void *opaque);
+  void *opaque;
+};
+
+static void
+list_one (EVP_MD *md, void *opaque)
+{
+  struct list_state *st = opaque;
+  const char *name = EVP_MD_get0_name (md);
+  int len = EVP_MD_get_size (md);
+
+  if (name && len > 0 && !(EVP_MD_get_flags (md) & EVP_MD_FLAG_XOF))
+    st->fn (name, len, st->opaque);
+}
+
+void
+blk_digest_list (void (*fn) (const char *name, size_t len, void *opaque),
+                 void *opaque)
+{
+  struct list_state st = { fn, opaque };
+
+  EVP_MD_do_all_provided (NULL, list_one, &st);
+}

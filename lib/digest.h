@@ -1,0 +1,35 @@
+/* nbdkit-blkhash: OpenSSL digests looked up by name. */
+#ifndef BLKHASH_DIGEST_H
+#define BLKHASH_DIGEST_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <openssl/evp.h>
+
+/* Longest digest name stored in the view header (NUL padded). */
+#define BLK_DIGEST_NAME_MAX 64
+
+struct blk_digest {
+  EVP_MD *md;                      /* fetched once, shared read-only */
+  size_t len;                      /* digest length in bytes */
+  char name[BLK_DIGEST_NAME_MAX];  /* lower-case name as given */
+};
+
+/* Look up a digest by OpenSSL name.  Returns NULL on success, else a
+ * static message saying why the name is unusable.
+ */
+extern const char *blk_digest_init (struct blk_digest *d, const char *name);
+extern void blk_digest_free (struct blk_digest *d);
+
+/* One-shot digest of buf using a caller-owned, reusable context.
+ * Returns 0 or -1 (OpenSSL failure).
+ */
+extern int blk_digest_buf (const struct blk_digest *d, EVP_MD_CTX *ctx,
+                           const void *buf, size_t len, uint8_t *out);
+
+/* Call fn for every fixed-length digest OpenSSL provides. */
+extern void blk_digest_list (void (*fn) (const char *name, size_t len,
+                                         void *opaque),
+                             void *opaque);
+
+#endif /* BLKHASH_DIGEST_H */

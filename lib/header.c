@@ -1,0 +1,116 @@
+/* nbdkit-blkhash: the view header. */
+#include <config.h>
+
+#include <string.h>
+
+#include "blkhash.h"
+#include "header.h"
+
+enum {
+  OFF_MAGIC = 0, OFF_VERSION = 8, OFF_HEADER_SIZE = 12, OFF_IMAGE_SIZE = 16,
+  OFF_BLOCK_COUNT = 24, OFF_BLOCK_SIZE = 32, OFF_DIGEST_LEN = 36,
+  OFF_ROOT = 40, OFF_DIGESTS = 48, OFF_NAME = 56,
+  HEADER_USED = OFF_NAME + BLK_DIGEST_NAME_MAX,
+};
+
+static void
+put_le (uint8_t *p, uint64_t v, int bytes)
+{
+  for (int i = 0; i < bytes; i++)
+    p[i] = v >> (8 * i);
+}
+
+static uint64_t
+get_le (const uint8_t *p, int bytes)
+{
+  uint64_t v = 0;
+
+  for (int i = bytes - 1; i >= 0; i--)
+    v = (v << 8) | p[i];
+  return v;
+}
+
+void
+blk_header_init (struct blk_header *h, uint64_t image_size,
+                 uint32_t block_size, const char *digest_name,
+                 uint32_t digest_len)
+{
+  memset (h, 0, sizeof *h);
+  h->image_size = image_size;
+  h->block_size = block_size;
+  h->block_count = blk_block_count (image_size, block_size);
+  h->digest_len = digest_len;
+  memcpy (h->digest_name, digest_name,
+          strnlen (digest_name, BLK_DIGEST_NAME_MAX - 1));
+}
+
+void
+blk_header_encode (const struct blk_header *h, uint8_t *buf)
+{
+  memset (buf, 0, BLK_VIEW_HEADER_SIZE);
+  memcpy (buf + OFF_MAGIC, BLK_VIEW_MAGIC, 8);
+  put_le (buf + OFF_VERSION, BLK_VIEW_VERSION, 4);
+  put_le (buf + OFF_HEADER_SIZE, BLK_VIEW_HEADER_SIZE, 4);
+  put_le (buf + OFF_IMAGE_SIZE, h->image_size, 8);
+  put_le (buf + OFF_BLOCK_COUNT, h->block_count, 8);
+  put_le (buf + OFF_BLOCK_SIZE, h->block_size, 4);
+  put_le (buf + OFF_DIGEST_LEN, h->digest_len, 4);
+  put_le (buf + OFF_ROOT, BLK_VIEW_ROOT_OFFSET, 8);
+  put_le (buf + OFF_DIGESTS, BLK_VIEW_DIGESTS_OFFSET, 8);
+  memcpy (buf + OFF_NAME, h->digest_name,
+          strnlen (h->digest_name, BLK_DIGEST_NAME_MAX - 1));
+}
+
+int
+blk_header_has_magic (const uint8_t *buf, size_t len)
+{
+  return len >= 8 && memcmp (buf, BLK_VIEW_MAGIC, 8) == 0;
+}
+
+const char *
+blk_header_decode (const uint8_t *buf, size_t len, struct blk_header *h)
+{
+  const char *name = (const char *) buf + OFF_NAME;
+  size_t name_len;
+
+  memset (h, 0, sizeof *h);
+  if (len < HEADER_USED)
+    return "view header is truncated";
+  if (!blk_header_has_magic (buf, len))
+    return "bad magic: not a blkhash view";
+  if (get_le (buf + OFF_VERSION, 4) != BLK_VIEW_VERSION)
+    return "unsupported view format version";
+  if (get_le (buf + OFF_HEADER_SIZE, 4) != BLK_VIEW_HEADER_SIZE)
+    return "unexpected header size";
+  if (get_le (buf + OFF_ROOT, 8) != BLK_VIEW_ROOT_OFFSET ||
+      get_le (buf + OFF_DIGESTS, 8) != BLK_VIEW_DIGESTS_OFFSET)
+    return "unexpected root or digests offset";
+
+  h->image_size = get_le (buf + OFF_IMAGE_SIZE, 8);
+  h->block_count = get_le (buf + OFF_BLOCK_COUNT, 8);
+  h->block_size = get_le (buf + OFF_BLOCK_SIZE, 4);
+  h->digest_len = get_le (buf + OFF_DIGEST_LEN, 4);
+
+  if (blk_check_block_size (h->block_size) != NULL)
+    return "invalid block size (must be a power of two, 4K to 16M)";
+  if (h->digest_len == 0 || h->digest_len > EVP_MAX_MD_SIZE)
+    return "invalid digest length";
+  if (h->image_size > INT64_MAX)
+    return "impossible image size";
+  if (h->block_count != blk_block_count (h->image_size, h->block_size))
+    return "block count does not match image size";
+  /* The view size must fit the NBD 63-bit size. */
+  if (h->block_count > (INT64_MAX - BLK_VIEW_DIGESTS_OFFSET) / h->digest_len)
+    return "impossible view size";
+
+  name_len = strnlen (name, BLK_DIGEST_NAME_MAX);
+  if (name_len == 0)
+    return "digest name is empty";
+  if (name_len == BLK_DIGEST_NAME_MAX)
+    return "digest name is not terminated";
+  for (size_t i = name_len; i < BLK_DIGEST_NAME_MAX; i++)
+    if (name[i] != '\0')
+      return "digest name padding is not zero";
+  memcpy (h->digest_name, name, name_len);
+  return NULL;
+}

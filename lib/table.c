@@ -1,0 +1,577 @@
+/* nbdkit-blkhash: the block table (see table.h for the design). */
+#include <config.h>
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "table.h"
+
+#define CHUNK_BLOCKS 64
+#define FOLD_BUF_BYTES (256 * 1024)
+
+struct chunk {
+  uint64_t known;                /* bit i: block i has a digest */
+  uint64_t data;                 /* bit i: ... and it is a data block */
+  uint8_t *digests;              /* CHUNK_BLOCKS digests, or NULL */
+  uint64_t wgen[CHUNK_BLOCKS];   /* clock of the last write that ended */
+};
+
+/* A chunk slot is NULL (nothing known), ALL_ZERO, or allocated. */
+static struct chunk all_zero_marker;
+#define ALL_ZERO (&all_zero_marker)
+
+struct blk_table {
+  const struct blk_params *p;
+  uint64_t size, nblocks, nchunks;
+  size_t len;                           /* digest length */
+  uint8_t tail_zero[EVP_MAX_MD_SIZE];   /* zero digest of a short last block */
+
+  pthread_mutex_t lock;                 /* everything below */
+  struct chunk **chunks;
+  uint64_t *slot_wgen;                  /* per slot when not allocated;
+                                           NULL until the first write */
+  uint64_t clock;                       /* write clock, starts at 1 */
+  struct blk_write *writes;             /* writes in flight */
+  uint64_t nknown, ndata, nallocated, ndigest_arrays;
+  uint64_t folded;                      /* blocks claimed by the fold */
+  bool fold_dirty;                      /* a folded block changed */
+  bool root_valid;
+  uint8_t root[EVP_MAX_MD_SIZE];
+
+  pthread_mutex_t fold_lock;            /* the fold's context and buffer */
+  struct blk_root fold;
+  uint8_t *fold_buf;
+};
+
+static inline uint64_t
+chunk_mask (const struct blk_table *t, uint64_t ci)
+{
+  uint64_t n = t->nblocks - ci * CHUNK_BLOCKS;
+  return n >= CHUNK_BLOCKS ? UINT64_MAX : (UINT64_C (1) << n) - 1;
+}
+
+static inline const uint8_t *
+zero_digest (const struct blk_table *t, uint64_t b)
+{
+  return b == t->nblocks - 1 && t->size % t->p->block_size
+    ? t->tail_zero : t->p->zero_digest;
+}
+
+struct blk_table *
+blk_table_new (const struct blk_params *p, uint64_t size)
+{
+  struct blk_table *t = calloc (1, sizeof *t);
+  EVP_MD_CTX *ctx = NULL;
+
+  if (t == NULL)
+    return NULL;
+  t->p = p;
+  t->size = size;
+  t->len = p->digest.len;
+  t->nblocks = blk_block_count (size, p->block_size);
+  t->nchunks = (t->nblocks + CHUNK_BLOCKS - 1) / CHUNK_BLOCKS;
+  t->clock = 1;
+  pthread_mutex_init (&t->lock, NULL);
+  pthread_mutex_init (&t->fold_lock, NULL);
+
+  if (t->nchunks) {
+    t->chunks = calloc (t->nchunks, sizeof *t->chunks);
+    if (t->chunks == NULL)
+      goto err;
+  }
+  ctx = EVP_MD_CTX_new ();
+  if (ctx == NULL ||
+      blk_zero_block_digest (p, ctx, size % p->block_size ?
+                             size % p->block_size : p->block_size,
+                             t->tail_zero) == -1 ||
+      blk_root_init (&t->fold, p) == -1)
+    goto err;
+  EVP_MD_CTX_free (ctx);
+  return t;
+
+ err:
+  EVP_MD_CTX_free (ctx);
+  free (t->chunks);
+  pthread_mutex_destroy (&t->lock);
+  pthread_mutex_destroy (&t->fold_lock);
+  free (t);
+  errno = ENOMEM;
+  return NULL;
+}
+
+void
+blk_table_free (struct blk_table *t)
+{
+  if (t == NULL)
+    return;
+  for (uint64_t ci = 0; ci < t->nchunks; ci++) {
+    if (t->chunks[ci] && t->chunks[ci] != ALL_ZERO) {
+      free (t->chunks[ci]->digests);
+      free (t->chunks[ci]);
+    }
+  }
+  free (t->chunks);
+  free (t->slot_wgen);
+  free (t->fold_buf);
+  blk_root_free (&t->fold);
+  pthread_mutex_destroy (&t->lock);
+  pthread_mutex_destroy (&t->fold_lock);
+  free (t);
+}
+
+const struct blk_params *
+blk_table_params (const struct blk_table *t) { return t->p; }
+uint64_t
+blk_table_size (const struct blk_table *t) { return t->size; }
+uint64_t
+blk_table_blocks (const struct blk_table *t) { return t->nblocks; }
+
+/* --- Helpers, all called with t->lock held. --- */
+
+static uint64_t
+slot_wgen (const struct blk_table *t, uint64_t ci)
+{
+  return t->slot_wgen ? t->slot_wgen[ci] : 0;
+}
+
+static uint64_t
+block_wgen (const struct blk_table *t, uint64_t b)
+{
+  struct chunk *c = t->chunks[b / CHUNK_BLOCKS];
+
+  if (c && c != ALL_ZERO)
+    return c->wgen[b % CHUNK_BLOCKS];
+  return slot_wgen (t, b / CHUNK_BLOCKS);
+}
+
+static int
+set_slot_wgen (struct blk_table *t, uint64_t ci, uint64_t gen)
+{
+  if (t->slot_wgen == NULL) {
+    if (gen == 0)
+      return 0;
+    t->slot_wgen = calloc (t->nchunks, sizeof *t->slot_wgen);
+    if (t->slot_wgen == NULL)
+      return -1;
+  }
+  t->slot_wgen[ci] = gen;
+  return 0;
+}
+
+/* Turn a NULL or ALL_ZERO slot into an allocated chunk. */
+static struct chunk *
+materialize (struct blk_table *t, uint64_t ci)
+{
+  struct chunk *c = t->chunks[ci];
+  uint64_t gen;
+
+  if (c && c != ALL_ZERO)
+    return c;
+  c = calloc (1, sizeof *c);
+  if (c == NULL)
+    return NULL;
+  if (t->chunks[ci] == ALL_ZERO)
+    c->known = chunk_mask (t, ci);
+  gen = slot_wgen (t, ci);
+  for (int i = 0; i < CHUNK_BLOCKS; i++)
+    c->wgen[i] = gen;
+  t->chunks[ci] = c;
+  t->nallocated++;
+  return c;
+}
+
+/* Give back a chunk that says nothing a slot cannot say. */
+static void
+compact (struct blk_table *t, uint64_t ci)
+{
+  struct chunk *c = t->chunks[ci];
+  uint64_t gen = 0;
+
+  if (c == NULL || c == ALL_ZERO || c->data != 0 ||
+      (c->known != 0 && c->known != chunk_mask (t, ci)))
+    return;
+  for (int i = 0; i < CHUNK_BLOCKS; i++)
+    if (c->wgen[i] > gen)
+      gen = c->wgen[i];
+  if (set_slot_wgen (t, ci, gen) == -1)
+    return;                     /* keep the chunk: still correct */
+  t->chunks[ci] = c->known ? ALL_ZERO : NULL;
+  if (c->digests)
+    t->ndigest_arrays--;
+  free (c->digests);
+  free (c);
+  t->nallocated--;
+}
+
+static bool
+in_flight (const struct blk_table *t, uint64_t first, uint64_t count)
+{
+  for (const struct blk_write *w = t->writes; w; w = w->next)
+    if (w->first < first + count && first < w->first + w->count)
+      return true;
+  return false;
+}
+
+static bool
+storable (const struct blk_table *t, uint64_t b, uint64_t snapshot,
+          bool check_writes)
+{
+  return snapshot != 0 && block_wgen (t, b) <= snapshot &&
+    !(check_writes && in_flight (t, b, 1));
+}
+
+/* Returns the digest of a known block, or NULL. */
+static const uint8_t *
+get_digest (const struct blk_table *t, uint64_t b)
+{
+  const struct chunk *c = t->chunks[b / CHUNK_BLOCKS];
+  const uint64_t bit = UINT64_C (1) << (b % CHUNK_BLOCKS);
+
+  if (c == NULL)
+    return NULL;
+  if (c == ALL_ZERO || ((c->known & bit) && !(c->data & bit)))
+    return zero_digest (t, b);
+  if (c->known & bit)
+    return c->digests + (b % CHUNK_BLOCKS) * t->len;
+  return NULL;
+}
+
+/* Record one block; digest NULL means zero.  Returns -1 on ENOMEM
+ * (the block then simply stays unknown).
+ */
+static int
+set_block (struct blk_table *t, uint64_t b, const uint8_t *digest)
+{
+  const uint64_t ci = b / CHUNK_BLOCKS, i = b % CHUNK_BLOCKS;
+  const uint64_t bit = UINT64_C (1) << i;
+  const uint8_t *old = get_digest (t, b);
+  struct chunk *c;
+
+  /* Two hashers raced on the same block: nothing changes. */
+  if (old && memcmp (old, digest ? digest : zero_digest (t, b), t->len) == 0)
+    return 0;
+  c = materialize (t, ci);
+  if (c == NULL)
+    return -1;
+  if (digest && c->digests == NULL) {
+    c->digests = malloc (CHUNK_BLOCKS * t->len);
+    if (c->digests == NULL) {
+      compact (t, ci);
+      return -1;
+    }
+    t->ndigest_arrays++;
+  }
+  t->nknown += !(c->known & bit);
+  t->ndata -= !!(c->data & bit);
+  c->known |= bit;
+  if (digest) {
+    c->data |= bit;
+    t->ndata++;
+    memcpy (c->digests + i * t->len, digest, t->len);
+  }
+  else
+    c->data &= ~bit;
+  if (b < t->folded)
+    t->fold_dirty = true;       /* a new value under the fold */
+  compact (t, ci);
+  return 0;
+}
+
+/* Forget [first, first+count) and stamp it with write clock gen. */
+static void
+forget (struct blk_table *t, uint64_t first, uint64_t count, uint64_t gen)
+{
+  uint64_t b = first, end = first + count;
+
+  if (count && first < t->folded)
+    t->fold_dirty = true;
+  while (b < end) {
+    const uint64_t ci = b / CHUNK_BLOCKS;
+    const uint64_t cstart = ci * CHUNK_BLOCKS;
+    const uint64_t cend = cstart + CHUNK_BLOCKS;
+    struct chunk *c = t->chunks[ci];
+    const uint64_t stop = end < cend ? end : cend;
+
+    if (b == cstart && stop == cend && (c == NULL || c == ALL_ZERO) &&
+        set_slot_wgen (t, ci, gen) == 0) {
+      if (c == ALL_ZERO)
+        t->nknown -= __builtin_popcountll (chunk_mask (t, ci));
+      t->chunks[ci] = NULL;
+    }
+    else if ((c = materialize (t, ci)) != NULL) {
+      for (uint64_t x = b; x < stop; x++) {
+        const uint64_t bit = UINT64_C (1) << (x - cstart);
+        t->nknown -= !!(c->known & bit);
+        t->ndata -= !!(c->data & bit);
+        c->known &= ~bit;
+        c->data &= ~bit;
+        c->wgen[x - cstart] = gen;
+      }
+      compact (t, ci);
+    }
+    else {
+      /* Out of memory: forget the whole chunk, coarser but safe. */
+      if (c == ALL_ZERO)
+        t->nknown -= __builtin_popcountll (chunk_mask (t, ci));
+      t->chunks[ci] = NULL;
+      set_slot_wgen (t, ci, gen);
+    }
+    b = stop;
+  }
+  t->root_valid = false;
+}
+
+/* --- Public API. --- */
+
+uint64_t
+blk_table_lookup (struct blk_table *t, uint64_t first, uint64_t count,
+                  uint8_t *out, bool *need, uint64_t *snapshot)
+{
+  uint64_t unknown = 0;
+
+  pthread_mutex_lock (&t->lock);
+  *snapshot = t->clock;
+  for (uint64_t i = 0; i < count; i++) {
+    const uint8_t *d = get_digest (t, first + i);
+    need[i] = d == NULL;
+    if (d)
+      memcpy (out + i * t->len, d, t->len);
+    else
+      unknown++;
+  }
+  pthread_mutex_unlock (&t->lock);
+  return unknown;
+}
+
+void
+blk_table_store (struct blk_table *t, uint64_t first, uint64_t count,
+                 const uint8_t *digests, const bool *zero, const bool *which,
+                 uint64_t snapshot)
+{
+  pthread_mutex_lock (&t->lock);
+  const bool check = in_flight (t, first, count);
+  for (uint64_t i = 0; i < count; i++) {
+    const uint64_t b = first + i;
+    if ((which && !which[i]) || !storable (t, b, snapshot, check))
+      continue;
+    set_block (t, b, zero && zero[i] ? NULL : digests + i * t->len);
+  }
+  pthread_mutex_unlock (&t->lock);
+}
+
+void
+blk_table_store_zero (struct blk_table *t, uint64_t first, uint64_t count,
+                      uint64_t snapshot)
+{
+  uint64_t b = first, end = first + count;
+
+  pthread_mutex_lock (&t->lock);
+  const bool check = in_flight (t, first, count);
+  while (b < end) {
+    const uint64_t ci = b / CHUNK_BLOCKS;
+    const uint64_t cstart = ci * CHUNK_BLOCKS;
+    const uint64_t cend = cstart + CHUNK_BLOCKS < t->nblocks
+      ? cstart + CHUNK_BLOCKS : t->nblocks;
+
+    if (t->chunks[ci] == ALL_ZERO) {
+      b = end < cend ? end : cend;
+      continue;
+    }
+    /* Whole untouched chunks of a hole cost nothing. */
+    if (b == cstart && end >= cend && t->chunks[ci] == NULL &&
+        snapshot != 0 && slot_wgen (t, ci) <= snapshot &&
+        !(check && in_flight (t, cstart, cend - cstart))) {
+      t->chunks[ci] = ALL_ZERO;
+      t->nknown += cend - cstart;
+      if (cstart < t->folded)
+        t->fold_dirty = true;
+      b = cend;
+      continue;
+    }
+    if (storable (t, b, snapshot, check))
+      set_block (t, b, NULL);
+    b++;
+  }
+  pthread_mutex_unlock (&t->lock);
+}
+
+void
+blk_table_write_begin (struct blk_table *t, struct blk_write *w,
+                       uint64_t first, uint64_t count)
+{
+  w->first = first;
+  w->count = count;
+  w->snapshot = 0;
+  pthread_mutex_lock (&t->lock);
+  w->start = t->clock;
+  w->next = t->writes;
+  t->writes = w;
+  pthread_mutex_unlock (&t->lock);
+}
+
+void
+blk_table_write_end (struct blk_table *t, struct blk_write *w, bool ok)
+{
+  struct blk_write **pp;
+  bool overlapped = false;
+
+  pthread_mutex_lock (&t->lock);
+  for (pp = &t->writes; *pp != w; pp = &(*pp)->next)
+    ;
+  *pp = w->next;
+
+  /* Another write on these blocks, in flight or ended since we began:
+   * the plugin may have applied them in either order.
+   */
+  if (in_flight (t, w->first, w->count))
+    overlapped = true;
+  for (uint64_t b = w->first; !overlapped && b < w->first + w->count; b++)
+    if (block_wgen (t, b) > w->start)
+      overlapped = true;
+
+  t->clock++;
+  forget (t, w->first, w->count, t->clock);
+  w->snapshot = ok && !overlapped ? t->clock : 0;
+  pthread_mutex_unlock (&t->lock);
+}
+
+/* Copy up to max digests of the known prefix starting at block from. */
+static uint64_t
+gather (struct blk_table *t, uint64_t from, uint8_t *buf, uint64_t max)
+{
+  uint64_t k = 0;
+
+  while (k < max && from + k < t->nblocks) {
+    const uint8_t *d = get_digest (t, from + k);
+    if (d == NULL)
+      break;
+    memcpy (buf + k * t->len, d, t->len);
+    k++;
+  }
+  return k;
+}
+
+int
+blk_table_fold (struct blk_table *t, bool wait, uint64_t budget)
+{
+  const uint64_t max = FOLD_BUF_BYTES / t->len;
+  uint64_t done = 0, start, k;
+  int ret = 0;
+
+  if (wait)
+    pthread_mutex_lock (&t->fold_lock);
+  else if (pthread_mutex_trylock (&t->fold_lock) != 0)
+    return 0;
+
+  if (t->fold_buf == NULL &&
+      (t->fold_buf = malloc (FOLD_BUF_BYTES)) == NULL) {
+    pthread_mutex_unlock (&t->fold_lock);
+    errno = ENOMEM;
+    return -1;
+  }
+
+  for (;;) {
+    pthread_mutex_lock (&t->lock);
+    if (t->fold_dirty) {
+      t->folded = 0;
+      t->fold_dirty = false;
+      t->root_valid = false;
+      if (blk_root_reset (&t->fold) == -1)
+        ret = -1;
+    }
+    start = t->folded;
+    k = ret == 0 ? gather (t, start, t->fold_buf, max) : 0;
+    t->folded = start + k;
+    const bool complete = t->folded == t->nblocks && !t->root_valid;
+    pthread_mutex_unlock (&t->lock);
+
+    if (k > 0) {
+      /* The expensive part, outside the table lock. */
+      if (blk_root_add (&t->fold, t->fold_buf, k) == -1) {
+        ret = -1;
+        break;
+      }
+      done += k * t->len;
+      if (budget && done >= budget)
+        break;
+      continue;
+    }
+    if (complete) {
+      uint8_t root[EVP_MAX_MD_SIZE];
+      if (blk_root_final (&t->fold, t->size, root) == -1) {
+        ret = -1;
+        break;
+      }
+      pthread_mutex_lock (&t->lock);
+      if (!t->fold_dirty) {
+        memcpy (t->root, root, t->len);
+        t->root_valid = true;
+      }
+      pthread_mutex_unlock (&t->lock);
+    }
+    break;
+  }
+  pthread_mutex_unlock (&t->fold_lock);
+  return ret;
+}
+
+int
+blk_table_root (struct blk_table *t, uint8_t *out)
+{
+  int r = 0;
+
+  if (blk_table_fold (t, true, 0) == -1)
+    return -1;
+  pthread_mutex_lock (&t->lock);
+  if (t->root_valid) {
+    memcpy (out, t->root, t->len);
+    r = 1;
+  }
+  pthread_mutex_unlock (&t->lock);
+  return r;
+}
+
+uint64_t
+blk_table_next_unknown (struct blk_table *t, uint64_t from)
+{
+  uint64_t b = from;
+
+  pthread_mutex_lock (&t->lock);
+  while (b < t->nblocks) {
+    const uint64_t ci = b / CHUNK_BLOCKS;
+    const struct chunk *c = t->chunks[ci];
+    if (c == NULL)
+      break;
+    if (c == ALL_ZERO) {
+      b = (ci + 1) * CHUNK_BLOCKS;
+      continue;
+    }
+    const uint64_t unknown = ~c->known & chunk_mask (t, ci) &
+      (UINT64_MAX << (b % CHUNK_BLOCKS));
+    if (unknown) {
+      b = ci * CHUNK_BLOCKS + __builtin_ctzll (unknown);
+      break;
+    }
+    b = (ci + 1) * CHUNK_BLOCKS;
+  }
+  pthread_mutex_unlock (&t->lock);
+  return b < t->nblocks ? b : t->nblocks;
+}
+
+void
+blk_table_stats (struct blk_table *t, struct blk_table_stats *st)
+{
+  pthread_mutex_lock (&t->lock);
+  st->blocks = t->nblocks;
+  st->known = t->nknown;
+  st->data = t->ndata;
+  st->folded = t->folded;
+  st->memory = sizeof *t + t->nchunks * sizeof *t->chunks +
+    (t->slot_wgen ? t->nchunks * sizeof *t->slot_wgen : 0) +
+    t->nallocated * sizeof (struct chunk) +
+    t->ndigest_arrays * CHUNK_BLOCKS * t->len +
+    (t->fold_buf ? FOLD_BUF_BYTES : 0);
+  pthread_mutex_unlock (&t->lock);
+}

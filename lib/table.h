@@ -1,0 +1,103 @@
+/* nbdkit-blkhash: the block table.
+ *
+ * Digests of the blocks of one image (for one digest and block size),
+ * shared by every thread hashing it.  Memory follows the data: blocks
+ * are grouped in chunks of 64; a chunk is allocated only when it holds
+ * something other than "nothing known" or "all zero", and digest
+ * storage only when it holds a data block.
+ *
+ * Never storing a stale digest: a hasher takes a snapshot (the write
+ * clock) when it looks up the blocks it will compute, and the store is
+ * refused for any block that a write ended on after the snapshot, or
+ * that a write is still in flight on.  Writers register their block
+ * range for the duration of the plugin write.
+ *
+ * The root, H(digests || le64(size)), is folded incrementally over the
+ * known prefix of blocks, so the one serial part overlaps the hashing.
+ */
+#ifndef BLKHASH_TABLE_H
+#define BLKHASH_TABLE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "blkhash.h"
+
+struct blk_table;
+
+/* A write registered with the table (between begin and end). */
+struct blk_write {
+  uint64_t first, count;        /* blocks touched, even partially */
+  uint64_t start;               /* clock when it began */
+  uint64_t snapshot;            /* after end: snapshot for self-store,
+                                   or 0 when another write overlapped */
+  struct blk_write *next;
+};
+
+struct blk_table_stats {
+  uint64_t blocks;              /* block count */
+  uint64_t known;               /* blocks with a digest (or known zero) */
+  uint64_t data;                /* of those, data blocks */
+  uint64_t folded;              /* blocks folded into the root */
+  uint64_t memory;              /* bytes allocated by the table */
+};
+
+/* NULL with errno set on failure. */
+extern struct blk_table *blk_table_new (const struct blk_params *p,
+                                        uint64_t size);
+extern void blk_table_free (struct blk_table *t);
+
+extern const struct blk_params *blk_table_params (const struct blk_table *t);
+extern uint64_t blk_table_size (const struct blk_table *t);
+extern uint64_t blk_table_blocks (const struct blk_table *t);
+
+/* Copy the known digests of blocks [first, first+count) to out (count
+ * digests).  need[i] is set for each unknown block.  Returns the number
+ * of unknown blocks; *snapshot is what blk_table_store needs.
+ */
+extern uint64_t blk_table_lookup (struct blk_table *t, uint64_t first,
+                                  uint64_t count, uint8_t *out, bool *need,
+                                  uint64_t *snapshot);
+
+/* Store computed digests of blocks [first, first+count): digests holds
+ * count digests; zero (may be NULL) marks blocks found to be all zero;
+ * which (may be NULL: all) marks the blocks to store.  Blocks written
+ * since the snapshot are silently not stored.
+ */
+extern void blk_table_store (struct blk_table *t, uint64_t first,
+                             uint64_t count, const uint8_t *digests,
+                             const bool *zero, const bool *which,
+                             uint64_t snapshot);
+
+/* Mark [first, first+count) as known zero (holes, write zeroes). */
+extern void blk_table_store_zero (struct blk_table *t, uint64_t first,
+                                  uint64_t count, uint64_t snapshot);
+
+/* Bracket a plugin write (or trim, or zero) of blocks [first,
+ * first+count).  end always invalidates the blocks; if ok and no other
+ * write overlapped, w->snapshot lets the writer store what it wrote.
+ */
+extern void blk_table_write_begin (struct blk_table *t, struct blk_write *w,
+                                   uint64_t first, uint64_t count);
+extern void blk_table_write_end (struct blk_table *t, struct blk_write *w,
+                                 bool ok);
+
+/* Fold the known prefix into the root.  With wait false, returns at
+ * once if another thread is folding.  budget bounds the digest bytes
+ * folded by this call (0: no bound).  Returns 0 or -1 (OpenSSL).
+ */
+extern int blk_table_fold (struct blk_table *t, bool wait, uint64_t budget);
+
+/* 1 with the root in out if every block is folded, 0 if not, -1 on
+ * error.  Folds what is known first.
+ */
+extern int blk_table_root (struct blk_table *t, uint8_t *out);
+
+/* First unknown block at or after from, or the block count. */
+extern uint64_t blk_table_next_unknown (struct blk_table *t, uint64_t from);
+
+extern void blk_table_stats (struct blk_table *t,
+                             struct blk_table_stats *st);
+
+#endif /* BLKHASH_TABLE_H */

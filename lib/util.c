@@ -1,0 +1,145 @@
+/* nbdkit-blkhash: sizes, hex and view names. */
+#include <config.h>
+
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "util.h"
+
+const char *
+blk_parse_size (const char *s, uint64_t *out)
+{
+  uint64_t v = 0, mult = 1;
+  const char *p = s;
+  int shift = 0;
+
+  if (!isdigit ((unsigned char) *p))
+    return "size must start with a digit";
+  for (; isdigit ((unsigned char) *p); p++) {
+    if (v > (UINT64_MAX - 9) / 10)
+      return "size is too large";
+    v = v * 10 + (*p - '0');
+  }
+  switch (toupper ((unsigned char) *p)) {
+  case '\0': break;
+  case 'K': shift = 10; p++; break;
+  case 'M': shift = 20; p++; break;
+  case 'G': shift = 30; p++; break;
+  case 'T': shift = 40; p++; break;
+  case 'B': break;
+  default: return "size has an unknown suffix (use K, M, G or T)";
+  }
+  if (shift && (*p == 'i' || *p == 'I'))
+    p++;
+  if (*p == 'b' || *p == 'B')
+    p++;
+  if (*p != '\0')
+    return "size has trailing characters";
+  mult = UINT64_C (1) << shift;
+  if (v > INT64_MAX / mult)
+    return "size is too large";
+  *out = v * mult;
+  return NULL;
+}
+
+void
+blk_hex (const uint8_t *buf, size_t len, char *out)
+{
+  static const char digits[] = "0123456789abcdef";
+
+  for (size_t i = 0; i < len; i++) {
+    out[2 * i] = digits[buf[i] >> 4];
+    out[2 * i + 1] = digits[buf[i] & 15];
+  }
+  out[2 * len] = '\0';
+}
+
+/* The marker must be followed by the end of the name or by ':'; the
+ * last such occurrence wins, so a base name may itself contain it.
+ */
+static const char *
+find_marker (const char *name)
+{
+  const size_t mlen = strlen (BLK_VIEW_MARKER);
+  const char *found = NULL, *p;
+
+  for (p = strstr (name, BLK_VIEW_MARKER); p;
+       p = strstr (p + 1, BLK_VIEW_MARKER))
+    if (p[mlen] == '\0' || p[mlen] == ':')
+      found = p;
+  return found;
+}
+
+int
+blk_view_name_parse (const char *name, struct blk_view_name *v,
+                     const char **msg)
+{
+  const char *m = find_marker (name), *opts, *slash;
+
+  memset (v, 0, sizeof *v);
+  if (m == NULL)
+    return 0;
+
+  v->base = strndup (name, m - name);
+  if (v->base == NULL)
+    goto enomem;
+  opts = m + strlen (BLK_VIEW_MARKER);
+  if (*opts == ':') {
+    opts++;
+    slash = strchr (opts, '/');
+    size_t dlen = slash ? (size_t) (slash - opts) : strlen (opts);
+    if (dlen > 0) {
+      v->digest = strndup (opts, dlen);
+      if (v->digest == NULL)
+        goto enomem;
+    }
+    if (slash) {
+      if ((*msg = blk_parse_size (slash + 1, &v->block_size)) != NULL)
+        goto bad;
+    }
+    else if (dlen == 0) {
+      *msg = "empty view options after ':'";
+      goto bad;
+    }
+  }
+  return 1;
+
+ enomem:
+  *msg = "out of memory";
+ bad:
+  blk_view_name_free (v);
+  return -1;
+}
+
+void
+blk_view_name_free (struct blk_view_name *v)
+{
+  free (v->base);
+  free (v->digest);
+  v->base = v->digest = NULL;
+}
+
+char *
+blk_view_name_build (const char *base, const char *digest,
+                     uint64_t block_size)
+{
+  char *s = NULL;
+  char bs[32] = "";
+  int r;
+
+  /* The shortest exact spelling: 64K, 1M, or bytes. */
+  if (block_size && block_size % (1 << 20) == 0)
+    snprintf (bs, sizeof bs, "/%" PRIu64 "M", block_size >> 20);
+  else if (block_size && block_size % 1024 == 0)
+    snprintf (bs, sizeof bs, "/%" PRIu64 "K", block_size >> 10);
+  else if (block_size)
+    snprintf (bs, sizeof bs, "/%" PRIu64, block_size);
+  r = asprintf (&s, "%s" BLK_VIEW_MARKER "%s%s%s", base,
+                digest || block_size ? ":" : "", digest ? digest : "", bs);
+  return r == -1 ? NULL : s;
+}

@@ -1,0 +1,462 @@
+/* nbdkit-blkhash filter: server-side blkhash checksums.
+ *
+ * Every export NAME is passed through unchanged and gets a read-only
+ * companion NAME@blkhash[:DIGEST[/BLOCKSIZE]] serving its block
+ * digests and checksum (view.c), computed next to the storage
+ * (hasher.c) and shared with what data clients read and write
+ * (passive.c) through per-export block tables (exports.c).
+ */
+#include <config.h>
+
+#include <errno.h>
+#include <inttypes.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "blkhash.h"
+#include "util.h"
+
+const struct blk_params *blkhash_default_params;
+const char *blkhash_file;
+bool blkhash_cache = true;
+
+static const char *digest_name = BLK_DEFAULT_DIGEST;
+static uint64_t block_size = BLK_DEFAULT_BLOCK_SIZE;
+
+struct handle {
+  char *name;                           /* export name (view: its base) */
+  const struct blk_params *params;      /* view: its digest and block size */
+  struct blkhash_export *e;             /* from prepare to finalize */
+  struct blk_table *passive;            /* data: table fed by traffic */
+  bool is_view;                         /* NAME@blkhash... */
+  struct blkhash_view *view;            /* view: from prepare */
+};
+
+static void
+blkhash_load (void)
+{
+  if (blkhash_hasher_init () == -1)
+    exit (EXIT_FAILURE);
+}
+
+static void
+blkhash_unload (void)
+{
+  blkhash_exports_free_all ();
+  blkhash_params_free_all ();
+  blkhash_hasher_fini ();
+}
+
+static int
+blkhash_config (nbdkit_next_config *next, nbdkit_backend *nxdata,
+                const char *key, const char *value)
+{
+  if (strcmp (key, "blkhash-digest") == 0) {
+    digest_name = value;
+    return 0;
+  }
+  else if (strcmp (key, "blkhash-block-size") == 0) {
+    int64_t r = nbdkit_parse_size (value);
+    if (r == -1)
+      return -1;
+    block_size = r;
+    return 0;
+  }
+  else if (strcmp (key, "blkhash-file") == 0) {
+    blkhash_file = nbdkit_absolute_path (value);
+    return blkhash_file ? 0 : -1;
+  }
+  else if (strcmp (key, "blkhash-cache") == 0) {
+    int r = nbdkit_parse_bool (value);
+    if (r == -1)
+      return -1;
+    blkhash_cache = r;
+    return 0;
+  }
+  return next (nxdata, key, value);
+}
+
+static int
+blkhash_config_complete (nbdkit_next_config_complete *next,
+                         nbdkit_backend *nxdata)
+{
+  blkhash_default_params = blkhash_params_get (digest_name, block_size);
+  if (blkhash_default_params == NULL)
+    return -1;
+
+  if (blkhash_file) {
+    char *copy = strdup (blkhash_file);
+    if (copy == NULL) {
+      nbdkit_error ("strdup: %m");
+      return -1;
+    }
+    /* Fail now, not when the first client leaves. */
+    const char *dir = dirname (copy);
+    int r = access (dir, W_OK);
+    if (r == -1)
+      nbdkit_error ("blkhash-file: cannot write in directory %s: %m", dir);
+    free (copy);
+    if (r == -1)
+      return -1;
+  }
+  return next (nxdata);
+}
+
+#define blkhash_config_help \
+  "blkhash-digest=NAME        OpenSSL digest (default sha256).\n" \
+  "blkhash-block-size=SIZE    Block size, power of two 4K..16M (default 64K).\n" \
+  "blkhash-file=PATH          Write 'HEX  NAME' checksums when clients leave.\n" \
+  "blkhash-cache=BOOL         Hash data passing through (default true)."
+
+static void
+blkhash_cleanup (nbdkit_backend *backend)
+{
+  /* At exit, write again what the last disconnects computed. */
+  blkhash_results_write ();
+}
+
+static int
+blkhash_thread_model (void)
+{
+  return NBDKIT_THREAD_MODEL_PARALLEL;
+}
+
+static int
+blkhash_list_exports (nbdkit_next_list_exports *next, nbdkit_backend *nxdata,
+                      int readonly, int is_tls,
+                      struct nbdkit_exports *exports)
+{
+  size_t i, n;
+
+  if (next (nxdata, readonly, exports) == -1)
+    return -1;
+
+  /* A plugin that only has a default export lists nothing here. */
+  n = nbdkit_exports_count (exports);
+  if (n == 0)
+    return nbdkit_add_export (exports, BLK_VIEW_MARKER,
+                              "blkhash view of the default export");
+  for (i = 0; i < n; i++) {
+    const struct nbdkit_export ex = nbdkit_get_export (exports, i);
+    char *name = blk_view_name_build (ex.name, NULL, 0);
+    char *desc = NULL;
+    int r;
+
+    if (name == NULL ||
+        asprintf (&desc, "blkhash view of %s",
+                  ex.name[0] ? ex.name : "the default export") == -1) {
+      nbdkit_error ("blkhash: out of memory");
+      free (name);
+      return -1;
+    }
+    r = nbdkit_add_export (exports, name, desc);
+    free (name);
+    free (desc);
+    if (r == -1)
+      return -1;
+  }
+  return 0;
+}
+
+static void *
+blkhash_open (nbdkit_next_open *next, nbdkit_context *context,
+              int readonly, const char *exportname, int is_tls)
+{
+  struct blk_view_name vn;
+  const char *msg = NULL;
+  struct handle *h;
+  int r;
+
+  h = calloc (1, sizeof *h);
+  if (h == NULL) {
+    nbdkit_error ("calloc: %m");
+    return NULL;
+  }
+
+  r = blk_view_name_parse (exportname, &vn, &msg);
+  if (r == -1) {
+    nbdkit_error ("blkhash: export '%s': %s", exportname, msg);
+    goto err;
+  }
+  if (r == 1) {
+    h->name = vn.base;
+    vn.base = NULL;
+    h->params = blkhash_params_get (vn.digest ? vn.digest : digest_name,
+                                    vn.block_size ? vn.block_size
+                                    : block_size);
+    blk_view_name_free (&vn);
+    if (h->params == NULL)
+      goto err;
+    h->is_view = true;
+    if (next (context, 1, h->name) == -1)
+      goto err;
+  }
+  else {
+    h->name = strdup (exportname);
+    if (h->name == NULL) {
+      nbdkit_error ("strdup: %m");
+      goto err;
+    }
+    if (next (context, readonly, exportname) == -1)
+      goto err;
+  }
+  return h;
+
+ err:
+  free (h->name);
+  free (h);
+  return NULL;
+}
+
+static void
+blkhash_close (void *handle)
+{
+  struct handle *h = handle;
+
+  blkhash_view_free (h->view);
+  free (h->name);
+  free (h);
+}
+
+static bool
+is_view (const struct handle *h)
+{
+  return h->is_view;
+}
+
+static int
+blkhash_prepare (nbdkit_next *next, void *handle, int readonly)
+{
+  struct handle *h = handle;
+  int64_t size = next->get_size (next);
+  struct blk_table *t;
+
+  if (size == -1)
+    return -1;
+  h->e = blkhash_export_get (h->name, size);
+  if (h->e == NULL)
+    return -1;
+
+  if (is_view (h)) {
+    t = blkhash_export_table (h->e, h->params);
+    if (t == NULL || (h->view = blkhash_view_new (t)) == NULL)
+      goto err;
+  }
+  else if (blkhash_cache) {
+    h->passive = blkhash_export_table (h->e, blkhash_default_params);
+    if (h->passive == NULL)
+      goto err;
+  }
+  return 0;
+
+ err:
+  blkhash_export_put (h->e);
+  h->e = NULL;
+  return -1;
+}
+
+/* The last client of an export has gone: complete its checksum (holes
+ * from extents, data not yet seen read now) for blkhash-file.
+ */
+static void
+blkhash_write_result (nbdkit_next *next, struct blkhash_export *e)
+{
+  uint8_t root[EVP_MAX_MD_SIZE];
+  struct blk_table *t = blkhash_export_table (e, blkhash_default_params);
+  int err = 0;
+
+  if (t == NULL)
+    return;
+  if (blkhash_compute_root (next, t, root, &err) == -1) {
+    nbdkit_error ("blkhash: export '%s': cannot compute the checksum for "
+                  "blkhash-file: %s", blkhash_export_name (e),
+                  strerror (err));
+    return;
+  }
+  blkhash_export_set_result (e, root);
+  blkhash_results_write ();
+}
+
+static int
+blkhash_finalize (nbdkit_next *next, void *handle)
+{
+  struct handle *h = handle;
+
+  if (h->e == NULL)
+    return 0;
+  if (blkhash_export_put (h->e) == 0 && blkhash_file)
+    blkhash_write_result (next, h->e);
+  blkhash_export_trim (h->e);
+  h->e = NULL;
+  h->passive = NULL;
+  return 0;
+}
+
+static int64_t
+blkhash_get_size (nbdkit_next *next, void *handle)
+{
+  struct handle *h = handle;
+
+  return is_view (h) ? blkhash_view_size (h->view) : next->get_size (next);
+}
+
+static const char *
+blkhash_export_description (nbdkit_next *next, void *handle)
+{
+  struct handle *h = handle;
+  const char *r;
+  char *s;
+
+  if (!is_view (h))
+    return next->export_description (next);
+  if (asprintf (&s, "blkhash view of %s (%s, %" PRIu32 " byte blocks)",
+                h->name[0] ? h->name : "the default export",
+                h->params->digest.name, h->params->block_size) == -1) {
+    nbdkit_error ("asprintf: %m");
+    return NULL;
+  }
+  r = nbdkit_strdup_intern (s);
+  free (s);
+  return r;
+}
+
+static int
+blkhash_block_size (nbdkit_next *next, void *handle,
+                    uint32_t *minimum, uint32_t *preferred, uint32_t *maximum)
+{
+  struct handle *h = handle;
+
+  if (!is_view (h))
+    return next->block_size (next, minimum, preferred, maximum);
+  *minimum = 1;
+  *preferred = 4096;
+  *maximum = 0xffffffff;
+  return 0;
+}
+
+/* The view is read-only: none of these. */
+#define VIEW_OR_NEXT(fn, view_value)                            \
+  static int                                                    \
+  blkhash_##fn (nbdkit_next *next, void *handle)                \
+  {                                                             \
+    struct handle *h = handle;                                  \
+    return is_view (h) ? (view_value) : next->fn (next);        \
+  }
+VIEW_OR_NEXT (can_write, 0)
+VIEW_OR_NEXT (can_flush, 0)
+VIEW_OR_NEXT (can_trim, 0)
+VIEW_OR_NEXT (can_zero, NBDKIT_ZERO_NONE)
+VIEW_OR_NEXT (can_fast_zero, 0)
+VIEW_OR_NEXT (can_extents, 0)
+VIEW_OR_NEXT (can_fua, NBDKIT_FUA_NONE)
+VIEW_OR_NEXT (can_multi_conn, 1)
+VIEW_OR_NEXT (can_cache, NBDKIT_CACHE_NATIVE)
+
+static int
+blkhash_pread (nbdkit_next *next, void *handle, void *buf, uint32_t count,
+               uint64_t offset, uint32_t flags, int *err)
+{
+  struct handle *h = handle;
+
+  if (is_view (h))
+    return blkhash_view_pread (next, h->view, buf, count, offset, err);
+  if (h->passive)
+    return blkhash_passive_pread (next, h->passive, buf, count, offset,
+                                  flags, err);
+  return next->pread (next, buf, count, offset, flags, err);
+}
+
+static int
+blkhash_pwrite (nbdkit_next *next, void *handle, const void *buf,
+                uint32_t count, uint64_t offset, uint32_t flags, int *err)
+{
+  struct handle *h = handle;
+
+  if (is_view (h)) {
+    nbdkit_error ("blkhash: the view is read-only");
+    *err = EROFS;
+    return -1;
+  }
+  return blkhash_passive_pwrite (next, h->e, h->passive, buf, count, offset,
+                                 flags, err);
+}
+
+static int
+blkhash_zero (nbdkit_next *next, void *handle, uint32_t count,
+              uint64_t offset, uint32_t flags, int *err)
+{
+  struct handle *h = handle;
+
+  if (is_view (h)) {
+    nbdkit_error ("blkhash: the view is read-only");
+    *err = EROFS;
+    return -1;
+  }
+  return blkhash_passive_zero (next, h->e, h->passive, count, offset, flags,
+                               err);
+}
+
+static int
+blkhash_trim (nbdkit_next *next, void *handle, uint32_t count,
+              uint64_t offset, uint32_t flags, int *err)
+{
+  struct handle *h = handle;
+
+  if (is_view (h)) {
+    nbdkit_error ("blkhash: the view is read-only");
+    *err = EROFS;
+    return -1;
+  }
+  return blkhash_passive_trim (next, h->e, count, offset, flags, err);
+}
+
+static int
+blkhash_cache_request (nbdkit_next *next, void *handle, uint32_t count,
+                       uint64_t offset, uint32_t flags, int *err)
+{
+  struct handle *h = handle;
+
+  if (is_view (h))
+    return blkhash_view_cache (next, h->view, count, offset, err);
+  return next->cache (next, count, offset, flags, err);
+}
+
+static struct nbdkit_filter filter = {
+  .name               = "blkhash",
+  .longname           = "nbdkit blkhash filter",
+  .description        = "Serve blkhash checksums of every export",
+  .load               = blkhash_load,
+  .unload             = blkhash_unload,
+  .config             = blkhash_config,
+  .config_complete    = blkhash_config_complete,
+  .config_help        = blkhash_config_help,
+  .thread_model       = blkhash_thread_model,
+  .cleanup            = blkhash_cleanup,
+  .list_exports       = blkhash_list_exports,
+  .open               = blkhash_open,
+  .close              = blkhash_close,
+  .prepare            = blkhash_prepare,
+  .finalize           = blkhash_finalize,
+  .get_size           = blkhash_get_size,
+  .export_description = blkhash_export_description,
+  .block_size         = blkhash_block_size,
+  .can_write          = blkhash_can_write,
+  .can_flush          = blkhash_can_flush,
+  .can_trim           = blkhash_can_trim,
+  .can_zero           = blkhash_can_zero,
+  .can_fast_zero      = blkhash_can_fast_zero,
+  .can_extents        = blkhash_can_extents,
+  .can_fua            = blkhash_can_fua,
+  .can_multi_conn     = blkhash_can_multi_conn,
+  .can_cache          = blkhash_can_cache,
+  .pread              = blkhash_pread,
+  .pwrite             = blkhash_pwrite,
+  .zero               = blkhash_zero,
+  .trim               = blkhash_trim,
+  .cache              = blkhash_cache_request,
+};
+
+NBDKIT_REGISTER_FILTER(filter)

@@ -1,0 +1,311 @@
+/* nbdkit-blkhash filter: compute block digests through the plugin.
+ *
+ * Holes come from extents without reading; data is read in large
+ * requests into a per-thread buffer, zero blocks are detected before
+ * hashing, and only the blocks still unknown are computed.
+ */
+#include <config.h>
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "blkhash.h"
+
+/* One plugin read; several blocks at small block sizes. */
+#define READ_SIZE (2 * 1024 * 1024)
+/* Extents are queried per window of at most this many bytes. */
+#define EXTENTS_WINDOW (UINT64_C (1) << 30)
+/* The root is completed in steps of this much image. */
+#define ROOT_STEP_BYTES (UINT64_C (64) * 1024 * 1024)
+
+struct worker {
+  EVP_MD_CTX *ctx;
+  uint8_t *buf;
+  size_t size;
+};
+
+static pthread_key_t worker_key;
+
+static void
+worker_free (void *opaque)
+{
+  struct worker *w = opaque;
+
+  if (w) {
+    EVP_MD_CTX_free (w->ctx);
+    free (w->buf);
+    free (w);
+  }
+}
+
+int
+blkhash_hasher_init (void)
+{
+  int r = pthread_key_create (&worker_key, worker_free);
+
+  if (r != 0) {
+    errno = r;
+    nbdkit_error ("pthread_key_create: %m");
+    return -1;
+  }
+  return 0;
+}
+
+void
+blkhash_hasher_fini (void)
+{
+  worker_free (pthread_getspecific (worker_key));
+  pthread_setspecific (worker_key, NULL);
+  pthread_key_delete (worker_key);
+}
+
+/* Per-thread hashing context and read buffer of at least size bytes. */
+static struct worker *
+get_worker (size_t size)
+{
+  struct worker *w = pthread_getspecific (worker_key);
+
+  if (w == NULL) {
+    w = calloc (1, sizeof *w);
+    if (w == NULL || (w->ctx = EVP_MD_CTX_new ()) == NULL) {
+      free (w);
+      nbdkit_error ("blkhash: out of memory");
+      return NULL;
+    }
+    pthread_setspecific (worker_key, w);
+  }
+  if (w->size < size) {
+    void *p;
+    if (posix_memalign (&p, 4096, size) != 0) {
+      nbdkit_error ("blkhash: cannot allocate a %zu byte buffer", size);
+      return NULL;
+    }
+    free (w->buf);
+    w->buf = p;
+    w->size = size;
+  }
+  return w;
+}
+
+EVP_MD_CTX *
+blkhash_thread_ctx (void)
+{
+  struct worker *w = get_worker (0);
+
+  return w ? w->ctx : NULL;
+}
+
+enum kind { KNOWN = 0, HOLE, DATA };
+
+/* Mark as HOLE the DATA blocks of [first, first+count) that lie wholly
+ * inside extents reading as zero.
+ */
+static int
+find_holes (nbdkit_next *next, struct blk_table *t, uint64_t first,
+            uint64_t count, uint8_t *kind, int *err)
+{
+  const uint32_t bs = blk_table_params (t)->block_size;
+  const uint64_t size = blk_table_size (t);
+  uint64_t off = first * bs;
+  const uint64_t end = (first + count) * bs < size
+    ? (first + count) * bs : size;
+
+  while (off < end) {
+    const uint64_t len = end - off < EXTENTS_WINDOW ? end - off
+      : EXTENTS_WINDOW;
+    struct nbdkit_extents *exts = nbdkit_extents_full (next, len, off, 0,
+                                                       err);
+    if (exts == NULL)
+      return -1;
+    for (size_t i = 0; i < nbdkit_extents_count (exts); i++) {
+      const struct nbdkit_extent e = nbdkit_get_extent (exts, i);
+      if (!(e.type & NBDKIT_EXTENT_ZERO))
+        continue;
+      const uint64_t e_end = e.offset + e.length;
+      /* Blocks starting inside the extent and ending inside it (or
+       * at the image end, for a short last block).
+       */
+      for (uint64_t b = (e.offset + bs - 1) / bs;
+           b * bs < e_end && b < first + count; b++) {
+        const uint64_t b_end = b * bs + blk_block_len (size, bs, b);
+        if (b >= first && b_end <= e_end && kind[b - first] == DATA)
+          kind[b - first] = HOLE;
+      }
+    }
+    nbdkit_extents_free (exts);
+    off += len;
+  }
+  return 0;
+}
+
+/* Read and hash the DATA blocks, digests to out. */
+static int
+hash_data (nbdkit_next *next, struct blk_table *t, uint64_t first,
+           uint64_t count, const uint8_t *kind, bool *zero, uint8_t *out,
+           int *err)
+{
+  const struct blk_params *p = blk_table_params (t);
+  const uint32_t bs = p->block_size;
+  const uint64_t size = blk_table_size (t);
+  const uint64_t per_read = bs >= READ_SIZE ? 1 : READ_SIZE / bs;
+  struct worker *w = get_worker (per_read * bs);
+  uint64_t i = 0;
+
+  if (w == NULL) {
+    *err = ENOMEM;
+    return -1;
+  }
+  while (i < count) {
+    if (kind[i] != DATA) {
+      i++;
+      continue;
+    }
+    uint64_t n = 1;
+    while (i + n < count && n < per_read && kind[i + n] == DATA)
+      n++;
+    const uint64_t off = (first + i) * bs;
+    const uint64_t len = off + n * bs <= size ? n * bs : size - off;
+    if (next->pread (next, w->buf, len, off, 0, err) == -1)
+      return -1;
+    for (uint64_t j = 0; j < n; j++) {
+      const uint64_t b = first + i + j;
+      if (blk_hash_block (p, w->ctx, w->buf + j * bs,
+                          blk_block_len (size, bs, b),
+                          out + (i + j) * p->digest.len, &zero[i + j])
+          == -1) {
+        nbdkit_error ("blkhash: %s failed", p->digest.name);
+        *err = EIO;
+        return -1;
+      }
+    }
+    i += n;
+  }
+  return 0;
+}
+
+int
+blkhash_compute (nbdkit_next *next, struct blk_table *t, uint64_t first,
+                 uint64_t count, uint8_t *out, int *err)
+{
+  const struct blk_params *p = blk_table_params (t);
+  const size_t len = p->digest.len;
+  const uint64_t size = blk_table_size (t);
+  bool *need = NULL, *zero = NULL;
+  uint8_t *kind = NULL;
+  uint64_t snapshot, unknown, i;
+  int ret = -1;
+
+  need = malloc (count * sizeof *need);
+  zero = calloc (count, sizeof *zero);
+  kind = malloc (count);
+  if (need == NULL || zero == NULL || kind == NULL) {
+    nbdkit_error ("blkhash: out of memory");
+    *err = ENOMEM;
+    goto out;
+  }
+
+  unknown = blk_table_lookup (t, first, count, out, need, &snapshot);
+  if (unknown == 0) {
+    ret = 0;
+    goto out;
+  }
+  for (i = 0; i < count; i++)
+    kind[i] = need[i] ? DATA : KNOWN;
+
+  if (next->can_extents (next) == 1 &&
+      find_holes (next, t, first, count, kind, err) == -1)
+    goto out;
+  if (hash_data (next, t, first, count, kind, zero, out, err) == -1)
+    goto out;
+
+  /* Holes: the zero digest, at the real length of a short last block. */
+  for (i = 0; i < count; i++) {
+    if (kind[i] != HOLE)
+      continue;
+    const uint64_t b = first + i;
+    EVP_MD_CTX *ctx = blkhash_thread_ctx ();
+    if (ctx == NULL ||
+        blk_zero_block_digest (p, ctx, blk_block_len (size, p->block_size, b),
+                               out + i * len) == -1) {
+      nbdkit_error ("blkhash: %s failed", p->digest.name);
+      *err = EIO;
+      goto out;
+    }
+  }
+
+  /* Runs of holes are stored cheaply; data blocks one by one. */
+  for (i = 0; i < count; ) {
+    uint64_t n = 0;
+    while (i + n < count && kind[i + n] == HOLE)
+      n++;
+    if (n) {
+      blk_table_store_zero (t, first + i, n, snapshot);
+      i += n;
+    }
+    else
+      i++;
+  }
+  for (i = 0; i < count; i++)
+    need[i] = kind[i] == DATA;
+  blk_table_store (t, first, count, out, zero, need, snapshot);
+  ret = 0;
+
+ out:
+  free (need);
+  free (zero);
+  free (kind);
+  return ret;
+}
+
+int
+blkhash_compute_root (nbdkit_next *next, struct blk_table *t, uint8_t *root,
+                      int *err)
+{
+  const struct blk_params *p = blk_table_params (t);
+  const uint64_t nblocks = blk_table_blocks (t);
+  const uint64_t step = ROOT_STEP_BYTES / p->block_size
+    ? ROOT_STEP_BYTES / p->block_size : 1;
+  uint8_t *out = malloc (step * p->digest.len);
+  int attempt, r = -1;
+
+  if (out == NULL) {
+    nbdkit_error ("blkhash: out of memory");
+    *err = ENOMEM;
+    return -1;
+  }
+  /* Writes racing with us can invalidate blocks behind the fold. */
+  for (attempt = 0; attempt < 3; attempt++) {
+    uint64_t b = blk_table_next_unknown (t, 0);
+    while (b < nblocks) {
+      const uint64_t n = nblocks - b < step ? nblocks - b : step;
+      if (blkhash_compute (next, t, b, n, out, err) == -1)
+        goto out;
+      if (blk_table_fold (t, false, 0) == -1)
+        goto fold_failed;
+      b = blk_table_next_unknown (t, b + n);
+    }
+    r = blk_table_root (t, root);
+    if (r == 1) {
+      r = 0;
+      goto out;
+    }
+    if (r == -1)
+      goto fold_failed;
+  }
+  nbdkit_error ("blkhash: the image kept changing while computing its "
+                "checksum");
+  *err = EAGAIN;
+  r = -1;
+  goto out;
+
+ fold_failed:
+  nbdkit_error ("blkhash: %s failed", p->digest.name);
+  *err = EIO;
+  r = -1;
+ out:
+  free (out);
+  return r;
+}

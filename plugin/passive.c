@@ -1,0 +1,181 @@
+/* nbdkit-blkhash filter: hashing what passes through a data export.
+ *
+ * Full blocks read are hashed from the client's buffer; full blocks
+ * written are hashed from the written buffer once the plugin accepted
+ * them; write zeroes marks full blocks zero.  Every write, trim and
+ * zero is bracketed on all tables of the export, so digests computed
+ * concurrently are never stored stale (see lib/table.h).
+ */
+#include <config.h>
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "blkhash.h"
+
+/* Blocks wholly inside [offset, offset+count): [*first, *first+*n). */
+static void
+full_blocks (const struct blk_table *t, uint64_t offset, uint64_t count,
+             uint64_t *first, uint64_t *n)
+{
+  const uint32_t bs = blk_table_params (t)->block_size;
+  const uint64_t size = blk_table_size (t);
+  const uint64_t end = offset + count;
+  uint64_t last;
+
+  *first = (offset + bs - 1) / bs;
+  /* A short last block is full when the request reaches the end. */
+  last = end >= size ? blk_block_count (size, bs) : end / bs;
+  *n = last > *first ? last - *first : 0;
+}
+
+/* Hash the full blocks of buf (which starts at offset) selected by
+ * which, digests to out.
+ */
+static int
+hash_buffer (struct blk_table *t, const uint8_t *buf, uint64_t offset,
+             uint64_t first, uint64_t n, const bool *which, uint8_t *out,
+             bool *zero, int *err)
+{
+  const struct blk_params *p = blk_table_params (t);
+  const uint64_t size = blk_table_size (t);
+  EVP_MD_CTX *ctx = blkhash_thread_ctx ();
+
+  if (ctx == NULL) {
+    *err = ENOMEM;
+    return -1;
+  }
+  for (uint64_t i = 0; i < n; i++) {
+    const uint64_t b = first + i;
+    if (which && !which[i])
+      continue;
+    if (blk_hash_block (p, ctx, buf + (b * p->block_size - offset),
+                        blk_block_len (size, p->block_size, b),
+                        out + i * p->digest.len, &zero[i]) == -1) {
+      nbdkit_error ("blkhash: %s failed", p->digest.name);
+      *err = EIO;
+      return -1;
+    }
+  }
+  return 0;
+}
+
+int
+blkhash_passive_pread (nbdkit_next *next, struct blk_table *t,
+                       void *buf, uint32_t count, uint64_t offset,
+                       uint32_t flags, int *err)
+{
+  const size_t L = blk_table_params (t)->digest.len;
+  uint64_t first, n, snapshot;
+  uint8_t *out = NULL;
+  bool *need = NULL, *zero = NULL;
+  int ret = -1;
+
+  full_blocks (t, offset, count, &first, &n);
+  if (n == 0)
+    return next->pread (next, buf, count, offset, flags, err);
+
+  out = malloc (n * L);
+  need = malloc (n * sizeof *need);
+  zero = calloc (n, sizeof *zero);
+  if (out == NULL || need == NULL || zero == NULL) {
+    nbdkit_error ("blkhash: out of memory");
+    *err = ENOMEM;
+    goto out;
+  }
+  /* The snapshot must precede the read: a write that ends after it
+   * makes what we read unstorable.
+   */
+  if (blk_table_lookup (t, first, n, out, need, &snapshot) == 0) {
+    ret = next->pread (next, buf, count, offset, flags, err);
+    goto out;
+  }
+  if (next->pread (next, buf, count, offset, flags, err) == -1)
+    goto out;
+  ret = 0;
+  /* A hashing failure must not fail a read that succeeded. */
+  if (hash_buffer (t, buf, offset, first, n, need, out, zero, err) == 0) {
+    blk_table_store (t, first, n, out, zero, need, snapshot);
+    blk_table_fold (t, false, BLKHASH_FOLD_BUDGET);
+  }
+
+ out:
+  free (out);
+  free (need);
+  free (zero);
+  return ret;
+}
+
+int
+blkhash_passive_pwrite (nbdkit_next *next, struct blkhash_export *e,
+                        struct blk_table *t, const void *buf,
+                        uint32_t count, uint64_t offset, uint32_t flags,
+                        int *err)
+{
+  struct blkhash_write w;
+  uint64_t first = 0, n = 0, snapshot;
+  uint8_t *out = NULL;
+  bool *zero = NULL;
+  int r;
+
+  blkhash_write_begin (e, &w, offset, count);
+  r = next->pwrite (next, buf, count, offset, flags, err);
+  blkhash_write_end (&w, r == 0);
+  if (r == -1 || t == NULL)
+    return r;
+
+  snapshot = blkhash_write_snapshot (&w, t);
+  full_blocks (t, offset, count, &first, &n);
+  if (snapshot == 0 || n == 0)
+    return 0;
+  out = malloc (n * blk_table_params (t)->digest.len);
+  zero = calloc (n, sizeof *zero);
+  if (out && zero &&
+      hash_buffer (t, buf, offset, first, n, NULL, out, zero, err) == 0) {
+    blk_table_store (t, first, n, out, zero, NULL, snapshot);
+    blk_table_fold (t, false, BLKHASH_FOLD_BUDGET);
+  }
+  free (out);
+  free (zero);
+  return 0;
+}
+
+int
+blkhash_passive_zero (nbdkit_next *next, struct blkhash_export *e,
+                      struct blk_table *t, uint32_t count, uint64_t offset,
+                      uint32_t flags, int *err)
+{
+  struct blkhash_write w;
+  uint64_t first, n, snapshot;
+  int r;
+
+  blkhash_write_begin (e, &w, offset, count);
+  r = next->zero (next, count, offset, flags, err);
+  blkhash_write_end (&w, r == 0);
+  if (r == -1 || t == NULL)
+    return r;
+
+  snapshot = blkhash_write_snapshot (&w, t);
+  full_blocks (t, offset, count, &first, &n);
+  if (snapshot && n) {
+    blk_table_store_zero (t, first, n, snapshot);
+    blk_table_fold (t, false, BLKHASH_FOLD_BUDGET);
+  }
+  return 0;
+}
+
+int
+blkhash_passive_trim (nbdkit_next *next, struct blkhash_export *e,
+                      uint32_t count, uint64_t offset, uint32_t flags,
+                      int *err)
+{
+  struct blkhash_write w;
+  int r;
+
+  /* Trimmed data reads back as anything: forget it. */
+  blkhash_write_begin (e, &w, offset, count);
+  r = next->trim (next, count, offset, flags, err);
+  blkhash_write_end (&w, false);
+  return r;
+}

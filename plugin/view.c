@@ -1,0 +1,169 @@
+/* nbdkit-blkhash filter: the read-only NAME@blkhash view.
+ *
+ *   0     header (BLKHASH1, sizes, digest name), 4096 bytes
+ *   4096  root digest, zero padded to 4096 bytes
+ *   8192  block digests, block i at 8192 + i * L
+ */
+#include <config.h>
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "blkhash.h"
+
+/* Block digests are computed in windows of this many image bytes, so
+ * a big request does not allocate in proportion to its size.
+ */
+#define WINDOW_BYTES (UINT64_C (64) * 1024 * 1024)
+
+struct blkhash_view {
+  struct blk_table *t;
+  struct blk_header h;
+  uint8_t header[BLK_VIEW_HEADER_SIZE];
+};
+
+struct blkhash_view *
+blkhash_view_new (struct blk_table *t)
+{
+  const struct blk_params *p = blk_table_params (t);
+  struct blkhash_view *v = calloc (1, sizeof *v);
+
+  if (v == NULL) {
+    nbdkit_error ("calloc: %m");
+    return NULL;
+  }
+  v->t = t;
+  blk_header_init (&v->h, blk_table_size (t), p->block_size,
+                   p->digest.name, p->digest.len);
+  blk_header_encode (&v->h, v->header);
+  return v;
+}
+
+void
+blkhash_view_free (struct blkhash_view *v)
+{
+  free (v);
+}
+
+int64_t
+blkhash_view_size (const struct blkhash_view *v)
+{
+  return blk_view_size (&v->h);
+}
+
+/* Compute (or look up) block digests [first, first+count) and, when
+ * dst is not NULL, copy the bytes [skip, skip+len) of them to dst.
+ */
+static int
+view_digests (nbdkit_next *next, struct blkhash_view *v, uint64_t first,
+              uint64_t count, uint8_t *dst, uint64_t skip, uint64_t len,
+              int *err)
+{
+  const size_t L = v->h.digest_len;
+  const uint64_t step = WINDOW_BYTES / v->h.block_size
+    ? WINDOW_BYTES / v->h.block_size : 1;
+  uint8_t *buf = malloc ((count < step ? count : step) * L);
+  int ret = -1;
+
+  if (buf == NULL) {
+    nbdkit_error ("blkhash: out of memory");
+    *err = ENOMEM;
+    return -1;
+  }
+  for (uint64_t b = first; b < first + count; ) {
+    const uint64_t n = first + count - b < step ? first + count - b : step;
+    if (blkhash_compute (next, v->t, b, n, buf, err) == -1)
+      goto out;
+    if (dst) {
+      /* Bytes of this window that the caller asked for. */
+      const uint64_t wstart = (b - first) * L, wend = wstart + n * L;
+      const uint64_t from = skip > wstart ? skip : wstart;
+      const uint64_t to = skip + len < wend ? skip + len : wend;
+      if (from < to)
+        memcpy (dst + (from - skip), buf + (from - wstart), to - from);
+    }
+    b += n;
+  }
+  if (blk_table_fold (v->t, false, BLKHASH_FOLD_BUDGET) == -1) {
+    nbdkit_error ("blkhash: %s failed", v->h.digest_name);
+    *err = EIO;
+    goto out;
+  }
+  ret = 0;
+ out:
+  free (buf);
+  return ret;
+}
+
+/* The digest area bytes [start, end) relative to its start. */
+static int
+view_digest_range (nbdkit_next *next, struct blkhash_view *v,
+                   uint64_t start, uint64_t end, uint8_t *dst, int *err)
+{
+  const size_t L = v->h.digest_len;
+  const uint64_t first = start / L;
+  const uint64_t last = (end + L - 1) / L;
+
+  return view_digests (next, v, first, last - first, dst, start - first * L,
+                       end - start, err);
+}
+
+int
+blkhash_view_pread (nbdkit_next *next, struct blkhash_view *v,
+                    void *buf, uint32_t count, uint64_t offset, int *err)
+{
+  uint8_t *dst = buf;
+  const uint64_t end = offset + count;
+  const uint64_t root_end = BLK_VIEW_ROOT_OFFSET + v->h.digest_len;
+
+  memset (buf, 0, count);
+
+  if (offset < BLK_VIEW_HEADER_SIZE) {
+    const uint64_t to = end < BLK_VIEW_HEADER_SIZE ? end : BLK_VIEW_HEADER_SIZE;
+    memcpy (dst, v->header + offset, to - offset);
+  }
+
+  if (offset < root_end && end > BLK_VIEW_ROOT_OFFSET) {
+    uint8_t root[EVP_MAX_MD_SIZE];
+    if (blkhash_compute_root (next, v->t, root, err) == -1)
+      return -1;
+    const uint64_t from = offset > BLK_VIEW_ROOT_OFFSET
+      ? offset : BLK_VIEW_ROOT_OFFSET;
+    const uint64_t to = end < root_end ? end : root_end;
+    memcpy (dst + (from - offset), root + (from - BLK_VIEW_ROOT_OFFSET),
+            to - from);
+  }
+
+  if (end > BLK_VIEW_DIGESTS_OFFSET) {
+    const uint64_t from = offset > BLK_VIEW_DIGESTS_OFFSET
+      ? offset : BLK_VIEW_DIGESTS_OFFSET;
+    if (view_digest_range (next, v, from - BLK_VIEW_DIGESTS_OFFSET,
+                           end - BLK_VIEW_DIGESTS_OFFSET,
+                           dst + (from - offset), err) == -1)
+      return -1;
+  }
+  return 0;
+}
+
+int
+blkhash_view_cache (nbdkit_next *next, struct blkhash_view *v,
+                    uint32_t count, uint64_t offset, int *err)
+{
+  const uint64_t end = offset + count;
+  const uint64_t root_end = BLK_VIEW_ROOT_OFFSET + v->h.digest_len;
+
+  if (end > BLK_VIEW_DIGESTS_OFFSET) {
+    const uint64_t from = offset > BLK_VIEW_DIGESTS_OFFSET
+      ? offset : BLK_VIEW_DIGESTS_OFFSET;
+    if (view_digest_range (next, v, from - BLK_VIEW_DIGESTS_OFFSET,
+                           end - BLK_VIEW_DIGESTS_OFFSET, NULL, err) == -1)
+      return -1;
+  }
+  if (offset < root_end && end > BLK_VIEW_ROOT_OFFSET) {
+    uint8_t root[EVP_MAX_MD_SIZE];
+    if (blkhash_compute_root (next, v->t, root, err) == -1)
+      return -1;
+  }
+  return 0;
+}

@@ -1,0 +1,58 @@
+#!/usr/bin/env python3
+"""Plain reference blkhash, independent of the project's C code.
+
+    reference.py DIGEST BLOCK_SIZE FILE
+
+digest = H(H(b1) || ... || H(bn) || le64(size)), blocks of BLOCK_SIZE
+bytes, the last one at its real length.  Prints the hex digest.
+"""
+import hashlib
+import struct
+import sys
+
+# OpenSSL names that hashlib spells differently.
+NAMES = {"blake2b512": "blake2b", "blake2s256": "blake2s",
+         "sha3-224": "sha3_224", "sha3-256": "sha3_256",
+         "sha3-384": "sha3_384", "sha3-512": "sha3_512",
+         "sha512-256": "sha512_256", "sha512-224": "sha512_224"}
+
+
+def new(name):
+    return hashlib.new(NAMES.get(name.lower(), name.lower()))
+
+
+def blkhash(name, block_size, f):
+    outer = new(name)
+    zero_block = bytes(block_size)
+    zero_digest = None
+    size = 0
+    while True:
+        block = f.read(block_size)
+        if not block:
+            break
+        size += len(block)
+        if block == zero_block:
+            if zero_digest is None:
+                zero_digest = new(name)
+                zero_digest.update(zero_block)
+                zero_digest = zero_digest.digest()
+            outer.update(zero_digest)
+        else:
+            h = new(name)
+            h.update(block)
+            outer.update(h.digest())
+    outer.update(struct.pack("<Q", size))
+    return outer.hexdigest()
+
+
+def main():
+    name, block_size, path = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+    if path == "-":
+        print(blkhash(name, block_size, sys.stdin.buffer))
+    else:
+        with open(path, "rb", buffering=0) as f:
+            print(blkhash(name, block_size, f))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,119 @@
+/* Unit tests: lib/header.c */
+#include <config.h>
+
+#include <string.h>
+
+#include "header.h"
+#include "tap.h"
+
+static uint64_t
+le (const uint8_t *p, int n)
+{
+  uint64_t v = 0;
+  for (int i = n - 1; i >= 0; i--)
+    v = v << 8 | p[i];
+  return v;
+}
+
+static void
+put (uint8_t *p, uint64_t v, int n)
+{
+  for (int i = 0; i < n; i++)
+    p[i] = v >> (8 * i);
+}
+
+/* Decode a good header with one field changed. */
+static const char *
+corrupt (const uint8_t *good, size_t off, uint64_t v, int n)
+{
+  uint8_t buf[BLK_VIEW_HEADER_SIZE];
+  struct blk_header h;
+
+  memcpy (buf, good, sizeof buf);
+  put (buf + off, v, n);
+  return blk_header_decode (buf, sizeof buf, &h);
+}
+
+int
+main (void)
+{
+  struct blk_header h, d;
+  uint8_t buf[BLK_VIEW_HEADER_SIZE];
+  const uint64_t size = 5ULL * 1024 * 1024 * 1024 + 1;
+
+  blk_header_init (&h, size, 65536, "sha256", 32);
+  blk_header_encode (&h, buf);
+  ok (memcmp (buf, "BLKHASH1", 8) == 0, "magic at 0");
+  ok (le (buf + 8, 4) == 1, "version 1 at 8");
+  ok (le (buf + 12, 4) == 4096, "header size at 12");
+  ok (le (buf + 16, 8) == size, "image size at 16");
+  ok (le (buf + 24, 8) == 81921, "block count at 24 (rounded up)");
+  ok (le (buf + 32, 4) == 65536, "block size at 32");
+  ok (le (buf + 36, 4) == 32, "digest length at 36");
+  ok (le (buf + 40, 8) == 4096, "root offset at 40");
+  ok (le (buf + 48, 8) == 8192, "digests offset at 48");
+  ok (strcmp ((char *) buf + 56, "sha256") == 0, "digest name at 56");
+  {
+    int zero = 1;
+    for (int i = 56 + 6; i < 4096; i++)
+      zero &= buf[i] == 0;
+    ok (zero, "rest of the header is zero");
+  }
+  ok (blk_view_size (&h) == 8192 + 81921 * 32, "view size");
+
+  ok (blk_header_decode (buf, sizeof buf, &d) == NULL &&
+      d.image_size == size && d.block_count == 81921 &&
+      d.block_size == 65536 && d.digest_len == 32 &&
+      strcmp (d.digest_name, "sha256") == 0, "decode what was encoded");
+
+  blk_header_init (&h, 0, 4096, "blake2b512", 64);
+  {
+    uint8_t b2[BLK_VIEW_HEADER_SIZE];
+    blk_header_encode (&h, b2);
+    ok (blk_header_decode (b2, sizeof b2, &d) == NULL &&
+        d.block_count == 0 && d.digest_len == 64, "empty image header");
+  }
+
+  ok (corrupt (buf, 0, 0x58, 1) != NULL, "bad magic rejected");
+  ok (!blk_header_has_magic ((uint8_t *) "QFI\xfb", 4), "short buffer has "
+      "no magic");
+  ok (corrupt (buf, 8, 2, 4) != NULL, "version 2 rejected");
+  ok (corrupt (buf, 12, 512, 4) != NULL, "other header size rejected");
+  ok (corrupt (buf, 40, 0, 8) != NULL, "other root offset rejected");
+  ok (corrupt (buf, 48, 4096, 8) != NULL, "other digests offset rejected");
+  ok (corrupt (buf, 32, 65535, 4) != NULL, "block size not a power of two");
+  ok (corrupt (buf, 32, 1024, 4) != NULL, "block size too small");
+  ok (corrupt (buf, 36, 0, 4) != NULL, "digest length 0 rejected");
+  ok (corrupt (buf, 36, EVP_MAX_MD_SIZE + 1, 4) != NULL,
+      "digest length above EVP_MAX_MD_SIZE rejected");
+  ok (corrupt (buf, 24, 81920, 8) != NULL, "block count too small");
+  ok (corrupt (buf, 24, 81922, 8) != NULL, "block count too large");
+  ok (corrupt (buf, 16, UINT64_MAX, 8) != NULL, "impossible image size");
+  {
+    /* The largest image NBD allows still gives a view that fits. */
+    uint8_t b2[BLK_VIEW_HEADER_SIZE];
+    struct blk_header x;
+    memcpy (b2, buf, sizeof b2);
+    put (b2 + 16, INT64_MAX, 8);
+    put (b2 + 32, 4096, 4);
+    put (b2 + 24, INT64_MAX / 4096 + 1, 8);
+    ok (blk_header_decode (b2, sizeof b2, &x) == NULL &&
+        blk_view_size (&x) <= INT64_MAX, "a 2^63-1 byte image is accepted");
+  }
+  ok (corrupt (buf, 56, 0, 1) != NULL, "empty digest name rejected");
+  {
+    uint8_t b2[BLK_VIEW_HEADER_SIZE];
+    struct blk_header x;
+    memcpy (b2, buf, sizeof b2);
+    memset (b2 + 56, 'a', 64);
+    ok (blk_header_decode (b2, sizeof b2, &x) != NULL,
+        "unterminated digest name rejected");
+  }
+  ok (corrupt (buf, 56 + 10, 'x', 1) != NULL,
+      "garbage after the digest name rejected");
+  {
+    struct blk_header x;
+    ok (blk_header_decode (buf, 100, &x) != NULL, "truncated header");
+  }
+  return done_testing ();
+}

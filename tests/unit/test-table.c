@@ -1,0 +1,220 @@
+/* Unit tests: lib/table.c */
+#include <config.h>
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "table.h"
+#include "tap.h"
+
+#define L 32
+
+/* A fake digest per (block, version): content need not be real. */
+static void
+fake (uint64_t b, unsigned version, uint8_t *d)
+{
+  memset (d, 0, L);
+  memcpy (d, &b, sizeof b);
+  d[8] = version;
+  d[9] = 0xd5;
+}
+
+/* The root over given per-block digests, computed directly. */
+static void
+expect_root (const struct blk_params *p, uint64_t nblocks, uint64_t size,
+             const uint8_t *digests, uint8_t *out)
+{
+  struct blk_root r;
+
+  blk_root_init (&r, p);
+  blk_root_add (&r, digests, nblocks);
+  blk_root_final (&r, size, out);
+  blk_root_free (&r);
+}
+
+struct fill_arg {
+  struct blk_table *t;
+  uint64_t first, count;
+  unsigned version;
+};
+
+static void *
+fill_range (void *opaque)
+{
+  struct fill_arg *a = opaque;
+  uint8_t *d = malloc (a->count * L);
+  bool *need = malloc (a->count);
+  uint64_t snap;
+
+  /* Small steps, folding as we go, like the filter does. */
+  for (uint64_t b = a->first; b < a->first + a->count; b += 7) {
+    uint64_t n = a->first + a->count - b < 7 ? a->first + a->count - b : 7;
+    blk_table_lookup (a->t, b, n, d, need, &snap);
+    for (uint64_t i = 0; i < n; i++)
+      fake (b + i, a->version, d + i * L);
+    blk_table_store (a->t, b, n, d, NULL, need, snap);
+    blk_table_fold (a->t, false, 4096);
+  }
+  free (d);
+  free (need);
+  return NULL;
+}
+
+int
+main (void)
+{
+  struct blk_params p;
+  struct blk_table *t;
+  struct blk_table_stats st;
+  const uint32_t bs = 4096;
+  const uint64_t nblocks = 1000, size = (nblocks - 1) * bs + 100;
+  uint8_t *all = malloc (nblocks * L), *out = malloc (nblocks * L);
+  bool *need = malloc (nblocks);
+  uint8_t root[EVP_MAX_MD_SIZE], want[EVP_MAX_MD_SIZE], d[L];
+  uint64_t snap, snap2;
+  struct blk_write w, w2;
+
+  blk_params_init (&p, "sha256", bs);
+  t = blk_table_new (&p, size);
+  ok (t != NULL && blk_table_blocks (t) == nblocks, "1000 block table");
+
+  ok (blk_table_lookup (t, 0, nblocks, out, need, &snap) == nblocks &&
+      need[0] && need[999], "everything unknown at first");
+  ok (blk_table_root (t, root) == 0, "no root while blocks are unknown");
+
+  /* Holes for all, then data for some: roots follow. */
+  blk_table_store_zero (t, 0, nblocks, snap);
+  blk_table_stats (t, &st);
+  ok (st.known == nblocks && st.data == 0, "all known zero");
+  ok (blk_table_root (t, root) == 1, "root once all are known");
+  {
+    /* Direct: a zero image of the same size. */
+    uint8_t *img = calloc (1, size);
+    struct blk_stream s;
+    blk_stream_init (&s, &p);
+    blk_stream_update (&s, img, size);
+    blk_stream_final (&s, want);
+    blk_stream_free (&s);
+    free (img);
+  }
+  ok (memcmp (root, want, L) == 0,
+      "zero root equals a zero image, short tail included");
+
+  blk_table_lookup (t, 0, nblocks, all, need, &snap);
+  ok (!need[0] && !need[999], "zero blocks are known");
+  for (uint64_t b = 100; b < 200; b++)
+    fake (b, 1, all + b * L);
+  /* Block 150 to 200 not yet: stored later, out of order. */
+  blk_table_store (t, 100, 50, all + 100 * L, NULL, NULL, snap);
+  ok (blk_table_root (t, root) == 1, "root after changing blocks");
+  expect_root (&p, nblocks, size, all, want);
+  /* all[] has 150..199 changed but not stored yet. */
+  ok (memcmp (root, want, L) != 0, "root does not count unstored digests");
+  blk_table_store (t, 150, 50, all + 150 * L, NULL, NULL, snap);
+  ok (blk_table_root (t, root) == 1 && memcmp (root, want, L) == 0,
+      "root equals the direct computation after a refold");
+
+  blk_table_stats (t, &st);
+  ok (st.data == 100 && st.known == nblocks, "100 data blocks counted");
+
+  /* A write makes a snapshot taken before it useless. */
+  blk_table_lookup (t, 0, 1, out, need, &snap);
+  blk_table_write_begin (t, &w, 5, 2);
+  blk_table_write_end (t, &w, true);
+  ok (w.snapshot != 0, "a lone write may store what it wrote");
+  blk_table_lookup (t, 5, 2, out, need, &snap2);
+  ok (need[0] && need[1], "written blocks are forgotten");
+  ok (blk_table_root (t, root) == 0, "no root with forgotten blocks");
+  fake (5, 2, d);
+  blk_table_store (t, 5, 1, d, NULL, NULL, snap);
+  blk_table_lookup (t, 5, 1, out, need, &snap2);
+  ok (need[0], "stale snapshot: store refused");
+  blk_table_store (t, 5, 1, d, NULL, NULL, w.snapshot);
+  blk_table_lookup (t, 5, 1, out, need, &snap2);
+  ok (!need[0] && memcmp (out, d, L) == 0, "writer's snapshot: stored");
+
+  /* Store refused while a write is in flight, even with a new
+   * snapshot, and after it ends.
+   */
+  blk_table_write_begin (t, &w, 6, 1);
+  blk_table_lookup (t, 6, 1, out, need, &snap);
+  fake (6, 3, d);
+  blk_table_store (t, 6, 1, d, NULL, NULL, snap);
+  blk_table_lookup (t, 6, 1, out, need, &snap2);
+  ok (need[0], "no store during a write");
+  blk_table_write_end (t, &w, true);
+  blk_table_store (t, 6, 1, d, NULL, NULL, snap);
+  blk_table_lookup (t, 6, 1, out, need, &snap2);
+  ok (need[0], "no store after it with a snapshot from during it");
+
+  /* Overlapping writes: nobody may store. */
+  blk_table_write_begin (t, &w, 10, 4);
+  blk_table_write_begin (t, &w2, 12, 1);
+  blk_table_write_end (t, &w2, true);
+  blk_table_write_end (t, &w, true);
+  ok (w.snapshot == 0 && w2.snapshot == 0, "overlapping writes both lose");
+  blk_table_write_begin (t, &w, 10, 2);
+  blk_table_write_begin (t, &w2, 12, 2);
+  blk_table_write_end (t, &w2, true);
+  blk_table_write_end (t, &w, true);
+  ok (w.snapshot != 0 && w2.snapshot != 0, "disjoint writes both win");
+  blk_table_write_begin (t, &w, 20, 1);
+  blk_table_write_end (t, &w, false);
+  ok (w.snapshot == 0, "a failed write may not store");
+
+  ok (blk_table_next_unknown (t, 0) == 5 + 1, "next unknown after 0");
+  ok (blk_table_next_unknown (t, 14) == 20, "next unknown after 14");
+  ok (blk_table_next_unknown (t, 21) == nblocks, "none after 21");
+  blk_table_free (t);
+
+  /* Threads filling disjoint ranges with folds interleaved. */
+  {
+    enum { THREADS = 4 };
+    const uint64_t n = 5000;
+    pthread_t th[THREADS];
+    struct fill_arg args[THREADS];
+    uint8_t *exp = malloc (n * L);
+
+    t = blk_table_new (&p, n * bs);
+    for (int i = 0; i < THREADS; i++) {
+      args[i] = (struct fill_arg) { t, i * n / THREADS, n / THREADS, 7 };
+      pthread_create (&th[i], NULL, fill_range, &args[i]);
+    }
+    for (int i = 0; i < THREADS; i++)
+      pthread_join (th[i], NULL);
+    for (uint64_t b = 0; b < n; b++)
+      fake (b, 7, exp + b * L);
+    expect_root (&p, n, n * bs, exp, want);
+    ok (blk_table_root (t, root) == 1 && memcmp (root, want, L) == 0,
+        "parallel fill and fold give the direct root");
+    blk_table_free (t);
+    free (exp);
+  }
+
+  /* Memory follows data: a 4 TiB hole. */
+  {
+    const uint64_t big = 4ULL << 40;
+    uint64_t nb = big / 65536, first = 0;
+    struct blk_params p64;
+    blk_params_init (&p64, "sha256", 65536);
+    t = blk_table_new (&p64, big);
+    /* Stored in 64 MiB steps like the filter does. */
+    for (first = 0; first < nb; first += 1024) {
+      blk_table_lookup (t, first, 1, out, need, &snap);
+      blk_table_store_zero (t, first, 1024, snap);
+    }
+    blk_table_stats (t, &st);
+    ok (st.known == nb, "4 TiB of holes known");
+    ok (st.memory < 32 << 20, "4 TiB of holes in %llu bytes (< 32 MiB)",
+        (unsigned long long) st.memory);
+    blk_table_free (t);
+    blk_params_free (&p64);
+  }
+
+  blk_params_free (&p);
+  free (all);
+  free (out);
+  free (need);
+  return done_testing ();
+}
