@@ -10,6 +10,7 @@
 
 static int hash_zeros (const struct blk_digest *d, EVP_MD_CTX *ctx,
                        size_t len, uint8_t *out);
+static int update_zeros (EVP_MD_CTX *ctx, uint64_t n);
 
 const char *
 blk_check_block_size (uint64_t block_size)
@@ -60,16 +61,9 @@ static int
 hash_zeros (const struct blk_digest *d, EVP_MD_CTX *ctx, size_t len,
             uint8_t *out)
 {
-  static const uint8_t zeros[64 * 1024];
-  size_t n;
-
-  if (EVP_DigestInit_ex (ctx, d->md, NULL) != 1)
+  if (EVP_DigestInit_ex (ctx, d->md, NULL) != 1 ||
+      update_zeros (ctx, len) == -1)
     return -1;
-  for (; len > 0; len -= n) {
-    n = len < sizeof zeros ? len : sizeof zeros;
-    if (EVP_DigestUpdate (ctx, zeros, n) != 1)
-      return -1;
-  }
   return EVP_DigestFinal_ex (ctx, out, NULL) == 1 ? 0 : -1;
 }
 
@@ -84,16 +78,68 @@ blk_zero_block_digest (const struct blk_params *p, EVP_MD_CTX *ctx,
   return hash_zeros (&p->digest, ctx, len, out);
 }
 
+void
+blk_block_begin (struct blk_block_hasher *bh, const struct blk_params *p,
+                 EVP_MD_CTX *ctx)
+{
+  bh->p = p;
+  bh->ctx = ctx;
+  bh->len = 0;
+  bh->pending_zero = 0;
+  bh->started = false;
+}
+
+/* Feed n zero bytes to the digest in progress. */
+static int
+update_zeros (EVP_MD_CTX *ctx, uint64_t n)
+{
+  static const uint8_t zeros[64 * 1024];
+
+  while (n > 0) {
+    size_t k = n < sizeof zeros ? n : sizeof zeros;
+    if (EVP_DigestUpdate (ctx, zeros, k) != 1)
+      return -1;
+    n -= k;
+  }
+  return 0;
+}
+
+int
+blk_block_update (struct blk_block_hasher *bh, const void *buf, size_t len)
+{
+  bh->len += len;
+  if (!bh->started) {
+    if (blk_is_zero (buf, len)) {
+      bh->pending_zero += len;
+      return 0;
+    }
+    if (EVP_DigestInit_ex (bh->ctx, bh->p->digest.md, NULL) != 1 ||
+        update_zeros (bh->ctx, bh->pending_zero) == -1)
+      return -1;
+    bh->started = true;
+  }
+  return EVP_DigestUpdate (bh->ctx, buf, len) == 1 ? 0 : -1;
+}
+
+int
+blk_block_final (struct blk_block_hasher *bh, uint8_t *out, bool *zero)
+{
+  *zero = !bh->started;
+  if (*zero)
+    return blk_zero_block_digest (bh->p, bh->ctx, bh->len, out);
+  return EVP_DigestFinal_ex (bh->ctx, out, NULL) == 1 ? 0 : -1;
+}
+
 int
 blk_hash_block (const struct blk_params *p, EVP_MD_CTX *ctx,
                 const void *buf, size_t len, uint8_t *out, bool *zero)
 {
-  *zero = blk_is_zero (buf, len);
-  if (*zero && len == p->block_size) {
-    memcpy (out, p->zero_digest, p->digest.len);
-    return 0;
-  }
-  return blk_digest_buf (&p->digest, ctx, buf, len, out);
+  struct blk_block_hasher bh;
+
+  blk_block_begin (&bh, p, ctx);
+  if (blk_block_update (&bh, buf, len) == -1)
+    return -1;
+  return blk_block_final (&bh, out, zero);
 }
 
 int

@@ -53,6 +53,25 @@ extern int blk_hash_block (const struct blk_params *p, EVP_MD_CTX *ctx,
                            const void *buf, size_t len,
                            uint8_t *out, bool *zero);
 
+/* One block fed in pieces, so a large block need not be in memory at
+ * once.  Leading zero pieces are only counted: a block that stays all
+ * zero is never hashed.
+ */
+struct blk_block_hasher {
+  const struct blk_params *p;
+  EVP_MD_CTX *ctx;
+  uint64_t len;                 /* bytes fed so far */
+  uint64_t pending_zero;        /* leading zero bytes not hashed yet */
+  bool started;                 /* ctx holds a digest in progress */
+};
+
+extern void blk_block_begin (struct blk_block_hasher *bh,
+                             const struct blk_params *p, EVP_MD_CTX *ctx);
+extern int blk_block_update (struct blk_block_hasher *bh, const void *buf,
+                             size_t len);
+extern int blk_block_final (struct blk_block_hasher *bh, uint8_t *out,
+                            bool *zero);
+
 /* Digest of len zero bytes, for holes (len <= block_size). */
 extern int blk_zero_block_digest (const struct blk_params *p, EVP_MD_CTX *ctx,
                                   size_t len, uint8_t *out);

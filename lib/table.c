@@ -40,9 +40,10 @@ struct blk_table {
   bool root_valid;
   uint8_t root[EVP_MAX_MD_SIZE];
 
-  pthread_mutex_t fold_lock;            /* the fold's context and buffer */
+  pthread_mutex_t fold_lock;            /* the fold's context and buffers */
   struct blk_root fold;
   uint8_t *fold_buf;
+  uint8_t *zero_run;                    /* the zero digest, repeated */
 };
 
 static inline uint64_t
@@ -115,6 +116,7 @@ blk_table_free (struct blk_table *t)
   free (t->chunks);
   free (t->slot_wgen);
   free (t->fold_buf);
+  free (t->zero_run);
   blk_root_free (&t->fold);
   pthread_mutex_destroy (&t->lock);
   pthread_mutex_destroy (&t->fold_lock);
@@ -336,7 +338,7 @@ blk_table_lookup (struct blk_table *t, uint64_t first, uint64_t count,
   for (uint64_t i = 0; i < count; i++) {
     const uint8_t *d = get_digest (t, first + i);
     need[i] = d == NULL;
-    if (d)
+    if (d && out)
       memcpy (out + i * t->len, d, t->len);
     else
       unknown++;
@@ -437,16 +439,36 @@ blk_table_write_end (struct blk_table *t, struct blk_write *w, bool ok)
   pthread_mutex_unlock (&t->lock);
 }
 
-/* Copy up to max digests of the known prefix starting at block from. */
+/* Collect up to max digests of the known prefix starting at block
+ * from.  A run of full zero blocks is returned as *zeros (nothing
+ * copied) so the fold can hash it from a prebuilt buffer; otherwise
+ * the digests are copied to buf.  Returns the number of blocks.
+ */
 static uint64_t
-gather (struct blk_table *t, uint64_t from, uint8_t *buf, uint64_t max)
+gather (struct blk_table *t, uint64_t from, uint8_t *buf, uint64_t max,
+        bool *zeros)
 {
+  const uint8_t *full_zero = t->p->zero_digest;
   uint64_t k = 0;
+  const uint8_t *d;
 
-  while (k < max && from + k < t->nblocks) {
-    const uint8_t *d = get_digest (t, from + k);
-    if (d == NULL)
-      break;
+  *zeros = false;
+  while (k < max && from + k < t->nblocks &&
+         (d = get_digest (t, from + k)) == full_zero) {
+    const uint64_t b = from + k;
+    /* Whole zero chunks at once. */
+    if (b % CHUNK_BLOCKS == 0 && t->chunks[b / CHUNK_BLOCKS] == ALL_ZERO &&
+        b + CHUNK_BLOCKS < t->nblocks && k + CHUNK_BLOCKS <= max)
+      k += CHUNK_BLOCKS;
+    else
+      k++;
+  }
+  if (k > 0) {
+    *zeros = true;
+    return k;
+  }
+  while (k < max && from + k < t->nblocks &&
+         (d = get_digest (t, from + k)) != NULL && d != full_zero) {
     memcpy (buf + k * t->len, d, t->len);
     k++;
   }
@@ -458,6 +480,7 @@ blk_table_fold (struct blk_table *t, bool wait, uint64_t budget)
 {
   const uint64_t max = FOLD_BUF_BYTES / t->len;
   uint64_t done = 0, start, k;
+  bool zeros;
   int ret = 0;
 
   if (wait)
@@ -465,11 +488,19 @@ blk_table_fold (struct blk_table *t, bool wait, uint64_t budget)
   else if (pthread_mutex_trylock (&t->fold_lock) != 0)
     return 0;
 
-  if (t->fold_buf == NULL &&
-      (t->fold_buf = malloc (FOLD_BUF_BYTES)) == NULL) {
-    pthread_mutex_unlock (&t->fold_lock);
-    errno = ENOMEM;
-    return -1;
+  if (t->fold_buf == NULL) {
+    t->fold_buf = malloc (FOLD_BUF_BYTES);
+    t->zero_run = malloc (max * t->len);
+    if (t->fold_buf == NULL || t->zero_run == NULL) {
+      free (t->fold_buf);
+      free (t->zero_run);
+      t->fold_buf = t->zero_run = NULL;
+      pthread_mutex_unlock (&t->fold_lock);
+      errno = ENOMEM;
+      return -1;
+    }
+    for (uint64_t i = 0; i < max; i++)
+      memcpy (t->zero_run + i * t->len, t->p->zero_digest, t->len);
   }
 
   for (;;) {
@@ -482,14 +513,15 @@ blk_table_fold (struct blk_table *t, bool wait, uint64_t budget)
         ret = -1;
     }
     start = t->folded;
-    k = ret == 0 ? gather (t, start, t->fold_buf, max) : 0;
+    k = ret == 0 ? gather (t, start, t->fold_buf, max, &zeros) : 0;
     t->folded = start + k;
     const bool complete = t->folded == t->nblocks && !t->root_valid;
     pthread_mutex_unlock (&t->lock);
 
     if (k > 0) {
       /* The expensive part, outside the table lock. */
-      if (blk_root_add (&t->fold, t->fold_buf, k) == -1) {
+      if (blk_root_add (&t->fold, zeros ? t->zero_run : t->fold_buf, k)
+          == -1) {
         ret = -1;
         break;
       }
@@ -572,6 +604,6 @@ blk_table_stats (struct blk_table *t, struct blk_table_stats *st)
     (t->slot_wgen ? t->nchunks * sizeof *t->slot_wgen : 0) +
     t->nallocated * sizeof (struct chunk) +
     t->ndigest_arrays * CHUNK_BLOCKS * t->len +
-    (t->fold_buf ? FOLD_BUF_BYTES : 0);
+    (t->fold_buf ? 2 * FOLD_BUF_BYTES : 0);
   pthread_mutex_unlock (&t->lock);
 }

@@ -53,7 +53,7 @@ extern uint64_t blk_table_size (const struct blk_table *t);
 extern uint64_t blk_table_blocks (const struct blk_table *t);
 
 /* Copy the known digests of blocks [first, first+count) to out (count
- * digests).  need[i] is set for each unknown block.  Returns the number
+ * digests; NULL to only find what is missing).  need[i] is set for each unknown block.  Returns the number
  * of unknown blocks; *snapshot is what blk_table_store needs.
  */
 extern uint64_t blk_table_lookup (struct blk_table *t, uint64_t first,

@@ -14,8 +14,12 @@
 
 #include "blkhash.h"
 
-/* One plugin read; several blocks at small block sizes. */
-#define READ_SIZE (2 * 1024 * 1024)
+/* One plugin read.  Small enough to stay in the CPU cache between the
+ * copy and the hash: on the reference machine 64K to 256K reads hash
+ * 2 GiB in 0.81 s and 2M reads in 1.0 s.  Larger blocks are hashed in
+ * pieces of this size.
+ */
+#define READ_SIZE (256 * 1024)
 /* Extents are queried per window of at most this many bytes. */
 #define EXTENTS_WINDOW (UINT64_C (1) << 30)
 /* The root is completed in steps of this much image. */
@@ -141,51 +145,80 @@ find_holes (nbdkit_next *next, struct blk_table *t, uint64_t first,
   return 0;
 }
 
-/* Read and hash the DATA blocks, digests to out. */
+/* Read and hash the run of DATA blocks [first+i, first+i+n) in pieces
+ * of READ_SIZE, which may hold several blocks or part of one.
+ */
+static int
+hash_run (nbdkit_next *next, struct blk_table *t, struct worker *w,
+          uint64_t first, uint64_t i, uint64_t n, bool *zero, uint8_t *out,
+          int *err)
+{
+  const struct blk_params *p = blk_table_params (t);
+  const uint32_t bs = p->block_size;
+  const uint64_t size = blk_table_size (t);
+  const uint64_t run_end = (first + i + n) * bs < size
+    ? (first + i + n) * bs : size;
+  uint64_t off = (first + i) * bs;
+  struct blk_block_hasher bh;
+
+  blk_block_begin (&bh, p, w->ctx);
+  while (off < run_end) {
+    const uint64_t len = run_end - off < READ_SIZE ? run_end - off
+      : READ_SIZE;
+    if (next->pread (next, w->buf, len, off, 0, err) == -1)
+      return -1;
+    for (uint64_t pos = 0; pos < len; ) {
+      const uint64_t b = (off + pos) / bs;
+      const uint64_t b_end = b * bs + blk_block_len (size, bs, b);
+      const uint64_t take = len - pos < b_end - (off + pos)
+        ? len - pos : b_end - (off + pos);
+      if (blk_block_update (&bh, w->buf + pos, take) == -1)
+        goto hash_failed;
+      pos += take;
+      if (off + pos == b_end) {
+        if (blk_block_final (&bh, out + (b - first) * p->digest.len,
+                             &zero[b - first]) == -1)
+          goto hash_failed;
+        blk_block_begin (&bh, p, w->ctx);
+      }
+    }
+    off += len;
+  }
+  return 0;
+
+ hash_failed:
+  nbdkit_error ("blkhash: %s failed", p->digest.name);
+  *err = EIO;
+  return -1;
+}
+
+/* Read and hash every DATA block, digests to out. */
 static int
 hash_data (nbdkit_next *next, struct blk_table *t, uint64_t first,
            uint64_t count, const uint8_t *kind, bool *zero, uint8_t *out,
            int *err)
 {
-  const struct blk_params *p = blk_table_params (t);
-  const uint32_t bs = p->block_size;
-  const uint64_t size = blk_table_size (t);
-  const uint64_t per_read = bs >= READ_SIZE ? 1 : READ_SIZE / bs;
-  struct worker *w = get_worker (per_read * bs);
-  uint64_t i = 0;
+  struct worker *w = get_worker (READ_SIZE);
+  uint64_t i = 0, n;
 
   if (w == NULL) {
     *err = ENOMEM;
     return -1;
   }
   while (i < count) {
-    if (kind[i] != DATA) {
-      i++;
-      continue;
-    }
-    uint64_t n = 1;
-    while (i + n < count && n < per_read && kind[i + n] == DATA)
-      n++;
-    const uint64_t off = (first + i) * bs;
-    const uint64_t len = off + n * bs <= size ? n * bs : size - off;
-    if (next->pread (next, w->buf, len, off, 0, err) == -1)
+    for (n = 0; i + n < count && kind[i + n] == DATA; n++)
+      ;
+    if (n && hash_run (next, t, w, first, i, n, zero, out, err) == -1)
       return -1;
-    for (uint64_t j = 0; j < n; j++) {
-      const uint64_t b = first + i + j;
-      if (blk_hash_block (p, w->ctx, w->buf + j * bs,
-                          blk_block_len (size, bs, b),
-                          out + (i + j) * p->digest.len, &zero[i + j])
-          == -1) {
-        nbdkit_error ("blkhash: %s failed", p->digest.name);
-        *err = EIO;
-        return -1;
-      }
-    }
-    i += n;
+    i += n ? n : 1;
   }
   return 0;
 }
 
+/* Digests of blocks [first, first+count) into out, computing and
+ * storing those the table does not know.  out may be NULL when only
+ * the table is to be filled (CACHE).
+ */
 int
 blkhash_compute (nbdkit_next *next, struct blk_table *t, uint64_t first,
                  uint64_t count, uint8_t *out, int *err)
@@ -193,22 +226,18 @@ blkhash_compute (nbdkit_next *next, struct blk_table *t, uint64_t first,
   const struct blk_params *p = blk_table_params (t);
   const size_t len = p->digest.len;
   const uint64_t size = blk_table_size (t);
-  bool *need = NULL, *zero = NULL;
-  uint8_t *kind = NULL;
-  uint64_t snapshot, unknown, i;
+  bool *need = NULL, *zero = NULL, have_data = false;
+  uint8_t *kind = NULL, *scratch = NULL;
+  uint64_t snapshot, i;
   int ret = -1;
 
   need = malloc (count * sizeof *need);
   zero = calloc (count, sizeof *zero);
   kind = malloc (count);
-  if (need == NULL || zero == NULL || kind == NULL) {
-    nbdkit_error ("blkhash: out of memory");
-    *err = ENOMEM;
-    goto out;
-  }
+  if (need == NULL || zero == NULL || kind == NULL)
+    goto enomem;
 
-  unknown = blk_table_lookup (t, first, count, out, need, &snapshot);
-  if (unknown == 0) {
+  if (blk_table_lookup (t, first, count, out, need, &snapshot) == 0) {
     ret = 0;
     goto out;
   }
@@ -218,11 +247,38 @@ blkhash_compute (nbdkit_next *next, struct blk_table *t, uint64_t first,
   if (next->can_extents (next) == 1 &&
       find_holes (next, t, first, count, kind, err) == -1)
     goto out;
-  if (hash_data (next, t, first, count, kind, zero, out, err) == -1)
-    goto out;
 
-  /* Holes: the zero digest, at the real length of a short last block. */
-  for (i = 0; i < count; i++) {
+  for (i = 0; i < count; i++)
+    have_data |= kind[i] == DATA;
+  if (have_data) {
+    if (out == NULL && (out = scratch = malloc (count * len)) == NULL)
+      goto enomem;
+    if (hash_data (next, t, first, count, kind, zero, out, err) == -1)
+      goto out;
+  }
+
+  /* Runs of holes are stored without copying digests around. */
+  for (i = 0; i < count; ) {
+    uint64_t n = 0;
+    while (i + n < count && kind[i + n] == HOLE)
+      n++;
+    if (n) {
+      blk_table_store_zero (t, first + i, n, snapshot);
+      i += n;
+    }
+    else
+      i++;
+  }
+  if (have_data) {
+    for (i = 0; i < count; i++)
+      need[i] = kind[i] == DATA;
+    blk_table_store (t, first, count, out, zero, need, snapshot);
+  }
+
+  /* The caller's copy of the holes' digests, a short last block at its
+   * real length.
+   */
+  for (i = 0; out != scratch && i < count; i++) {
     if (kind[i] != HOLE)
       continue;
     const uint64_t b = first + i;
@@ -235,28 +291,17 @@ blkhash_compute (nbdkit_next *next, struct blk_table *t, uint64_t first,
       goto out;
     }
   }
-
-  /* Runs of holes are stored cheaply; data blocks one by one. */
-  for (i = 0; i < count; ) {
-    uint64_t n = 0;
-    while (i + n < count && kind[i + n] == HOLE)
-      n++;
-    if (n) {
-      blk_table_store_zero (t, first + i, n, snapshot);
-      i += n;
-    }
-    else
-      i++;
-  }
-  for (i = 0; i < count; i++)
-    need[i] = kind[i] == DATA;
-  blk_table_store (t, first, count, out, zero, need, snapshot);
   ret = 0;
+  goto out;
 
+ enomem:
+  nbdkit_error ("blkhash: out of memory");
+  *err = ENOMEM;
  out:
   free (need);
   free (zero);
   free (kind);
+  free (scratch);
   return ret;
 }
 
@@ -268,44 +313,31 @@ blkhash_compute_root (nbdkit_next *next, struct blk_table *t, uint8_t *root,
   const uint64_t nblocks = blk_table_blocks (t);
   const uint64_t step = ROOT_STEP_BYTES / p->block_size
     ? ROOT_STEP_BYTES / p->block_size : 1;
-  uint8_t *out = malloc (step * p->digest.len);
-  int attempt, r = -1;
-
-  if (out == NULL) {
-    nbdkit_error ("blkhash: out of memory");
-    *err = ENOMEM;
-    return -1;
-  }
+  int attempt, r;
   /* Writes racing with us can invalidate blocks behind the fold. */
   for (attempt = 0; attempt < 3; attempt++) {
     uint64_t b = blk_table_next_unknown (t, 0);
     while (b < nblocks) {
       const uint64_t n = nblocks - b < step ? nblocks - b : step;
-      if (blkhash_compute (next, t, b, n, out, err) == -1)
-        goto out;
+      if (blkhash_compute (next, t, b, n, NULL, err) == -1)
+        return -1;
       if (blk_table_fold (t, false, 0) == -1)
         goto fold_failed;
       b = blk_table_next_unknown (t, b + n);
     }
     r = blk_table_root (t, root);
-    if (r == 1) {
-      r = 0;
-      goto out;
-    }
+    if (r == 1)
+      return 0;
     if (r == -1)
       goto fold_failed;
   }
   nbdkit_error ("blkhash: the image kept changing while computing its "
                 "checksum");
   *err = EAGAIN;
-  r = -1;
-  goto out;
+  return -1;
 
  fold_failed:
   nbdkit_error ("blkhash: %s failed", p->digest.name);
   *err = EIO;
-  r = -1;
- out:
-  free (out);
-  return r;
+  return -1;
 }

@@ -63,10 +63,10 @@ view_digests (nbdkit_next *next, struct blkhash_view *v, uint64_t first,
   const size_t L = v->h.digest_len;
   const uint64_t step = WINDOW_BYTES / v->h.block_size
     ? WINDOW_BYTES / v->h.block_size : 1;
-  uint8_t *buf = malloc ((count < step ? count : step) * L);
+  uint8_t *buf = NULL;
   int ret = -1;
 
-  if (buf == NULL) {
+  if (dst && (buf = malloc ((count < step ? count : step) * L)) == NULL) {
     nbdkit_error ("blkhash: out of memory");
     *err = ENOMEM;
     return -1;
