@@ -219,7 +219,9 @@ read_header (const char *name, struct nbd_handle *h,
 {
   uint8_t buf[BLK_VIEW_HEADER_SIZE];
   int64_t view_size = nbd_get_size (h);
+  struct blk_digest d;
   const char *msg;
+  size_t len;
 
   if (view_size == -1) {
     error_at (name, "%s", nbd_get_error ());
@@ -234,8 +236,26 @@ read_header (const char *name, struct nbd_handle *h,
     error_at (name, "reading the view header: %s", nbd_get_error ());
     return -1;
   }
+  if (!blk_header_has_magic (buf, sizeof buf)) {
+    error_at (name, "the export has no blkhash view "
+              "(is the server running nbdkit --filter=blkhash?)");
+    return -1;
+  }
   if ((msg = blk_header_decode (buf, sizeof buf, hdr)) != NULL) {
     error_at (name, "invalid blkhash view header: %s", msg);
+    return -1;
+  }
+  /* The checksum printed must be what the header says it is. */
+  if ((msg = blk_digest_init (&d, hdr->digest_name)) != NULL) {
+    error_at (name, "invalid blkhash view header: digest '%s': %s",
+              hdr->digest_name, msg);
+    return -1;
+  }
+  len = d.len;
+  blk_digest_free (&d);
+  if (len != hdr->digest_len) {
+    error_at (name, "invalid blkhash view header: %s digests are %zu "
+              "bytes, not %" PRIu32, hdr->digest_name, len, hdr->digest_len);
     return -1;
   }
   if ((uint64_t) view_size != blk_view_size (hdr)) {

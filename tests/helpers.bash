@@ -1,0 +1,59 @@
+# Helpers shared by the bats suites.  make check sets the paths; run
+# by hand from a build tree they default to it.
+: "${top_srcdir:=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}"
+: "${top_builddir:=$top_srcdir}"
+: "${BLKHASH_FILTER:=$top_builddir/plugin/.libs/nbdkit-blkhash-filter.so}"
+: "${NBDSUM:=$top_builddir/client/nbdsum}"
+: "${MKIMAGE:=$top_builddir/tests/mkimage}"
+: "${VECTORS:=$top_srcdir/tests/data/vectors.tsv}"
+: "${PYTHON:=python3}"
+export BLKHASH_FILTER NBDSUM MKIMAGE VECTORS PYTHON
+
+# The independent reference: reference DIGEST BLOCK_SIZE FILE
+reference () {
+  "$PYTHON" "$top_srcdir/tests/reference.py" "$@"
+}
+
+# Serve through the filter and run a command: $uri and $unixsocket are
+# set by nbdkit.  serve [NBDKIT ARGS...] -- COMMAND
+serve () {
+  local args=()
+  while [ "$1" != "--" ]; do args+=("$1"); shift; done
+  shift
+  nbdkit -U - --filter="$BLKHASH_FILTER" "${args[@]}" --run "$*"
+}
+
+# The URI of export NAME on $unixsocket (inside serve's command).
+export_uri () {
+  printf 'nbd+unix:///%s?socket=%s' "$1" "$unixsocket"
+}
+export -f export_uri
+
+# Hex of LEN bytes at OFFSET of FILE.
+hexdump_at () {
+  od -An -tx1 -v -j "$2" -N "$3" "$1" | tr -d ' \n'
+}
+
+# Little-endian integer of LEN bytes at OFFSET of FILE.
+le_at () {
+  local hex le="" i
+  hex=$(hexdump_at "$1" "$2" "$3")
+  for ((i = ${#hex} - 2; i >= 0; i -= 2)); do le+=${hex:i:2}; done
+  echo $((16#$le))
+}
+
+# Rows of the vectors file for image NAME: name recipe size sha digest bs hash
+vector_rows () {
+  awk -F'\t' -v n="$1" '$1 == n' "$VECTORS"
+}
+
+vector_images () {
+  awk -F'\t' '!/^#/ && !seen[$1]++ { print $1 }' "$VECTORS"
+}
+
+# Build image NAME of the vectors into DIR/NAME.img.
+build_vector_image () {
+  local recipe
+  recipe=$(vector_rows "$1" | head -n 1 | cut -f2)
+  "$MKIMAGE" "$recipe" "$2/$1.img"
+}
