@@ -24,10 +24,6 @@ serve () {
 }
 
 # The URI of export NAME on $unixsocket (inside serve's command).
-export_uri () {
-  printf 'nbd+unix:///%s?socket=%s' "$1" "$unixsocket"
-}
-export -f export_uri
 
 # Hex of LEN bytes at OFFSET of FILE.
 hexdump_at () {
@@ -56,4 +52,10 @@ build_vector_image () {
   local recipe
   recipe=$(vector_rows "$1" | head -n 1 | cut -f2)
   "$MKIMAGE" "$recipe" "$2/$1.img"
+}
+
+# The first N bytes of a 'qemu-io -c "read -v ..."' hex dump on stdin.
+qemu_io_hex () {
+  awk -v n="$1" '/^[0-9a-f]+:  / {
+    for (i = 2; i <= 17 && n > 0; i++) { printf "%s", $i; n-- } }'
 }

@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """Plain reference blkhash, independent of the project's C code.
 
-    reference.py DIGEST BLOCK_SIZE FILE
+    reference.py [--blocks] DIGEST BLOCK_SIZE FILE
 
 digest = H(H(b1) || ... || H(bn) || le64(size)), blocks of BLOCK_SIZE
-bytes, the last one at its real length.  Prints the hex digest.
+bytes, the last one at its real length.  Prints the hex digest, or with
+--blocks the block digests H(b1) || ... || H(bn) in hex.
 """
 import hashlib
 import struct
@@ -21,10 +22,11 @@ def new(name):
     return hashlib.new(NAMES.get(name.lower(), name.lower()))
 
 
-def blkhash(name, block_size, f):
+def blkhash(name, block_size, f, blocks=False):
     outer = new(name)
     zero_block = bytes(block_size)
     zero_digest = None
+    digests = []
     size = 0
     while True:
         block = f.read(block_size)
@@ -36,22 +38,31 @@ def blkhash(name, block_size, f):
                 zero_digest = new(name)
                 zero_digest.update(zero_block)
                 zero_digest = zero_digest.digest()
-            outer.update(zero_digest)
+            d = zero_digest
         else:
             h = new(name)
             h.update(block)
-            outer.update(h.digest())
+            d = h.digest()
+        outer.update(d)
+        if blocks:
+            digests.append(d)
+    if blocks:
+        return "".join(d.hex() for d in digests)
     outer.update(struct.pack("<Q", size))
     return outer.hexdigest()
 
 
 def main():
-    name, block_size, path = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+    args = sys.argv[1:]
+    blocks = args[0] == "--blocks"
+    if blocks:
+        args = args[1:]
+    name, block_size, path = args[0], int(args[1]), args[2]
     if path == "-":
-        print(blkhash(name, block_size, sys.stdin.buffer))
+        print(blkhash(name, block_size, sys.stdin.buffer, blocks))
     else:
         with open(path, "rb", buffering=0) as f:
-            print(blkhash(name, block_size, f))
+            print(blkhash(name, block_size, f, blocks))
 
 
 if __name__ == "__main__":

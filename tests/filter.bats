@@ -1,0 +1,200 @@
+#!/usr/bin/env bats
+# The filter: data exports pass through unchanged, parameters are
+# checked, unusual plugins work, plugin errors fail the checksum.
+
+load "$top_srcdir/tests/helpers"
+
+setup_file () {
+  # Data at the start, in the middle, near the end, holes between.
+  "$MKIMAGE" '64M;d:0+1M:a;d:10M+300K:b;z:20M+1M;d:63M+1000:c' \
+    "$BATS_FILE_TMPDIR/disk.img"
+}
+
+setup () {
+  disk="$BATS_FILE_TMPDIR/disk.img"
+  export disk
+}
+
+@test "filter: bytes read through the filter equal the file's" {
+  run serve file "$disk" -- 'nbdcopy "$uri" "$BATS_TEST_TMPDIR/out.img"'
+  [ "$status" -eq 0 ]
+  cmp "$disk" "$BATS_TEST_TMPDIR/out.img"
+}
+
+@test "filter: bytes written through the filter reach the plugin" {
+  run serve memory 64M -- '
+    nbdcopy "$disk" "$uri" && nbdcopy "$uri" "$BATS_TEST_TMPDIR/back.img"'
+  [ "$status" -eq 0 ]
+  cmp "$disk" "$BATS_TEST_TMPDIR/back.img"
+}
+
+@test "filter: extents are unchanged" {
+  nbdkit -U - file "$disk" --run 'nbdinfo --map "$uri"' > "$BATS_TEST_TMPDIR/plain"
+  serve file "$disk" -- 'nbdinfo --map "$uri"' > "$BATS_TEST_TMPDIR/filtered"
+  cat "$BATS_TEST_TMPDIR/filtered"
+  grep -q hole "$BATS_TEST_TMPDIR/plain"
+  diff "$BATS_TEST_TMPDIR/plain" "$BATS_TEST_TMPDIR/filtered"
+}
+
+@test "filter: size, flags and block size are unchanged" {
+  local filter_out plain_out
+  for plugin in "file $disk" "memory 64M" "pattern 3M"; do
+    plain_out=$(nbdkit -U - $plugin --run 'nbdinfo "$uri"' |
+                grep -Ev '^(protocol|export=|	uri)')
+    filter_out=$(serve $plugin -- 'nbdinfo "$uri"' |
+                 grep -Ev '^(protocol|export=|	uri)')
+    echo "$plugin: $filter_out"
+    [ -n "$plain_out" ]
+    [ "$plain_out" = "$filter_out" ]
+  done
+}
+
+@test "filter: the default export lists its view" {
+  run serve file "$disk" -- 'nbdinfo --list "$uri"'
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" = *'export="":'* ]]
+  [[ "$output" = *'export="@blkhash":'* ]]
+  [[ "$output" = *"description: blkhash view of the default export"* ]]
+}
+
+@test "filter: multi-export plugin: every export has a view and a checksum" {
+  local dir="$BATS_TEST_TMPDIR/dir"
+  mkdir "$dir"
+  "$MKIMAGE" '3M;d:0+1M:x' "$dir/one.img"
+  "$MKIMAGE" '5000000;d:4000000+10000:y' "$dir/two.img"
+  export dir
+  run serve file dir="$dir" -- '
+    nbdinfo --list "$uri" | grep "^export=" &&
+    "$NBDSUM" "nbd+unix:///one.img?socket=$unixsocket" \
+              "nbd+unix:///two.img?socket=$unixsocket"'
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" = *'export="one.img@blkhash"'* ]]
+  [[ "$output" = *'export="two.img@blkhash"'* ]]
+  [ "$(grep one.img <<< "$output" | tail -n 1 | cut -d' ' -f1)" = \
+    "$(reference sha256 65536 "$dir/one.img")" ]
+  [ "$(grep two.img <<< "$output" | tail -n 1 | cut -d' ' -f1)" = \
+    "$(reference sha256 65536 "$dir/two.img")" ]
+}
+
+@test "filter: a missing export of a multi-export plugin fails cleanly" {
+  local dir="$BATS_TEST_TMPDIR/dir"
+  mkdir "$dir"
+  export dir
+  run serve file dir="$dir" -- \
+    '"$NBDSUM" "nbd+unix:///nosuch.img?socket=$unixsocket"'
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"nbdsum: "*"nosuch.img"* ]]
+  ! grep -Eq '^[0-9a-f]{64} ' <<< "$output"
+}
+
+@test "filter: image over 4 GiB with data past 4 GiB" {
+  local big="$BATS_TEST_TMPDIR/big.img"
+  "$MKIMAGE" '5G;d:0+100K:p;d:4294901760+200000:q;d:5368690000+9999:r' "$big"
+  export big
+  run serve file "$big" -- '"$NBDSUM" "$uri"'
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "${output%% *}" = "$(reference sha256 65536 "$big")" ]
+}
+
+@test "filter: a plugin without extents (pattern)" {
+  local copy="$BATS_TEST_TMPDIR/pattern.img"
+  nbdkit -U - pattern 5000000 --run "nbdcopy \"\$uri\" $copy"
+  run serve pattern 5000000 -- '"$NBDSUM" "$uri"'
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "${output%% *}" = "$(reference sha256 65536 "$copy")" ]
+}
+
+@test "filter: holes found by zero detection when extents are hidden" {
+  run nbdkit -U - --filter="$BLKHASH_FILTER" --filter=noextents \
+    file "$disk" --run '"$NBDSUM" "$uri"'
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "${output%% *}" = "$(reference sha256 65536 "$disk")" ]
+}
+
+@test "filter: a serialized plugin (noparallel) still works" {
+  run nbdkit -U - --filter="$BLKHASH_FILTER" --filter=noparallel \
+    file "$disk" serialize=requests --run '"$NBDSUM" -C 4 -R 8 "$uri"'
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "${output%% *}" = "$(reference sha256 65536 "$disk")" ]
+}
+
+@test "filter: plugin read errors fail nbdsum and print no checksum" {
+  run nbdkit -U - --filter="$BLKHASH_FILTER" --filter=error \
+    file "$disk" error-pread=EIO error-pread-rate=1 \
+    --run '"$NBDSUM" "$uri"; echo "status=$?"'
+  echo "$output"
+  [[ "$output" = *"status=1"* ]]
+  [[ "$output" = *"Input/output error"* ]]
+  ! grep -Eq '^[0-9a-f]{64} ' <<< "$output"
+}
+
+@test "filter: an occasional read error never gives a wrong checksum" {
+  # Some requests fail, some succeed: either an error or the right sum.
+  local want
+  want=$(reference sha256 65536 "$disk")
+  for i in 1 2 3 4 5; do
+    run nbdkit -U - --filter="$BLKHASH_FILTER" --filter=error \
+      file "$disk" error-pread=EIO error-pread-rate=0.3 \
+      --run '"$NBDSUM" -R 4 "$uri"'
+    echo "$output"
+    if [ "$status" -eq 0 ]; then
+      [ "${output%% *}" = "$want" ]
+    else
+      [ "$status" -eq 1 ]
+      ! grep -Eq '^[0-9a-f]{64} ' <<< "$output"
+    fi
+  done
+}
+
+@test "filter: bad parameters fail at start with a clear message" {
+  run nbdkit -U - --filter="$BLKHASH_FILTER" null 1M blkhash-digest=nosuch \
+    --run true
+  echo "$output"
+  [ "$status" -ne 0 ]
+  [[ "$output" = *"nosuch"*"unknown digest"* ]]
+
+  run nbdkit -U - --filter="$BLKHASH_FILTER" null 1M \
+    blkhash-block-size=3000 --run true
+  echo "$output"
+  [ "$status" -ne 0 ]
+  [[ "$output" = *"block size must be between 4K and 16M"* ]]
+
+  run nbdkit -U - --filter="$BLKHASH_FILTER" null 1M \
+    blkhash-block-size=96K --run true
+  [ "$status" -ne 0 ]
+  [[ "$output" = *"power of two"* ]]
+
+  run nbdkit -U - --filter="$BLKHASH_FILTER" null 1M \
+    blkhash-cache=maybe --run true
+  [ "$status" -ne 0 ]
+  [[ "$output" = *"maybe"* ]]
+
+  run nbdkit -U - --filter="$BLKHASH_FILTER" null 1M \
+    blkhash-file=/nonexistent/dir/sums --run true
+  echo "$output"
+  [ "$status" -ne 0 ]
+  [[ "$output" = *"blkhash-file"*"/nonexistent/dir"* ]]
+}
+
+@test "filter: blkhash-digest and blkhash-block-size change the default view" {
+  run serve file "$disk" blkhash-digest=sha512 blkhash-block-size=1M -- \
+    '"$NBDSUM" "$uri"'
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "${output%% *}" = "$(reference sha512 1048576 "$disk")" ]
+}
+
+@test "filter: --help lists the parameters" {
+  run nbdkit --filter="$BLKHASH_FILTER" null --help
+  [ "$status" -eq 0 ]
+  for p in blkhash-digest blkhash-block-size blkhash-file blkhash-cache; do
+    [[ "$output" = *"$p="* ]]
+  done
+}

@@ -1,0 +1,153 @@
+#!/usr/bin/env bats
+# The NAME@blkhash view: layout, semantics, read-only, suffixes.
+
+load "$top_srcdir/tests/helpers"
+
+setup_file () {
+  # 3 full 64K blocks and a short one: data, hole, zeros, data.
+  "$MKIMAGE" '230000;d:0+65536:a;z:131072+65536;d:196608+33392:b' \
+    "$BATS_FILE_TMPDIR/small.img"
+  "$MKIMAGE" '40M;d:1M+3M:c;d:30M+5M:d' "$BATS_FILE_TMPDIR/medium.img"
+}
+
+setup () {
+  small="$BATS_FILE_TMPDIR/small.img"
+  medium="$BATS_FILE_TMPDIR/medium.img"
+  view="$BATS_TEST_TMPDIR/view"
+  export small medium view
+}
+
+@test "view: header fields" {
+  run serve file "$small" -- \
+    'nbdcopy "nbd+unix:///@blkhash?socket=$unixsocket" "$view"'
+  [ "$status" -eq 0 ]
+  [ "$(head -c 8 "$view")" = BLKHASH1 ]
+  [ "$(le_at "$view" 8 4)" -eq 1 ]          # version
+  [ "$(le_at "$view" 12 4)" -eq 4096 ]      # header size
+  [ "$(le_at "$view" 16 8)" -eq 230000 ]    # image size
+  [ "$(le_at "$view" 24 8)" -eq 4 ]         # block count
+  [ "$(le_at "$view" 32 4)" -eq 65536 ]     # block size
+  [ "$(le_at "$view" 36 4)" -eq 32 ]        # digest length
+  [ "$(le_at "$view" 40 8)" -eq 4096 ]      # root offset
+  [ "$(le_at "$view" 48 8)" -eq 8192 ]      # digests offset
+  [ "$(dd if="$view" bs=1 skip=56 count=64 status=none | tr -d '\0')" = sha256 ]
+  # Everything else in the header is zero.
+  [ -z "$(hexdump_at "$view" 62 4034 | tr -d 0)" ]
+}
+
+@test "view: size is 8192 + n * L" {
+  run serve file "$small" -- \
+    'nbdinfo --size "nbd+unix:///@blkhash?socket=$unixsocket"'
+  [ "$status" -eq 0 ]
+  [ "$output" -eq $((8192 + 4 * 32)) ]
+}
+
+@test "view: root, padding and block digests" {
+  run serve file "$small" -- \
+    'nbdcopy "nbd+unix:///@blkhash?socket=$unixsocket" "$view"'
+  [ "$status" -eq 0 ]
+  [ "$(hexdump_at "$view" 4096 32)" = "$(reference sha256 65536 "$small")" ]
+  [ -z "$(hexdump_at "$view" 4128 4064 | tr -d 0)" ]
+  [ "$(hexdump_at "$view" 8192 128)" = \
+    "$(reference --blocks sha256 65536 "$small")" ]
+}
+
+@test "view: suffix selects digest and block size" {
+  run serve file "$medium" -- \
+    'nbdcopy "nbd+unix:///@blkhash:sha1/1M?socket=$unixsocket" "$view"'
+  [ "$status" -eq 0 ]
+  [ "$(le_at "$view" 32 4)" -eq 1048576 ]
+  [ "$(le_at "$view" 36 4)" -eq 20 ]
+  [ "$(le_at "$view" 24 8)" -eq 40 ]
+  [ "$(dd if="$view" bs=1 skip=56 count=64 status=none | tr -d '\0')" = sha1 ]
+  [ "$(hexdump_at "$view" 4096 20)" = "$(reference sha1 1048576 "$medium")" ]
+  [ "$(hexdump_at "$view" 8192 800)" = \
+    "$(reference --blocks sha1 1048576 "$medium")" ]
+}
+
+@test "view: unaligned reads of the digest area" {
+  local blocks
+  blocks=$(reference --blocks sha256 65536 "$medium")
+  # 100 bytes from byte 5 of the digests (holes), 77 from mid-digest
+  # of block 20 (data).
+  for range in "8197 100" "8839 77"; do
+    set -- $range
+    export range
+    run serve file "$medium" -- \
+      'qemu-io -r -f raw "nbd+unix:///@blkhash?socket=$unixsocket" \
+         -c "read -v $range"'
+    echo "$output"
+    [ "$status" -eq 0 ]
+    got=$(qemu_io_hex "$2" <<< "$output")
+    [ "$got" = "${blocks:$(( ($1 - 8192) * 2 )):$(( $2 * 2 ))}" ]
+  done
+}
+
+@test "view: reading only the root computes everything" {
+  run serve file "$medium" -- \
+    'qemu-io -r -f raw "nbd+unix:///@blkhash?socket=$unixsocket" \
+       -c "read -v 4096 32"'
+  [ "$status" -eq 0 ]
+  [ "$(qemu_io_hex 32 <<< "$output")" = "$(reference sha256 65536 "$medium")" ]
+}
+
+@test "view: read-only, multi-conn and cache advertised" {
+  run serve memory 1M -- \
+    'nbdinfo "nbd+unix:///@blkhash?socket=$unixsocket"'
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" = *"is_read_only: true"* ]]
+  [[ "$output" = *"can_multi_conn: true"* ]]
+  [[ "$output" = *"can_cache: true"* ]]
+  [[ "$output" = *"description: blkhash view of the default export (sha256, 65536 byte blocks)"* ]]
+}
+
+@test "view: writes are refused" {
+  head -c 8192 /dev/urandom > "$BATS_TEST_TMPDIR/junk"
+  export junk="$BATS_TEST_TMPDIR/junk"
+  run serve memory 1M -- '
+    nbdcopy "$junk" "nbd+unix:///@blkhash?socket=$unixsocket"; echo "copy=$?"
+    qemu-io -f raw "nbd+unix:///@blkhash?socket=$unixsocket" \
+      -c "write 0 512"; echo "write=$?"
+    nbdcopy "nbd+unix:///@blkhash?socket=$unixsocket" "$view"'
+  echo "$output"
+  [[ "$output" = *"copy=1"* ]]
+  [[ "$output" = *"write=1"* ]]
+  [ "$(head -c 8 "$view")" = BLKHASH1 ]
+}
+
+@test "view: a bad suffix is refused with a clear message" {
+  run serve memory 1M -- \
+    'nbdinfo "nbd+unix:///@blkhash:nosuch?socket=$unixsocket"'
+  echo "$output"
+  [ "$status" -ne 0 ]
+  [[ "$output" = *"digest 'nosuch'"*"unknown digest"* ]]
+  run serve memory 1M -- \
+    'nbdinfo "nbd+unix:///@blkhash:sha256/3K?socket=$unixsocket"'
+  [ "$status" -ne 0 ]
+  [[ "$output" = *"block size must be between 4K and 16M"* ]]
+}
+
+@test "view: empty image" {
+  run serve memory 0 -- \
+    'nbdcopy "nbd+unix:///@blkhash?socket=$unixsocket" "$view"'
+  [ "$status" -eq 0 ]
+  [ "$(stat -c %s "$view")" -eq 8192 ]
+  [ "$(le_at "$view" 24 8)" -eq 0 ]
+  [ "$(hexdump_at "$view" 4096 32)" = \
+    af5570f5a1810b7af78caf4bc70a660f0df51e42baf91d4de5b2328de0e83dfc ]
+}
+
+@test "view: reflects a completed write through the data export" {
+  run serve memory 40M -- '
+    nbdcopy "$medium" "$uri" &&
+    "$NBDSUM" "$uri" &&
+    qemu-io -f raw "$uri" -c "write -P 0x55 1000000 70000" >/dev/null &&
+    nbdcopy "$uri" "$BATS_TEST_TMPDIR/after.img" &&
+    "$NBDSUM" "$uri"'
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "${lines[0]%% *}" = "$(reference sha256 65536 "$medium")" ]
+  [ "${lines[1]%% *}" = "$(reference sha256 65536 "$BATS_TEST_TMPDIR/after.img")" ]
+  [ "${lines[0]%% *}" != "${lines[1]%% *}" ]
+}
