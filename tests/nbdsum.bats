@@ -1,0 +1,166 @@
+#!/usr/bin/env bats
+# nbdsum: command line, errors, connections and requests, hostile views.
+
+load "$top_srcdir/tests/helpers"
+
+setup_file () {
+  "$MKIMAGE" '50M;d:0+2M:a;d:20M+7M:b;d:49M+1M:c' "$BATS_FILE_TMPDIR/disk.img"
+}
+
+setup () {
+  disk="$BATS_FILE_TMPDIR/disk.img"
+  export disk
+}
+
+# A file laid out like a view; nbdkit's file plugin serves it under
+# any export name, so nbdsum reads it as NAME@blkhash.
+# craft_view FILE SIZE COUNT BLOCK_SIZE LEN NAME [EXTRA_BYTES]
+craft_view () {
+  "$PYTHON" - "$@" <<'PY'
+import struct, sys
+path, size, count, bs, dlen, name = sys.argv[1:7]
+extra = int(sys.argv[7]) if len(sys.argv) > 7 else 0
+h = b"BLKHASH1" + struct.pack("<IIQQIIQQ", 1, 4096, int(size), int(count),
+                              int(bs), int(dlen), 4096, 8192)
+h += name.encode().ljust(64, b"\0")
+h = h.ljust(4096, b"\0") + bytes(4096)
+body = bytes(int(count) * int(dlen) + extra)
+open(path, "wb").write(h + body)
+PY
+}
+
+@test "nbdsum: --help and --version" {
+  run "$NBDSUM" --help
+  [ "$status" -eq 0 ]
+  for opt in --connections --requests --digest --block-size --help --version; do
+    [[ "$output" = *"$opt"* ]]
+  done
+  run "$NBDSUM" --version
+  [ "$status" -eq 0 ]
+  [[ "$output" =~ ^nbdsum\ [0-9]+\.[0-9]+\.[0-9]+$ ]]
+}
+
+@test "nbdsum: usage errors exit 1 with a message" {
+  run "$NBDSUM"
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"missing URI"* ]]
+  run "$NBDSUM" -C 0 nbd://localhost
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"--connections must be a number from 1 to 64"* ]]
+  run "$NBDSUM" -R many nbd://localhost
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"--requests"* ]]
+  run "$NBDSUM" --block-size 1000 nbd://localhost
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"block size must be between 4K and 16M"* ]]
+  run "$NBDSUM" --bogus nbd://localhost
+  [ "$status" -eq 1 ]
+}
+
+@test "nbdsum: an unknown digest fails before connecting" {
+  run "$NBDSUM" -d nosuch "nbd+unix:///?socket=$BATS_TEST_TMPDIR/none"
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"--digest nosuch: unknown digest"* ]]
+  [[ "$output" != *"socket"* ]]
+}
+
+@test "nbdsum: connection refused, no checksum" {
+  run "$NBDSUM" "nbd+unix:///?socket=$BATS_TEST_TMPDIR/none"
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"nbdsum: nbd+unix:///?socket="*": "* ]]
+  ! grep -Eq '^[0-9a-f]{64} ' <<< "$output"
+}
+
+@test "nbdsum: a server without the filter is named as such" {
+  run nbdkit -U - file "$disk" --run '"$NBDSUM" "$uri"'
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"has no blkhash view"*"nbdkit --filter=blkhash"* ]]
+}
+
+@test "nbdsum: -C 1..8 and -R 1..64 give the same checksum" {
+  local want
+  want=$(reference sha256 65536 "$disk")
+  for c in 1 2 3 4 8; do
+    for r in 1 2 7 16 64; do
+      export c r
+      run serve file "$disk" -- '"$NBDSUM" -C "$c" -R "$r" "$uri"'
+      [ "$status" -eq 0 ]
+      [ "${output%% *}" = "$want" ] || { echo "C=$c R=$r: $output"; false; }
+    done
+  done
+}
+
+@test "nbdsum: output format is 'HEX  URI' like sha256sum" {
+  run serve file "$disk" -- '"$NBDSUM" "$uri"'
+  [ "$status" -eq 0 ]
+  [[ "$output" =~ ^[0-9a-f]{64}\ \ nbd\+unix://\?socket=.*$ ]]
+}
+
+@test "nbdsum: -d and --block-size select the view" {
+  run serve file "$disk" -- '"$NBDSUM" -d sha1 --block-size 1M "$uri"'
+  [ "$status" -eq 0 ]
+  [ "${output%% *}" = "$(reference sha1 1048576 "$disk")" ]
+  run serve file "$disk" -- '"$NBDSUM" -d SHA512 "$uri"'
+  [ "$status" -eq 0 ]
+  [ "${output%% *}" = "$(reference sha512 65536 "$disk")" ]
+}
+
+@test "nbdsum: several URIs, one failing: the others print, exit 1" {
+  run serve file "$disk" -- '
+    "$NBDSUM" "$uri" "nbd+unix:///?socket=/nonexistent/sock" "$uri"'
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [ "$(grep -Ec '^[0-9a-f]{64}  nbd' <<< "$output")" -eq 2 ]
+  [[ "$output" = *"nbdsum: nbd+unix:///?socket=/nonexistent/sock: "* ]]
+}
+
+@test "nbdsum: hostile view headers are rejected" {
+  local f="$BATS_TEST_TMPDIR/view"
+  check_rejected () {
+    run nbdkit -U - file "$f" --run '"$NBDSUM" "$uri"'
+    echo "$output"
+    [ "$status" -eq 1 ]
+    [[ "$output" = *"$1"* ]]
+    ! grep -Eq '^[0-9a-f]+  ' <<< "$output"
+  }
+  craft_view "$f" 1048576 16 65536 65 sha256
+  check_rejected "invalid digest length"
+  craft_view "$f" 1048576 15 65536 32 sha256
+  check_rejected "block count does not match image size"
+  craft_view "$f" 1048576 16 65536 32 nosuch
+  check_rejected "digest 'nosuch': unknown digest"
+  craft_view "$f" 1048576 16 65536 32 sha1
+  check_rejected "sha1 digests are 20 bytes, not 32"
+  craft_view "$f" 1048576 16 65536 32 sha256 4096
+  check_rejected "does not match the header"
+  craft_view "$f" 1048576 16 65535 32 sha256
+  check_rejected "invalid block size"
+  head -c 5000 /dev/zero > "$f"
+  check_rejected "too small to be a blkhash view"
+}
+
+@test "nbdsum: a well-formed crafted view is accepted (the test above can pass)" {
+  local f="$BATS_TEST_TMPDIR/view"
+  craft_view "$f" 1048576 16 65536 32 sha256
+  run nbdkit -U - file "$f" --run '"$NBDSUM" "$uri"'
+  echo "$output"
+  [ "$status" -eq 0 ]
+  # The crafted root area is zero, and nbdsum prints what the server says.
+  [ "${output%% *}" = "$(printf '%064d' 0)" ]
+}
+
+@test "nbdsum: memory stays flat as images grow" {
+  local small big
+  truncate -s 1G "$BATS_TEST_TMPDIR/1g.img"
+  truncate -s 1T "$BATS_TEST_TMPDIR/1t.img"
+  export BATS_TEST_TMPDIR
+  small=$(serve file "$BATS_TEST_TMPDIR/1g.img" -- \
+    '/usr/bin/time -f %M "$NBDSUM" "$uri" 2>&1 >/dev/null')
+  big=$(serve file "$BATS_TEST_TMPDIR/1t.img" -- \
+    '/usr/bin/time -f %M "$NBDSUM" "$uri" 2>&1 >/dev/null')
+  echo "max RSS: 1 GiB image ${small} KiB, 1 TiB image ${big} KiB"
+  [ "$big" -lt $((small + 4096)) ]
+}
