@@ -281,9 +281,22 @@ set_block (struct blk_table *t, uint64_t b, const uint8_t *digest)
   return 0;
 }
 
-/* Forget [first, first+count) and stamp it with write clock gen. */
+/* Did another write touch block b while w was in flight?  It may be
+ * in flight still, or have ended since w began.
+ */
+static bool
+contested (const struct blk_table *t, const struct blk_write *w, uint64_t b)
+{
+  return in_flight (t, b, 1) || block_wgen (t, b) > w->start;
+}
+
+/* Forget [first, first+count) and stamp it with write clock gen.  When
+ * w is given, blocks that another write contested get gen + 1, so
+ * that w's own snapshot (gen) cannot store them.
+ */
 static void
-forget (struct blk_table *t, uint64_t first, uint64_t count, uint64_t gen)
+forget (struct blk_table *t, uint64_t first, uint64_t count, uint64_t gen,
+        const struct blk_write *w)
 {
   uint64_t b = first, end = first + count;
 
@@ -296,29 +309,39 @@ forget (struct blk_table *t, uint64_t first, uint64_t count, uint64_t gen)
     struct chunk *c = t->chunks[ci];
     const uint64_t stop = end < cend ? end : cend;
 
-    if (b == cstart && stop == cend && (c == NULL || c == ALL_ZERO) &&
-        set_slot_wgen (t, ci, gen) == 0) {
-      if (c == ALL_ZERO)
-        t->nknown -= __builtin_popcountll (chunk_mask (t, ci));
-      t->chunks[ci] = NULL;
+    if (b == cstart && stop == cend && (c == NULL || c == ALL_ZERO)) {
+      /* One stamp for the whole chunk. */
+      uint64_t g = gen;
+      if (w && (in_flight (t, cstart, CHUNK_BLOCKS) ||
+                slot_wgen (t, ci) > w->start))
+        g = gen + 1;
+      if (set_slot_wgen (t, ci, g) == 0) {
+        if (c == ALL_ZERO)
+          t->nknown -= __builtin_popcountll (chunk_mask (t, ci));
+        t->chunks[ci] = NULL;
+        b = stop;
+        continue;
+      }
     }
-    else if ((c = materialize (t, ci)) != NULL) {
+    if ((c = materialize (t, ci)) != NULL) {
       for (uint64_t x = b; x < stop; x++) {
         const uint64_t bit = UINT64_C (1) << (x - cstart);
+        const uint64_t g = w && contested (t, w, x) ? gen + 1 : gen;
         t->nknown -= !!(c->known & bit);
         t->ndata -= !!(c->data & bit);
         c->known &= ~bit;
         c->data &= ~bit;
-        c->wgen[x - cstart] = gen;
+        c->wgen[x - cstart] = g;
       }
       compact (t, ci);
     }
     else {
       /* Out of memory: forget the whole chunk, coarser but safe. */
+      c = t->chunks[ci];
       if (c == ALL_ZERO)
         t->nknown -= __builtin_popcountll (chunk_mask (t, ci));
       t->chunks[ci] = NULL;
-      set_slot_wgen (t, ci, gen);
+      set_slot_wgen (t, ci, gen + 1);
     }
     b = stop;
   }
@@ -338,10 +361,10 @@ blk_table_lookup (struct blk_table *t, uint64_t first, uint64_t count,
   for (uint64_t i = 0; i < count; i++) {
     const uint8_t *d = get_digest (t, first + i);
     need[i] = d == NULL;
-    if (d && out)
-      memcpy (out + i * t->len, d, t->len);
-    else
+    if (d == NULL)
       unknown++;
+    else if (out)
+      memcpy (out + i * t->len, d, t->len);
   }
   pthread_mutex_unlock (&t->lock);
   return unknown;
@@ -417,25 +440,18 @@ void
 blk_table_write_end (struct blk_table *t, struct blk_write *w, bool ok)
 {
   struct blk_write **pp;
-  bool overlapped = false;
 
   pthread_mutex_lock (&t->lock);
   for (pp = &t->writes; *pp != w; pp = &(*pp)->next)
     ;
   *pp = w->next;
 
-  /* Another write on these blocks, in flight or ended since we began:
-   * the plugin may have applied them in either order.
+  /* gen for our blocks, gen + 1 for those another write contested:
+   * the plugin may have applied the two in either order.
    */
-  if (in_flight (t, w->first, w->count))
-    overlapped = true;
-  for (uint64_t b = w->first; !overlapped && b < w->first + w->count; b++)
-    if (block_wgen (t, b) > w->start)
-      overlapped = true;
-
-  t->clock++;
-  forget (t, w->first, w->count, t->clock);
-  w->snapshot = ok && !overlapped ? t->clock : 0;
+  t->clock += 2;
+  forget (t, w->first, w->count, t->clock - 1, w);
+  w->snapshot = ok ? t->clock - 1 : 0;
   pthread_mutex_unlock (&t->lock);
 }
 

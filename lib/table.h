@@ -75,8 +75,9 @@ extern void blk_table_store_zero (struct blk_table *t, uint64_t first,
                                   uint64_t count, uint64_t snapshot);
 
 /* Bracket a plugin write (or trim, or zero) of blocks [first,
- * first+count).  end always invalidates the blocks; if ok and no other
- * write overlapped, w->snapshot lets the writer store what it wrote.
+ * first+count).  end always invalidates the blocks; if ok, w->snapshot
+ * lets the writer store what it wrote, except blocks that another
+ * write touched meanwhile (their final content depends on the order).
  */
 extern void blk_table_write_begin (struct blk_table *t, struct blk_write *w,
                                    uint64_t first, uint64_t count);

@@ -155,6 +155,8 @@ blkhash_export_table (struct blkhash_export *e, const struct blk_params *p)
     else {
       e->params[e->ntables] = p;
       e->tables[e->ntables++] = t;
+      nbdkit_debug ("blkhash: export '%s': new table for %s, %" PRIu32
+                    " byte blocks", e->name, p->digest.name, p->block_size);
     }
   }
   pthread_mutex_unlock (&e->lock);

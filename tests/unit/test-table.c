@@ -103,6 +103,8 @@ main (void)
 
   blk_table_lookup (t, 0, nblocks, all, need, &snap);
   ok (!need[0] && !need[999], "zero blocks are known");
+  ok (blk_table_lookup (t, 0, nblocks, NULL, need, &snap) == 0 && !need[5],
+      "lookup without copying counts no unknown block");
   for (uint64_t b = 100; b < 200; b++)
     fake (b, 1, all + b * L);
   /* Block 150 to 200 not yet: stored later, out of order. */
@@ -148,22 +150,39 @@ main (void)
   blk_table_lookup (t, 6, 1, out, need, &snap2);
   ok (need[0], "no store after it with a snapshot from during it");
 
-  /* Overlapping writes: nobody may store. */
+  /* Overlapping writes: nobody may store the block both touched. */
   blk_table_write_begin (t, &w, 10, 4);
   blk_table_write_begin (t, &w2, 12, 1);
   blk_table_write_end (t, &w2, true);
   blk_table_write_end (t, &w, true);
-  ok (w.snapshot == 0 && w2.snapshot == 0, "overlapping writes both lose");
+  for (uint64_t b = 10; b < 14; b++)
+    fake (b, 4, all + b * L);
+  blk_table_store (t, 12, 1, all + 12 * L, NULL, NULL, w2.snapshot);
+  blk_table_store (t, 10, 4, all + 10 * L, NULL, NULL, w.snapshot);
+  blk_table_lookup (t, 10, 4, out, need, &snap2);
+  ok (!need[0] && !need[1] && need[2] && !need[3],
+      "overlapping writes: only the shared block is lost");
   blk_table_write_begin (t, &w, 10, 2);
   blk_table_write_begin (t, &w2, 12, 2);
   blk_table_write_end (t, &w2, true);
   blk_table_write_end (t, &w, true);
-  ok (w.snapshot != 0 && w2.snapshot != 0, "disjoint writes both win");
+  blk_table_store (t, 10, 2, all + 10 * L, NULL, NULL, w.snapshot);
+  blk_table_store (t, 12, 2, all + 12 * L, NULL, NULL, w2.snapshot);
+  blk_table_lookup (t, 10, 4, out, need, &snap2);
+  ok (!need[0] && !need[1] && !need[2] && !need[3],
+      "disjoint concurrent writes both store");
+  /* A later reader may store the contested block. */
+  blk_table_store (t, 12, 1, all + 12 * L, NULL, NULL, snap2);
+  blk_table_lookup (t, 12, 1, out, need, &snap2);
+  ok (!need[0], "a snapshot after both writes stores the shared block");
+  blk_table_write_begin (t, &w, 12, 2);
+  blk_table_write_end (t, &w, true);
   blk_table_write_begin (t, &w, 20, 1);
   blk_table_write_end (t, &w, false);
   ok (w.snapshot == 0, "a failed write may not store");
 
   ok (blk_table_next_unknown (t, 0) == 5 + 1, "next unknown after 0");
+  ok (blk_table_next_unknown (t, 7) == 12, "next unknown after 7");
   ok (blk_table_next_unknown (t, 14) == 20, "next unknown after 14");
   ok (blk_table_next_unknown (t, 21) == nblocks, "none after 21");
   blk_table_free (t);
