@@ -197,6 +197,12 @@ compact (struct blk_table *t, uint64_t ci)
   for (int i = 0; i < CHUNK_BLOCKS; i++)
     if (c->wgen[i] > gen)
       gen = c->wgen[i];
+  /* One stamp for all blocks would make a write in flight since before
+   * it think its blocks were contested: keep the detail until then.
+   */
+  for (const struct blk_write *w = t->writes; w; w = w->next)
+    if (w->start < gen)
+      return;
   if (set_slot_wgen (t, ci, gen) == -1)
     return;                     /* keep the chunk: still correct */
   t->chunks[ci] = c->known ? ALL_ZERO : NULL;
@@ -370,30 +376,28 @@ blk_table_lookup (struct blk_table *t, uint64_t first, uint64_t count,
   return unknown;
 }
 
-void
-blk_table_store (struct blk_table *t, uint64_t first, uint64_t count,
-                 const uint8_t *digests, const bool *zero, const bool *which,
-                 uint64_t snapshot)
+static void
+store_locked (struct blk_table *t, uint64_t first, uint64_t count,
+              const uint8_t *digests, const bool *zero, const bool *which,
+              uint64_t snapshot)
 {
-  pthread_mutex_lock (&t->lock);
   const bool check = in_flight (t, first, count);
+
   for (uint64_t i = 0; i < count; i++) {
     const uint64_t b = first + i;
     if ((which && !which[i]) || !storable (t, b, snapshot, check))
       continue;
     set_block (t, b, zero && zero[i] ? NULL : digests + i * t->len);
   }
-  pthread_mutex_unlock (&t->lock);
 }
 
-void
-blk_table_store_zero (struct blk_table *t, uint64_t first, uint64_t count,
-                      uint64_t snapshot)
+static void
+store_zero_locked (struct blk_table *t, uint64_t first, uint64_t count,
+                   uint64_t snapshot)
 {
+  const bool check = in_flight (t, first, count);
   uint64_t b = first, end = first + count;
 
-  pthread_mutex_lock (&t->lock);
-  const bool check = in_flight (t, first, count);
   while (b < end) {
     const uint64_t ci = b / CHUNK_BLOCKS;
     const uint64_t cstart = ci * CHUNK_BLOCKS;
@@ -419,6 +423,24 @@ blk_table_store_zero (struct blk_table *t, uint64_t first, uint64_t count,
       set_block (t, b, NULL);
     b++;
   }
+}
+
+void
+blk_table_store (struct blk_table *t, uint64_t first, uint64_t count,
+                 const uint8_t *digests, const bool *zero, const bool *which,
+                 uint64_t snapshot)
+{
+  pthread_mutex_lock (&t->lock);
+  store_locked (t, first, count, digests, zero, which, snapshot);
+  pthread_mutex_unlock (&t->lock);
+}
+
+void
+blk_table_store_zero (struct blk_table *t, uint64_t first, uint64_t count,
+                      uint64_t snapshot)
+{
+  pthread_mutex_lock (&t->lock);
+  store_zero_locked (t, first, count, snapshot);
   pthread_mutex_unlock (&t->lock);
 }
 
@@ -428,7 +450,6 @@ blk_table_write_begin (struct blk_table *t, struct blk_write *w,
 {
   w->first = first;
   w->count = count;
-  w->snapshot = 0;
   pthread_mutex_lock (&t->lock);
   w->start = t->clock;
   w->next = t->writes;
@@ -437,9 +458,11 @@ blk_table_write_begin (struct blk_table *t, struct blk_write *w,
 }
 
 void
-blk_table_write_end (struct blk_table *t, struct blk_write *w, bool ok)
+blk_table_write_end (struct blk_table *t, struct blk_write *w,
+                     const struct blk_written *done)
 {
   struct blk_write **pp;
+  uint64_t gen;
 
   pthread_mutex_lock (&t->lock);
   for (pp = &t->writes; *pp != w; pp = &(*pp)->next)
@@ -450,8 +473,19 @@ blk_table_write_end (struct blk_table *t, struct blk_write *w, bool ok)
    * the plugin may have applied the two in either order.
    */
   t->clock += 2;
-  forget (t, w->first, w->count, t->clock - 1, w);
-  w->snapshot = ok ? t->clock - 1 : 0;
+  gen = t->clock - 1;
+  forget (t, w->first, w->count, gen, w);
+
+  /* In the same critical section, so nothing can coarsen the stamps
+   * between forgetting the blocks and storing what was written.
+   */
+  if (done && done->count) {
+    if (done->digests)
+      store_locked (t, done->first, done->count, done->digests, done->zero,
+                    NULL, gen);
+    else
+      store_zero_locked (t, done->first, done->count, gen);
+  }
   pthread_mutex_unlock (&t->lock);
 }
 

@@ -30,9 +30,17 @@ struct blk_table;
 struct blk_write {
   uint64_t first, count;        /* blocks touched, even partially */
   uint64_t start;               /* clock when it began */
-  uint64_t snapshot;            /* after end: snapshot for self-store,
-                                   or 0 when another write overlapped */
   struct blk_write *next;
+};
+
+/* What a successful write put in its full blocks, for write_end to
+ * store: count digests (digests NULL: all zero; zero may mark blocks
+ * of zeros).
+ */
+struct blk_written {
+  uint64_t first, count;
+  const uint8_t *digests;
+  const bool *zero;
 };
 
 struct blk_table_stats {
@@ -75,14 +83,15 @@ extern void blk_table_store_zero (struct blk_table *t, uint64_t first,
                                   uint64_t count, uint64_t snapshot);
 
 /* Bracket a plugin write (or trim, or zero) of blocks [first,
- * first+count).  end always invalidates the blocks; if ok, w->snapshot
- * lets the writer store what it wrote, except blocks that another
- * write touched meanwhile (their final content depends on the order).
+ * first+count).  end forgets the blocks and, given done (after a
+ * successful write), stores what was written, except blocks another
+ * write touched meanwhile (their content depends on the order the
+ * plugin applied them).
  */
 extern void blk_table_write_begin (struct blk_table *t, struct blk_write *w,
                                    uint64_t first, uint64_t count);
 extern void blk_table_write_end (struct blk_table *t, struct blk_write *w,
-                                 bool ok);
+                                 const struct blk_written *done);
 
 /* Fold the known prefix into the root.  With wait false, returns at
  * once if another thread is folding.  budget bounds the digest bytes

@@ -19,6 +19,10 @@
 #include "blkhash.h"
 #include "util.h"
 
+/* nbdkit -D blkhash.stats=1 */
+NBDKIT_DLL_PUBLIC int blkhash_debug_stats;
+
+struct blkhash_stats blkhash_stats;
 const struct blk_params *blkhash_default_params;
 const char *blkhash_file;
 bool blkhash_cache = true;
@@ -285,6 +289,12 @@ blkhash_finalize (nbdkit_next *next, void *handle)
 {
   struct handle *h = handle;
 
+  if (blkhash_debug_stats)
+    nbdkit_debug ("blkhash: stats: passive %" PRIu64 " blocks, computed %"
+                  PRIu64 " blocks reading %" PRIu64 " bytes, holes %"
+                  PRIu64 " blocks",
+                  blkhash_stats.passive_blocks, blkhash_stats.computed_blocks,
+                  blkhash_stats.read_bytes, blkhash_stats.hole_blocks);
   if (h->e == NULL)
     return 0;
   if (blkhash_export_put (h->e) == 0 && blkhash_file)

@@ -3,6 +3,7 @@
 #define NBDKIT_BLKHASH_FILTER_H
 
 #include <stdbool.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #define NBDKIT_API_VERSION 2
@@ -11,6 +12,15 @@
 #include "blkhash.h"
 #include "header.h"
 #include "table.h"
+
+/* Work counters, logged at each disconnect with -D blkhash.stats=1. */
+struct blkhash_stats {
+  _Atomic uint64_t passive_blocks;      /* hashed from client traffic */
+  _Atomic uint64_t computed_blocks;     /* hashed on demand */
+  _Atomic uint64_t hole_blocks;         /* known zero from extents */
+  _Atomic uint64_t read_bytes;          /* read from the plugin to hash */
+};
+extern struct blkhash_stats blkhash_stats;
 
 /* Parameters (blkhash.c). */
 extern const struct blk_params *blkhash_default_params;
@@ -48,10 +58,12 @@ extern struct blk_table *blkhash_export_table (struct blkhash_export *e,
 extern void blkhash_write_begin (struct blkhash_export *e,
                                  struct blkhash_write *w,
                                  uint64_t offset, uint64_t count);
-extern void blkhash_write_end (struct blkhash_write *w, bool ok);
-/* After end: the snapshot for storing what was written into t, or 0. */
-extern uint64_t blkhash_write_snapshot (const struct blkhash_write *w,
-                                        const struct blk_table *t);
+/* End the write everywhere; t (may be NULL) stores what done says was
+ * written (done NULL: the write failed or is not to be stored).
+ */
+extern void blkhash_write_end (struct blkhash_write *w,
+                               const struct blk_table *t,
+                               const struct blk_written *done);
 extern void blkhash_export_set_result (struct blkhash_export *e,
                                        const uint8_t *root);
 extern int blkhash_results_write (void);

@@ -184,21 +184,13 @@ blkhash_write_begin (struct blkhash_export *e, struct blkhash_write *w,
 }
 
 void
-blkhash_write_end (struct blkhash_write *w, bool ok)
+blkhash_write_end (struct blkhash_write *w, const struct blk_table *t,
+                   const struct blk_written *done)
 {
   for (size_t i = 0; i < w->ntables; i++)
-    blk_table_write_end (w->tables[i], &w->writes[i], ok);
+    blk_table_write_end (w->tables[i], &w->writes[i],
+                         w->tables[i] == t ? done : NULL);
   pthread_rwlock_unlock (&w->e->gate);
-}
-
-uint64_t
-blkhash_write_snapshot (const struct blkhash_write *w,
-                        const struct blk_table *t)
-{
-  for (size_t i = 0; i < w->ntables; i++)
-    if (w->tables[i] == t)
-      return w->writes[i].snapshot;
-  return 0;
 }
 
 void

@@ -167,6 +167,7 @@ hash_run (nbdkit_next *next, struct blk_table *t, struct worker *w,
       : READ_SIZE;
     if (next->pread (next, w->buf, len, off, 0, err) == -1)
       return -1;
+    blkhash_stats.read_bytes += len;
     for (uint64_t pos = 0; pos < len; ) {
       const uint64_t b = (off + pos) / bs;
       const uint64_t b_end = b * bs + blk_block_len (size, bs, b);
@@ -267,6 +268,7 @@ blkhash_compute (nbdkit_next *next, struct blk_table *t, uint64_t first,
       n++;
     if (n) {
       blk_table_store_zero (t, first + i, n, snapshot);
+      blkhash_stats.hole_blocks += n;
       i += n;
     }
     else

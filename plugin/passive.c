@@ -57,6 +57,7 @@ hash_buffer (struct blk_table *t, const uint8_t *buf, uint64_t offset,
       *err = EIO;
       return -1;
     }
+    blkhash_stats.passive_blocks++;
   }
   return 0;
 }
@@ -114,31 +115,35 @@ blkhash_passive_pwrite (nbdkit_next *next, struct blkhash_export *e,
                         int *err)
 {
   struct blkhash_write w;
-  uint64_t first = 0, n = 0, snapshot;
+  struct blk_written done = { 0 };
   uint8_t *out = NULL;
   bool *zero = NULL;
-  int r;
+  int r, ignored;
 
   blkhash_write_begin (e, &w, offset, count);
   r = next->pwrite (next, buf, count, offset, flags, err);
-  blkhash_write_end (&w, r == 0);
-  if (r == -1 || t == NULL)
-    return r;
-
-  snapshot = blkhash_write_snapshot (&w, t);
-  full_blocks (t, offset, count, &first, &n);
-  if (snapshot == 0 || n == 0)
-    return 0;
-  out = malloc (n * blk_table_params (t)->digest.len);
-  zero = calloc (n, sizeof *zero);
-  if (out && zero &&
-      hash_buffer (t, buf, offset, first, n, NULL, out, zero, err) == 0) {
-    blk_table_store (t, first, n, out, zero, NULL, snapshot);
-    blk_table_fold (t, false, BLKHASH_FOLD_BUDGET);
+  /* Hash while the write is still registered: ending it stores the
+   * digests in the same step (see blk_table_write_end).
+   */
+  if (r == 0 && t) {
+    full_blocks (t, offset, count, &done.first, &done.count);
+    if (done.count) {
+      out = malloc (done.count * blk_table_params (t)->digest.len);
+      zero = calloc (done.count, sizeof *zero);
+      if (out == NULL || zero == NULL ||
+          hash_buffer (t, buf, offset, done.first, done.count, NULL, out,
+                       zero, &ignored) == -1)
+        done.count = 0;
+      done.digests = out;
+      done.zero = zero;
+    }
   }
+  blkhash_write_end (&w, t, r == 0 ? &done : NULL);
+  if (r == 0 && done.count)
+    blk_table_fold (t, false, BLKHASH_FOLD_BUDGET);
   free (out);
   free (zero);
-  return 0;
+  return r;
 }
 
 int
@@ -147,22 +152,17 @@ blkhash_passive_zero (nbdkit_next *next, struct blkhash_export *e,
                       uint32_t flags, int *err)
 {
   struct blkhash_write w;
-  uint64_t first, n, snapshot;
+  struct blk_written done = { 0 };
   int r;
 
   blkhash_write_begin (e, &w, offset, count);
   r = next->zero (next, count, offset, flags, err);
-  blkhash_write_end (&w, r == 0);
-  if (r == -1 || t == NULL)
-    return r;
-
-  snapshot = blkhash_write_snapshot (&w, t);
-  full_blocks (t, offset, count, &first, &n);
-  if (snapshot && n) {
-    blk_table_store_zero (t, first, n, snapshot);
+  if (r == 0 && t)
+    full_blocks (t, offset, count, &done.first, &done.count);
+  blkhash_write_end (&w, t, r == 0 ? &done : NULL);
+  if (r == 0 && done.count)
     blk_table_fold (t, false, BLKHASH_FOLD_BUDGET);
-  }
-  return 0;
+  return r;
 }
 
 int
@@ -176,6 +176,6 @@ blkhash_passive_trim (nbdkit_next *next, struct blkhash_export *e,
   /* Trimmed data reads back as anything: forget it. */
   blkhash_write_begin (e, &w, offset, count);
   r = next->trim (next, count, offset, flags, err);
-  blkhash_write_end (&w, false);
+  blkhash_write_end (&w, NULL, NULL);
   return r;
 }

@@ -123,8 +123,7 @@ main (void)
   /* A write makes a snapshot taken before it useless. */
   blk_table_lookup (t, 0, 1, out, need, &snap);
   blk_table_write_begin (t, &w, 5, 2);
-  blk_table_write_end (t, &w, true);
-  ok (w.snapshot != 0, "a lone write may store what it wrote");
+  blk_table_write_end (t, &w, NULL);
   blk_table_lookup (t, 5, 2, out, need, &snap2);
   ok (need[0] && need[1], "written blocks are forgotten");
   ok (blk_table_root (t, root) == 0, "no root with forgotten blocks");
@@ -132,9 +131,13 @@ main (void)
   blk_table_store (t, 5, 1, d, NULL, NULL, snap);
   blk_table_lookup (t, 5, 1, out, need, &snap2);
   ok (need[0], "stale snapshot: store refused");
-  blk_table_store (t, 5, 1, d, NULL, NULL, w.snapshot);
+  {
+    struct blk_written done = { 5, 1, d, NULL };
+    blk_table_write_begin (t, &w, 5, 1);
+    blk_table_write_end (t, &w, &done);
+  }
   blk_table_lookup (t, 5, 1, out, need, &snap2);
-  ok (!need[0] && memcmp (out, d, L) == 0, "writer's snapshot: stored");
+  ok (!need[0] && memcmp (out, d, L) == 0, "a lone write stores what it wrote");
 
   /* Store refused while a write is in flight, even with a new
    * snapshot, and after it ends.
@@ -145,41 +148,66 @@ main (void)
   blk_table_store (t, 6, 1, d, NULL, NULL, snap);
   blk_table_lookup (t, 6, 1, out, need, &snap2);
   ok (need[0], "no store during a write");
-  blk_table_write_end (t, &w, true);
+  blk_table_write_end (t, &w, NULL);
   blk_table_store (t, 6, 1, d, NULL, NULL, snap);
   blk_table_lookup (t, 6, 1, out, need, &snap2);
   ok (need[0], "no store after it with a snapshot from during it");
 
   /* Overlapping writes: nobody may store the block both touched. */
-  blk_table_write_begin (t, &w, 10, 4);
-  blk_table_write_begin (t, &w2, 12, 1);
-  blk_table_write_end (t, &w2, true);
-  blk_table_write_end (t, &w, true);
   for (uint64_t b = 10; b < 14; b++)
     fake (b, 4, all + b * L);
-  blk_table_store (t, 12, 1, all + 12 * L, NULL, NULL, w2.snapshot);
-  blk_table_store (t, 10, 4, all + 10 * L, NULL, NULL, w.snapshot);
+  {
+    struct blk_written d1 = { 10, 4, all + 10 * L, NULL };
+    struct blk_written d2 = { 12, 1, all + 12 * L, NULL };
+    blk_table_write_begin (t, &w, 10, 4);
+    blk_table_write_begin (t, &w2, 12, 1);
+    blk_table_write_end (t, &w2, &d2);
+    blk_table_write_end (t, &w, &d1);
+  }
   blk_table_lookup (t, 10, 4, out, need, &snap2);
   ok (!need[0] && !need[1] && need[2] && !need[3],
       "overlapping writes: only the shared block is lost");
-  blk_table_write_begin (t, &w, 10, 2);
-  blk_table_write_begin (t, &w2, 12, 2);
-  blk_table_write_end (t, &w2, true);
-  blk_table_write_end (t, &w, true);
-  blk_table_store (t, 10, 2, all + 10 * L, NULL, NULL, w.snapshot);
-  blk_table_store (t, 12, 2, all + 12 * L, NULL, NULL, w2.snapshot);
+  {
+    struct blk_written d1 = { 10, 2, all + 10 * L, NULL };
+    struct blk_written d2 = { 12, 2, all + 12 * L, NULL };
+    blk_table_write_begin (t, &w, 10, 2);
+    blk_table_write_begin (t, &w2, 12, 2);
+    blk_table_write_end (t, &w2, &d2);
+    blk_table_write_end (t, &w, &d1);
+  }
   blk_table_lookup (t, 10, 4, out, need, &snap2);
   ok (!need[0] && !need[1] && !need[2] && !need[3],
       "disjoint concurrent writes both store");
-  /* A later reader may store the contested block. */
-  blk_table_store (t, 12, 1, all + 12 * L, NULL, NULL, snap2);
-  blk_table_lookup (t, 12, 1, out, need, &snap2);
-  ok (!need[0], "a snapshot after both writes stores the shared block");
+  {
+    /* Zero writes store zero; a failed write stores nothing. */
+    struct blk_written z = { 12, 2, NULL, NULL };
+    blk_table_write_begin (t, &w, 12, 2);
+    blk_table_write_end (t, &w, &z);
+    blk_table_lookup (t, 12, 2, out, need, &snap2);
+    ok (!need[0] && !need[1] && memcmp (out, p.zero_digest, L) == 0,
+        "a zero write stores zero digests");
+  }
   blk_table_write_begin (t, &w, 12, 2);
-  blk_table_write_end (t, &w, true);
+  blk_table_write_end (t, &w, NULL);
   blk_table_write_begin (t, &w, 20, 1);
-  blk_table_write_end (t, &w, false);
-  ok (w.snapshot == 0, "a failed write may not store");
+  blk_table_write_end (t, &w, NULL);
+  blk_table_lookup (t, 20, 1, out, need, &snap2);
+  ok (need[0], "a failed write forgets its block");
+
+  /* A neighbour ending first does not cost the other its blocks, even
+   * when its chunk then has nothing to keep.
+   */
+  {
+    struct blk_written d1 = { 64, 4, all + 10 * L, NULL };
+    struct blk_written d2 = { 68, 4, all + 10 * L, NULL };
+    blk_table_write_begin (t, &w, 64, 4);
+    blk_table_write_begin (t, &w2, 68, 4);
+    blk_table_write_end (t, &w2, &d2);
+    blk_table_write_end (t, &w, &d1);
+    blk_table_lookup (t, 64, 8, out, need, &snap2);
+    ok (!need[0] && !need[3] && !need[4] && !need[7],
+        "adjacent concurrent writes in one chunk both store");
+  }
 
   ok (blk_table_next_unknown (t, 0) == 5 + 1, "next unknown after 0");
   ok (blk_table_next_unknown (t, 7) == 12, "next unknown after 7");

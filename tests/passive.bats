@@ -1,0 +1,203 @@
+#!/usr/bin/env bats
+# Hashing while serving: passive hashing, blkhash-file, never a stale
+# digest, blkhash-cache=false.
+
+load "$top_srcdir/tests/helpers"
+
+setup_file () {
+  # Data on 64K boundaries, so a copy writes only full blocks.
+  "$MKIMAGE" '96M;d:0+4M:a;d:20M+1M:b;z:40M+2M;d:90M+6M:c' \
+    "$BATS_FILE_TMPDIR/aligned.img"
+  # Data at odd offsets: copies write some partial blocks.
+  "$MKIMAGE" '50000000;d:1000+70000:d;d:30000000+12345:e' \
+    "$BATS_FILE_TMPDIR/odd.img"
+}
+
+setup () {
+  aligned="$BATS_FILE_TMPDIR/aligned.img"
+  odd="$BATS_FILE_TMPDIR/odd.img"
+  sums="$BATS_TEST_TMPDIR/sums"
+  log="$BATS_TEST_TMPDIR/log"
+  export aligned odd sums log
+}
+
+# Reads the plugin saw, through --filter=log below the blkhash filter.
+plugin_reads () {
+  grep -c ' Read id=' "$log" || true
+}
+
+@test "passive: copying out of the filter leaves the checksum in blkhash-file" {
+  run serve file "$odd" blkhash-file="$sums" -- \
+    'nbdcopy "$uri" "$BATS_TEST_TMPDIR/copy.img"'
+  [ "$status" -eq 0 ]
+  cat "$sums"
+  want=$(reference sha256 65536 "$odd")
+  [ "$(cat "$sums")" = "$want  -" ]
+  [ "$(reference sha256 65536 "$BATS_TEST_TMPDIR/copy.img")" = "$want" ]
+}
+
+@test "passive: a copy out reads each block once; holes come from extents" {
+  run nbdkit -D blkhash.stats=1 -v -U - --filter="$BLKHASH_FILTER" \
+    --filter=log file "$aligned" logfile="$log" blkhash-file="$sums" \
+    --run 'nbdcopy "$uri" null:'
+  [ "$status" -eq 0 ]
+  # The plugin saw only nbdcopy's reads: 13 MiB of data extents,
+  # nothing read a second time to hash it, no hole read.
+  bytes=0
+  for c in $(grep -oE ' Read id=[0-9]+ offset=0x[0-9a-f]+ count=0x[0-9a-f]+' "$log" |
+             sed 's/.*count=//'); do
+    bytes=$((bytes + c))
+  done
+  echo "plugin reads: $(plugin_reads), $bytes bytes"
+  [ "$bytes" -eq $((13 * 1024 * 1024)) ]
+  grep 'stats:' <<< "$output" | tail -n 1
+  grep 'stats:' <<< "$output" | tail -n 1 | grep -q 'reading 0 bytes'
+  [ "$(cat "$sums")" = "$(reference sha256 65536 "$aligned")  -" ]
+}
+
+@test "passive: copying into a filtered memory export fills the table" {
+  run nbdkit -U - --filter="$BLKHASH_FILTER" --filter=log memory 96M \
+    logfile="$log" --run '
+    nbdcopy "$aligned" "$uri" && echo "copied reads=$(grep -c " Read id=" "$log")" &&
+    "$NBDSUM" "$uri" && echo "summed reads=$(grep -c " Read id=" "$log")"'
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" = *"copied reads=0"* ]]
+  [[ "$output" = *"summed reads=0"* ]]
+  [ "$(grep -E '^[0-9a-f]{64}  ' <<< "$output" | cut -d' ' -f1)" = \
+    "$(reference sha256 65536 "$aligned")" ]
+}
+
+@test "passive: a sparse source copied in is served from the table" {
+  # nbdcopy writes the source's holes as zeroes: no data to read after.
+  local sparse="$BATS_TEST_TMPDIR/sparse.img"
+  truncate -s 1G "$sparse"
+  dd if="$aligned" of="$sparse" bs=1M count=4 seek=500 conv=notrunc status=none
+  export sparse
+  run nbdkit -D blkhash.stats=1 -v -U - --filter="$BLKHASH_FILTER" memory 1G \
+    --run 'nbdcopy "$sparse" "$uri" && "$NBDSUM" "$uri"'
+  [ "$status" -eq 0 ]
+  [ "$(grep -E '^[0-9a-f]{64}  ' <<< "$output" | cut -d' ' -f1)" = \
+    "$(reference sha256 65536 "$sparse")" ]
+  grep 'stats:' <<< "$output" | tail -n 1
+  grep 'stats:' <<< "$output" | tail -n 1 |
+    grep -q 'computed 0 blocks reading 0 bytes, holes 0 blocks'
+}
+
+@test "passive: copying into a filtered file export" {
+  local dst="$BATS_TEST_TMPDIR/dst.img"
+  truncate -s 96M "$dst"
+  run nbdkit -D blkhash.stats=1 -v -U - --filter="$BLKHASH_FILTER" file "$dst" \
+    --run 'nbdcopy "$aligned" "$uri" && "$NBDSUM" "$uri"'
+  [ "$status" -eq 0 ]
+  [ "$(grep -E '^[0-9a-f]{64}  ' <<< "$output" | cut -d' ' -f1)" = \
+    "$(reference sha256 65536 "$aligned")" ]
+  grep 'stats:' <<< "$output" | tail -n 1 | grep -q 'reading 0 bytes'
+  cmp "$aligned" "$dst"
+}
+
+@test "passive: partial blocks of an odd source are the only reads after" {
+  run nbdkit -D blkhash.stats=1 -v -U - --filter="$BLKHASH_FILTER" \
+    --filter=log memory 50000000 logfile="$log" \
+    --run 'nbdcopy "$odd" "$uri" && "$NBDSUM" "$uri"'
+  [ "$status" -eq 0 ]
+  [ "$(grep -E '^[0-9a-f]{64}  ' <<< "$output" | cut -d' ' -f1)" = \
+    "$(reference sha256 65536 "$odd")" ]
+  # Two data extents, each with at most two partial blocks, and the
+  # short last block.
+  echo "plugin reads after the copy: $(plugin_reads)"
+  [ "$(plugin_reads)" -le 5 ]
+}
+
+@test "passive: qemu-img convert as the copying client" {
+  run nbdkit -D blkhash.stats=1 -v -U - --filter="$BLKHASH_FILTER" memory 96M \
+    --run 'qemu-img convert -n -f raw -O raw "$aligned" "$uri" &&
+           "$NBDSUM" "$uri"'
+  [ "$status" -eq 0 ]
+  [ "$(grep -E '^[0-9a-f]{64}  ' <<< "$output" | cut -d' ' -f1)" = \
+    "$(reference sha256 65536 "$aligned")" ]
+  grep 'stats:' <<< "$output" | tail -n 1
+  grep 'stats:' <<< "$output" | tail -n 1 | grep -q 'reading 0 bytes'
+}
+
+@test "passive: blocks read twice are hashed once" {
+  run nbdkit -D blkhash.stats=1 -v -U - --filter="$BLKHASH_FILTER" \
+    file "$aligned" --run 'nbdcopy "$uri" null: && nbdcopy "$uri" null:'
+  [ "$status" -eq 0 ]
+  first=$(grep 'stats:' <<< "$output" | head -n 1 | grep -oE 'passive [0-9]+')
+  last=$(grep 'stats:' <<< "$output" | tail -n 1 | grep -oE 'passive [0-9]+')
+  echo "after the first copy: $first, after the second: $last"
+  # 13 MiB of data extents in 64K blocks.
+  [ "$first" = "passive 208" ]
+  [ "$last" = "$first" ]
+}
+
+@test "passive: write zeroes marks blocks zero, trim forgets them" {
+  run nbdkit -D blkhash.stats=1 -v -U - --filter="$BLKHASH_FILTER" memory 96M \
+    --run '
+    nbdcopy "$aligned" "$uri" &&
+    qemu-io -f raw "$uri" -c "write -z 0 1M" -c "discard 20M 64K" >/dev/null &&
+    nbdcopy "$uri" "$BATS_TEST_TMPDIR/after.img" &&
+    "$NBDSUM" "$uri"'
+  [ "$status" -eq 0 ]
+  [ "$(grep -E '^[0-9a-f]{64}  ' <<< "$output" | cut -d' ' -f1)" = \
+    "$(reference sha256 65536 "$BATS_TEST_TMPDIR/after.img")" ]
+  [ "$(reference sha256 65536 "$BATS_TEST_TMPDIR/after.img")" != \
+    "$(reference sha256 65536 "$aligned")" ]
+}
+
+@test "passive: concurrent writers and readers never leave a stale digest" {
+  run serve memory 64M -- '
+    "$STRESS" "nbd+unix:///?socket=$unixsocket" \
+              "nbd+unix:///@blkhash?socket=$unixsocket" 20 \
+              "$BATS_TEST_TMPDIR/final.img"'
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$(grep -c ': ok ' <<< "$output")" -eq 20 ]
+  [ "${lines[-1]}" = "$(reference sha256 65536 "$BATS_TEST_TMPDIR/final.img")" ]
+}
+
+@test "passive: blkhash-cache=false hashes nothing in passing" {
+  run nbdkit -D blkhash.stats=1 -v -U - --filter="$BLKHASH_FILTER" \
+    --filter=log memory 96M logfile="$log" blkhash-cache=false \
+    --run 'nbdcopy "$aligned" "$uri" && "$NBDSUM" "$uri" &&
+           nbdcopy "$uri" null: && "$NBDSUM" "$uri"'
+  [ "$status" -eq 0 ]
+  want=$(reference sha256 65536 "$aligned")
+  [ "$(grep -cE "^$want  " <<< "$output")" -eq 2 ]
+  grep 'stats:' <<< "$output" | tail -n 1
+  grep 'stats:' <<< "$output" | tail -n 1 | grep -q 'passive 0 blocks'
+  # Both nbdsum runs read the data: nothing was kept between them.
+  [ "$(grep -oE 'connection=[0-9]+ Read' "$log" | sort -u | wc -l)" -ge 2 ]
+}
+
+@test "passive: blkhash-file lists every served export, sorted, atomically" {
+  local dir="$BATS_TEST_TMPDIR/dir"
+  mkdir "$dir"
+  cp "$odd" "$dir/b.img"
+  "$MKIMAGE" '3M;d:0+1M:x' "$dir/a.img"
+  echo "old contents" > "$sums"
+  export dir
+  run serve file dir="$dir" blkhash-file="$sums" -- '
+    nbdcopy "nbd+unix:///b.img?socket=$unixsocket" null: &&
+    nbdinfo "nbd+unix:///a.img?socket=$unixsocket" >/dev/null'
+  [ "$status" -eq 0 ]
+  cat "$sums"
+  [ "$(cat "$sums")" = "$(reference sha256 65536 "$dir/a.img")  a.img
+$(reference sha256 65536 "$dir/b.img")  b.img" ]
+  # No temporary file left behind.
+  [ "$(ls "$BATS_TEST_TMPDIR" | grep -c '^sums')" -eq 1 ]
+}
+
+@test "passive: blkhash-file is complete even if the client read nothing" {
+  run serve file "$aligned" blkhash-file="$sums" -- 'nbdinfo "$uri" >/dev/null'
+  [ "$status" -eq 0 ]
+  [ "$(cat "$sums")" = "$(reference sha256 65536 "$aligned")  -" ]
+}
+
+@test "passive: blkhash-file with the view's own digest and block size" {
+  run serve file "$aligned" blkhash-file="$sums" blkhash-digest=sha1 \
+    blkhash-block-size=1M -- 'nbdcopy "$uri" null:'
+  [ "$status" -eq 0 ]
+  [ "$(cat "$sums")" = "$(reference sha1 1048576 "$aligned")  -" ]
+}
