@@ -6,40 +6,112 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "nbdsum.h"
 #include "util.h"
+
+struct options opts = {
+  .connections = 4,
+  .requests = 16,
+  .progress_fd = -1,
+};
 
 static void __attribute__ ((noreturn))
 usage (FILE *fp, int status)
 {
   fprintf (fp,
-"Print blkhash checksums of NBD exports, computed next to the storage\n"
-"by nbdkit's blkhash filter.\n"
+"Print or check blkhash checksums of disk images, computed next to the\n"
+"storage by nbdkit's blkhash filter.\n"
 "\n"
-"Usage: %s [OPTION]... URI...\n"
+"Usage: %s [OPTION]... URI|FILE|-...\n"
+"       %s -c [OPTION]... CHECKSUM-FILE...\n"
+"       %s --diff [OPTION]... A B\n"
+"       %s --blocks [OPTION]... URI|FILE\n"
 "\n"
+"Inputs:\n"
+"  URI                   nbd://, nbd+unix://, nbds://, nbds+unix:// ...\n"
+"  FILE                  a local image, served by a private nbdkit (raw;\n"
+"                        qcow2 and other formats through qemu-nbd)\n"
+"  -                     a raw image read from standard input\n"
+"\n"
+"Options:\n"
 "  -C, --connections=N   connections to open (default 4; 1 when the\n"
 "                        server does not allow multi-conn)\n"
 "  -R, --requests=N      requests in flight per connection (default 16)\n"
-"  -d, --digest=NAME     OpenSSL digest (default: the server's, sha256)\n"
-"      --block-size=SIZE blkhash block size, e.g. 64K or 1M\n"
-"                        (default: the server's, 64K)\n"
+"  -d, --digest=NAME     OpenSSL digest (default sha256)\n"
+"      --block-size=SIZE blkhash block size, e.g. 64K or 1M (default 64K)\n"
+"      --format=FMT      format of local FILEs: raw, qcow2, or any qemu\n"
+"                        format (default: qcow2 if it looks like one, else\n"
+"                        raw)\n"
+"      --client-side     hash here even if the server has a blkhash view\n"
+"  -c, --check           read 'CHECKSUM  NAME' lines from the FILEs and\n"
+"                        check them, like sha256sum -c\n"
+"      --quiet           with --check, do not print OK lines\n"
+"      --status          with --check, print nothing; the exit status says\n"
+"      --json            one JSON object per input\n"
+"  -p, --progress        show a progress bar on standard error\n"
+"      --progress=FD     write 'N/100' progress lines to file descriptor FD\n"
+"      --diff            print the byte ranges where images A and B differ\n"
+"      --blocks          print the digest of every block (zero runs merged)\n"
+"      --list-digests    list the digests OpenSSL provides\n"
 "  -h, --help            print this help and exit\n"
 "  -V, --version         print the version and exit\n"
 "\n"
-"Each URI (nbd://, nbd+unix://, nbds://, ...) names an export served\n"
-"through 'nbdkit --filter=blkhash'.  One line 'CHECKSUM  URI' is\n"
-"printed per URI, like sha256sum.  The exit status is 0 when every\n"
-"checksum was computed and 1 otherwise.\n"
+"Each input prints 'CHECKSUM  NAME', like sha256sum.  When the server\n"
+"runs 'nbdkit --filter=blkhash', it computes the checksum next to the\n"
+"storage and only digests cross the network; otherwise nbdsum hashes\n"
+"the image itself over the same connections and says so.\n"
 "\n"
-"Example:\n"
+"Exit status: 0 if every checksum was computed (and, with --check,\n"
+"matched; with --diff, the images are equal), 1 otherwise; --diff\n"
+"exits 2 on errors.\n"
+"\n"
+"Examples:\n"
+"  %s disk.img disk.qcow2\n"
 "  nbdkit --filter=blkhash file disk.img\n"
 "  %s nbd://localhost\n"
+"  %s disk.img > disk.sums && %s -c disk.sums\n"
 "\n"
 "See nbdsum(1) and nbdkit-blkhash-filter(1).\n",
+           progname, progname, progname, progname, progname, progname,
            progname, progname);
   exit (status);
+}
+
+struct digest_lines {
+  char *lines[256];
+  size_t n;
+};
+
+static void
+list_one (const char *names, size_t len, void *opaque)
+{
+  struct digest_lines *dl = opaque;
+
+  if (dl->n < sizeof dl->lines / sizeof dl->lines[0] &&
+      asprintf (&dl->lines[dl->n], "%-40s %3zu bytes", names, len) != -1)
+    dl->n++;
+}
+
+static int
+compare_lines (const void *a, const void *b)
+{
+  return strcmp (*(char * const *) a, *(char * const *) b);
+}
+
+static void __attribute__ ((noreturn))
+list_digests (void)
+{
+  struct digest_lines dl = { .n = 0 };
+
+  blk_digest_list (list_one, &dl);
+  qsort (dl.lines, dl.n, sizeof dl.lines[0], compare_lines);
+  for (size_t i = 0; i < dl.n; i++) {
+    puts (dl.lines[i]);
+    free (dl.lines[i]);
+  }
+  exit (EXIT_SUCCESS);
 }
 
 static unsigned
@@ -57,35 +129,43 @@ parse_count (const char *opt, const char *arg, unsigned max)
 }
 
 void
-parse_options (int argc, char **argv, struct options *opts, int *first_arg)
+parse_options (int argc, char **argv, int *first_arg)
 {
-  enum { OPT_BLOCK_SIZE = CHAR_MAX + 1 };
+  enum {
+    OPT_BLOCK_SIZE = CHAR_MAX + 1, OPT_FORMAT, OPT_CLIENT_SIDE, OPT_JSON,
+    OPT_QUIET, OPT_STATUS, OPT_DIFF, OPT_BLOCKS, OPT_LIST_DIGESTS,
+  };
   static const struct option long_options[] = {
     { "connections", required_argument, NULL, 'C' },
     { "requests", required_argument, NULL, 'R' },
     { "digest", required_argument, NULL, 'd' },
     { "block-size", required_argument, NULL, OPT_BLOCK_SIZE },
+    { "format", required_argument, NULL, OPT_FORMAT },
+    { "client-side", no_argument, NULL, OPT_CLIENT_SIDE },
+    { "check", no_argument, NULL, 'c' },
+    { "quiet", no_argument, NULL, OPT_QUIET },
+    { "status", no_argument, NULL, OPT_STATUS },
+    { "json", no_argument, NULL, OPT_JSON },
+    { "progress", optional_argument, NULL, 'p' },
+    { "diff", no_argument, NULL, OPT_DIFF },
+    { "blocks", no_argument, NULL, OPT_BLOCKS },
+    { "list-digests", no_argument, NULL, OPT_LIST_DIGESTS },
     { "help", no_argument, NULL, 'h' },
     { "version", no_argument, NULL, 'V' },
     { NULL }
   };
   const char *msg;
-  int c;
+  int c, nargs;
 
-  opts->connections = 4;
-  opts->requests = 16;
-  opts->digest = NULL;
-  opts->block_size = 0;
-
-  while ((c = getopt_long (argc, argv, "C:R:d:hV", long_options, NULL))
+  while ((c = getopt_long (argc, argv, "C:R:d:cphV", long_options, NULL))
          != -1) {
     switch (c) {
     case 'C':
-      opts->connections = parse_count ("--connections", optarg,
-                                       MAX_CONNECTIONS);
+      opts.connections = parse_count ("--connections", optarg,
+                                      MAX_CONNECTIONS);
       break;
     case 'R':
-      opts->requests = parse_count ("--requests", optarg, MAX_REQUESTS);
+      opts.requests = parse_count ("--requests", optarg, MAX_REQUESTS);
       break;
     case 'd': {
       struct blk_digest d;
@@ -94,16 +174,48 @@ parse_options (int argc, char **argv, struct options *opts, int *first_arg)
         exit (EXIT_FAILURE);
       }
       blk_digest_free (&d);
-      opts->digest = optarg;
+      opts.digest = optarg;
       break;
     }
     case OPT_BLOCK_SIZE:
-      if ((msg = blk_parse_size (optarg, &opts->block_size)) != NULL ||
-          (msg = blk_check_block_size (opts->block_size)) != NULL) {
+      if ((msg = blk_parse_size (optarg, &opts.block_size)) != NULL ||
+          (msg = blk_check_block_size (opts.block_size)) != NULL) {
         fprintf (stderr, "%s: --block-size %s: %s\n", progname, optarg, msg);
         exit (EXIT_FAILURE);
       }
       break;
+    case OPT_FORMAT:
+      opts.format = optarg;
+      break;
+    case OPT_CLIENT_SIDE:
+      opts.client_side = true;
+      break;
+    case 'c':
+      opts.check = "";
+      break;
+    case OPT_QUIET:
+      opts.quiet = true;
+      break;
+    case OPT_STATUS:
+      opts.status = true;
+      break;
+    case OPT_JSON:
+      opts.json = true;
+      break;
+    case 'p':
+      if (optarg == NULL)
+        opts.progress_bar = isatty (STDERR_FILENO);
+      else
+        opts.progress_fd = parse_count ("--progress", optarg, INT_MAX);
+      break;
+    case OPT_DIFF:
+      opts.diff = true;
+      break;
+    case OPT_BLOCKS:
+      opts.blocks = true;
+      break;
+    case OPT_LIST_DIGESTS:
+      list_digests ();
     case 'h':
       usage (stdout, EXIT_SUCCESS);
     case 'V':
@@ -114,9 +226,31 @@ parse_options (int argc, char **argv, struct options *opts, int *first_arg)
       exit (EXIT_FAILURE);
     }
   }
-  if (optind >= argc) {
-    fprintf (stderr, "%s: missing URI\n"
-             "Try '%s --help' for more information.\n", progname, progname);
+
+  nargs = argc - optind;
+  if ((opts.diff && (opts.check || opts.blocks)) ||
+      (opts.check && opts.blocks)) {
+    fprintf (stderr, "%s: --check, --diff and --blocks do not go together\n",
+             progname);
+    exit (EXIT_FAILURE);
+  }
+  if ((opts.quiet || opts.status) && !opts.check) {
+    fprintf (stderr, "%s: --quiet and --status only go with --check\n",
+             progname);
+    exit (EXIT_FAILURE);
+  }
+  if (opts.diff && nargs != 2) {
+    fprintf (stderr, "%s: --diff needs two images\n", progname);
+    exit (EXIT_FAILURE);
+  }
+  if (opts.blocks && nargs != 1) {
+    fprintf (stderr, "%s: --blocks needs one image\n", progname);
+    exit (EXIT_FAILURE);
+  }
+  if (nargs < 1) {
+    fprintf (stderr, "%s: missing %s\n"
+             "Try '%s --help' for more information.\n", progname,
+             opts.check ? "checksum file" : "URI or FILE", progname);
     exit (EXIT_FAILURE);
   }
   *first_arg = optind;

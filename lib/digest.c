@@ -3,6 +3,7 @@
 
 #include <ctype.h>
 #include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "digest.h"
@@ -61,23 +62,66 @@ blk_digest_buf (const struct blk_digest *d, EVP_MD_CTX *ctx,
 }
 
 struct list_state {
-  void (*fn) (const char *name, size_t len, void *opaque);
+  void (*fn) (const char *names, size_t len, void *opaque);
   void *opaque;
 };
+
+#define MAX_NAMES 8
+
+struct names {
+  char names[MAX_NAMES][BLK_DIGEST_NAME_MAX];
+  size_t n;
+};
+
+static void
+add_name (const char *name, void *opaque)
+{
+  struct names *n = opaque;
+  size_t i;
+
+  /* OIDs are names too, but nobody types them. */
+  if (isdigit ((unsigned char) name[0]) || n->n == MAX_NAMES ||
+      strlen (name) >= BLK_DIGEST_NAME_MAX)
+    return;
+  for (i = 0; name[i]; i++)
+    n->names[n->n][i] = tolower ((unsigned char) name[i]);
+  n->names[n->n][i] = '\0';
+  n->n++;
+}
+
+/* Shortest first: sha256 before sha-256 and sha2-256. */
+static int
+compare_names (const void *a, const void *b)
+{
+  size_t la = strlen (a), lb = strlen (b);
+
+  return la != lb ? (la < lb ? -1 : 1) : strcmp (a, b);
+}
 
 static void
 list_one (EVP_MD *md, void *opaque)
 {
   struct list_state *st = opaque;
-  const char *name = EVP_MD_get0_name (md);
+  struct names n = { .n = 0 };
+  char joined[MAX_NAMES * (BLK_DIGEST_NAME_MAX + 2)] = "";
   int len = EVP_MD_get_size (md);
 
-  if (name && len > 0 && !(EVP_MD_get_flags (md) & EVP_MD_FLAG_XOF))
-    st->fn (name, len, st->opaque);
+  if (len <= 0 || (EVP_MD_get_flags (md) & EVP_MD_FLAG_XOF))
+    return;
+  EVP_MD_names_do_all (md, add_name, &n);
+  if (n.n == 0)
+    return;
+  qsort (n.names, n.n, sizeof n.names[0], compare_names);
+  for (size_t i = 0; i < n.n; i++) {
+    if (i)
+      strcat (joined, ", ");
+    strcat (joined, n.names[i]);
+  }
+  st->fn (joined, len, st->opaque);
 }
 
 void
-blk_digest_list (void (*fn) (const char *name, size_t len, void *opaque),
+blk_digest_list (void (*fn) (const char *names, size_t len, void *opaque),
                  void *opaque)
 {
   struct list_state st = { fn, opaque };

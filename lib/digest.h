@@ -27,8 +27,10 @@ extern void blk_digest_free (struct blk_digest *d);
 extern int blk_digest_buf (const struct blk_digest *d, EVP_MD_CTX *ctx,
                            const void *buf, size_t len, uint8_t *out);
 
-/* Call fn for every fixed-length digest OpenSSL provides. */
-extern void blk_digest_list (void (*fn) (const char *name, size_t len,
+/* Call fn for every fixed-length digest OpenSSL provides, with all its
+ * names, lower-case, joined by ", ".
+ */
+extern void blk_digest_list (void (*fn) (const char *names, size_t len,
                                          void *opaque),
                              void *opaque);
 

@@ -43,7 +43,7 @@ PY
 @test "nbdsum: usage errors exit 1 with a message" {
   run "$NBDSUM"
   [ "$status" -eq 1 ]
-  [[ "$output" = *"missing URI"* ]]
+  [[ "$output" = *"missing URI or FILE"* ]]
   run "$NBDSUM" -C 0 nbd://localhost
   [ "$status" -eq 1 ]
   [[ "$output" = *"--connections must be a number from 1 to 64"* ]]
@@ -73,11 +73,13 @@ PY
   ! grep -Eq '^[0-9a-f]{64} ' <<< "$output"
 }
 
-@test "nbdsum: a server without the filter is named as such" {
+@test "nbdsum: a server without the filter: client-side, and it says so" {
   run nbdkit -U - file "$disk" --run '"$NBDSUM" "$uri"'
   echo "$output"
-  [ "$status" -eq 1 ]
-  [[ "$output" = *"has no blkhash view"*"nbdkit --filter=blkhash"* ]]
+  [ "$status" -eq 0 ]
+  [[ "$output" = *"has no blkhash view"*"nbdkit --filter=blkhash"*"hashing client-side"* ]]
+  [ "$(grep -E '^[0-9a-f]{64}  ' <<< "$output" | cut -d' ' -f1)" = \
+    "$(reference sha256 65536 "$disk")" ]
 }
 
 @test "nbdsum: -C 1..8 and -R 1..64 give the same checksum" {
@@ -138,8 +140,17 @@ PY
   check_rejected "does not match the header"
   craft_view "$f" 1048576 16 65535 32 sha256
   check_rejected "invalid block size"
-  head -c 5000 /dev/zero > "$f"
-  check_rejected "too small to be a blkhash view"
+}
+
+@test "nbdsum: an export too small for a view is hashed client-side" {
+  local f="$BATS_TEST_TMPDIR/small"
+  head -c 5000 /dev/urandom > "$f"
+  run nbdkit -U - file "$f" --run '"$NBDSUM" "$uri"'
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" = *"no blkhash view"* ]]
+  [ "$(grep -E '^[0-9a-f]{64}  ' <<< "$output" | cut -d' ' -f1)" = \
+    "$(reference sha256 65536 "$f")" ]
 }
 
 @test "nbdsum: a well-formed crafted view is accepted (the test above can pass)" {

@@ -201,3 +201,29 @@ $(reference sha256 65536 "$dir/b.img")  b.img" ]
   [ "$status" -eq 0 ]
   [ "$(cat "$sums")" = "$(reference sha1 1048576 "$aligned")  -" ]
 }
+
+@test "memory: a 4 TiB empty image costs the filter under 64 MiB" {
+  local img="$BATS_TEST_TMPDIR/empty.img" pid rss want
+  truncate -s 4T "$img"
+  nbdkit --filter="$BLKHASH_FILTER" -U "$BATS_TEST_TMPDIR/sock" \
+    -P "$BATS_TEST_TMPDIR/pid" file "$img"
+  pid=$(cat "$BATS_TEST_TMPDIR/pid")
+  run "$NBDSUM" "nbd+unix:///?socket=$BATS_TEST_TMPDIR/sock"
+  rss=$(awk '/^VmRSS:/ { print $2 }' "/proc/$pid/status")
+  kill "$pid"
+  echo "$output"
+  echo "filter RSS after the checksum: $rss KiB"
+  [ "$status" -eq 0 ]
+  # H(zero digest x 2^26 || le64(4 TiB)), computed here.
+  want=$("$PYTHON" -c '
+import hashlib, struct
+zd = hashlib.sha256(bytes(65536)).digest()
+h = hashlib.sha256()
+run = zd * 65536
+for _ in range(1024):
+    h.update(run)
+h.update(struct.pack("<Q", 4 << 40))
+print(h.hexdigest())')
+  [ "${output%% *}" = "$want" ]
+  [ "$rss" -lt $((64 * 1024)) ]
+}

@@ -59,3 +59,14 @@ check_memory_plugin () {
     nbdcopy "nbd+unix:///@blkhash:$digest/$bs?socket=$unixsocket" "$view"'
   check_nbdsum_and_view
 }
+
+# No filter: nbdsum falls back to hashing itself, and says so.
+check_client_side () {
+  load_row "$1"
+  run nbdkit -U - file "$img" --run \
+    '"$NBDSUM" -d "$digest" --block-size "$bs" "$uri"'
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" = *"hashing client-side"* ]]
+  [ "$(grep -E '^[0-9a-f]+  nbd' <<< "$output" | cut -d' ' -f1)" = "$want" ]
+}

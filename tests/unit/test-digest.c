@@ -9,9 +9,9 @@
 #include "tap.h"
 
 static void
-find_sha256 (const char *name, size_t len, void *opaque)
+find_sha256 (const char *names, size_t len, void *opaque)
 {
-  if (strcasecmp (name, "SHA2-256") == 0 && len == 32)
+  if (strstr (names, "sha256") && len == 32)
     *(bool *) opaque = true;
 }
 
@@ -61,7 +61,7 @@ main (void)
       != NULL, "over-long name rejected");
 
   blk_digest_list (find_sha256, &found);
-  ok (found, "the digest list includes SHA2-256");
+  ok (found, "the digest list names sha256, 32 bytes");
 
   EVP_MD_CTX_free (ctx);
   return done_testing ();

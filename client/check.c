@@ -1,0 +1,148 @@
+/* nbdsum: --check, like sha256sum -c.
+ *
+ * Lines are 'CHECKSUM  NAME' (nbdsum's and blkhash-file's format);
+ * a line starting with '\\' has '\\\\' and '\\n' escapes in NAME.
+ */
+#include <config.h>
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "nbdsum.h"
+
+struct tally {
+  unsigned lines, mismatched, unreadable, malformed;
+};
+
+/* Split a line into hex and name; NULL if it is not well formed. */
+static char *
+parse_line (char *line, size_t hexlen, char **hex)
+{
+  bool escaped = line[0] == '\\';
+  char *p = line + escaped, *name, *out;
+  size_t n = 0;
+
+  while (isxdigit ((unsigned char) p[n]))
+    n++;
+  if (n != hexlen || p[n] != ' ' || (p[n + 1] != ' ' && p[n + 1] != '*') ||
+      p[n + 2] == '\0')
+    return NULL;
+  p[n] = '\0';
+  *hex = p;
+  name = p + n + 2;
+  if (!escaped)
+    return name;
+  for (out = p = name; *p; p++) {
+    if (*p == '\\' && p[1] == '\\')
+      *out++ = '\\', p++;
+    else if (*p == '\\' && p[1] == 'n')
+      *out++ = '\n', p++;
+    else if (*p == '\\')
+      return NULL;
+    else
+      *out++ = *p;
+  }
+  *out = '\0';
+  return name;
+}
+
+static void
+report (const char *name, const char *verdict)
+{
+  const bool escape = strpbrk (name, "\\\n") != NULL;
+
+  if (escape)
+    putchar ('\\');
+  print_name (stdout, name, escape);
+  printf (": %s\n", verdict);
+  fflush (stdout);
+}
+
+static int
+check_one_file (const char *path, size_t hexlen, struct tally *t)
+{
+  FILE *fp = strcmp (path, "-") == 0 ? stdin : fopen (path, "r");
+  char *line = NULL, *hex, *name;
+  size_t size = 0;
+  ssize_t len;
+  unsigned lines = 0;
+
+  if (fp == NULL) {
+    fprintf (stderr, "%s: %s: %m\n", progname, path);
+    return -1;
+  }
+  while ((len = getline (&line, &size, fp)) != -1) {
+    while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
+      line[--len] = '\0';
+    if ((name = parse_line (line, hexlen, &hex)) == NULL) {
+      t->malformed++;
+      continue;
+    }
+    lines++;
+    struct result res;
+    if (checksum_one (name, &res) == -1) {
+      t->unreadable++;
+      if (!opts.status)
+        report (name, "FAILED open or read");
+    }
+    else if (strcasecmp (res.hex, hex) != 0) {
+      t->mismatched++;
+      if (!opts.status)
+        report (name, "FAILED");
+    }
+    else if (!opts.quiet && !opts.status)
+      report (name, "OK");
+  }
+  free (line);
+  if (fp != stdin)
+    fclose (fp);
+  t->lines += lines;
+  if (lines == 0) {
+    fprintf (stderr, "%s: %s: no properly formatted checksum lines found\n",
+             progname, path);
+    return -1;
+  }
+  return 0;
+}
+
+static void
+warn (unsigned n, const char *one, const char *many)
+{
+  if (n && !opts.status)
+    fprintf (stderr, "%s: WARNING: %u %s\n", progname, n, n == 1 ? one : many);
+}
+
+int
+check_files (char **files, int n)
+{
+  struct tally t = { 0 };
+  struct blk_digest d;
+  const char *msg;
+  size_t hexlen;
+  int status = EXIT_SUCCESS;
+
+  /* Lines must have the length of the digest in use. */
+  if ((msg = blk_digest_init (&d, opts.digest ? opts.digest
+                              : BLK_DEFAULT_DIGEST)) != NULL) {
+    fprintf (stderr, "%s: %s\n", progname, msg);
+    return EXIT_FAILURE;
+  }
+  hexlen = 2 * d.len;
+  blk_digest_free (&d);
+
+  for (int i = 0; i < n; i++)
+    if (check_one_file (files[i], hexlen, &t) == -1)
+      status = EXIT_FAILURE;
+  warn (t.malformed, "line is improperly formatted",
+        "lines are improperly formatted");
+  warn (t.unreadable, "listed file could not be read",
+        "listed files could not be read");
+  warn (t.mismatched, "computed checksum did NOT match",
+        "computed checksums did NOT match");
+  if (t.mismatched || t.unreadable)
+    status = EXIT_FAILURE;
+  return status;
+}

@@ -1,0 +1,362 @@
+/* nbdsum: hashing on the client, for servers without a blkhash view
+ * (qemu-nbd, nbdkit without the filter, nbd-server), or --client-side.
+ *
+ * The image is cut into segments of 64 MiB.  A connection takes the
+ * next segment, asks block status for it (holes and zero extents are
+ * not read), and keeps up to R reads of 256 KiB in flight; each read
+ * is hashed by the connection's thread as it completes, so C
+ * connections hash on as many cores.  Digests go to a block table like
+ * the filter's, which folds the root as the prefix completes.
+ */
+#include <config.h>
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nbdsum.h"
+
+#define SEGMENT_BYTES (UINT64_C (64) * 1024 * 1024)
+#define READ_BYTES (256 * 1024)
+/* Bound on the bytes in flight per connection, for large blocks. */
+#define IN_FLIGHT_BYTES (UINT64_C (64) * 1024 * 1024)
+#define FOLD_BUDGET (4 * 1024 * 1024)
+
+struct client_side {
+  uint64_t seg_blocks, nsegs, read_blocks, snapshot;
+  atomic_uint_fast64_t next_seg;
+  bool extents;                 /* base:allocation negotiated */
+};
+
+/* The segment a connection is working through. */
+struct cs_conn {
+  EVP_MD_CTX *ctx;
+  uint64_t first, count, pos;   /* blocks; pos is the next to read */
+  bool *hole;                   /* per block of the segment */
+};
+
+struct read_req {
+  struct endpoint *ep;
+  struct conn *c;
+  uint64_t first, count;        /* blocks */
+  uint8_t *buf;
+};
+
+static int
+cs_open (struct endpoint *ep)
+{
+  struct nbd_handle *h = ep->negotiating;
+  struct client_side *cs;
+  const char *msg;
+  int64_t size;
+  unsigned i;
+
+  ep->negotiating = NULL;
+  if (h && (nbd_set_export_name (h, ep->base_name) == -1 ||
+            nbd_opt_go (h) == -1)) {
+    error_at (ep->name, "%s", nbd_get_error ());
+    nbd_close (h);
+    return -1;
+  }
+  if (h == NULL && (h = endpoint_connect (ep, NULL, true)) == NULL)
+    return -1;
+  ep->ops = &client_side_ops;
+  ep->conns[0].h = h;
+  if ((size = nbd_get_size (h)) == -1) {
+    error_at (ep->name, "%s", nbd_get_error ());
+    return -1;
+  }
+  if ((msg = blk_params_init (&ep->own_params,
+                              opts.digest ? opts.digest : BLK_DEFAULT_DIGEST,
+                              opts.block_size ? opts.block_size
+                              : BLK_DEFAULT_BLOCK_SIZE)) != NULL) {
+    error_at (ep->name, "%s", msg);
+    return -1;
+  }
+  ep->params = &ep->own_params;
+  snprintf (ep->digest_name, sizeof ep->digest_name, "%s",
+            ep->params->digest.name);
+  ep->block_size = ep->params->block_size;
+  ep->digest_len = ep->params->digest.len;
+  ep->size = size;
+  ep->nblocks = blk_block_count (size, ep->block_size);
+  if ((ep->table = blk_table_new (ep->params, size)) == NULL ||
+      (cs = calloc (1, sizeof *cs)) == NULL) {
+    error_at (ep->name, "out of memory");
+    return -1;
+  }
+  ep->priv = cs;
+  cs->extents = nbd_can_meta_context (h, LIBNBD_CONTEXT_BASE_ALLOCATION) == 1;
+  cs->seg_blocks = SEGMENT_BYTES / ep->block_size
+    ? SEGMENT_BYTES / ep->block_size : 1;
+  cs->nsegs = (ep->nblocks + cs->seg_blocks - 1) / cs->seg_blocks;
+  cs->read_blocks = READ_BYTES / ep->block_size
+    ? READ_BYTES / ep->block_size : 1;
+  /* Nothing writes to our table: any snapshot will do. */
+  blk_table_lookup (ep->table, 0, 0, NULL, NULL, &cs->snapshot);
+
+  ep->requests = opts.requests;
+  if (ep->requests * cs->read_blocks * ep->block_size > IN_FLIGHT_BYTES)
+    ep->requests = IN_FLIGHT_BYTES / (cs->read_blocks * ep->block_size) ?: 1;
+
+  if (endpoint_connect_rest (ep, NULL) == -1)
+    return -1;
+  for (i = 0; i < ep->nconns; i++) {
+    struct cs_conn *cc = calloc (1, sizeof *cc);
+    if (cc == NULL || (cc->ctx = EVP_MD_CTX_new ()) == NULL ||
+        (cc->hole = malloc (cs->seg_blocks * sizeof *cc->hole)) == NULL) {
+      if (cc)
+        EVP_MD_CTX_free (cc->ctx);
+      free (cc);
+      error_at (ep->name, "out of memory");
+      return -1;
+    }
+    ep->conns[i].priv = cc;
+  }
+  return 1;
+}
+
+static void
+cs_close (struct endpoint *ep)
+{
+  for (unsigned i = 0; i < MAX_CONNECTIONS; i++) {
+    struct cs_conn *cc = ep->conns[i].priv;
+    if (cc) {
+      EVP_MD_CTX_free (cc->ctx);
+      free (cc->hole);
+      free (cc);
+    }
+  }
+  blk_table_free (ep->table);
+  if (ep->params)
+    blk_params_free (&ep->own_params);
+  free (ep->priv);
+}
+
+struct extent_walk {
+  struct endpoint *ep;
+  struct cs_conn *cc;
+  uint64_t covered;             /* image bytes described so far */
+};
+
+/* Mark blocks wholly inside extents that read as zero. */
+static int
+extent_cb (void *opaque, const char *metacontext, uint64_t offset,
+           uint32_t *entries, size_t nr_entries, int *error)
+{
+  struct extent_walk *w = opaque;
+  const uint32_t bs = w->ep->block_size;
+  const uint64_t seg_start = w->cc->first * bs;
+
+  if (strcmp (metacontext, LIBNBD_CONTEXT_BASE_ALLOCATION) != 0)
+    return 0;
+  for (size_t i = 0; i + 1 < nr_entries; i += 2) {
+    const uint64_t e_end = offset + entries[i];
+    if (entries[i + 1] & LIBNBD_STATE_ZERO) {
+      for (uint64_t b = (offset + bs - 1) / bs; b * bs < e_end; b++) {
+        const uint64_t b_end = b * bs + blk_block_len (w->ep->size, bs, b);
+        if (b >= w->cc->first && b < w->cc->first + w->cc->count &&
+            b_end <= e_end)
+          w->cc->hole[b - w->cc->first] = true;
+      }
+    }
+    offset = e_end;
+  }
+  if (offset - seg_start > w->covered)
+    w->covered = offset - seg_start;
+  return 0;
+}
+
+/* Take the next segment: find its holes and store them. */
+static int
+next_segment (struct endpoint *ep, struct conn *c)
+{
+  struct client_side *cs = ep->priv;
+  struct cs_conn *cc = c->priv;
+  const uint64_t seg = atomic_fetch_add (&cs->next_seg, 1);
+  uint64_t start, len, holes = 0;
+
+  if (seg >= cs->nsegs)
+    return 0;
+  cc->first = seg * cs->seg_blocks;
+  cc->count = ep->nblocks - cc->first < cs->seg_blocks
+    ? ep->nblocks - cc->first : cs->seg_blocks;
+  cc->pos = 0;
+  memset (cc->hole, 0, cc->count * sizeof *cc->hole);
+
+  start = cc->first * ep->block_size;
+  len = (cc->first + cc->count) * ep->block_size < ep->size
+    ? cc->count * ep->block_size : ep->size - start;
+  if (cs->extents) {
+    struct extent_walk w = { ep, cc, 0 };
+    /* The server may describe less than asked: ask again. */
+    while (w.covered < len) {
+      const uint64_t before = w.covered;
+      if (nbd_block_status (c->h, len - w.covered, start + w.covered,
+                            (nbd_extent_callback) {
+                              .callback = extent_cb, .user_data = &w },
+                            0) == -1) {
+        endpoint_fail (ep, "block status: %s", nbd_get_error ());
+        return -1;
+      }
+      if (w.covered == before)
+        break;                  /* no progress: read the rest */
+    }
+  }
+
+  for (uint64_t i = 0; i < cc->count; ) {
+    uint64_t n = 0;
+    while (i + n < cc->count && cc->hole[i + n])
+      n++;
+    if (n) {
+      blk_table_store_zero (ep->table, cc->first + i, n, cs->snapshot);
+      holes += n;
+      i += n;
+    }
+    else
+      i++;
+  }
+  if (holes) {
+    const uint64_t end = (cc->first + cc->count) * ep->block_size;
+    /* The short last block may be among them. */
+    uint64_t bytes = holes * ep->block_size;
+    if (end > ep->size && cc->hole[cc->count - 1])
+      bytes -= end - ep->size;
+    atomic_fetch_add (&ep->progress.done, bytes);
+  }
+  return 1;
+}
+
+static int
+read_done (void *opaque, int *error)
+{
+  struct read_req *r = opaque;
+  struct endpoint *ep = r->ep;
+  struct client_side *cs = ep->priv;
+  struct cs_conn *cc = r->c->priv;
+  uint8_t digests[(READ_BYTES / 4096) * EVP_MAX_MD_SIZE];
+  bool zero[READ_BYTES / 4096];
+  uint64_t bytes = 0;
+
+  r->c->in_flight--;
+  if (*error) {
+    endpoint_fail (ep, "read at offset %" PRIu64 ": %s",
+                   r->first * ep->block_size, strerror (*error));
+    return 1;
+  }
+  for (uint64_t i = 0; i < r->count; i++) {
+    const uint32_t len = blk_block_len (ep->size, ep->block_size,
+                                        r->first + i);
+    if (blk_hash_block (ep->params, cc->ctx, r->buf + i * ep->block_size,
+                        len, digests + i * ep->digest_len, &zero[i]) == -1) {
+      endpoint_fail (ep, "%s failed", ep->digest_name);
+      return 1;
+    }
+    bytes += len;
+  }
+  blk_table_store (ep->table, r->first, r->count, digests, zero, NULL,
+                   cs->snapshot);
+  atomic_fetch_add (&ep->progress.done, bytes);
+  blk_table_fold (ep->table, false, FOLD_BUDGET);
+  return 1;
+}
+
+static void
+read_free (void *opaque)
+{
+  struct read_req *r = opaque;
+
+  free (r->buf);
+  free (r);
+}
+
+static int
+cs_refill (struct endpoint *ep, unsigned i)
+{
+  struct client_side *cs = ep->priv;
+  struct conn *c = &ep->conns[i];
+  struct cs_conn *cc = c->priv;
+  struct read_req *r;
+  uint64_t n = 0, bytes;
+  int64_t cookie;
+
+  for (;;) {
+    while (cc->pos < cc->count && cc->hole[cc->pos])
+      cc->pos++;
+    if (cc->pos < cc->count)
+      break;
+    int s = next_segment (ep, c);
+    if (s <= 0)
+      return s;
+  }
+  while (cc->pos + n < cc->count && n < cs->read_blocks &&
+         !cc->hole[cc->pos + n])
+    n++;
+
+  r = calloc (1, sizeof *r);
+  bytes = (cc->first + cc->pos + n) * ep->block_size < ep->size
+    ? n * ep->block_size : ep->size - (cc->first + cc->pos) * ep->block_size;
+  if (r == NULL || (r->buf = malloc (bytes)) == NULL) {
+    free (r);
+    endpoint_fail (ep, "out of memory");
+    return -1;
+  }
+  r->ep = ep;
+  r->c = c;
+  r->first = cc->first + cc->pos;
+  r->count = n;
+  cookie = nbd_aio_pread (c->h, r->buf, bytes, r->first * ep->block_size,
+                          (nbd_completion_callback) {
+                            .callback = read_done, .user_data = r,
+                            .free = read_free }, 0);
+  if (cookie == -1) {
+    endpoint_fail (ep, "%s", nbd_get_error ());
+    return -1;
+  }
+  cc->pos += n;
+  c->in_flight++;
+  return 1;
+}
+
+static int
+cs_checksum (struct endpoint *ep, uint8_t *root)
+{
+  if (endpoint_run (ep) == -1)
+    return -1;
+  if (blk_table_root (ep->table, root) != 1) {
+    error_at (ep->name, "%s failed", ep->digest_name);
+    return -1;
+  }
+  return 0;
+}
+
+static int
+cs_digests (struct endpoint *ep, uint64_t first, uint64_t count,
+            uint8_t *out)
+{
+  bool *need = malloc (count * sizeof *need);
+  uint64_t snapshot, unknown;
+
+  if (need == NULL) {
+    error_at (ep->name, "out of memory");
+    return -1;
+  }
+  unknown = blk_table_lookup (ep->table, first, count, out, need, &snapshot);
+  free (need);
+  if (unknown) {
+    error_at (ep->name, "%" PRIu64 " block digests missing", unknown);
+    return -1;
+  }
+  return 0;
+}
+
+const struct method_ops client_side_ops = {
+  .name = "client-side",
+  .open = cs_open,
+  .close = cs_close,
+  .checksum = cs_checksum,
+  .digests = cs_digests,
+  .refill = cs_refill,
+};

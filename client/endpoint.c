@@ -1,0 +1,232 @@
+/* nbdsum: one input, its connections, and the worker loops.
+ *
+ * Each connection has a thread with its own poll loop that keeps up to
+ * R requests in flight, asking the method (server-side or client-side)
+ * for more work as requests complete.
+ */
+#include <config.h>
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "nbdsum.h"
+
+void
+endpoint_fail (struct endpoint *ep, const char *fmt, ...)
+{
+  va_list ap;
+  char *msg = NULL;
+
+  va_start (ap, fmt);
+  if (vasprintf (&msg, fmt, ap) == -1)
+    msg = NULL;
+  va_end (ap);
+  pthread_mutex_lock (&ep->lock);
+  if (ep->first_error == NULL)
+    ep->first_error = msg;
+  else
+    free (msg);
+  pthread_mutex_unlock (&ep->lock);
+  atomic_store (&ep->failed, true);
+}
+
+struct nbd_handle *
+endpoint_connect (struct endpoint *ep, const char *export_name, bool go)
+{
+  struct nbd_handle *h = nbd_create ();
+
+  if (h == NULL) {
+    error_at (ep->name, "%s", nbd_get_error ());
+    return NULL;
+  }
+  if (nbd_set_opt_mode (h, true) == -1 ||
+      nbd_set_uri_allow_local_file (h, true) == -1 ||
+      nbd_add_meta_context (h, LIBNBD_CONTEXT_BASE_ALLOCATION) == -1 ||
+      nbd_connect_uri (h, ep->uri) == -1 ||
+      (export_name && nbd_set_export_name (h, export_name) == -1) ||
+      (go && nbd_opt_go (h) == -1)) {
+    error_at (ep->name, "%s", nbd_get_error ());
+    nbd_close (h);
+    return NULL;
+  }
+  return h;
+}
+
+struct endpoint *
+endpoint_open (const char *name)
+{
+  struct endpoint *ep = calloc (1, sizeof *ep);
+  int r = 0;
+
+  if (ep == NULL) {
+    error_at (name, "out of memory");
+    return NULL;
+  }
+  ep->name = name;
+  pthread_mutex_init (&ep->lock, NULL);
+  if (is_uri (name))
+    ep->uri = strdup (name);
+  else {
+    ep->server = local_server_start (name, name);
+    if (ep->server == NULL)
+      goto err;
+    ep->uri = strdup (local_server_uri (ep->server));
+  }
+  if (ep->uri == NULL) {
+    error_at (name, "out of memory");
+    goto err;
+  }
+
+  /* The server hashes if it can; otherwise we do, and say so. */
+  if (!opts.client_side)
+    r = server_side_ops.open (ep);
+  if (r == -1)
+    goto err;
+  if (r == 0 && client_side_ops.open (ep) == -1)
+    goto err;
+  return ep;
+
+ err:
+  endpoint_close (ep);
+  return NULL;
+}
+
+void
+endpoint_close (struct endpoint *ep)
+{
+  if (ep == NULL)
+    return;
+  if (ep->ops && ep->ops->close)
+    ep->ops->close (ep);
+  for (unsigned i = 0; i < MAX_CONNECTIONS; i++) {
+    if (ep->conns[i].h) {
+      if (!atomic_load (&ep->failed))
+        nbd_shutdown (ep->conns[i].h, 0);
+      nbd_close (ep->conns[i].h);
+    }
+  }
+  if (ep->negotiating)
+    nbd_close (ep->negotiating);
+  local_server_stop (ep->server);
+  free (ep->uri);
+  free (ep->base_name);
+  free (ep->view_name);
+  free (ep->first_error);
+  pthread_mutex_destroy (&ep->lock);
+  free (ep);
+}
+
+/* Open connections 1..C-1 like connection 0: C when the server allows
+ * multi-conn, else just the one.
+ */
+int
+endpoint_connect_rest (struct endpoint *ep, const char *export_name)
+{
+  const unsigned want = nbd_can_multi_conn (ep->conns[0].h) == 1
+    ? opts.connections : 1;
+
+  ep->conns[0].ep = ep;
+  for (ep->nconns = 1; ep->nconns < want; ep->nconns++) {
+    struct conn *c = &ep->conns[ep->nconns];
+    c->h = endpoint_connect (ep, export_name, true);
+    if (c->h == NULL)
+      return -1;
+    c->ep = ep;
+    c->index = ep->nconns;
+  }
+  return 0;
+}
+
+struct run_state {
+  pthread_mutex_t lock;
+  pthread_cond_t cond;
+  unsigned running;
+};
+
+struct worker_arg {
+  struct conn *c;
+  struct run_state *rs;
+};
+
+static void *
+conn_loop (void *opaque)
+{
+  struct worker_arg *a = opaque;
+  struct conn *c = a->c;
+  struct endpoint *ep = c->ep;
+
+  for (;;) {
+    while (!atomic_load (&ep->failed) && c->in_flight < ep->requests)
+      if (ep->ops->refill (ep, c->index) <= 0)
+        break;
+    if (c->in_flight == 0)
+      break;
+    if (nbd_poll (c->h, -1) == -1) {
+      endpoint_fail (ep, "%s", nbd_get_error ());
+      break;
+    }
+  }
+  pthread_mutex_lock (&a->rs->lock);
+  a->rs->running--;
+  pthread_cond_signal (&a->rs->cond);
+  pthread_mutex_unlock (&a->rs->lock);
+  return NULL;
+}
+
+int
+endpoint_run (struct endpoint *ep)
+{
+  struct run_state rs = {
+    PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0
+  };
+  struct worker_arg args[MAX_CONNECTIONS];
+  unsigned started = 0;
+  int r;
+
+  progress_init (&ep->progress, ep->name, ep->size);
+  for (unsigned i = 0; i < ep->nconns; i++) {
+    args[i] = (struct worker_arg) { &ep->conns[i], &rs };
+    pthread_mutex_lock (&rs.lock);
+    rs.running++;
+    pthread_mutex_unlock (&rs.lock);
+    if ((r = pthread_create (&ep->conns[i].thread, NULL, conn_loop,
+                             &args[i])) != 0) {
+      rs.running--;
+      endpoint_fail (ep, "pthread_create: %s", strerror (r));
+      break;
+    }
+    started++;
+  }
+
+  /* The main thread only reports progress. */
+  pthread_mutex_lock (&rs.lock);
+  while (rs.running > 0) {
+    struct timespec ts;
+    clock_gettime (CLOCK_REALTIME, &ts);
+    ts.tv_nsec += 200 * 1000 * 1000;
+    if (ts.tv_nsec >= 1000000000) {
+      ts.tv_sec++;
+      ts.tv_nsec -= 1000000000;
+    }
+    pthread_cond_timedwait (&rs.cond, &rs.lock, &ts);
+    pthread_mutex_unlock (&rs.lock);
+    progress_update (&ep->progress, false);
+    pthread_mutex_lock (&rs.lock);
+  }
+  pthread_mutex_unlock (&rs.lock);
+  for (unsigned i = 0; i < started; i++)
+    pthread_join (ep->conns[i].thread, NULL);
+
+  if (atomic_load (&ep->failed)) {
+    if (opts.progress_bar)
+      fputc ('\n', stderr);
+    error_at (ep->name, "%s", ep->first_error ? ep->first_error : "failed");
+    return -1;
+  }
+  progress_update (&ep->progress, true);
+  return 0;
+}

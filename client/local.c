@@ -1,0 +1,221 @@
+/* nbdsum: a private nbdkit for a local file.
+ *
+ * nbdsum makes a listening Unix socket in a private directory and
+ * starts nbdkit on it by socket activation (LISTEN_FDS), so every
+ * connection reaches the same server and none can race its start.
+ * Raw files are served by the file plugin; qcow2 and other formats by
+ * a private qemu-nbd behind nbdkit's nbd plugin.  The blkhash filter
+ * comes from the build tree when nbdsum runs from it, and is left out
+ * with --client-side.
+ */
+#include <config.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+
+#include "nbdsum.h"
+
+struct local_server {
+  pid_t pid;
+  char *dir, *sock, *uri;
+};
+
+bool
+is_uri (const char *arg)
+{
+  return strncmp (arg, "nbd", 3) == 0 && strstr (arg, "://") != NULL;
+}
+
+/* NBDSUM_FILTER, else the build tree's filter when this nbdsum is
+ * client/nbdsum of a build tree, else the installed one.
+ */
+static const char *
+find_filter (void)
+{
+  static const char build_tree[] = "/../plugin/.libs/nbdkit-blkhash-filter.so";
+  static char path[PATH_MAX + sizeof build_tree];
+  const char *env = getenv ("NBDSUM_FILTER");
+  ssize_t n;
+
+  if (env && *env)
+    return env;
+  n = readlink ("/proc/self/exe", path, PATH_MAX - 1);
+  if (n > 0) {
+    path[n] = '\0';
+    char *slash = strrchr (path, '/');
+    if (slash) {
+      strcpy (slash, build_tree);
+      if (access (path, R_OK) == 0)
+        return path;
+    }
+  }
+  if (access (FILTERDIR "/nbdkit-blkhash-filter.so", R_OK) == 0)
+    return FILTERDIR "/nbdkit-blkhash-filter.so";
+  return "blkhash";
+}
+
+/* qcow2 if it says so (like qemu's probe), else raw. */
+static const char *
+probe_format (int fd)
+{
+  unsigned char magic[4];
+
+  if (pread (fd, magic, sizeof magic, 0) == sizeof magic &&
+      memcmp (magic, "QFI\xfb", 4) == 0)
+    return "qcow2";
+  return "raw";
+}
+
+static void __attribute__ ((noreturn))
+exec_nbdkit (int listen_fd, const char *filter, const char *format,
+             const char *path)
+{
+  char pid[32], *filter_arg, *fmt_arg, *path_arg;
+  const char *argv[16];
+  int i = 0;
+
+  /* nbdsum has no other thread yet: allocating here is safe. */
+  if (asprintf (&filter_arg, "--filter=%s", filter ? filter : "") == -1 ||
+      asprintf (&fmt_arg, "arg=%s", format) == -1 ||
+      asprintf (&path_arg, "arg=%s", path) == -1)
+    _exit (126);
+
+  if (listen_fd != 3) {
+    if (dup2 (listen_fd, 3) == -1)
+      _exit (126);
+    close (listen_fd);
+  }
+  snprintf (pid, sizeof pid, "%d", (int) getpid ());
+  setenv ("LISTEN_PID", pid, 1);
+  setenv ("LISTEN_FDS", "1", 1);
+  unsetenv ("LISTEN_FDNAMES");
+
+  argv[i++] = NBDKIT;
+  argv[i++] = "--exit-with-parent";
+  argv[i++] = "--readonly";
+  if (filter)
+    argv[i++] = filter_arg;
+  if (strcmp (format, "raw") == 0) {
+    argv[i++] = "file";
+    argv[i++] = path;
+  }
+  else {
+    argv[i++] = "nbd";
+    argv[i++] = "command=qemu-nbd";
+    argv[i++] = "arg=--read-only";
+    argv[i++] = "arg=-f";
+    argv[i++] = fmt_arg;
+    argv[i++] = path_arg;
+  }
+  argv[i] = NULL;
+  execv (NBDKIT, (char **) argv);
+  fprintf (stderr, "%s: %s: %m\n", progname, NBDKIT);
+  _exit (127);
+}
+
+struct local_server *
+local_server_start (const char *name, const char *path)
+{
+  struct local_server *s = calloc (1, sizeof *s);
+  struct sockaddr_un addr = { .sun_family = AF_UNIX };
+  char abs[PATH_MAX], tmpl[] = "/tmp/nbdsumXXXXXX";
+  const char *format;
+  struct stat st;
+  int fd = -1, lfd = -1;
+
+  if (s == NULL) {
+    error_at (name, "out of memory");
+    return NULL;
+  }
+  s->pid = -1;
+  /* Check the file here, for a clear message. */
+  if (realpath (path, abs) == NULL || (fd = open (abs, O_RDONLY)) == -1 ||
+      fstat (fd, &st) == -1) {
+    error_at (name, "%m");
+    goto err;
+  }
+  if (!S_ISREG (st.st_mode) && !S_ISBLK (st.st_mode)) {
+    error_at (name, "not a regular file or block device");
+    goto err;
+  }
+  format = opts.format ? opts.format : probe_format (fd);
+  close (fd);
+  fd = -1;
+
+  if ((s->dir = strdup (mkdtemp (tmpl) ? tmpl : "")) == NULL ||
+      s->dir[0] == '\0' ||
+      asprintf (&s->sock, "%s/sock", s->dir) == -1 ||
+      asprintf (&s->uri, "nbd+unix:///?socket=%s", s->sock) == -1) {
+    error_at (name, "cannot make a private socket: %m");
+    goto err;
+  }
+  snprintf (addr.sun_path, sizeof addr.sun_path, "%s", s->sock);
+  lfd = socket (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (lfd == -1 || bind (lfd, (struct sockaddr *) &addr, sizeof addr) == -1 ||
+      listen (lfd, SOMAXCONN) == -1) {
+    error_at (name, "cannot listen on %s: %m", s->sock);
+    goto err;
+  }
+
+  s->pid = fork ();
+  if (s->pid == -1) {
+    error_at (name, "fork: %m");
+    goto err;
+  }
+  if (s->pid == 0) {
+    /* The listening socket must survive exec as fd 3. */
+    int flags = fcntl (lfd, F_GETFD);
+    fcntl (lfd, F_SETFD, flags & ~FD_CLOEXEC);
+    /* Hashing client-side, the filter would only hash twice. */
+    exec_nbdkit (lfd, opts.client_side ? NULL : find_filter (), format, abs);
+  }
+  /* Only nbdkit holds the socket now: if it dies, connections fail
+   * instead of waiting for it.
+   */
+  close (lfd);
+  return s;
+
+ err:
+  if (fd >= 0)
+    close (fd);
+  if (lfd >= 0)
+    close (lfd);
+  local_server_stop (s);
+  return NULL;
+}
+
+const char *
+local_server_uri (const struct local_server *s)
+{
+  return s->uri;
+}
+
+void
+local_server_stop (struct local_server *s)
+{
+  if (s == NULL)
+    return;
+  if (s->pid > 0) {
+    kill (s->pid, SIGTERM);
+    while (waitpid (s->pid, NULL, 0) == -1 && errno == EINTR)
+      ;
+  }
+  if (s->sock)
+    unlink (s->sock);
+  if (s->dir && s->dir[0])
+    rmdir (s->dir);
+  free (s->sock);
+  free (s->uri);
+  free (s->dir);
+  free (s);
+}

@@ -1,0 +1,69 @@
+/* nbdsum: the checksum of a raw image read from a file descriptor
+ * (standard input): read sequentially and hashed as it comes.
+ */
+#include <config.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "nbdsum.h"
+
+#define READ_BYTES (1024 * 1024)
+
+int
+stream_checksum (const char *name, int fd, uint8_t *root, uint64_t *size,
+                 struct blk_params *p)
+{
+  struct blk_stream s;
+  struct progress prog;
+  uint8_t *buf = malloc (READ_BYTES);
+  const char *msg;
+  int ret = -1;
+
+  if ((msg = blk_params_init (p, opts.digest ? opts.digest
+                              : BLK_DEFAULT_DIGEST,
+                              opts.block_size ? opts.block_size
+                              : BLK_DEFAULT_BLOCK_SIZE)) != NULL) {
+    error_at (name, "%s", msg);
+    free (buf);
+    return -1;
+  }
+  if (buf == NULL || blk_stream_init (&s, p) == -1) {
+    error_at (name, "out of memory");
+    free (buf);
+    blk_params_free (p);
+    return -1;
+  }
+  /* The size is unknown: progress lines only say we started and ended. */
+  progress_init (&prog, name, 0);
+  for (;;) {
+    ssize_t n = read (fd, buf, READ_BYTES);
+    if (n == -1 && errno == EINTR)
+      continue;
+    if (n == -1) {
+      error_at (name, "read: %m");
+      goto out;
+    }
+    if (n == 0)
+      break;
+    if (blk_stream_update (&s, buf, n) == -1) {
+      error_at (name, "%s failed", p->digest.name);
+      goto out;
+    }
+  }
+  if (blk_stream_final (&s, root) == -1) {
+    error_at (name, "%s failed", p->digest.name);
+    goto out;
+  }
+  *size = s.size;
+  progress_update (&prog, true);
+  ret = 0;
+ out:
+  blk_stream_free (&s);
+  free (buf);
+  if (ret == -1)
+    blk_params_free (p);
+  return ret;
+}
