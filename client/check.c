@@ -12,6 +12,7 @@
 #include <strings.h>
 
 #include "nbdsum.h"
+#include "util.h"
 
 struct tally {
   unsigned lines, mismatched, unreadable, malformed;
@@ -52,11 +53,11 @@ parse_line (char *line, size_t hexlen, char **hex)
 static void
 report (const char *name, const char *verdict)
 {
-  const bool escape = strpbrk (name, "\\\n") != NULL;
+  const bool escape = blk_name_needs_escape (name);
 
   if (escape)
     putchar ('\\');
-  print_name (stdout, name, escape);
+  blk_fput_name (stdout, name, escape);
   printf (": %s\n", verdict);
   fflush (stdout);
 }

@@ -37,13 +37,6 @@ struct cs_conn {
   bool *hole;                   /* per block of the segment */
 };
 
-struct read_req {
-  struct endpoint *ep;
-  struct conn *c;
-  uint64_t first, count;        /* blocks */
-  uint8_t *buf;
-};
-
 static int
 cs_open (struct endpoint *ep)
 {
@@ -232,7 +225,7 @@ next_segment (struct endpoint *ep, struct conn *c)
 static int
 read_done (void *opaque, int *error)
 {
-  struct read_req *r = opaque;
+  struct request *r = opaque;
   struct endpoint *ep = r->ep;
   struct client_side *cs = ep->priv;
   struct cs_conn *cc = r->c->priv;
@@ -263,22 +256,13 @@ read_done (void *opaque, int *error)
   return 1;
 }
 
-static void
-read_free (void *opaque)
-{
-  struct read_req *r = opaque;
-
-  free (r->buf);
-  free (r);
-}
-
 static int
 cs_refill (struct endpoint *ep, unsigned i)
 {
   struct client_side *cs = ep->priv;
   struct conn *c = &ep->conns[i];
   struct cs_conn *cc = c->priv;
-  struct read_req *r;
+  struct request *r;
   uint64_t n = 0, bytes;
   int64_t cookie;
 
@@ -295,22 +279,15 @@ cs_refill (struct endpoint *ep, unsigned i)
          !cc->hole[cc->pos + n])
     n++;
 
-  r = calloc (1, sizeof *r);
   bytes = (cc->first + cc->pos + n) * ep->block_size < ep->size
     ? n * ep->block_size : ep->size - (cc->first + cc->pos) * ep->block_size;
-  if (r == NULL || (r->buf = malloc (bytes)) == NULL) {
-    free (r);
-    endpoint_fail (ep, "out of memory");
+  r = request_new (c, cc->first + cc->pos, n, bytes);
+  if (r == NULL)
     return -1;
-  }
-  r->ep = ep;
-  r->c = c;
-  r->first = cc->first + cc->pos;
-  r->count = n;
   cookie = nbd_aio_pread (c->h, r->buf, bytes, r->first * ep->block_size,
                           (nbd_completion_callback) {
                             .callback = read_done, .user_data = r,
-                            .free = read_free }, 0);
+                            .free = request_free }, 0);
   if (cookie == -1) {
     endpoint_fail (ep, "%s", nbd_get_error ());
     return -1;

@@ -141,6 +141,32 @@ endpoint_connect_rest (struct endpoint *ep, const char *export_name)
   return 0;
 }
 
+struct request *
+request_new (struct conn *c, uint64_t first, uint64_t count, size_t buf_size)
+{
+  struct request *r = calloc (1, sizeof *r);
+
+  if (r == NULL || (buf_size && (r->buf = malloc (buf_size)) == NULL)) {
+    free (r);
+    endpoint_fail (c->ep, "out of memory");
+    return NULL;
+  }
+  r->ep = c->ep;
+  r->c = c;
+  r->first = first;
+  r->count = count;
+  return r;
+}
+
+void
+request_free (void *opaque)
+{
+  struct request *r = opaque;
+
+  free (r->buf);
+  free (r);
+}
+
 struct run_state {
   pthread_mutex_t lock;
   pthread_cond_t cond;

@@ -63,20 +63,6 @@ checksum_one (const char *name, struct result *res)
   return 0;
 }
 
-bool
-print_name (FILE *fp, const char *name, bool escape)
-{
-  for (const char *p = name; *p; p++) {
-    if (escape && *p == '\\')
-      fputs ("\\\\", fp);
-    else if (escape && *p == '\n')
-      fputs ("\\n", fp);
-    else
-      fputc (*p, fp);
-  }
-  return escape;
-}
-
 static void
 json_string (const char *s)
 {
@@ -105,15 +91,8 @@ print_result (const struct result *res)
             ", \"method\": \"%s\", \"seconds\": %.3f}\n",
             res->block_size, res->size, res->method, res->seconds);
   }
-  else {
-    /* Like sha256sum: a name with '\\' or a newline is escaped and the
-     * line starts with '\\'.
-     */
-    const bool escape = strpbrk (res->name, "\\\n") != NULL;
-    printf ("%s%s  ", escape ? "\\" : "", res->hex);
-    print_name (stdout, res->name, escape);
-    putchar ('\n');
-  }
+  else
+    blk_fput_sum_line (stdout, res->hex, res->name);
   fflush (stdout);
 }
 

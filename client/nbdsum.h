@@ -130,6 +130,19 @@ struct endpoint {
 
 extern const struct method_ops server_side_ops, client_side_ops;
 
+/* An asynchronous request on blocks [first, first+count), freed by
+ * request_free when libnbd retires it.
+ */
+struct request {
+  struct endpoint *ep;
+  struct conn *c;
+  uint64_t first, count;
+  uint8_t *buf;                 /* read requests only */
+};
+extern struct request *request_new (struct conn *c, uint64_t first,
+                                    uint64_t count, size_t buf_size);
+extern void request_free (void *opaque);
+
 /* endpoint.c */
 extern struct endpoint *endpoint_open (const char *name);
 extern void endpoint_close (struct endpoint *ep);
@@ -170,8 +183,6 @@ struct result {
 extern int checksum_one (const char *name, struct result *res);
 /* Print res as 'HEX  NAME' or, with --json, as a JSON object. */
 extern void print_result (const struct result *res);
-/* NAME as sha256sum prints it: returns true if it needs escaping. */
-extern bool print_name (FILE *fp, const char *name, bool escape);
 
 /* check.c: --check.  Returns the exit status. */
 extern int check_files (char **files, int n);

@@ -27,13 +27,6 @@ struct server_side {
   bool use_cache;               /* else drive the server with reads */
 };
 
-struct request {
-  struct endpoint *ep;
-  struct conn *c;
-  uint64_t chunk;
-  void *buf;                    /* reads only */
-};
-
 /* Read and check the header against what was asked.  Returns 1 if
  * valid, 0 if the export is not a view at all, -1 if it is a bad one.
  */
@@ -183,19 +176,16 @@ ss_close (struct endpoint *ep)
   free (ep->priv);
 }
 
+/* Blocks of a chunk, and where their digests are in the view. */
 static void
-chunk_range (const struct endpoint *ep, uint64_t chunk, uint64_t *offset,
-             uint64_t *count, uint64_t *image_bytes)
+chunk_blocks (const struct endpoint *ep, uint64_t chunk, uint64_t *first,
+              uint64_t *count)
 {
   const struct server_side *ss = ep->priv;
-  const uint64_t first = chunk * ss->chunk_blocks;
-  const uint64_t n = ep->nblocks - first < ss->chunk_blocks
-    ? ep->nblocks - first : ss->chunk_blocks;
-  const uint64_t end = (first + n) * ep->block_size;
 
-  *offset = BLK_VIEW_DIGESTS_OFFSET + first * ep->digest_len;
-  *count = n * ep->digest_len;
-  *image_bytes = (end < ep->size ? end : ep->size) - first * ep->block_size;
+  *first = chunk * ss->chunk_blocks;
+  *count = ep->nblocks - *first < ss->chunk_blocks
+    ? ep->nblocks - *first : ss->chunk_blocks;
 }
 
 static int
@@ -203,26 +193,17 @@ request_done (void *opaque, int *error)
 {
   struct request *r = opaque;
   struct endpoint *ep = r->ep;
-  uint64_t offset, count, bytes;
+  const uint64_t start = r->first * ep->block_size;
+  const uint64_t end = (r->first + r->count) * ep->block_size;
 
-  chunk_range (ep, r->chunk, &offset, &count, &bytes);
   if (*error)
     endpoint_fail (ep, "server failed to hash image bytes from %" PRIu64
-                   ": %s", r->chunk * ((struct server_side *) ep->priv)
-                   ->chunk_blocks * ep->block_size, strerror (*error));
+                   ": %s", start, strerror (*error));
   else
-    atomic_fetch_add (&ep->progress.done, bytes);
+    atomic_fetch_add (&ep->progress.done,
+                      (end < ep->size ? end : ep->size) - start);
   r->c->in_flight--;
   return 1;
-}
-
-static void
-request_free (void *opaque)
-{
-  struct request *r = opaque;
-
-  free (r->buf);
-  free (r);
 }
 
 static int
@@ -231,28 +212,24 @@ ss_refill (struct endpoint *ep, unsigned i)
   struct server_side *ss = ep->priv;
   struct conn *c = &ep->conns[i];
   const uint64_t chunk = atomic_fetch_add (&ss->next_chunk, 1);
-  uint64_t offset, count, bytes;
+  uint64_t first, count, offset, len;
   struct request *r;
   int64_t cookie;
 
   if (chunk >= ss->nchunks)
     return 0;
-  r = calloc (1, sizeof *r);
-  chunk_range (ep, chunk, &offset, &count, &bytes);
-  if (r == NULL || (!ss->use_cache && (r->buf = malloc (count)) == NULL)) {
-    free (r);
-    endpoint_fail (ep, "out of memory");
+  chunk_blocks (ep, chunk, &first, &count);
+  offset = BLK_VIEW_DIGESTS_OFFSET + first * ep->digest_len;
+  len = count * ep->digest_len;
+  r = request_new (c, first, count, ss->use_cache ? 0 : len);
+  if (r == NULL)
     return -1;
-  }
-  r->ep = ep;
-  r->c = c;
-  r->chunk = chunk;
   nbd_completion_callback cb = {
     .callback = request_done, .user_data = r, .free = request_free
   };
   cookie = ss->use_cache
-    ? nbd_aio_cache (c->h, count, offset, cb, 0)
-    : nbd_aio_pread (c->h, r->buf, count, offset, cb, 0);
+    ? nbd_aio_cache (c->h, len, offset, cb, 0)
+    : nbd_aio_pread (c->h, r->buf, len, offset, cb, 0);
   if (cookie == -1) {
     endpoint_fail (ep, "%s", nbd_get_error ());
     return -1;

@@ -59,6 +59,35 @@ blk_hex (const uint8_t *buf, size_t len, char *out)
   out[2 * len] = '\0';
 }
 
+bool
+blk_name_needs_escape (const char *name)
+{
+  return strpbrk (name, "\\\n") != NULL;
+}
+
+void
+blk_fput_name (FILE *fp, const char *name, bool escape)
+{
+  for (const char *p = name; *p; p++) {
+    if (escape && *p == '\\')
+      fputs ("\\\\", fp);
+    else if (escape && *p == '\n')
+      fputs ("\\n", fp);
+    else
+      fputc (*p, fp);
+  }
+}
+
+void
+blk_fput_sum_line (FILE *fp, const char *hex, const char *name)
+{
+  const bool escape = blk_name_needs_escape (name);
+
+  fprintf (fp, "%s%s  ", escape ? "\\" : "", hex);
+  blk_fput_name (fp, name, escape);
+  fputc ('\n', fp);
+}
+
 /* The marker must be followed by the end of the name or by ':'; the
  * last such occurrence wins, so a base name may itself contain it.
  */

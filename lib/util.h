@@ -2,8 +2,10 @@
 #ifndef BLKHASH_UTIL_H
 #define BLKHASH_UTIL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 /* Parse "123", "64K", "1M", "2G", "1T" (powers of 1024, optional "iB"
  * or "B").  Returns NULL on success, else a static message.
@@ -12,6 +14,15 @@ extern const char *blk_parse_size (const char *s, uint64_t *out);
 
 /* Lower-case hex of len bytes into out (2*len+1 bytes). */
 extern void blk_hex (const uint8_t *buf, size_t len, char *out);
+
+/* Checksum lines as sha256sum writes them: a NAME containing '\\' or a
+ * newline is written with "\\\\" and "\\n" escapes, and the line then
+ * starts with '\\'.
+ */
+extern bool blk_name_needs_escape (const char *name);
+extern void blk_fput_name (FILE *fp, const char *name, bool escape);
+/* "HEX  NAME\n" */
+extern void blk_fput_sum_line (FILE *fp, const char *hex, const char *name);
 
 /* "@blkhash", the marker that turns an export name into its view. */
 #define BLK_VIEW_MARKER "@blkhash"

@@ -379,17 +379,23 @@ blkhash_pread (nbdkit_next *next, void *handle, void *buf, uint32_t count,
   return next->pread (next, buf, count, offset, flags, err);
 }
 
+/* nbdkit refuses writes to a read-only export itself; in case. */
+static int
+view_is_read_only (int *err)
+{
+  nbdkit_error ("blkhash: the view is read-only");
+  *err = EROFS;
+  return -1;
+}
+
 static int
 blkhash_pwrite (nbdkit_next *next, void *handle, const void *buf,
                 uint32_t count, uint64_t offset, uint32_t flags, int *err)
 {
   struct handle *h = handle;
 
-  if (is_view (h)) {
-    nbdkit_error ("blkhash: the view is read-only");
-    *err = EROFS;
-    return -1;
-  }
+  if (is_view (h))
+    return view_is_read_only (err);
   return blkhash_passive_pwrite (next, h->e, h->passive, buf, count, offset,
                                  flags, err);
 }
@@ -400,11 +406,8 @@ blkhash_zero (nbdkit_next *next, void *handle, uint32_t count,
 {
   struct handle *h = handle;
 
-  if (is_view (h)) {
-    nbdkit_error ("blkhash: the view is read-only");
-    *err = EROFS;
-    return -1;
-  }
+  if (is_view (h))
+    return view_is_read_only (err);
   return blkhash_passive_zero (next, h->e, h->passive, count, offset, flags,
                                err);
 }
@@ -415,11 +418,8 @@ blkhash_trim (nbdkit_next *next, void *handle, uint32_t count,
 {
   struct handle *h = handle;
 
-  if (is_view (h)) {
-    nbdkit_error ("blkhash: the view is read-only");
-    *err = EROFS;
-    return -1;
-  }
+  if (is_view (h))
+    return view_is_read_only (err);
   return blkhash_passive_trim (next, h->e, count, offset, flags, err);
 }
 

@@ -220,27 +220,6 @@ blkhash_export_set_result (struct blkhash_export *e, const uint8_t *root)
   pthread_mutex_unlock (&exports_lock);
 }
 
-/* One line like sha256sum: names with '\\' or '\n' are escaped and the
- * line starts with '\\'.  The default export is called "-".
- */
-static void
-write_line (FILE *fp, const struct result *r)
-{
-  const char *name = r->name[0] ? r->name : "-";
-  const bool escape = strpbrk (name, "\\\n") != NULL;
-
-  fprintf (fp, "%s%s  ", escape ? "\\" : "", r->hex);
-  for (const char *p = name; *p; p++) {
-    if (escape && *p == '\\')
-      fputs ("\\\\", fp);
-    else if (escape && *p == '\n')
-      fputs ("\\n", fp);
-    else
-      fputc (*p, fp);
-  }
-  fputc ('\n', fp);
-}
-
 static int
 compare_results (const void *a, const void *b)
 {
@@ -284,7 +263,9 @@ blkhash_results_write (void)
     goto out;
   fd = -1;
   for (i = 0; i < n; i++)
-    write_line (fp, sorted[i]);
+    /* The default export is called "-". */
+    blk_fput_sum_line (fp, sorted[i]->hex,
+                       sorted[i]->name[0] ? sorted[i]->name : "-");
   if (fflush (fp) == EOF || fsync (fileno (fp)) == -1)
     goto out;
   if (fclose (fp) == EOF) {

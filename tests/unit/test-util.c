@@ -87,6 +87,20 @@ main (void)
   ok (view_result ("disk@blkhash:") == -1, "empty options rejected");
   ok (view_result ("disk@blkhash:sha1/zz") == -1, "bad block size rejected");
 
+  {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *fp = open_memstream (&buf, &len);
+    blk_fput_sum_line (fp, "abcd", "plain.img");
+    blk_fput_sum_line (fp, "abcd", "a\\b\nc");
+    fclose (fp);
+    ok (strcmp (buf, "abcd  plain.img\n\\abcd  a\\\\b\\nc\n") == 0,
+        "sum lines escape like sha256sum");
+    ok (!blk_name_needs_escape ("x y") && blk_name_needs_escape ("x\n"),
+        "only backslash and newline need escaping");
+    free (buf);
+  }
+
   s = blk_view_name_build ("disk", NULL, 0);
   ok (s && strcmp (s, "disk@blkhash") == 0, "build default view name");
   free (s);
