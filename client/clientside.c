@@ -69,12 +69,8 @@ cs_open (struct endpoint *ep)
     return -1;
   }
   ep->params = &ep->own_params;
-  snprintf (ep->digest_name, sizeof ep->digest_name, "%s",
-            ep->params->digest.name);
-  ep->block_size = ep->params->block_size;
-  ep->digest_len = ep->params->digest.len;
   ep->size = size;
-  ep->nblocks = blk_block_count (size, ep->block_size);
+  ep->nblocks = blk_block_count (size, ep->params->block_size);
   if ((ep->table = blk_table_new (ep->params, size)) == NULL ||
       (cs = calloc (1, sizeof *cs)) == NULL) {
     error_at (ep->name, "out of memory");
@@ -82,17 +78,18 @@ cs_open (struct endpoint *ep)
   }
   ep->priv = cs;
   cs->extents = nbd_can_meta_context (h, LIBNBD_CONTEXT_BASE_ALLOCATION) == 1;
-  cs->seg_blocks = SEGMENT_BYTES / ep->block_size
-    ? SEGMENT_BYTES / ep->block_size : 1;
+  cs->seg_blocks = SEGMENT_BYTES / ep->params->block_size
+    ? SEGMENT_BYTES / ep->params->block_size : 1;
   cs->nsegs = (ep->nblocks + cs->seg_blocks - 1) / cs->seg_blocks;
-  cs->read_blocks = READ_BYTES / ep->block_size
-    ? READ_BYTES / ep->block_size : 1;
+  cs->read_blocks = READ_BYTES / ep->params->block_size
+    ? READ_BYTES / ep->params->block_size : 1;
   /* Nothing writes to our table: any snapshot will do. */
   blk_table_lookup (ep->table, 0, 0, NULL, NULL, &cs->snapshot);
 
   ep->requests = opts.requests;
-  if (ep->requests * cs->read_blocks * ep->block_size > IN_FLIGHT_BYTES)
-    ep->requests = IN_FLIGHT_BYTES / (cs->read_blocks * ep->block_size) ?: 1;
+  if (ep->requests * cs->read_blocks * ep->params->block_size > IN_FLIGHT_BYTES)
+    ep->requests =
+      IN_FLIGHT_BYTES / (cs->read_blocks * ep->params->block_size) ?: 1;
 
   if (endpoint_connect_rest (ep, NULL) == -1)
     return -1;
@@ -140,7 +137,7 @@ extent_cb (void *opaque, const char *metacontext, uint64_t offset,
            uint32_t *entries, size_t nr_entries, int *error)
 {
   struct extent_walk *w = opaque;
-  const uint32_t bs = w->ep->block_size;
+  const uint32_t bs = w->ep->params->block_size;
   const uint64_t seg_start = w->cc->first * bs;
 
   if (strcmp (metacontext, LIBNBD_CONTEXT_BASE_ALLOCATION) != 0)
@@ -179,9 +176,9 @@ next_segment (struct endpoint *ep, struct conn *c)
   cc->pos = 0;
   memset (cc->hole, 0, cc->count * sizeof *cc->hole);
 
-  start = cc->first * ep->block_size;
-  len = (cc->first + cc->count) * ep->block_size < ep->size
-    ? cc->count * ep->block_size : ep->size - start;
+  start = cc->first * ep->params->block_size;
+  len = (cc->first + cc->count) * ep->params->block_size < ep->size
+    ? cc->count * ep->params->block_size : ep->size - start;
   if (cs->extents) {
     struct extent_walk w = { ep, cc, 0 };
     /* The server may describe less than asked: ask again. */
@@ -212,9 +209,9 @@ next_segment (struct endpoint *ep, struct conn *c)
       i++;
   }
   if (holes) {
-    const uint64_t end = (cc->first + cc->count) * ep->block_size;
+    const uint64_t end = (cc->first + cc->count) * ep->params->block_size;
     /* The short last block may be among them. */
-    uint64_t bytes = holes * ep->block_size;
+    uint64_t bytes = holes * ep->params->block_size;
     if (end > ep->size && cc->hole[cc->count - 1])
       bytes -= end - ep->size;
     atomic_fetch_add (&ep->progress.done, bytes);
@@ -229,6 +226,7 @@ read_done (void *opaque, int *error)
   struct endpoint *ep = r->ep;
   struct client_side *cs = ep->priv;
   struct cs_conn *cc = r->c->priv;
+  const struct blk_params *p = ep->params;
   uint8_t digests[(READ_BYTES / 4096) * EVP_MAX_MD_SIZE];
   bool zero[READ_BYTES / 4096];
   uint64_t bytes = 0;
@@ -236,15 +234,15 @@ read_done (void *opaque, int *error)
   r->c->in_flight--;
   if (*error) {
     endpoint_fail (ep, "read at offset %" PRIu64 ": %s",
-                   r->first * ep->block_size, strerror (*error));
+                   r->first * ep->params->block_size, strerror (*error));
     return 1;
   }
   for (uint64_t i = 0; i < r->count; i++) {
-    const uint32_t len = blk_block_len (ep->size, ep->block_size,
+    const uint32_t len = blk_block_len (ep->size, ep->params->block_size,
                                         r->first + i);
-    if (blk_hash_block (ep->params, cc->ctx, r->buf + i * ep->block_size,
-                        len, digests + i * ep->digest_len, &zero[i]) == -1) {
-      endpoint_fail (ep, "%s failed", ep->digest_name);
+    if (blk_hash_block (p, cc->ctx, r->buf + i * p->block_size, len,
+                        digests + i * p->digest.len, &zero[i]) == -1) {
+      endpoint_fail (ep, "%s failed", ep->params->digest.name);
       return 1;
     }
     bytes += len;
@@ -279,12 +277,13 @@ cs_refill (struct endpoint *ep, unsigned i)
          !cc->hole[cc->pos + n])
     n++;
 
-  bytes = (cc->first + cc->pos + n) * ep->block_size < ep->size
-    ? n * ep->block_size : ep->size - (cc->first + cc->pos) * ep->block_size;
+  const uint64_t bs = ep->params->block_size;
+  bytes = (cc->first + cc->pos + n) * bs < ep->size
+    ? n * bs : ep->size - (cc->first + cc->pos) * bs;
   r = request_new (c, cc->first + cc->pos, n, bytes);
   if (r == NULL)
     return -1;
-  cookie = nbd_aio_pread (c->h, r->buf, bytes, r->first * ep->block_size,
+  cookie = nbd_aio_pread (c->h, r->buf, bytes, r->first * bs,
                           (nbd_completion_callback) {
                             .callback = read_done, .user_data = r,
                             .free = request_free }, 0);
@@ -303,7 +302,7 @@ cs_checksum (struct endpoint *ep, uint8_t *root)
   if (endpoint_run (ep) == -1)
     return -1;
   if (blk_table_root (ep->table, root) != 1) {
-    error_at (ep->name, "%s failed", ep->digest_name);
+    error_at (ep->name, "%s failed", ep->params->digest.name);
     return -1;
   }
   return 0;

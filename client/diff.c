@@ -72,19 +72,20 @@ diff_images (const char *a, const char *b)
     goto out;
   /* B must be hashed the same way as A. */
   if (opts.digest == NULL)
-    opts.digest = ea->digest_name;
+    opts.digest = ea->params->digest.name;
   if (opts.block_size == 0)
-    opts.block_size = ea->block_size;
+    opts.block_size = ea->params->block_size;
   if ((eb = open_hashed (b)) == NULL)
     goto out;
-  if (ea->digest_len != eb->digest_len || ea->block_size != eb->block_size) {
+  if (ea->params->digest.len != eb->params->digest.len ||
+      ea->params->block_size != eb->params->block_size) {
     fprintf (stderr, "%s: %s and %s were hashed differently\n",
              progname, a, b);
     goto out;
   }
 
-  L = ea->digest_len;
-  bs = ea->block_size;
+  L = ea->params->digest.len;
+  bs = ea->params->block_size;
   common = ea->nblocks < eb->nblocks ? ea->nblocks : eb->nblocks;
   max_size = ea->size > eb->size ? ea->size : eb->size;
   da = malloc (WINDOW * L);
@@ -152,24 +153,25 @@ print_blocks (const char *name)
 
   if (ep == NULL)
     return EXIT_FAILURE;
-  if ((d = malloc (WINDOW * ep->digest_len)) == NULL) {
+  if ((d = malloc (WINDOW * ep->params->digest.len)) == NULL) {
     error_at (name, "out of memory");
     goto out;
   }
   if (!opts.json)
-    printf ("# %s %" PRIu32 " %" PRIu64 "\n", ep->digest_name,
-            ep->block_size, ep->size);
+    printf ("# %s %" PRIu32 " %" PRIu64 "\n", ep->params->digest.name,
+            ep->params->block_size, ep->size);
   for (uint64_t w = 0; w < ep->nblocks; w += WINDOW) {
     const uint64_t n = ep->nblocks - w < WINDOW ? ep->nblocks - w : WINDOW;
     if (ep->ops->digests (ep, w, n, d) == -1)
       goto out;
     for (uint64_t i = 0; i < n; i++) {
-      const uint64_t b = w + i, off = b * ep->block_size;
-      const uint32_t len = blk_block_len (ep->size, ep->block_size, b);
-      const uint8_t *digest = d + i * ep->digest_len;
+      const uint64_t b = w + i, off = b * ep->params->block_size;
+      const uint32_t len = blk_block_len (ep->size, ep->params->block_size, b);
+      const uint8_t *digest = d + i * ep->params->digest.len;
       /* Runs of full zero blocks make one line. */
-      if (len == ep->block_size &&
-          memcmp (digest, ep->params->zero_digest, ep->digest_len) == 0) {
+      if (len == ep->params->block_size &&
+          memcmp (digest, ep->params->zero_digest,
+                  ep->params->digest.len) == 0) {
         if (zero_len == 0)
           zero_start = off;
         zero_len += len;
@@ -178,7 +180,7 @@ print_blocks (const char *name)
       if (zero_len)
         print_block_line (zero_start, zero_len, NULL);
       zero_len = 0;
-      blk_hex (digest, ep->digest_len, hex);
+      blk_hex (digest, ep->params->digest.len, hex);
       print_block_line (off, len, hex);
     }
   }

@@ -52,9 +52,9 @@ checksum_one (const char *name, struct result *res)
       endpoint_close (ep);
       return -1;
     }
-    blk_hex (root, ep->digest_len, res->hex);
-    snprintf (res->digest, sizeof res->digest, "%s", ep->digest_name);
-    res->block_size = ep->block_size;
+    blk_hex (root, ep->params->digest.len, res->hex);
+    snprintf (res->digest, sizeof res->digest, "%s", ep->params->digest.name);
+    res->block_size = ep->params->block_size;
     res->size = ep->size;
     res->method = ep->ops->name;
     endpoint_close (ep);

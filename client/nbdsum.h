@@ -108,11 +108,11 @@ struct endpoint {
   unsigned nconns;
   unsigned requests;            /* in flight per connection */
 
+  /* The digest and block size in use: points to own_params once it is
+   * initialised (from the view header, or from the options).
+   */
   const struct blk_params *params;
-  struct blk_params own_params; /* when the client hashes */
-  char digest_name[BLK_DIGEST_NAME_MAX + 1];
-  uint32_t block_size;
-  size_t digest_len;
+  struct blk_params own_params;
   uint64_t size, nblocks;
 
   struct blk_header hdr;        /* server-side */

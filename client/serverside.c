@@ -140,16 +140,14 @@ ss_open (struct endpoint *ep)
 
   ep->ops = &server_side_ops;
   ep->conns[0].h = h;
-  snprintf (ep->digest_name, sizeof ep->digest_name, "%s",
-            ep->hdr.digest_name);
-  ep->block_size = ep->hdr.block_size;
-  ep->digest_len = ep->hdr.digest_len;
   ep->size = ep->hdr.image_size;
   ep->nblocks = ep->hdr.block_count;
-  /* For recognising zero blocks in --blocks. */
-  if ((msg = blk_params_init (&ep->own_params, ep->digest_name,
-                              ep->block_size)) != NULL) {
-    error_at (ep->name, "%s: %s", ep->digest_name, msg);
+  /* The header's digest and block size, checked above; the zero
+   * digest recognises zero blocks in --blocks.
+   */
+  if ((msg = blk_params_init (&ep->own_params, ep->hdr.digest_name,
+                              ep->hdr.block_size)) != NULL) {
+    error_at (ep->name, "%s: %s", ep->hdr.digest_name, msg);
     return -1;
   }
   ep->params = &ep->own_params;
@@ -162,8 +160,8 @@ ss_open (struct endpoint *ep)
   }
   ep->priv = ss;
   ss->use_cache = nbd_can_cache (h) == 1;
-  ss->chunk_blocks = CHUNK_IMAGE_BYTES / ep->block_size
-    ? CHUNK_IMAGE_BYTES / ep->block_size : 1;
+  ss->chunk_blocks = CHUNK_IMAGE_BYTES / ep->params->block_size
+    ? CHUNK_IMAGE_BYTES / ep->params->block_size : 1;
   ss->nchunks = (ep->nblocks + ss->chunk_blocks - 1) / ss->chunk_blocks;
   return endpoint_connect_rest (ep, ep->view_name) == -1 ? -1 : 1;
 }
@@ -193,8 +191,8 @@ request_done (void *opaque, int *error)
 {
   struct request *r = opaque;
   struct endpoint *ep = r->ep;
-  const uint64_t start = r->first * ep->block_size;
-  const uint64_t end = (r->first + r->count) * ep->block_size;
+  const uint64_t start = r->first * ep->params->block_size;
+  const uint64_t end = (r->first + r->count) * ep->params->block_size;
 
   if (*error)
     endpoint_fail (ep, "server failed to hash image bytes from %" PRIu64
@@ -219,8 +217,8 @@ ss_refill (struct endpoint *ep, unsigned i)
   if (chunk >= ss->nchunks)
     return 0;
   chunk_blocks (ep, chunk, &first, &count);
-  offset = BLK_VIEW_DIGESTS_OFFSET + first * ep->digest_len;
-  len = count * ep->digest_len;
+  offset = BLK_VIEW_DIGESTS_OFFSET + first * ep->params->digest.len;
+  len = count * ep->params->digest.len;
   r = request_new (c, first, count, ss->use_cache ? 0 : len);
   if (r == NULL)
     return -1;
@@ -243,8 +241,8 @@ ss_checksum (struct endpoint *ep, uint8_t *root)
 {
   if (endpoint_run (ep) == -1)
     return -1;
-  if (nbd_pread (ep->conns[0].h, root, ep->digest_len, BLK_VIEW_ROOT_OFFSET,
-                 0) == -1) {
+  if (nbd_pread (ep->conns[0].h, root, ep->params->digest.len,
+                 BLK_VIEW_ROOT_OFFSET, 0) == -1) {
     error_at (ep->name, "reading the checksum: %s", nbd_get_error ());
     return -1;
   }
@@ -256,14 +254,15 @@ static int
 ss_digests (struct endpoint *ep, uint64_t first, uint64_t count,
             uint8_t *out)
 {
-  const uint64_t per_read = (1 << 20) / ep->digest_len;
+  const uint64_t per_read = (1 << 20) / ep->params->digest.len;
 
   for (uint64_t b = first; b < first + count; b += per_read) {
     const uint64_t n = first + count - b < per_read ? first + count - b
       : per_read;
-    if (nbd_pread (ep->conns[0].h, out + (b - first) * ep->digest_len,
-                   n * ep->digest_len,
-                   BLK_VIEW_DIGESTS_OFFSET + b * ep->digest_len, 0) == -1) {
+    if (nbd_pread (ep->conns[0].h, out + (b - first) * ep->params->digest.len,
+                   n * ep->params->digest.len,
+                   BLK_VIEW_DIGESTS_OFFSET + b * ep->params->digest.len,
+                   0) == -1) {
       error_at (ep->name, "reading block digests: %s", nbd_get_error ());
       return -1;
     }
