@@ -49,7 +49,12 @@ endpoint_connect (struct endpoint *ep, const char *export_name, bool go)
       nbd_connect_uri (h, ep->uri) == -1 ||
       (export_name && nbd_set_export_name (h, export_name) == -1) ||
       (go && nbd_opt_go (h) == -1)) {
-    error_at (ep->name, "%s", nbd_get_error ());
+    const char *why = nbd_get_error ();
+    if (ep->server && local_server_exited (ep->server))
+      error_at (ep->name, "%s (the private nbdkit serving it exited: see "
+                "its messages above)", why);
+    else
+      error_at (ep->name, "%s", why);
     nbd_close (h);
     return NULL;
   }

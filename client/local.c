@@ -194,6 +194,15 @@ local_server_start (const char *name, const char *path)
   return NULL;
 }
 
+bool
+local_server_exited (struct local_server *s)
+{
+  int status;
+
+  return waitpid (s->pid, &status, WNOHANG) == s->pid &&
+    (s->pid = -1, true);
+}
+
 const char *
 local_server_uri (const struct local_server *s)
 {

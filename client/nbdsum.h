@@ -53,6 +53,8 @@ extern bool is_uri (const char *arg);
 extern struct local_server *local_server_start (const char *name,
                                                 const char *path);
 extern const char *local_server_uri (const struct local_server *s);
+/* Has the private nbdkit exited (for a clearer error)? */
+extern bool local_server_exited (struct local_server *s);
 extern void local_server_stop (struct local_server *s);
 
 /* progress.c */
