@@ -79,7 +79,8 @@ json_string (const char *s)
   putchar ('"');
 }
 
-void
+/* Print res as 'HEX  NAME' or, with --json, as a JSON object. */
+static void
 print_result (const struct result *res)
 {
   if (opts.json) {

@@ -183,8 +183,6 @@ struct result {
 
 /* Compute the checksum of one input.  0 or -1 (error printed). */
 extern int checksum_one (const char *name, struct result *res);
-/* Print res as 'HEX  NAME' or, with --json, as a JSON object. */
-extern void print_result (const struct result *res);
 
 /* check.c: --check.  Returns the exit status. */
 extern int check_files (char **files, int n);
