@@ -18,23 +18,37 @@ struct chunk {
   uint64_t wgen[CHUNK_BLOCKS];   /* clock of the last write that ended */
 };
 
-/* A chunk slot is NULL (nothing known), ALL_ZERO, or allocated. */
+/* A slot of the tree is NULL (nothing known), ALL_ZERO (every block
+ * below it is zero), or allocated: a struct chunk at level 0, a struct
+ * node above.  A NULL or ALL_ZERO slot carries one write stamp for all
+ * the blocks below it, so holes and unknown ranges cost nothing at any
+ * size.
+ */
 static struct chunk all_zero_marker;
-#define ALL_ZERO (&all_zero_marker)
+#define ALL_ZERO ((void *) &all_zero_marker)
+#define IS_MARKER(s) ((s) == NULL || (s) == ALL_ZERO)
+
+#define NODE_BITS 9
+#define NODE_SLOTS (1u << NODE_BITS)
+
+struct node {
+  void *slot[NODE_SLOTS];
+  uint64_t wgen[NODE_SLOTS];     /* stamps of marker slots */
+};
 
 struct blk_table {
   const struct blk_params *p;
   uint64_t size, nblocks, nchunks;
   size_t len;                           /* digest length */
+  unsigned depth;                       /* levels of nodes above chunks */
   uint8_t tail_zero[EVP_MAX_MD_SIZE];   /* zero digest of a short last block */
 
   pthread_mutex_t lock;                 /* everything below */
-  struct chunk **chunks;
-  uint64_t *slot_wgen;                  /* per slot when not allocated;
-                                           NULL until the first write */
+  void *tree;                           /* slot covering every chunk */
+  uint64_t tree_wgen;
   uint64_t clock;                       /* write clock, starts at 1 */
   struct blk_write *writes;             /* writes in flight */
-  uint64_t nknown, ndata, nallocated, ndigest_arrays;
+  uint64_t nknown, ndata, nallocated, ndigest_arrays, nnodes;
   uint64_t folded;                      /* blocks claimed by the fold */
   bool fold_dirty;                      /* a folded block changed */
   bool root_valid;
@@ -45,6 +59,8 @@ struct blk_table {
   uint8_t *fold_buf;
   uint8_t *zero_run;                    /* the zero digest, repeated */
 };
+
+static void free_subtree (struct blk_table *t, void *s, unsigned l);
 
 static inline uint64_t
 chunk_mask (const struct blk_table *t, uint64_t ci)
@@ -73,15 +89,12 @@ blk_table_new (const struct blk_params *p, uint64_t size)
   t->len = p->digest.len;
   t->nblocks = blk_block_count (size, p->block_size);
   t->nchunks = (t->nblocks + CHUNK_BLOCKS - 1) / CHUNK_BLOCKS;
+  for (uint64_t cap = 1; cap < t->nchunks; cap <<= NODE_BITS)
+    t->depth++;
   t->clock = 1;
   pthread_mutex_init (&t->lock, NULL);
   pthread_mutex_init (&t->fold_lock, NULL);
 
-  if (t->nchunks) {
-    t->chunks = calloc (t->nchunks, sizeof *t->chunks);
-    if (t->chunks == NULL)
-      goto err;
-  }
   ctx = EVP_MD_CTX_new ();
   if (ctx == NULL ||
       blk_zero_block_digest (p, ctx, size % p->block_size ?
@@ -94,7 +107,6 @@ blk_table_new (const struct blk_params *p, uint64_t size)
 
  err:
   EVP_MD_CTX_free (ctx);
-  free (t->chunks);
   pthread_mutex_destroy (&t->lock);
   pthread_mutex_destroy (&t->fold_lock);
   free (t);
@@ -107,14 +119,7 @@ blk_table_free (struct blk_table *t)
 {
   if (t == NULL)
     return;
-  for (uint64_t ci = 0; ci < t->nchunks; ci++) {
-    if (t->chunks[ci] && t->chunks[ci] != ALL_ZERO) {
-      free (t->chunks[ci]->digests);
-      free (t->chunks[ci]);
-    }
-  }
-  free (t->chunks);
-  free (t->slot_wgen);
+  free_subtree (t, t->tree, t->depth);
   free (t->fold_buf);
   free (t->zero_run);
   blk_root_free (&t->fold);
@@ -130,56 +135,252 @@ blk_table_size (const struct blk_table *t) { return t->size; }
 uint64_t
 blk_table_blocks (const struct blk_table *t) { return t->nblocks; }
 
-/* --- Helpers, all called with t->lock held. --- */
+/* --- The tree, all called with t->lock held. --- */
 
-static uint64_t
-slot_wgen (const struct blk_table *t, uint64_t ci)
+/* Chunks covered by one slot of a node at level l (1: chunks). */
+static inline uint64_t
+slot_span (unsigned l)
 {
-  return t->slot_wgen ? t->slot_wgen[ci] : 0;
+  return UINT64_C (1) << (NODE_BITS * (l - 1));
+}
+
+static inline unsigned
+slot_index (uint64_t ci, unsigned l)
+{
+  return (ci >> (NODE_BITS * (l - 1))) & (NODE_SLOTS - 1);
+}
+
+/* The slot that decides chunk ci: a chunk, or a marker covering ci
+ * and, with *span, this many chunks from ci on (to the end of the
+ * marker's subtree).  *gen is a marker's stamp.
+ */
+static void *
+slot_find (const struct blk_table *t, uint64_t ci, uint64_t *gen,
+           uint64_t *span)
+{
+  void *s = t->tree;
+  uint64_t g = t->tree_wgen, covered = t->nchunks;
+  unsigned l;
+
+  for (l = t->depth; l > 0 && !IS_MARKER (s); l--) {
+    const struct node *n = s;
+    const unsigned i = slot_index (ci, l);
+    s = n->slot[i];
+    g = n->wgen[i];
+    covered = slot_span (l);
+  }
+  if (gen)
+    *gen = g;
+  if (span) {
+    /* From ci to the end of its subtree, and of the table. */
+    const uint64_t last = l == t->depth ? t->nchunks - 1
+      : ci | (covered - 1);
+    *span = (last < t->nchunks - 1 ? last : t->nchunks - 1) - ci + 1;
+  }
+  return s;
+}
+
+static inline struct chunk *
+chunk_at (const struct blk_table *t, uint64_t ci)
+{
+  return slot_find (t, ci, NULL, NULL);
+}
+
+/* The marker slot covering ci, to change it in place; NULL when ci
+ * has a chunk.
+ */
+static void **
+marker_slot (struct blk_table *t, uint64_t ci, uint64_t **gen,
+             uint64_t *first, uint64_t *count)
+{
+  void **sp = &t->tree;
+  uint64_t *gp = &t->tree_wgen, span = 0;
+
+  for (unsigned l = t->depth; l > 0 && !IS_MARKER (*sp); l--) {
+    struct node *n = *sp;
+    const unsigned i = slot_index (ci, l);
+    sp = &n->slot[i];
+    gp = &n->wgen[i];
+    span = slot_span (l);
+  }
+  if (!IS_MARKER (*sp))
+    return NULL;
+  *gen = gp;
+  if (span == 0) {              /* the root */
+    *first = 0;
+    *count = t->nchunks;
+  }
+  else {
+    *first = ci & ~(span - 1);
+    *count = t->nchunks - *first < span ? t->nchunks - *first : span;
+  }
+  return sp;
+}
+
+static void
+free_subtree (struct blk_table *t, void *s, unsigned l)
+{
+  if (IS_MARKER (s))
+    return;
+  if (l == 0) {
+    struct chunk *c = s;
+    free (c->digests);
+    free (c);
+    return;
+  }
+  struct node *n = s;
+  for (unsigned i = 0; i < NODE_SLOTS; i++)
+    free_subtree (t, n->slot[i], l - 1);
+  free (n);
+}
+
+/* Can writes in flight tell stamps up to gen apart?  Then one stamp
+ * for many blocks would make a write that began before gen think its
+ * blocks were contested: keep the detail until it ends.
+ */
+static bool
+stamps_needed (const struct blk_table *t, uint64_t gen)
+{
+  for (const struct blk_write *w = t->writes; w; w = w->next)
+    if (w->start < gen)
+      return true;
+  return false;
+}
+
+/* Replace a node whose slots all hold the same marker by that marker
+ * (with the newest stamp).  Returns true if it did.
+ */
+static bool
+collapse (struct blk_table *t, void **sp, uint64_t *gp, unsigned l,
+          uint64_t first)
+{
+  struct node *n = *sp;
+  const uint64_t valid_chunks = t->nchunks - first;
+  const uint64_t span = slot_span (l);
+  const unsigned nvalid = valid_chunks / span >= NODE_SLOTS ? NODE_SLOTS
+    : (valid_chunks + span - 1) / span;
+  uint64_t gen = 0;
+
+  for (unsigned i = 0; i < nvalid; i++) {
+    if (!IS_MARKER (n->slot[i]) || n->slot[i] != n->slot[0])
+      return false;
+    if (n->wgen[i] > gen)
+      gen = n->wgen[i];
+  }
+  if (stamps_needed (t, gen))
+    return false;
+  *sp = n->slot[0];
+  *gp = gen;
+  free (n);
+  t->nnodes--;
+  return true;
+}
+
+/* Set the slot of chunk ci to a chunk, or to a marker with stamp gen,
+ * creating nodes on the way and collapsing uniform ones after.
+ * Returns -1 (ENOMEM) only when a node was needed.
+ */
+static int
+slot_set (struct blk_table *t, uint64_t ci, void *value, uint64_t gen)
+{
+  void **path_sp[16];
+  uint64_t *path_gp[16];
+  void **sp = &t->tree;
+  uint64_t *gp = &t->tree_wgen;
+  unsigned l;
+
+  for (l = t->depth; l > 0; l--) {
+    if (IS_MARKER (*sp)) {
+      struct node *n = malloc (sizeof *n);
+      if (n == NULL)
+        return -1;
+      for (unsigned i = 0; i < NODE_SLOTS; i++) {
+        n->slot[i] = *sp;
+        n->wgen[i] = *gp;
+      }
+      *sp = n;
+      t->nnodes++;
+    }
+    path_sp[l] = sp;
+    path_gp[l] = gp;
+    struct node *n = *sp;
+    const unsigned i = slot_index (ci, l);
+    sp = &n->slot[i];
+    gp = &n->wgen[i];
+  }
+  *sp = value;
+  *gp = IS_MARKER (value) ? gen : 0;
+
+  for (l = 1; l <= t->depth && IS_MARKER (value); l++) {
+    const uint64_t first = ci & ~(slot_span (l) * NODE_SLOTS - 1);
+    if (!collapse (t, path_sp[l], path_gp[l], l, first))
+      break;
+    value = *path_sp[l];
+  }
+  return 0;
+}
+
+/* Blocks in chunks [first, first+count). */
+static uint64_t
+chunk_blocks (const struct blk_table *t, uint64_t first, uint64_t count)
+{
+  const uint64_t end = (first + count) * CHUNK_BLOCKS;
+
+  return (end < t->nblocks ? end : t->nblocks) - first * CHUNK_BLOCKS;
+}
+
+/* Out of memory splitting a marker: forget everything under it and
+ * stamp it gen, coarser but safe.
+ */
+static void
+coarsen (struct blk_table *t, uint64_t ci, uint64_t gen)
+{
+  uint64_t *gp, first, count;
+  void **sp = marker_slot (t, ci, &gp, &first, &count);
+
+  if (sp == NULL)
+    return;
+  if (*sp == ALL_ZERO) {
+    t->nknown -= chunk_blocks (t, first, count);
+    if (first * CHUNK_BLOCKS < t->folded)
+      t->fold_dirty = true;
+  }
+  *sp = NULL;
+  if (gen > *gp)
+    *gp = gen;
+  t->root_valid = false;
 }
 
 static uint64_t
 block_wgen (const struct blk_table *t, uint64_t b)
 {
-  struct chunk *c = t->chunks[b / CHUNK_BLOCKS];
+  uint64_t gen;
+  struct chunk *c = slot_find (t, b / CHUNK_BLOCKS, &gen, NULL);
 
-  if (c && c != ALL_ZERO)
-    return c->wgen[b % CHUNK_BLOCKS];
-  return slot_wgen (t, b / CHUNK_BLOCKS);
-}
-
-static int
-set_slot_wgen (struct blk_table *t, uint64_t ci, uint64_t gen)
-{
-  if (t->slot_wgen == NULL) {
-    if (gen == 0)
-      return 0;
-    t->slot_wgen = calloc (t->nchunks, sizeof *t->slot_wgen);
-    if (t->slot_wgen == NULL)
-      return -1;
-  }
-  t->slot_wgen[ci] = gen;
-  return 0;
+  return IS_MARKER (c) ? gen : c->wgen[b % CHUNK_BLOCKS];
 }
 
 /* Turn a NULL or ALL_ZERO slot into an allocated chunk. */
 static struct chunk *
 materialize (struct blk_table *t, uint64_t ci)
 {
-  struct chunk *c = t->chunks[ci];
   uint64_t gen;
+  void *s = slot_find (t, ci, &gen, NULL);
+  struct chunk *c;
 
-  if (c && c != ALL_ZERO)
-    return c;
+  if (!IS_MARKER (s))
+    return s;
   c = calloc (1, sizeof *c);
   if (c == NULL)
     return NULL;
-  if (t->chunks[ci] == ALL_ZERO)
+  if (s == ALL_ZERO)
     c->known = chunk_mask (t, ci);
-  gen = slot_wgen (t, ci);
   for (int i = 0; i < CHUNK_BLOCKS; i++)
     c->wgen[i] = gen;
-  t->chunks[ci] = c;
+  if (slot_set (t, ci, c, 0) == -1) {
+    free (c);
+    return NULL;
+  }
   t->nallocated++;
   return c;
 }
@@ -188,24 +389,19 @@ materialize (struct blk_table *t, uint64_t ci)
 static void
 compact (struct blk_table *t, uint64_t ci)
 {
-  struct chunk *c = t->chunks[ci];
+  struct chunk *c = chunk_at (t, ci);
   uint64_t gen = 0;
 
-  if (c == NULL || c == ALL_ZERO || c->data != 0 ||
+  if (IS_MARKER (c) || c->data != 0 ||
       (c->known != 0 && c->known != chunk_mask (t, ci)))
     return;
   for (int i = 0; i < CHUNK_BLOCKS; i++)
     if (c->wgen[i] > gen)
       gen = c->wgen[i];
-  /* One stamp for all blocks would make a write in flight since before
-   * it think its blocks were contested: keep the detail until then.
-   */
-  for (const struct blk_write *w = t->writes; w; w = w->next)
-    if (w->start < gen)
-      return;
-  if (set_slot_wgen (t, ci, gen) == -1)
-    return;                     /* keep the chunk: still correct */
-  t->chunks[ci] = c->known ? ALL_ZERO : NULL;
+  if (stamps_needed (t, gen))
+    return;
+  /* The path to an existing chunk exists: this cannot fail. */
+  slot_set (t, ci, c->known ? ALL_ZERO : NULL, gen);
   if (c->digests)
     t->ndigest_arrays--;
   free (c->digests);
@@ -234,7 +430,7 @@ storable (const struct blk_table *t, uint64_t b, uint64_t snapshot,
 static const uint8_t *
 get_digest (const struct blk_table *t, uint64_t b)
 {
-  const struct chunk *c = t->chunks[b / CHUNK_BLOCKS];
+  const struct chunk *c = chunk_at (t, b / CHUNK_BLOCKS);
   const uint64_t bit = UINT64_C (1) << (b % CHUNK_BLOCKS);
 
   if (c == NULL)
@@ -312,19 +508,18 @@ forget (struct blk_table *t, uint64_t first, uint64_t count, uint64_t gen,
     const uint64_t ci = b / CHUNK_BLOCKS;
     const uint64_t cstart = ci * CHUNK_BLOCKS;
     const uint64_t cend = cstart + CHUNK_BLOCKS;
-    struct chunk *c = t->chunks[ci];
+    uint64_t slot_gen;
+    struct chunk *c = slot_find (t, ci, &slot_gen, NULL);
     const uint64_t stop = end < cend ? end : cend;
 
-    if (b == cstart && stop == cend && (c == NULL || c == ALL_ZERO)) {
+    if (b == cstart && stop == cend && IS_MARKER (c)) {
       /* One stamp for the whole chunk. */
       uint64_t g = gen;
-      if (w && (in_flight (t, cstart, CHUNK_BLOCKS) ||
-                slot_wgen (t, ci) > w->start))
+      if (w && (in_flight (t, cstart, CHUNK_BLOCKS) || slot_gen > w->start))
         g = gen + 1;
-      if (set_slot_wgen (t, ci, g) == 0) {
+      if (slot_set (t, ci, NULL, g) == 0) {
         if (c == ALL_ZERO)
           t->nknown -= __builtin_popcountll (chunk_mask (t, ci));
-        t->chunks[ci] = NULL;
         b = stop;
         continue;
       }
@@ -342,12 +537,8 @@ forget (struct blk_table *t, uint64_t first, uint64_t count, uint64_t gen,
       compact (t, ci);
     }
     else {
-      /* Out of memory: forget the whole chunk, coarser but safe. */
-      c = t->chunks[ci];
-      if (c == ALL_ZERO)
-        t->nknown -= __builtin_popcountll (chunk_mask (t, ci));
-      t->chunks[ci] = NULL;
-      set_slot_wgen (t, ci, gen + 1);
+      /* Out of memory: forget the whole subtree, coarser but safe. */
+      coarsen (t, ci, gen + 1);
     }
     b = stop;
   }
@@ -404,15 +595,20 @@ store_zero_locked (struct blk_table *t, uint64_t first, uint64_t count,
     const uint64_t cend = cstart + CHUNK_BLOCKS < t->nblocks
       ? cstart + CHUNK_BLOCKS : t->nblocks;
 
-    if (t->chunks[ci] == ALL_ZERO) {
-      b = end < cend ? end : cend;
+    uint64_t slot_gen, span;
+    void *s = slot_find (t, ci, &slot_gen, &span);
+
+    if (s == ALL_ZERO) {
+      /* Known zero up to the end of the marker's subtree. */
+      const uint64_t mend = chunk_blocks (t, ci, span) + cstart;
+      b = end < mend ? end : mend;
       continue;
     }
     /* Whole untouched chunks of a hole cost nothing. */
-    if (b == cstart && end >= cend && t->chunks[ci] == NULL &&
-        snapshot != 0 && slot_wgen (t, ci) <= snapshot &&
-        !(check && in_flight (t, cstart, cend - cstart))) {
-      t->chunks[ci] = ALL_ZERO;
+    if (b == cstart && end >= cend && s == NULL &&
+        snapshot != 0 && slot_gen <= snapshot &&
+        !(check && in_flight (t, cstart, cend - cstart)) &&
+        slot_set (t, ci, ALL_ZERO, slot_gen) == 0) {
       t->nknown += cend - cstart;
       if (cstart < t->folded)
         t->fold_dirty = true;
@@ -505,11 +701,15 @@ gather (struct blk_table *t, uint64_t from, uint8_t *buf, uint64_t max,
   *zeros = false;
   while (k < max && from + k < t->nblocks &&
          (d = get_digest (t, from + k)) == full_zero) {
-    const uint64_t b = from + k;
-    /* Whole zero chunks at once. */
-    if (b % CHUNK_BLOCKS == 0 && t->chunks[b / CHUNK_BLOCKS] == ALL_ZERO &&
-        b + CHUNK_BLOCKS < t->nblocks && k + CHUNK_BLOCKS <= max)
-      k += CHUNK_BLOCKS;
+    const uint64_t b = from + k, ci = b / CHUNK_BLOCKS;
+    uint64_t span, mend;
+    /* Whole zero subtrees at once, short of a short last block. */
+    if (slot_find (t, ci, NULL, &span) == ALL_ZERO) {
+      mend = ci * CHUNK_BLOCKS + chunk_blocks (t, ci, span);
+      if (mend == t->nblocks && zero_digest (t, mend - 1) != full_zero)
+        mend--;
+      k += mend - b < max - k ? mend - b : max - k;
+    }
     else
       k++;
   }
@@ -623,11 +823,12 @@ blk_table_next_unknown (struct blk_table *t, uint64_t from)
   pthread_mutex_lock (&t->lock);
   while (b < t->nblocks) {
     const uint64_t ci = b / CHUNK_BLOCKS;
-    const struct chunk *c = t->chunks[ci];
+    uint64_t span;
+    const struct chunk *c = slot_find (t, ci, NULL, &span);
     if (c == NULL)
       break;
     if (c == ALL_ZERO) {
-      b = (ci + 1) * CHUNK_BLOCKS;
+      b = ci * CHUNK_BLOCKS + chunk_blocks (t, ci, span);
       continue;
     }
     const uint64_t unknown = ~c->known & chunk_mask (t, ci) &
@@ -650,8 +851,7 @@ blk_table_stats (struct blk_table *t, struct blk_table_stats *st)
   st->known = t->nknown;
   st->data = t->ndata;
   st->folded = t->folded;
-  st->memory = sizeof *t + t->nchunks * sizeof *t->chunks +
-    (t->slot_wgen ? t->nchunks * sizeof *t->slot_wgen : 0) +
+  st->memory = sizeof *t + t->nnodes * sizeof (struct node) +
     t->nallocated * sizeof (struct chunk) +
     t->ndigest_arrays * CHUNK_BLOCKS * t->len +
     (t->fold_buf ? 2 * FOLD_BUF_BYTES : 0);

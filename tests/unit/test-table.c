@@ -259,6 +259,112 @@ main (void)
     blk_params_free (&p64);
   }
 
+
+  /* Any size nbdkit can serve: 2^63-1 bytes at 4K blocks, used at
+   * scattered places, against a plain model of what each block holds.
+   */
+  {
+    const uint64_t huge = INT64_MAX;
+    struct blk_params p4;
+    enum { NPOS = 64, ROUNDS = 4000 };
+    uint64_t pos[NPOS];
+    int model[NPOS];              /* -1 unknown, 0 zero, v>0 version */
+    unsigned seed = 12345, bad = 0;
+    uint8_t dd[L], got[L];
+    bool nd;
+    EVP_MD_CTX *ctx = EVP_MD_CTX_new ();
+
+    blk_params_init (&p4, "sha256", 4096);
+    t = blk_table_new (&p4, huge);
+    ok (t != NULL && blk_table_blocks (t) == huge / 4096 + 1,
+        "a 2^63-1 byte table opens");
+    /* Neighbours, chunk and node boundaries, and the very end. */
+    for (int i = 0; i < NPOS; i++) {
+      seed = seed * 1103515245 + 12345;
+      const uint64_t base = i < 8 ? (uint64_t) i * 64 * 512 - (i > 0)
+        : i < 16 ? blk_table_blocks (t) - 1 - (i - 8)
+        : ((uint64_t) seed << 24) % blk_table_blocks (t);
+      pos[i] = base;
+      model[i] = -1;
+    }
+    for (int r = 0; r < ROUNDS; r++) {
+      seed = seed * 1103515245 + 12345;
+      const int i = (seed >> 8) % NPOS, op = (seed >> 20) % 4;
+      const uint64_t b = pos[i];
+      blk_table_lookup (t, b, 1, NULL, &nd, &snap);
+      if (op == 0) {                    /* a data digest */
+        fake (b, r % 200 + 1, dd);
+        blk_table_store (t, b, 1, dd, NULL, NULL, snap);
+        for (int j = 0; j < NPOS; j++)
+          if (pos[j] == b)
+            model[j] = r % 200 + 1;
+      }
+      else if (op == 1) {               /* a run of zeros */
+        const uint64_t n = blk_table_blocks (t) - b < 300
+          ? blk_table_blocks (t) - b : 300;
+        blk_table_store_zero (t, b, n, snap);
+        for (int j = 0; j < NPOS; j++)
+          if (pos[j] >= b && pos[j] < b + n)
+            model[j] = 0;
+      }
+      else if (op == 2) {               /* a write forgets */
+        const uint64_t n = blk_table_blocks (t) - b < 100
+          ? blk_table_blocks (t) - b : 100;
+        blk_table_write_begin (t, &w, b, n);
+        blk_table_write_end (t, &w, NULL);
+        for (int j = 0; j < NPOS; j++)
+          if (pos[j] >= b && pos[j] < b + n)
+            model[j] = -1;
+      }
+      /* op 3: only check. */
+      for (int j = 0; j < NPOS; j++) {
+        const bool known = blk_table_lookup (t, pos[j], 1, got, &nd,
+                                             &snap) == 0;
+        if (model[j] == -1)
+          bad += known;
+        else if (!known)
+          bad++;
+        else {
+          if (model[j] == 0)
+            blk_zero_block_digest (&p4, ctx, blk_block_len (huge, 4096,
+                                                            pos[j]), dd);
+          else
+            fake (pos[j], model[j], dd);
+          bad += memcmp (got, dd, L) != 0;
+        }
+      }
+    }
+    ok (bad == 0, "4000 random stores, zero runs and writes agree with "
+        "the model (%u mismatches)", bad);
+    blk_table_stats (t, &st);
+    ok (st.memory < 16 << 20, "scattered use of 2^63-1 bytes costs %llu "
+        "bytes (< 16 MiB)", (unsigned long long) st.memory);
+    ok (blk_table_next_unknown (t, 0) == 0 || model[0] != -1,
+        "next unknown finds the first block");
+    blk_table_free (t);
+
+    /* 1 PiB known zero (16M blocks: three levels of nodes): the tree
+     * collapses to nothing.
+     */
+    blk_params_free (&p4);
+    blk_params_init (&p4, "sha256", 16 << 20);
+    t = blk_table_new (&p4, UINT64_C (1) << 50);
+    for (uint64_t b = 0; b < blk_table_blocks (t); b += 1000) {
+      const uint64_t n = blk_table_blocks (t) - b < 1000
+        ? blk_table_blocks (t) - b : 1000;
+      blk_table_lookup (t, b, 1, NULL, &nd, &snap);
+      blk_table_store_zero (t, b, n, snap);
+    }
+    blk_table_stats (t, &st);
+    ok (st.known == blk_table_blocks (t) && st.memory < 4096,
+        "1 PiB of zeros known in %llu bytes", (unsigned long long) st.memory);
+    ok (blk_table_next_unknown (t, 0) == blk_table_blocks (t),
+        "no unknown block in 1 PiB of zeros");
+    blk_table_free (t);
+    blk_params_free (&p4);
+    EVP_MD_CTX_free (ctx);
+  }
+
   blk_params_free (&p);
   free (all);
   free (out);
