@@ -6,7 +6,33 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <openssl/objects.h>
+
 #include "digest.h"
+
+/* Keep name, lower-case, as the canonical one if it can appear in a
+ * view name (no '/', not an OID) and is shorter than best (ties: the
+ * first in alphabetical order).
+ */
+static void
+pick_canonical (const char *name, void *opaque)
+{
+  char *best = opaque, lower[BLK_DIGEST_NAME_MAX];
+  size_t n = strlen (name), i;
+
+  if (n == 0 || n >= BLK_DIGEST_NAME_MAX ||
+      isdigit ((unsigned char) name[0]))
+    return;
+  for (i = 0; i < n; i++) {
+    if (!isalnum ((unsigned char) name[i]) && strchr ("-_.", name[i]) == NULL)
+      return;
+    lower[i] = tolower ((unsigned char) name[i]);
+  }
+  lower[n] = '\0';
+  if (best[0] == '\0' || n < strlen (best) ||
+      (n == strlen (best) && strcmp (lower, best) < 0))
+    memcpy (best, lower, n + 1);
+}
 
 const char *
 blk_digest_init (struct blk_digest *d, const char *name)
@@ -29,6 +55,20 @@ blk_digest_init (struct blk_digest *d, const char *name)
   d->md = EVP_MD_fetch (NULL, d->name, NULL);
   if (d->md == NULL)
     return "unknown digest (see 'openssl list -digest-algorithms')";
+  /* sha256, SHA-256 and sha2-256 are one digest: one name for all,
+   * the object's short name where it has one (what every OpenSSL
+   * version and the reference tool know).
+   */
+  {
+    char best[BLK_DIGEST_NAME_MAX] = "";
+    const int nid = EVP_MD_get_type (d->md);
+    if (nid != NID_undef && OBJ_nid2sn (nid))
+      pick_canonical (OBJ_nid2sn (nid), best);
+    if (best[0] == '\0')
+      EVP_MD_names_do_all (d->md, pick_canonical, best);
+    if (best[0])
+      memcpy (d->name, best, sizeof best);
+  }
   /* Extendable-output functions have no fixed length to store. */
   if (EVP_MD_get_flags (d->md) & EVP_MD_FLAG_XOF) {
     blk_digest_free (d);

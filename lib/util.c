@@ -89,7 +89,7 @@ blk_fput_sum_line (FILE *fp, const char *hex, const char *name)
 }
 
 /* The marker must be followed by the end of the name or by ':'; the
- * last such occurrence wins, so a base name may itself contain it.
+ * last such occurrence is the one.
  */
 static const char *
 find_marker (const char *name)
@@ -117,6 +117,13 @@ blk_view_name_parse (const char *name, struct blk_view_name *v,
   v->base = strndup (name, m - name);
   if (v->base == NULL)
     goto enomem;
+  /* "a@blkhash@blkhash" would be the view of a view: refused, so that
+   * no name can mean the data of another view's base.
+   */
+  if (find_marker (v->base)) {
+    *msg = "more than one " BLK_VIEW_MARKER " marker (a view has no view)";
+    goto bad;
+  }
   opts = m + strlen (BLK_VIEW_MARKER);
   if (*opts == ':') {
     opts++;
@@ -130,6 +137,11 @@ blk_view_name_parse (const char *name, struct blk_view_name *v,
     if (slash) {
       if ((*msg = blk_parse_size (slash + 1, &v->block_size)) != NULL)
         goto bad;
+      /* 0 means "the default" inside, never on the wire. */
+      if (v->block_size == 0) {
+        *msg = "block size 0";
+        goto bad;
+      }
     }
     else if (dlen == 0) {
       *msg = "empty view options after ':'";

@@ -17,23 +17,41 @@ struct params_entry {
 static pthread_mutex_t params_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct params_entry *params_list;
 
-const struct blk_params *
-blkhash_params_get (const char *digest, uint64_t block_size)
+/* Digest names are canonical (lib/digest.c); this also finds a
+ * spelling seen before.  Called with params_lock held.
+ */
+static struct params_entry *
+find_params (const char *digest, uint64_t block_size)
 {
   struct params_entry *e;
-  const char *msg;
 
-  pthread_mutex_lock (&params_lock);
   for (e = params_list; e; e = e->next)
     if (e->p.block_size == block_size &&
         strcasecmp (e->p.digest.name, digest) == 0)
-      break;
+      return e;
+  return NULL;
+}
+
+const struct blk_params *
+blkhash_params_get (const char *digest, uint64_t block_size)
+{
+  struct params_entry *e, *alias;
+  const char *msg;
+
+  pthread_mutex_lock (&params_lock);
+  e = find_params (digest, block_size);
   if (e == NULL && (e = calloc (1, sizeof *e)) != NULL) {
     if ((msg = blk_params_init (&e->p, digest, block_size)) != NULL) {
       nbdkit_error ("blkhash: digest '%s' with block size %" PRIu64 ": %s",
                     digest, block_size, msg);
       free (e);
       e = NULL;
+    }
+    else if ((alias = find_params (e->p.digest.name, block_size)) != NULL) {
+      /* An alias of a digest in use: share its tables. */
+      blk_params_free (&e->p);
+      free (e);
+      e = alias;
     }
     else {
       e->next = params_list;

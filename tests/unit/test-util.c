@@ -78,8 +78,14 @@ main (void)
       "digest and block size");
   ok (view_is ("disk@blkhash:/128K", "disk", NULL, 131072),
       "block size only");
-  ok (view_is ("a@blkhash@blkhash", "a@blkhash", NULL, 0),
-      "the last marker wins");
+  ok (view_result ("a@blkhash@blkhash") == -1 &&
+      view_result ("@blkhash@blkhash") == -1 &&
+      view_result ("x@blkhash:sha1@blkhash") == -1,
+      "more than one marker is refused (a view has no view)");
+  ok (view_is ("a@blkhashes@blkhash", "a@blkhashes", NULL, 0),
+      "a base name may hold the marker's letters");
+  ok (view_result ("disk@blkhash:sha256/0") == -1 &&
+      view_result ("disk@blkhash:/0") == -1, "block size 0 is refused");
   ok (view_is ("me@host@blkhash:md5", "me@host", "md5", 0),
       "base names may contain @");
   ok (view_result ("disk") == 0, "plain name is not a view");
