@@ -48,6 +48,8 @@ struct blk_table {
   uint64_t tree_wgen;
   uint64_t clock;                       /* write clock, starts at 1 */
   struct blk_write *writes;             /* writes in flight */
+  bool merge_held;                      /* no stamps merged: a write is
+                                           ending (see write_end) */
   uint64_t nknown, ndata, nallocated, ndigest_arrays, nnodes;
   uint64_t folded;                      /* blocks claimed by the fold */
   bool fold_dirty;                      /* a folded block changed */
@@ -241,6 +243,8 @@ free_subtree (struct blk_table *t, void *s, unsigned l)
 static bool
 stamps_needed (const struct blk_table *t, uint64_t gen)
 {
+  if (t->merge_held)
+    return true;
   for (const struct blk_write *w = t->writes; w; w = w->next)
     if (w->start < gen)
       return true;
@@ -318,6 +322,33 @@ slot_set (struct blk_table *t, uint64_t ci, void *value, uint64_t gen)
     value = *path_sp[l];
   }
   return 0;
+}
+
+/* Collapse the nodes above chunk ci that have become uniform. */
+static void
+collapse_up (struct blk_table *t, uint64_t ci)
+{
+  void **path_sp[16];
+  uint64_t *path_gp[16];
+  void **sp = &t->tree;
+  uint64_t *gp = &t->tree_wgen;
+  unsigned l;
+
+  for (l = t->depth; l > 0 && !IS_MARKER (*sp); l--) {
+    struct node *n = *sp;
+    const unsigned i = slot_index (ci, l);
+    path_sp[l] = sp;
+    path_gp[l] = gp;
+    sp = &n->slot[i];
+    gp = &n->wgen[i];
+  }
+  if (!IS_MARKER (*sp))
+    return;                     /* a chunk: compact decides */
+  for (l++; l <= t->depth; l++) {
+    const uint64_t first = ci & ~(slot_span (l) * NODE_SLOTS - 1);
+    if (!collapse (t, path_sp[l], path_gp[l], l, first))
+      break;
+  }
 }
 
 /* Blocks in chunks [first, first+count). */
@@ -545,6 +576,27 @@ forget (struct blk_table *t, uint64_t first, uint64_t count, uint64_t gen,
   t->root_valid = false;
 }
 
+/* Give back what the blocks [first, first+count) no longer need. */
+static void
+tidy (struct blk_table *t, uint64_t first, uint64_t count)
+{
+  const uint64_t end = first + count < t->nblocks ? first + count
+    : t->nblocks;
+  uint64_t ci, span;
+
+  if (first >= end)
+    return;
+  for (ci = first / CHUNK_BLOCKS; ci * CHUNK_BLOCKS < end; ci += span) {
+    void *s = slot_find (t, ci, NULL, &span);
+    if (!IS_MARKER (s))
+      compact (t, ci);
+    /* Once per leaf node, and at the end of the range. */
+    if (IS_MARKER (s) &&
+        ((ci + span) % NODE_SLOTS == 0 || (ci + span) * CHUNK_BLOCKS >= end))
+      collapse_up (t, ci);
+  }
+}
+
 /* --- Public API. --- */
 
 uint64_t
@@ -670,11 +722,14 @@ blk_table_write_end (struct blk_table *t, struct blk_write *w,
    */
   t->clock += 2;
   gen = t->clock - 1;
-  forget (t, w->first, w->count, gen, w);
 
   /* In the same critical section, so nothing can coarsen the stamps
-   * between forgetting the blocks and storing what was written.
+   * between forgetting the blocks and storing what was written; and no
+   * merging of stamps until then either, or a neighbour's stamp would
+   * make our own blocks look contested.
    */
+  t->merge_held = true;
+  forget (t, w->first, w->count, gen, w);
   if (done && done->count) {
     if (done->digests)
       store_locked (t, done->first, done->count, done->digests, done->zero,
@@ -682,6 +737,8 @@ blk_table_write_end (struct blk_table *t, struct blk_write *w,
     else
       store_zero_locked (t, done->first, done->count, gen);
   }
+  t->merge_held = false;
+  tidy (t, w->first, w->count);
   pthread_mutex_unlock (&t->lock);
 }
 
@@ -776,8 +833,10 @@ blk_table_fold (struct blk_table *t, bool wait, uint64_t budget)
         break;
       }
       done += k * t->len;
-      if (budget && done >= budget)
+      if (budget && done >= budget) {
+        ret = BLK_FOLD_MORE;
         break;
+      }
       continue;
     }
     if (complete) {
@@ -794,6 +853,12 @@ blk_table_fold (struct blk_table *t, bool wait, uint64_t budget)
       pthread_mutex_unlock (&t->lock);
     }
     break;
+  }
+  if (ret == 0) {
+    pthread_mutex_lock (&t->lock);
+    if (t->root_valid)
+      ret = BLK_FOLD_DONE;
+    pthread_mutex_unlock (&t->lock);
   }
   pthread_mutex_unlock (&t->fold_lock);
   return ret;

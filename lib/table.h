@@ -2,9 +2,10 @@
  *
  * Digests of the blocks of one image (for one digest and block size),
  * shared by every thread hashing it.  Memory follows the data: blocks
- * are grouped in chunks of 64; a chunk is allocated only when it holds
- * something other than "nothing known" or "all zero", and digest
- * storage only when it holds a data block.
+ * are grouped in chunks of 64, chunks in a sparse tree whose slots at
+ * any level may say "nothing known" or "all zero" for everything below
+ * them; a chunk is allocated only when it holds something else, and
+ * digest storage only when it holds a data block.
  *
  * Never storing a stale digest: a hasher takes a snapshot (the write
  * clock) when it looks up the blocks it will compute, and the store is
@@ -61,8 +62,9 @@ extern uint64_t blk_table_size (const struct blk_table *t);
 extern uint64_t blk_table_blocks (const struct blk_table *t);
 
 /* Copy the known digests of blocks [first, first+count) to out (count
- * digests; NULL to only find what is missing).  need[i] is set for each unknown block.  Returns the number
- * of unknown blocks; *snapshot is what blk_table_store needs.
+ * digests; NULL to only find what is missing) and set need[i] for each
+ * unknown block.  Returns the number of unknown blocks; *snapshot is
+ * what blk_table_store needs.
  */
 extern uint64_t blk_table_lookup (struct blk_table *t, uint64_t first,
                                   uint64_t count, uint8_t *out, bool *need,
@@ -95,8 +97,12 @@ extern void blk_table_write_end (struct blk_table *t, struct blk_write *w,
 
 /* Fold the known prefix into the root.  With wait false, returns at
  * once if another thread is folding.  budget bounds the digest bytes
- * folded by this call (0: no bound).  Returns 0 or -1 (OpenSSL).
+ * folded by this call (0: no bound).  Returns BLK_FOLD_DONE when the
+ * root is valid, BLK_FOLD_MORE when the budget stopped it,
+ * BLK_FOLD_BLOCKED when an unknown block (or another thread) did, or
+ * -1 (OpenSSL).
  */
+enum { BLK_FOLD_BLOCKED = 0, BLK_FOLD_DONE = 1, BLK_FOLD_MORE = 2 };
 extern int blk_table_fold (struct blk_table *t, bool wait, uint64_t budget);
 
 /* 1 with the root in out if every block is folded, 0 if not, -1 on
