@@ -10,13 +10,13 @@
 
 #include <errno.h>
 #include <inttypes.h>
-#include <libgen.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "blkhash.h"
+#include "filter.h"
 #include "util.h"
 
 /* nbdkit -D blkhash.stats=1 */
@@ -25,7 +25,7 @@ NBDKIT_DLL_PUBLIC int blkhash_debug_stats;
 struct blkhash_stats blkhash_stats;
 const struct blk_params *blkhash_default_params;
 const char *blkhash_file;
-bool blkhash_cache = true;
+bool blkhash_passive = true;
 
 static const char *digest_name = BLK_DEFAULT_DIGEST;
 static uint64_t block_size = BLK_DEFAULT_BLOCK_SIZE;
@@ -34,9 +34,11 @@ struct handle {
   char *name;                           /* export name (view: its base) */
   const struct blk_params *params;      /* view: its digest and block size */
   struct blkhash_export *e;             /* from prepare to finalize */
-  struct blk_table *passive;            /* data: table fed by traffic */
+  struct blkhash_table *table;          /* data: fed by traffic, or NULL;
+                                           view: from its first request */
   bool is_view;                         /* NAME@blkhash... */
   struct blkhash_view *view;            /* view: from prepare */
+  pthread_mutex_t lock;                 /* view: getting the table */
 };
 
 static void
@@ -50,6 +52,7 @@ static void
 blkhash_unload (void)
 {
   blkhash_exports_free_all ();
+  blkhash_results_free_all ();
   blkhash_params_free_all ();
   blkhash_hasher_fini ();
 }
@@ -64,8 +67,10 @@ blkhash_config (nbdkit_next_config *next, nbdkit_backend *nxdata,
   }
   else if (strcmp (key, "blkhash-block-size") == 0) {
     int64_t r = nbdkit_parse_size (value);
-    if (r == -1)
+    if (r == -1) {
+      nbdkit_error ("blkhash-block-size=%s: not a size", value);
       return -1;
+    }
     block_size = r;
     return 0;
   }
@@ -75,9 +80,11 @@ blkhash_config (nbdkit_next_config *next, nbdkit_backend *nxdata,
   }
   else if (strcmp (key, "blkhash-cache") == 0) {
     int r = nbdkit_parse_bool (value);
-    if (r == -1)
+    if (r == -1) {
+      nbdkit_error ("blkhash-cache=%s: expected true or false", value);
       return -1;
-    blkhash_cache = r;
+    }
+    blkhash_passive = r;
     return 0;
   }
   return next (nxdata, key, value);
@@ -91,21 +98,8 @@ blkhash_config_complete (nbdkit_next_config_complete *next,
   if (blkhash_default_params == NULL)
     return -1;
 
-  if (blkhash_file) {
-    char *copy = strdup (blkhash_file);
-    if (copy == NULL) {
-      nbdkit_error ("strdup: %m");
-      return -1;
-    }
-    /* Fail now, not when the first client leaves. */
-    const char *dir = dirname (copy);
-    int r = access (dir, W_OK);
-    if (r == -1)
-      nbdkit_error ("blkhash-file: cannot write in directory %s: %m", dir);
-    free (copy);
-    if (r == -1)
-      return -1;
-  }
+  if (blkhash_file && blkhash_results_check_path (blkhash_file) == -1)
+    return -1;
   return next (nxdata);
 }
 
@@ -115,10 +109,50 @@ blkhash_config_complete (nbdkit_next_config_complete *next,
   "blkhash-file=PATH          Write 'HEX  NAME' checksums when clients leave.\n" \
   "blkhash-cache=BOOL         Hash data passing through (default true)."
 
+/* Digest bytes the fold may still take at exit (2 TiB of 64K blocks):
+ * beyond that, exiting promptly matters more.
+ */
+#define EXIT_FOLD_BYTES (UINT64_C (1) << 30)
+
+/* At exit, an export written since its checksum was recorded (its
+ * last client still connected, or its completion stopped): the line
+ * stays only if the table knows every block, else it goes.  No plugin
+ * I/O here: nbdkit is exiting.
+ */
+static void
+blkhash_exit_result (struct blkhash_export *e)
+{
+  struct blkhash_table *bt;
+  struct blk_table_stats st;
+  uint8_t root[EVP_MAX_MD_SIZE];
+  int r = 0;
+
+  if (!blkhash_export_changed (e))
+    return;
+  bt = blkhash_table_find (e, blkhash_default_params);
+  if (bt) {
+    blk_table_stats (bt->t, &st);
+    if (st.known == st.blocks &&
+        (st.blocks - st.folded) * bt->p->digest.len <= EXIT_FOLD_BYTES)
+      r = blk_table_root (bt->t, root);
+    blkhash_table_put (e, bt);
+  }
+  if (r == 1)
+    blkhash_result_set (blkhash_export_name (e), root);
+  else {
+    nbdkit_error ("blkhash: export '%s' changed and its checksum is not "
+                  "complete at exit: no line for it in %s",
+                  blkhash_export_name (e), blkhash_file);
+    blkhash_result_drop (blkhash_export_name (e));
+  }
+}
+
 static void
 blkhash_cleanup (nbdkit_backend *backend)
 {
-  /* At exit, write again what the last disconnects computed. */
+  if (blkhash_file == NULL)
+    return;
+  blkhash_exports_foreach (blkhash_exit_result);
   blkhash_results_write ();
 }
 
@@ -179,6 +213,7 @@ blkhash_open (nbdkit_next_open *next, nbdkit_context *context,
     nbdkit_error ("calloc: %m");
     return NULL;
   }
+  pthread_mutex_init (&h->lock, NULL);
 
   r = blk_view_name_parse (exportname, &vn, &msg);
   if (r == -1) {
@@ -210,6 +245,7 @@ blkhash_open (nbdkit_next_open *next, nbdkit_context *context,
   return h;
 
  err:
+  pthread_mutex_destroy (&h->lock);
   free (h->name);
   free (h);
   return NULL;
@@ -221,6 +257,7 @@ blkhash_close (void *handle)
   struct handle *h = handle;
 
   blkhash_view_free (h->view);
+  pthread_mutex_destroy (&h->lock);
   free (h->name);
   free (h);
 }
@@ -236,7 +273,7 @@ blkhash_prepare (nbdkit_next *next, void *handle, int readonly)
 {
   struct handle *h = handle;
   int64_t size = next->get_size (next);
-  struct blk_table *t;
+  int err = 0;
 
   if (size == -1)
     return -1;
@@ -245,42 +282,75 @@ blkhash_prepare (nbdkit_next *next, void *handle, int readonly)
     return -1;
 
   if (is_view (h)) {
-    t = blkhash_export_table (h->e, h->params);
-    if (t == NULL || (h->view = blkhash_view_new (t)) == NULL)
-      goto err;
+    /* Its table comes with the first request that needs it, so that
+     * running out of memory is that request's ENOMEM.
+     */
+    h->view = blkhash_view_new (size, h->params);
+    if (h->view == NULL) {
+      blkhash_export_put (h->e);
+      h->e = NULL;
+      return -1;
+    }
   }
-  else if (blkhash_cache) {
-    h->passive = blkhash_export_table (h->e, blkhash_default_params);
-    if (h->passive == NULL)
-      goto err;
+  else if (blkhash_passive) {
+    /* Passive hashing only saves work later: without a table the data
+     * export is served all the same.
+     */
+    h->table = blkhash_table_get (h->e, blkhash_default_params, &err);
+    if (h->table == NULL)
+      nbdkit_debug ("blkhash: export '%s': serving without passive "
+                    "hashing", h->name);
   }
   return 0;
+}
 
- err:
-  blkhash_export_put (h->e);
-  h->e = NULL;
-  return -1;
+/* The view's table, taken at its first request. */
+static struct blk_table *
+view_table (struct handle *h, int *err)
+{
+  struct blkhash_table *bt;
+
+  pthread_mutex_lock (&h->lock);
+  if (h->table == NULL)
+    h->table = blkhash_table_get (h->e, h->params, err);
+  bt = h->table;
+  pthread_mutex_unlock (&h->lock);
+  return bt ? bt->t : NULL;
 }
 
 /* The last client of an export has gone: complete its checksum (holes
- * from extents, data not yet seen read now) for blkhash-file.
+ * from extents, data not yet seen read now) for blkhash-file.  A
+ * checksum that cannot be completed takes its line out of the file:
+ * never a stale one.
  */
 static void
 blkhash_write_result (nbdkit_next *next, struct blkhash_export *e)
 {
+  const char *name = blkhash_export_name (e);
   uint8_t root[EVP_MAX_MD_SIZE];
-  struct blk_table *t = blkhash_export_table (e, blkhash_default_params);
-  int err = 0;
+  struct blkhash_table *bt;
+  int err = 0, r = -1;
 
-  if (t == NULL)
-    return;
-  if (blkhash_compute_root (next, t, root, &err) == -1) {
-    nbdkit_error ("blkhash: export '%s': cannot compute the checksum for "
-                  "blkhash-file: %s", blkhash_export_name (e),
-                  strerror (err));
-    return;
+  /* Writes from here on make this result stale. */
+  blkhash_export_clear_changed (e);
+  bt = blkhash_table_get (e, blkhash_default_params, &err);
+  if (bt) {
+    r = blkhash_compute_root_detached (next, bt->t, root, &err);
+    blkhash_table_put (e, bt);
   }
-  blkhash_export_set_result (e, root);
+  if (r == 0 && blkhash_export_changed (e)) {
+    nbdkit_debug ("blkhash: export '%s' was written while its checksum "
+                  "was computed: its next disconnect records it", name);
+    blkhash_result_drop (name);
+  }
+  else if (r == 0)
+    blkhash_result_set (name, root);
+  else {
+    nbdkit_error ("blkhash: export '%s': cannot compute its checksum (%s): "
+                  "no line for it in %s", name, strerror (err),
+                  blkhash_file);
+    blkhash_result_drop (name);
+  }
   blkhash_results_write ();
 }
 
@@ -297,11 +367,13 @@ blkhash_finalize (nbdkit_next *next, void *handle)
                   blkhash_stats.read_bytes, blkhash_stats.hole_blocks);
   if (h->e == NULL)
     return 0;
+  blkhash_table_put (h->e, h->table);
+  h->table = NULL;
   if (blkhash_export_put (h->e) == 0 && blkhash_file)
     blkhash_write_result (next, h->e);
-  blkhash_export_trim (h->e);
+  if (!blkhash_passive)
+    blkhash_export_release_tables (h->e);
   h->e = NULL;
-  h->passive = NULL;
   return 0;
 }
 
@@ -371,10 +443,15 @@ blkhash_pread (nbdkit_next *next, void *handle, void *buf, uint32_t count,
 {
   struct handle *h = handle;
 
-  if (is_view (h))
-    return blkhash_view_pread (next, h->view, buf, count, offset, err);
-  if (h->passive)
-    return blkhash_passive_pread (next, h->passive, buf, count, offset,
+  if (is_view (h)) {
+    struct blk_table *t = NULL;
+    if (offset + count > BLK_VIEW_HEADER_SIZE &&
+        (t = view_table (h, err)) == NULL)
+      return -1;
+    return blkhash_view_pread (next, h->view, t, buf, count, offset, err);
+  }
+  if (h->table)
+    return blkhash_passive_pread (next, h->table->t, buf, count, offset,
                                   flags, err);
   return next->pread (next, buf, count, offset, flags, err);
 }
@@ -396,8 +473,8 @@ blkhash_pwrite (nbdkit_next *next, void *handle, const void *buf,
 
   if (is_view (h))
     return view_is_read_only (err);
-  return blkhash_passive_pwrite (next, h->e, h->passive, buf, count, offset,
-                                 flags, err);
+  return blkhash_passive_pwrite (next, h->e, h->table ? h->table->t : NULL,
+                                 buf, count, offset, flags, err);
 }
 
 static int
@@ -408,8 +485,8 @@ blkhash_zero (nbdkit_next *next, void *handle, uint32_t count,
 
   if (is_view (h))
     return view_is_read_only (err);
-  return blkhash_passive_zero (next, h->e, h->passive, count, offset, flags,
-                               err);
+  return blkhash_passive_zero (next, h->e, h->table ? h->table->t : NULL,
+                               count, offset, flags, err);
 }
 
 static int
@@ -429,8 +506,13 @@ blkhash_cache_request (nbdkit_next *next, void *handle, uint32_t count,
 {
   struct handle *h = handle;
 
-  if (is_view (h))
-    return blkhash_view_cache (next, h->view, count, offset, err);
+  if (is_view (h)) {
+    struct blk_table *t = NULL;
+    if (offset + count > BLK_VIEW_HEADER_SIZE &&
+        (t = view_table (h, err)) == NULL)
+      return -1;
+    return blkhash_view_cache (next, h->view, t, count, offset, err);
+  }
   return next->cache (next, count, offset, flags, err);
 }
 

@@ -1,57 +1,52 @@
-/* nbdkit-blkhash filter: shared state per export, and blkhash-file. */
+/* nbdkit-blkhash filter: shared state per export, and who owns its
+ * block tables.
+ *
+ * An export (name and size) has one table per digest and block size in
+ * use.  A table is attached to its export while writes must bracket it
+ * and new users may find it, and it is owned by every user holding a
+ * reference (a handle, or a computation at disconnect); the last
+ * reference to a detached table frees it.  Tables are never refused:
+ * idle view tables beyond a small budget are detached, least recently
+ * used first.  The table of the default digest and block size (fed by
+ * passive hashing, used for blkhash-file) is not evicted.
+ */
 #include <config.h>
 
 #include <errno.h>
 #include <inttypes.h>
-#include <limits.h>
 #include <pthread.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
-#include <sys/stat.h>
 
-#include "blkhash.h"
-#include "util.h"
+#include "filter.h"
 
-/* More than enough for a handful of view suffixes on one export. */
-#define MAX_TABLES BLKHASH_MAX_TABLES
+/* Idle view tables kept per export, by count and by memory. */
+#define IDLE_VIEW_TABLES 4
+#define IDLE_VIEW_MEMORY (UINT64_C (256) * 1024 * 1024)
 
 struct blkhash_export {
   char *name;
   uint64_t size;
-  unsigned users;               /* handles between prepare and finalize */
+  unsigned users;               /* handles between prepare and finalize,
+                                   under exports_lock */
+  atomic_bool changed;          /* a write began since the last
+                                   blkhash_export_clear_changed */
 
-  /* Data writes hold the gate shared from begin to end; adding a table
-   * holds it exclusive, so no table misses a write in flight.
+  /* Data writes hold the gate shared from begin to end; attaching or
+   * detaching a table holds it exclusive, so no table misses a write
+   * in flight and none is freed under one.
    */
   pthread_rwlock_t gate;
-  pthread_mutex_t lock;         /* the table list */
-  size_t ntables;
-  const struct blk_params *params[MAX_TABLES];
-  struct blk_table *tables[MAX_TABLES];
+  pthread_mutex_t lock;         /* the fields below and table refs */
+  size_t ntables, alloc;
+  struct blkhash_table **tables;
+  uint64_t clock;               /* for least recently used */
 
   struct blkhash_export *next;
 };
 
-/* Checksums for blkhash-file, by export name. */
-struct result {
-  char *name;
-  char hex[2 * EVP_MAX_MD_SIZE + 1];
-  struct result *next;
-};
-
 static pthread_mutex_t exports_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct blkhash_export *exports;
-static struct result *results;
-
-static void
-free_tables (struct blkhash_export *e)
-{
-  for (size_t i = 0; i < e->ntables; i++)
-    blk_table_free (e->tables[i]);
-  e->ntables = 0;
-}
 
 struct blkhash_export *
 blkhash_export_get (const char *name, uint64_t size)
@@ -66,13 +61,13 @@ blkhash_export_get (const char *name, uint64_t size)
   if (e == NULL) {
     e = calloc (1, sizeof *e);
     if (e == NULL || (e->name = strdup (name)) == NULL) {
-      nbdkit_error ("blkhash: %m");
+      nbdkit_error ("blkhash: export '%s': out of memory", name);
       free (e);
       pthread_mutex_unlock (&exports_lock);
       return NULL;
     }
     e->size = size;
-    /* Writer preference: a new view table must not starve behind a
+    /* Writer preference: attaching a table must not starve behind a
      * steady stream of data writes.
      */
     pthread_rwlockattr_init (&attr);
@@ -100,87 +95,258 @@ blkhash_export_put (struct blkhash_export *e)
   return users;
 }
 
-void
-blkhash_export_trim (struct blkhash_export *e)
-{
-  /* Without the cache, digests live only while someone uses them. */
-  if (blkhash_cache)
-    return;
-  pthread_mutex_lock (&exports_lock);
-  if (e->users == 0) {
-    pthread_rwlock_wrlock (&e->gate);
-    pthread_mutex_lock (&e->lock);
-    free_tables (e);
-    pthread_mutex_unlock (&e->lock);
-    pthread_rwlock_unlock (&e->gate);
-  }
-  pthread_mutex_unlock (&exports_lock);
-}
-
 const char *
 blkhash_export_name (const struct blkhash_export *e)
 {
   return e->name;
 }
 
-static struct blk_table *
+bool
+blkhash_export_changed (struct blkhash_export *e)
+{
+  return atomic_load (&e->changed);
+}
+
+void
+blkhash_export_clear_changed (struct blkhash_export *e)
+{
+  atomic_store (&e->changed, false);
+}
+
+static void
+table_free (struct blkhash_table *bt)
+{
+  if (bt) {
+    blk_table_free (bt->t);
+    free (bt);
+  }
+}
+
+/* Remove table i from the export; the caller holds the gate exclusive
+ * and e->lock.  Returns the table if nobody holds it (to free outside
+ * the locks), else NULL: its last user frees it.
+ */
+static struct blkhash_table *
+detach (struct blkhash_export *e, size_t i)
+{
+  struct blkhash_table *bt = e->tables[i];
+
+  memmove (&e->tables[i], &e->tables[i + 1],
+           (e->ntables - i - 1) * sizeof e->tables[0]);
+  e->ntables--;
+  bt->attached = false;
+  nbdkit_debug ("blkhash: export '%s': dropping the %s/%" PRIu32
+                " table%s", e->name, bt->p->digest.name, bt->p->block_size,
+                bt->refs ? " when its users leave" : "");
+  return bt->refs ? NULL : bt;
+}
+
+/* The least recently used idle view table, or -1. */
+static ssize_t
+lru_idle_view (struct blkhash_export *e, size_t *idle, uint64_t *memory)
+{
+  ssize_t lru = -1;
+
+  *idle = 0;
+  *memory = 0;
+  for (size_t i = 0; i < e->ntables; i++) {
+    const struct blkhash_table *bt = e->tables[i];
+    struct blk_table_stats st;
+    if (bt->refs || bt->p == blkhash_default_params)
+      continue;
+    blk_table_stats (bt->t, &st);
+    ++*idle;
+    *memory += st.memory;
+    if (lru == -1 || bt->last_used < e->tables[lru]->last_used)
+      lru = i;
+  }
+  return lru;
+}
+
+/* Detach idle view tables over the budget into evicted[] (at most
+ * max); the caller holds the gate exclusive and e->lock.
+ */
+static size_t
+evict (struct blkhash_export *e, struct blkhash_table **evicted, size_t max)
+{
+  size_t n = 0, idle;
+  uint64_t memory;
+  ssize_t i;
+
+  while (n < max && (i = lru_idle_view (e, &idle, &memory)) >= 0 &&
+         (idle > IDLE_VIEW_TABLES || memory > IDLE_VIEW_MEMORY))
+    evicted[n++] = detach (e, i);
+  return n;
+}
+
+static struct blkhash_table *
 find_table (struct blkhash_export *e, const struct blk_params *p)
 {
   for (size_t i = 0; i < e->ntables; i++)
-    if (e->params[i] == p)
+    if (e->tables[i]->p == p)
       return e->tables[i];
   return NULL;
 }
 
-struct blk_table *
-blkhash_export_table (struct blkhash_export *e, const struct blk_params *p)
+struct blkhash_table *
+blkhash_table_find (struct blkhash_export *e, const struct blk_params *p)
 {
-  struct blk_table *t;
+  struct blkhash_table *bt;
 
   pthread_mutex_lock (&e->lock);
-  t = find_table (e, p);
+  bt = find_table (e, p);
+  if (bt) {
+    bt->refs++;
+    bt->last_used = ++e->clock;
+  }
   pthread_mutex_unlock (&e->lock);
-  if (t)
-    return t;
+  return bt;
+}
+
+struct blkhash_table *
+blkhash_table_get (struct blkhash_export *e, const struct blk_params *p,
+                   int *err)
+{
+  struct blkhash_table *bt, *fresh, *evicted[IDLE_VIEW_TABLES + 2];
+  size_t nevicted = 0;
+
+  bt = blkhash_table_find (e, p);
+  if (bt)
+    return bt;
+
+  /* Built outside the locks; the gate is only for attaching it. */
+  fresh = calloc (1, sizeof *fresh);
+  if (fresh == NULL || (fresh->t = blk_table_new (p, e->size)) == NULL) {
+    free (fresh);
+    nbdkit_error ("blkhash: export '%s': cannot allocate a block table "
+                  "for %s/%" PRIu32 ": %m", e->name, p->digest.name,
+                  p->block_size);
+    *err = ENOMEM;
+    return NULL;
+  }
+  fresh->p = p;
 
   pthread_rwlock_wrlock (&e->gate);
   pthread_mutex_lock (&e->lock);
-  t = find_table (e, p);
-  if (t == NULL) {
-    if (e->ntables == MAX_TABLES)
-      nbdkit_error ("blkhash: export '%s': too many digest and block size "
-                    "combinations in use (at most %d)", e->name, MAX_TABLES);
-    else if ((t = blk_table_new (p, e->size)) == NULL)
-      nbdkit_error ("blkhash: cannot allocate the block table: %m");
-    else {
-      e->params[e->ntables] = p;
-      e->tables[e->ntables++] = t;
-      nbdkit_debug ("blkhash: export '%s': new table for %s, %" PRIu32
-                    " byte blocks", e->name, p->digest.name, p->block_size);
+  bt = find_table (e, p);       /* another thread was quicker */
+  if (bt == NULL && e->ntables == e->alloc) {
+    const size_t n = e->alloc ? 2 * e->alloc : 4;
+    struct blkhash_table **tables = realloc (e->tables, n * sizeof *tables);
+    if (tables == NULL) {
+      pthread_mutex_unlock (&e->lock);
+      pthread_rwlock_unlock (&e->gate);
+      table_free (fresh);
+      nbdkit_error ("blkhash: export '%s': out of memory", e->name);
+      *err = ENOMEM;
+      return NULL;
     }
+    e->tables = tables;
+    e->alloc = n;
   }
+  if (bt == NULL) {
+    bt = fresh;
+    fresh = NULL;
+    bt->attached = true;
+    e->tables[e->ntables++] = bt;
+    nbdkit_debug ("blkhash: export '%s': new table for %s, %" PRIu32
+                  " byte blocks", e->name, p->digest.name, p->block_size);
+  }
+  bt->refs++;
+  bt->last_used = ++e->clock;
+  nevicted = evict (e, evicted, sizeof evicted / sizeof evicted[0]);
   pthread_mutex_unlock (&e->lock);
   pthread_rwlock_unlock (&e->gate);
-  return t;
+
+  table_free (fresh);
+  for (size_t i = 0; i < nevicted; i++)
+    table_free (evicted[i]);
+  return bt;
 }
 
 void
+blkhash_table_put (struct blkhash_export *e, struct blkhash_table *bt)
+{
+  bool last;
+
+  if (bt == NULL)
+    return;
+  pthread_mutex_lock (&e->lock);
+  last = --bt->refs == 0 && !bt->attached;
+  pthread_mutex_unlock (&e->lock);
+  if (last)
+    table_free (bt);
+}
+
+void
+blkhash_export_release_tables (struct blkhash_export *e)
+{
+  struct blkhash_table **tables;
+  size_t n;
+
+  pthread_mutex_lock (&exports_lock);
+  const bool idle = e->users == 0;
+  pthread_mutex_unlock (&exports_lock);
+  if (!idle)
+    return;
+
+  pthread_rwlock_wrlock (&e->gate);
+  pthread_mutex_lock (&e->lock);
+  tables = e->tables;
+  n = e->ntables;
+  for (size_t i = 0; i < n; i++) {
+    tables[i]->attached = false;
+    if (tables[i]->refs)
+      tables[i] = NULL;         /* its last user frees it */
+  }
+  e->tables = NULL;
+  e->ntables = e->alloc = 0;
+  pthread_mutex_unlock (&e->lock);
+  pthread_rwlock_unlock (&e->gate);
+
+  for (size_t i = 0; i < n; i++)
+    table_free (tables[i]);
+  free (tables);
+}
+
+int
 blkhash_write_begin (struct blkhash_export *e, struct blkhash_write *w,
-                     uint64_t offset, uint64_t count)
+                     uint64_t offset, uint64_t count, int *err)
 {
   w->e = e;
+  w->tables = w->tables_inline;
+  w->writes = w->writes_inline;
+  atomic_store (&e->changed, true);
+
   pthread_rwlock_rdlock (&e->gate);
   pthread_mutex_lock (&e->lock);
   w->ntables = e->ntables;
-  memcpy (w->tables, e->tables, e->ntables * sizeof e->tables[0]);
+  if (w->ntables > BLKHASH_WRITE_INLINE) {
+    w->tables = malloc (w->ntables * sizeof w->tables[0]);
+    w->writes = malloc (w->ntables * sizeof w->writes[0]);
+    if (w->tables == NULL || w->writes == NULL) {
+      pthread_mutex_unlock (&e->lock);
+      pthread_rwlock_unlock (&e->gate);
+      if (w->tables != w->tables_inline)
+        free (w->tables);
+      if (w->writes != w->writes_inline)
+        free (w->writes);
+      nbdkit_error ("blkhash: out of memory");
+      *err = ENOMEM;
+      return -1;
+    }
+  }
+  for (size_t i = 0; i < w->ntables; i++)
+    w->tables[i] = e->tables[i]->t;
   pthread_mutex_unlock (&e->lock);
 
+  /* Still holding the gate: these tables stay attached until end. */
   for (size_t i = 0; i < w->ntables; i++) {
     const uint32_t bs = blk_table_params (w->tables[i])->block_size;
     const uint64_t first = offset / bs;
     const uint64_t end = count ? (offset + count - 1) / bs + 1 : first;
     blk_table_write_begin (w->tables[i], &w->writes[i], first, end - first);
   }
+  return 0;
 }
 
 void
@@ -191,133 +357,39 @@ blkhash_write_end (struct blkhash_write *w, const struct blk_table *t,
     blk_table_write_end (w->tables[i], &w->writes[i],
                          w->tables[i] == t ? done : NULL);
   pthread_rwlock_unlock (&w->e->gate);
+  if (w->tables != w->tables_inline)
+    free (w->tables);
+  if (w->writes != w->writes_inline)
+    free (w->writes);
 }
 
 void
-blkhash_export_set_result (struct blkhash_export *e, const uint8_t *root)
+blkhash_exports_foreach (void (*fn) (struct blkhash_export *e))
 {
-  struct result *r;
-  const size_t len = blkhash_default_params->digest.len;
+  struct blkhash_export *e;
 
+  /* Exports are only freed at unload: the list can be walked. */
   pthread_mutex_lock (&exports_lock);
-  for (r = results; r; r = r->next)
-    if (strcmp (r->name, e->name) == 0)
-      break;
-  if (r == NULL && (r = calloc (1, sizeof *r)) != NULL) {
-    if ((r->name = strdup (e->name)) == NULL) {
-      free (r);
-      r = NULL;
-    }
-    else {
-      r->next = results;
-      results = r;
-    }
-  }
-  if (r)
-    blk_hex (root, len, r->hex);
-  else
-    nbdkit_error ("blkhash: cannot record the checksum of '%s': %m", e->name);
+  e = exports;
   pthread_mutex_unlock (&exports_lock);
-}
-
-static int
-compare_results (const void *a, const void *b)
-{
-  return strcmp ((*(const struct result **) a)->name,
-                 (*(const struct result **) b)->name);
-}
-
-int
-blkhash_results_write (void)
-{
-  struct result **sorted = NULL, *r;
-  size_t n = 0, i;
-  char *tmp = NULL;
-  FILE *fp = NULL;
-  int fd = -1, ret = -1;
-  bool created = false;
-
-  if (blkhash_file == NULL)
-    return 0;
-
-  pthread_mutex_lock (&exports_lock);
-  for (r = results; r; r = r->next)
-    n++;
-  sorted = calloc (n ? n : 1, sizeof *sorted);
-  if (sorted == NULL)
-    goto out;
-  for (i = 0, r = results; r; r = r->next)
-    sorted[i++] = r;
-  qsort (sorted, n, sizeof *sorted, compare_results);
-
-  /* Write beside the target, then rename: readers never see half. */
-  if (asprintf (&tmp, "%s.XXXXXX", blkhash_file) == -1) {
-    tmp = NULL;
-    goto out;
-  }
-  fd = mkstemp (tmp);
-  if (fd == -1)
-    goto out;
-  created = true;
-  if ((fp = fdopen (fd, "w")) == NULL)
-    goto out;
-  fd = -1;
-  for (i = 0; i < n; i++)
-    /* The default export is called "-". */
-    blk_fput_sum_line (fp, sorted[i]->hex,
-                       sorted[i]->name[0] ? sorted[i]->name : "-");
-  if (fflush (fp) == EOF || fsync (fileno (fp)) == -1)
-    goto out;
-  if (fclose (fp) == EOF) {
-    fp = NULL;
-    goto out;
-  }
-  fp = NULL;
-  /* mkstemp creates 0600; a checksum file is as public as sha256sum's. */
-  {
-    mode_t mask = umask (0);
-    umask (mask);
-    chmod (tmp, 0666 & ~mask);
-  }
-  if (rename (tmp, blkhash_file) == -1)
-    goto out;
-  ret = 0;
-
- out:
-  if (ret == -1) {
-    nbdkit_error ("blkhash: cannot write blkhash-file %s: %m", blkhash_file);
-    if (created)
-      unlink (tmp);
-  }
-  if (fp)
-    fclose (fp);
-  if (fd != -1)
-    close (fd);
-  free (tmp);
-  free (sorted);
-  pthread_mutex_unlock (&exports_lock);
-  return ret;
+  for (; e; e = e->next)
+    fn (e);
 }
 
 void
 blkhash_exports_free_all (void)
 {
   struct blkhash_export *e, *enext;
-  struct result *r, *rnext;
 
   for (e = exports; e; e = enext) {
     enext = e->next;
-    free_tables (e);
+    for (size_t i = 0; i < e->ntables; i++)
+      table_free (e->tables[i]);
+    free (e->tables);
     pthread_rwlock_destroy (&e->gate);
     pthread_mutex_destroy (&e->lock);
     free (e->name);
     free (e);
   }
   exports = NULL;
-  for (r = results; r; r = rnext) {
-    rnext = r->next;
-    free (r->name);
-    free (r);
-  }
-  results = NULL;
 }

@@ -1,4 +1,6 @@
-/* nbdkit-blkhash filter: declarations shared by the filter's files. */
+/* nbdkit-blkhash filter: declarations shared by the filter's files.
+ * (lib/blkhash.h is the construction; this is the filter.)
+ */
 #ifndef NBDKIT_BLKHASH_FILTER_H
 #define NBDKIT_BLKHASH_FILTER_H
 
@@ -25,76 +27,133 @@ extern struct blkhash_stats blkhash_stats;
 /* Parameters (blkhash.c). */
 extern const struct blk_params *blkhash_default_params;
 extern const char *blkhash_file;
-extern bool blkhash_cache;
+extern bool blkhash_passive;            /* blkhash-cache=true */
 
 /* params.c: digest and block size combinations, created on demand and
- * kept until unload.  NULL with nbdkit_error called on bad values.
+ * kept until unload; aliases of a digest share one entry.  NULL with
+ * nbdkit_error called on bad values.
  */
 extern const struct blk_params *blkhash_params_get (const char *digest,
                                                     uint64_t block_size);
 extern void blkhash_params_free_all (void);
 
-/* exports.c: shared state of one export (name and size). */
+/* exports.c: shared state of one export (name and size), kept until
+ * unload, and its block tables.
+ */
 struct blkhash_export;
 
-/* A data write bracketed on every table of its export. */
-#define BLKHASH_MAX_TABLES 16
-struct blkhash_write {
-  struct blkhash_export *e;
-  size_t ntables;
-  struct blk_table *tables[BLKHASH_MAX_TABLES];
-  struct blk_write writes[BLKHASH_MAX_TABLES];
+/* A block table and who holds it (see exports.c). */
+struct blkhash_table {
+  struct blk_table *t;
+  const struct blk_params *p;
+  unsigned refs;                /* users holding it */
+  bool attached;                /* writes bracket it, users find it */
+  uint64_t last_used;
 };
 
 extern struct blkhash_export *blkhash_export_get (const char *name,
                                                   uint64_t size);
 /* Returns the number of handles still using the export. */
 extern unsigned blkhash_export_put (struct blkhash_export *e);
-/* Free the tables of an unused export when caching is off. */
-extern void blkhash_export_trim (struct blkhash_export *e);
 extern const char *blkhash_export_name (const struct blkhash_export *e);
-extern struct blk_table *blkhash_export_table (struct blkhash_export *e,
-                                               const struct blk_params *p);
-extern void blkhash_write_begin (struct blkhash_export *e,
-                                 struct blkhash_write *w,
-                                 uint64_t offset, uint64_t count);
+/* Has a write begun since the last clear? */
+extern bool blkhash_export_changed (struct blkhash_export *e);
+extern void blkhash_export_clear_changed (struct blkhash_export *e);
+/* Without passive hashing, digests live only while someone uses them:
+ * detach every table of an export nobody uses.
+ */
+extern void blkhash_export_release_tables (struct blkhash_export *e);
+extern void blkhash_exports_foreach (void (*fn) (struct blkhash_export *e));
+extern void blkhash_exports_free_all (void);
+
+/* A reference to the export's table for p, created if needed (NULL
+ * with *err set and nbdkit_error called only when out of memory).
+ * Release it with blkhash_table_put.
+ */
+extern struct blkhash_table *blkhash_table_get (struct blkhash_export *e,
+                                                const struct blk_params *p,
+                                                int *err);
+/* The same, but NULL when the export has no such table. */
+extern struct blkhash_table *blkhash_table_find (struct blkhash_export *e,
+                                                 const struct blk_params *p);
+extern void blkhash_table_put (struct blkhash_export *e,
+                               struct blkhash_table *bt);
+
+/* A data write (or zero, or trim) bracketed on every table of its
+ * export, from before the plugin call to after it.
+ */
+#define BLKHASH_WRITE_INLINE 8
+struct blkhash_write {
+  struct blkhash_export *e;
+  size_t ntables;
+  struct blk_table **tables;
+  struct blk_write *writes;
+  struct blk_table *tables_inline[BLKHASH_WRITE_INLINE];
+  struct blk_write writes_inline[BLKHASH_WRITE_INLINE];
+};
+/* 0, or -1 with *err set (out of memory). */
+extern int blkhash_write_begin (struct blkhash_export *e,
+                                struct blkhash_write *w,
+                                uint64_t offset, uint64_t count, int *err);
 /* End the write everywhere; t (may be NULL) stores what done says was
  * written (done NULL: the write failed or is not to be stored).
  */
 extern void blkhash_write_end (struct blkhash_write *w,
                                const struct blk_table *t,
                                const struct blk_written *done);
-extern void blkhash_export_set_result (struct blkhash_export *e,
-                                       const uint8_t *root);
+
+/* results.c: the lines of blkhash-file. */
+extern int blkhash_result_set (const char *name, const uint8_t *root);
+extern void blkhash_result_drop (const char *name);
+/* Rewrite the file if its lines changed.  0 or -1 (error printed). */
 extern int blkhash_results_write (void);
-extern void blkhash_exports_free_all (void);
+/* Check blkhash-file=PATH (absolute) at start-up. */
+extern int blkhash_results_check_path (const char *path);
+extern void blkhash_results_free_all (void);
 
 /* hasher.c: compute block digests through the plugin. */
 extern int blkhash_hasher_init (void);
 extern void blkhash_hasher_fini (void);
 extern EVP_MD_CTX *blkhash_thread_ctx (void);
+/* Should long work stop (nbdkit is exiting, or the client is gone)?
+ * Sets *err and says why.
+ */
+extern bool blkhash_should_stop (int *err);
 extern int blkhash_compute (nbdkit_next *next, struct blk_table *t,
                             uint64_t first, uint64_t count, uint8_t *out,
                             int *err);
+/* The root, computing whatever is missing.  Stops with ESHUTDOWN when
+ * nbdkit exits or the client is gone.
+ */
 extern int blkhash_compute_root (nbdkit_next *next, struct blk_table *t,
                                  uint8_t *root, int *err);
+/* The same on a thread of its own while the caller waits: for work
+ * after the client has gone (finalize), which only nbdkit's exit stops.
+ */
+extern int blkhash_compute_root_detached (nbdkit_next *next,
+                                          struct blk_table *t,
+                                          uint8_t *root, int *err);
 
 /* Largest share of the root fold done by one request, in digest bytes. */
 #define BLKHASH_FOLD_BUDGET (32 * 1024 * 1024)
 
-/* view.c: the read-only NAME@blkhash export. */
+/* view.c: the read-only NAME@blkhash export.  t may be NULL until the
+ * first request needs it.
+ */
 struct blkhash_view;
-extern struct blkhash_view *blkhash_view_new (struct blk_table *t);
+extern struct blkhash_view *blkhash_view_new (uint64_t size,
+                                              const struct blk_params *p);
 extern void blkhash_view_free (struct blkhash_view *v);
 extern int64_t blkhash_view_size (const struct blkhash_view *v);
 extern int blkhash_view_pread (nbdkit_next *next, struct blkhash_view *v,
-                               void *buf, uint32_t count, uint64_t offset,
-                               int *err);
-extern int blkhash_view_cache (nbdkit_next *next, struct blkhash_view *v,
+                               struct blk_table *t, void *buf,
                                uint32_t count, uint64_t offset, int *err);
+extern int blkhash_view_cache (nbdkit_next *next, struct blkhash_view *v,
+                               struct blk_table *t, uint32_t count,
+                               uint64_t offset, int *err);
 
 /* passive.c: hashing what passes through a data export.  t is the
- * table that keeps passive digests, or NULL when caching is off.
+ * table that keeps passive digests, or NULL when there is none.
  */
 extern int blkhash_passive_pread (nbdkit_next *next, struct blk_table *t,
                                   void *buf, uint32_t count, uint64_t offset,

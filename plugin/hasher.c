@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "blkhash.h"
+#include "filter.h"
 
 /* One plugin read.  Small enough to stay in the CPU cache between the
  * copy and the hash: on the reference machine 64K to 256K reads hash
@@ -100,6 +100,22 @@ blkhash_thread_ctx (void)
   struct worker *w = get_worker (0);
 
   return w ? w->ctx : NULL;
+}
+
+/* nbdkit 1.32 has no call saying "nbdkit is exiting" or "the client
+ * has gone", but nbdkit_nanosleep returns -1 at once in either case
+ * (the client only on a thread serving that connection), so a sleep
+ * of zero is a cheap probe between steps of long work.
+ */
+bool
+blkhash_should_stop (int *err)
+{
+  if (nbdkit_nanosleep (0, 0) == 0)
+    return false;
+  nbdkit_error ("blkhash: stopped computing digests: nbdkit is exiting or "
+                "the client has gone");
+  *err = ESHUTDOWN;
+  return true;
 }
 
 enum kind { KNOWN = 0, HOLE, DATA };
@@ -333,7 +349,8 @@ direct_root (nbdkit_next *next, struct blk_table *t, uint64_t step,
   }
   for (uint64_t b = 0; b < nblocks; b += step) {
     const uint64_t n = nblocks - b < step ? nblocks - b : step;
-    if (blkhash_compute (next, t, b, n, out, err) == -1)
+    if (blkhash_should_stop (err) ||
+        blkhash_compute (next, t, b, n, out, err) == -1)
       goto out;
     if (blk_root_add (&r, out, n) == -1)
       goto hash_failed;
@@ -367,12 +384,20 @@ blkhash_compute_root (nbdkit_next *next, struct blk_table *t, uint8_t *root,
     uint64_t b = blk_table_next_unknown (t, 0);
     while (b < nblocks) {
       const uint64_t n = nblocks - b < step ? nblocks - b : step;
-      if (blkhash_compute (next, t, b, n, NULL, err) == -1)
+      if (blkhash_should_stop (err) ||
+          blkhash_compute (next, t, b, n, NULL, err) == -1)
         return -1;
-      if (blk_table_fold (t, false, 0) == -1)
+      if (blk_table_fold (t, false, BLKHASH_FOLD_BUDGET) == -1)
         goto fold_failed;
       b = blk_table_next_unknown (t, b + n);
     }
+    /* What is left of the fold, in steps that can stop. */
+    while ((r = blk_table_fold (t, true, BLKHASH_FOLD_BUDGET))
+           == BLK_FOLD_MORE)
+      if (blkhash_should_stop (err))
+        return -1;
+    if (r == -1)
+      goto fold_failed;
     r = blk_table_root (t, root);
     if (r == 1)
       return 0;
@@ -387,4 +412,46 @@ blkhash_compute_root (nbdkit_next *next, struct blk_table *t, uint8_t *root,
   nbdkit_error ("blkhash: %s failed", p->digest.name);
   *err = EIO;
   return -1;
+}
+
+struct detached {
+  nbdkit_next *next;
+  struct blk_table *t;
+  uint8_t *root;
+  int err, r;
+};
+
+static void *
+detached_run (void *opaque)
+{
+  struct detached *d = opaque;
+
+  d->r = blkhash_compute_root (d->next, d->t, d->root, &d->err);
+  return NULL;
+}
+
+/* On a thread nbdkit did not create, blkhash_should_stop sees only
+ * nbdkit's exit: a connection that is closing must not stop its own
+ * completion.  The caller waits, so the plugin sees one caller at a
+ * time as before.
+ */
+int
+blkhash_compute_root_detached (nbdkit_next *next, struct blk_table *t,
+                               uint8_t *root, int *err)
+{
+  struct detached d = { .next = next, .t = t, .root = root };
+  pthread_t thread;
+  int r;
+
+  r = pthread_create (&thread, NULL, detached_run, &d);
+  if (r != 0) {
+    errno = r;
+    nbdkit_error ("blkhash: pthread_create: %m");
+    *err = r;
+    return -1;
+  }
+  pthread_join (thread, NULL);
+  if (d.r == -1)
+    *err = d.err;
+  return d.r;
 }

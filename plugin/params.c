@@ -7,7 +7,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "blkhash.h"
+#include "filter.h"
 
 struct params_entry {
   struct blk_params p;

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "blkhash.h"
+#include "filter.h"
 
 /* Blocks wholly inside [offset, offset+count): [*first, *first+*n). */
 static void
@@ -120,7 +120,8 @@ blkhash_passive_pwrite (nbdkit_next *next, struct blkhash_export *e,
   bool *zero = NULL;
   int r, ignored;
 
-  blkhash_write_begin (e, &w, offset, count);
+  if (blkhash_write_begin (e, &w, offset, count, err) == -1)
+    return -1;
   r = next->pwrite (next, buf, count, offset, flags, err);
   /* Hash while the write is still registered: ending it stores the
    * digests in the same step (see blk_table_write_end).
@@ -155,7 +156,8 @@ blkhash_passive_zero (nbdkit_next *next, struct blkhash_export *e,
   struct blk_written done = { 0 };
   int r;
 
-  blkhash_write_begin (e, &w, offset, count);
+  if (blkhash_write_begin (e, &w, offset, count, err) == -1)
+    return -1;
   r = next->zero (next, count, offset, flags, err);
   if (r == 0 && t)
     full_blocks (t, offset, count, &done.first, &done.count);
@@ -174,7 +176,8 @@ blkhash_passive_trim (nbdkit_next *next, struct blkhash_export *e,
   int r;
 
   /* Trimmed data reads back as anything: forget it. */
-  blkhash_write_begin (e, &w, offset, count);
+  if (blkhash_write_begin (e, &w, offset, count, err) == -1)
+    return -1;
   r = next->trim (next, count, offset, flags, err);
   blkhash_write_end (&w, NULL, NULL);
   return r;

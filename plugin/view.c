@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "blkhash.h"
+#include "filter.h"
 
 /* Block digests are computed in windows of this many image bytes, so
  * a big request does not allocate in proportion to its size.
@@ -18,24 +18,21 @@
 #define WINDOW_BYTES (UINT64_C (64) * 1024 * 1024)
 
 struct blkhash_view {
-  struct blk_table *t;
   struct blk_header h;
   uint8_t header[BLK_VIEW_HEADER_SIZE];
 };
 
 struct blkhash_view *
-blkhash_view_new (struct blk_table *t)
+blkhash_view_new (uint64_t size, const struct blk_params *p)
 {
-  const struct blk_params *p = blk_table_params (t);
   struct blkhash_view *v = calloc (1, sizeof *v);
 
   if (v == NULL) {
     nbdkit_error ("calloc: %m");
     return NULL;
   }
-  v->t = t;
-  blk_header_init (&v->h, blk_table_size (t), p->block_size,
-                   p->digest.name, p->digest.len);
+  blk_header_init (&v->h, size, p->block_size, p->digest.name,
+                   p->digest.len);
   blk_header_encode (&v->h, v->header);
   return v;
 }
@@ -56,9 +53,9 @@ blkhash_view_size (const struct blkhash_view *v)
  * dst is not NULL, copy the bytes [skip, skip+len) of them to dst.
  */
 static int
-view_digests (nbdkit_next *next, struct blkhash_view *v, uint64_t first,
-              uint64_t count, uint8_t *dst, uint64_t skip, uint64_t len,
-              int *err)
+view_digests (nbdkit_next *next, struct blkhash_view *v, struct blk_table *t,
+              uint64_t first, uint64_t count, uint8_t *dst, uint64_t skip,
+              uint64_t len, int *err)
 {
   const size_t L = v->h.digest_len;
   const uint64_t step = WINDOW_BYTES / v->h.block_size
@@ -73,7 +70,8 @@ view_digests (nbdkit_next *next, struct blkhash_view *v, uint64_t first,
   }
   for (uint64_t b = first; b < first + count; ) {
     const uint64_t n = first + count - b < step ? first + count - b : step;
-    if (blkhash_compute (next, v->t, b, n, buf, err) == -1)
+    if ((b > first && blkhash_should_stop (err)) ||
+        blkhash_compute (next, t, b, n, buf, err) == -1)
       goto out;
     if (dst) {
       /* Bytes of this window that the caller asked for. */
@@ -85,7 +83,7 @@ view_digests (nbdkit_next *next, struct blkhash_view *v, uint64_t first,
     }
     b += n;
   }
-  if (blk_table_fold (v->t, false, BLKHASH_FOLD_BUDGET) == -1) {
+  if (blk_table_fold (t, false, BLKHASH_FOLD_BUDGET) == -1) {
     nbdkit_error ("blkhash: %s failed", v->h.digest_name);
     *err = EIO;
     goto out;
@@ -99,19 +97,21 @@ view_digests (nbdkit_next *next, struct blkhash_view *v, uint64_t first,
 /* The digest area bytes [start, end) relative to its start. */
 static int
 view_digest_range (nbdkit_next *next, struct blkhash_view *v,
-                   uint64_t start, uint64_t end, uint8_t *dst, int *err)
+                   struct blk_table *t, uint64_t start, uint64_t end,
+                   uint8_t *dst, int *err)
 {
   const size_t L = v->h.digest_len;
   const uint64_t first = start / L;
   const uint64_t last = (end + L - 1) / L;
 
-  return view_digests (next, v, first, last - first, dst, start - first * L,
-                       end - start, err);
+  return view_digests (next, v, t, first, last - first, dst,
+                       start - first * L, end - start, err);
 }
 
 int
 blkhash_view_pread (nbdkit_next *next, struct blkhash_view *v,
-                    void *buf, uint32_t count, uint64_t offset, int *err)
+                    struct blk_table *t, void *buf, uint32_t count,
+                    uint64_t offset, int *err)
 {
   uint8_t *dst = buf;
   const uint64_t end = offset + count;
@@ -126,7 +126,7 @@ blkhash_view_pread (nbdkit_next *next, struct blkhash_view *v,
 
   if (offset < root_end && end > BLK_VIEW_ROOT_OFFSET) {
     uint8_t root[EVP_MAX_MD_SIZE];
-    if (blkhash_compute_root (next, v->t, root, err) == -1)
+    if (blkhash_compute_root (next, t, root, err) == -1)
       return -1;
     const uint64_t from = offset > BLK_VIEW_ROOT_OFFSET
       ? offset : BLK_VIEW_ROOT_OFFSET;
@@ -138,7 +138,7 @@ blkhash_view_pread (nbdkit_next *next, struct blkhash_view *v,
   if (end > BLK_VIEW_DIGESTS_OFFSET) {
     const uint64_t from = offset > BLK_VIEW_DIGESTS_OFFSET
       ? offset : BLK_VIEW_DIGESTS_OFFSET;
-    if (view_digest_range (next, v, from - BLK_VIEW_DIGESTS_OFFSET,
+    if (view_digest_range (next, v, t, from - BLK_VIEW_DIGESTS_OFFSET,
                            end - BLK_VIEW_DIGESTS_OFFSET,
                            dst + (from - offset), err) == -1)
       return -1;
@@ -148,7 +148,8 @@ blkhash_view_pread (nbdkit_next *next, struct blkhash_view *v,
 
 int
 blkhash_view_cache (nbdkit_next *next, struct blkhash_view *v,
-                    uint32_t count, uint64_t offset, int *err)
+                    struct blk_table *t, uint32_t count, uint64_t offset,
+                    int *err)
 {
   const uint64_t end = offset + count;
   const uint64_t root_end = BLK_VIEW_ROOT_OFFSET + v->h.digest_len;
@@ -156,13 +157,13 @@ blkhash_view_cache (nbdkit_next *next, struct blkhash_view *v,
   if (end > BLK_VIEW_DIGESTS_OFFSET) {
     const uint64_t from = offset > BLK_VIEW_DIGESTS_OFFSET
       ? offset : BLK_VIEW_DIGESTS_OFFSET;
-    if (view_digest_range (next, v, from - BLK_VIEW_DIGESTS_OFFSET,
+    if (view_digest_range (next, v, t, from - BLK_VIEW_DIGESTS_OFFSET,
                            end - BLK_VIEW_DIGESTS_OFFSET, NULL, err) == -1)
       return -1;
   }
   if (offset < root_end && end > BLK_VIEW_ROOT_OFFSET) {
     uint8_t root[EVP_MAX_MD_SIZE];
-    if (blkhash_compute_root (next, v->t, root, err) == -1)
+    if (blkhash_compute_root (next, t, root, err) == -1)
       return -1;
   }
   return 0;
