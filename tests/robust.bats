@@ -70,6 +70,39 @@ for i in range(trials):
     sys.stdout.flush()
     del h
 PY
+  # write_errors.py SOCKET COUNT SEED: COUNT writes, zeroes and trims,
+  # aligned or not, some failing; flush.  Prints "OK FAILED".
+  cat > "$1/write_errors.py" <<'PY'
+import nbd, random, sys
+sock, count, seed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+rnd = random.Random(seed)
+h = nbd.NBD()
+h.connect_unix(sock)
+size = h.get_size()
+ok = failed = 0
+for i in range(count):
+    if rnd.randrange(2):
+        off = rnd.randrange(size // 65536) * 65536
+        n = 65536 * rnd.randrange(1, 4)
+    else:
+        off = rnd.randrange(size)
+        n = rnd.randrange(1, 200000)
+    n = min(n, size - off)
+    op = rnd.randrange(4)
+    try:
+        if op == 0:
+            h.zero(n, off)
+        elif op == 1:
+            h.trim(n, off)
+        else:
+            h.pwrite(bytes([rnd.randrange(256)]) * n, off)
+        ok += 1
+    except nbd.Error:
+        failed += 1
+h.flush()
+h.shutdown()
+print(ok, failed)
+PY
   # busy.py SOCKET KIND NAME: keep 16 requests in flight until killed.
   # KIND write: unaligned writes, trims, zeroes; read: preads; view:
   # CACHE of the digest area and reads of the header and root.
@@ -324,6 +357,33 @@ campaign () {
 @test "robust: 5% read errors with 8 connections and 32 requests in flight" {
   NBDSUM_OPTS="-C 8 -R 32" campaign concurrent5 error-pread=EIO \
     error-pread-rate=5%
+}
+
+@test "robust: 30% failed writes, zeroes and trims never leave a stale digest" {
+  local img="$BATS_TEST_TMPDIR/rw.img" r st out w_ok=0 w_failed=0 start=$SECONDS
+  cp --sparse=always "$errors_img" "$img"
+  start_server wfail --filter=error file "$img" error=EIO \
+    error-pwrite-rate=30% error-zero-rate=30% error-trim-rate=30%
+  for ((r = 0; r < 2 * ROBUST_ROUNDS; r++)); do
+    # Fill the tables, then change the image with some writes failing.
+    run timeout 60 "$NBDSUM" "$uri"
+    [ "$(first_sum "$output")" = "$(reference sha256 65536 "$img")" ]
+    view_root @blkhash:sha1/4K >/dev/null
+    out=$(timeout 60 "$NBD_PYTHON" "$BATS_FILE_TMPDIR/write_errors.py" \
+          "$sock" 100 "$r")
+    echo "round $r: writes ok, failed: $out"
+    w_ok=$((w_ok + ${out% *}))
+    w_failed=$((w_failed + ${out#* }))
+    [ "${out#* }" -gt 0 ]
+    run timeout 60 "$NBDSUM" "$uri"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    [ "$(first_sum "$output")" = "$(reference sha256 65536 "$img")" ]
+    [ "$(view_root @blkhash:sha1/4K)" = "$(reference sha1 4096 "$img")" ]
+  done
+  stop_server
+  report "$((2 * ROBUST_ROUNDS)) rounds in $((SECONDS - start)) s:" \
+    "$w_ok writes ok, $w_failed failed; checksums right after each"
 }
 
 #----------------------------------------------------------------------
