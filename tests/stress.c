@@ -2,12 +2,13 @@
  * after the writers finish and flush, the view's root must equal the
  * checksum of the final content.  Repeated for several rounds.
  *
- *   stress DATA-URI VIEW-URI ROUNDS [DUMP-FILE]
+ *   stress [-s SEED] DATA-URI VIEW-URI ROUNDS [DUMP-FILE]
  *
  * DATA-URI is a writable export served through the blkhash filter with
  * sha256 and 64K blocks, VIEW-URI its view.  The final content of the
  * last round is written to DUMP-FILE for an independent check.  Prints
- * one line per round and the last root; exits 1 on a mismatch.
+ * one line per round and the last root; exits 1 on a mismatch.  -s
+ * SEED (default 0) varies the operations between runs.
  */
 #include <config.h>
 
@@ -18,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <libnbd.h>
 
@@ -34,6 +36,7 @@
 static const char *data_uri, *view_uri;
 static int64_t size;
 static atomic_bool writers_done;
+static unsigned base_seed;
 
 static void
 die (const char *what, struct nbd_handle *h)
@@ -208,8 +211,17 @@ main (int argc, char **argv)
   int rounds, failures = 0;
   char hex_view[65], hex_content[65];
 
+  for (int c; (c = getopt (argc, argv, "s:")) != -1; ) {
+    if (c != 's')
+      goto usage;
+    base_seed = strtoul (optarg, NULL, 10) * 1000;
+  }
+  argc -= optind - 1;
+  argv += optind - 1;
   if (argc < 4) {
-    fprintf (stderr, "usage: stress DATA-URI VIEW-URI ROUNDS [DUMP]\n");
+  usage:
+    fprintf (stderr, "usage: stress [-s SEED] DATA-URI VIEW-URI ROUNDS "
+             "[DUMP]\n");
     return EXIT_FAILURE;
   }
   data_uri = argv[1];
@@ -227,13 +239,14 @@ main (int argc, char **argv)
 
     atomic_store (&writers_done, false);
     for (int i = 0; i < WRITERS; i++)
-      pthread_create (&w[i], NULL, writer, (void *) (uintptr_t) (r * 100 + i));
+      pthread_create (&w[i], NULL, writer,
+                      (void *) (uintptr_t) (base_seed + r * 100 + i));
     for (int i = 0; i < DATA_READERS; i++)
       pthread_create (&d[i], NULL, data_reader,
-                      (void *) (uintptr_t) (r * 100 + 10 + i));
+                      (void *) (uintptr_t) (base_seed + r * 100 + 10 + i));
     for (int i = 0; i < VIEW_READERS; i++)
       pthread_create (&v[i], NULL, view_reader,
-                      (void *) (uintptr_t) (r * 100 + 20 + i));
+                      (void *) (uintptr_t) (base_seed + r * 100 + 20 + i));
     for (int i = 0; i < WRITERS; i++)
       pthread_join (w[i], NULL);
     atomic_store (&writers_done, true);

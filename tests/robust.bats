@@ -1,0 +1,653 @@
+#!/usr/bin/env bats
+# The robustness campaign: injected plugin errors, concurrent writers,
+# clients killed mid-request, hostile view headers.  Every checksum is
+# compared with tests/reference.py on the image bytes.
+#
+# ROBUST_TRIALS (default 10) scales the error injection campaign (trials
+# per mode, per configuration, per cache setting), ROBUST_ROUNDS
+# (default 3) the concurrent writer rounds and ROBUST_KILLS (default 18)
+# the client kills per cache setting.  For a long run, e.g.
+#   ROBUST_TRIALS=200 ROBUST_ROUNDS=30 ROBUST_KILLS=200 \
+#     make check TESTS=tests/robust.bats
+
+load "$top_srcdir/tests/helpers"
+
+# The python with the libnbd bindings ("import nbd").
+: "${NBD_PYTHON:=/usr/bin/python3}"
+: "${ROBUST_TRIALS:=10}"
+: "${ROBUST_ROUNDS:=3}"
+: "${ROBUST_KILLS:=18}"
+export NBD_PYTHON
+
+setup_file () {
+  # Data, holes, allocated zeros, a partial last block.
+  "$MKIMAGE" '8M;d:0+1M:a;d:1M+100000:b;z:2M+512K;d:3M+5000:c;d:5M+1500K:d;d:8318608+70000:e' \
+    "$BATS_FILE_TMPDIR/errors.img"
+  "$MKIMAGE" '64M;d:0+8M:a;d:20M+3M:b;z:40M+1M;d:60M+4M:c' \
+    "$BATS_FILE_TMPDIR/big.img"
+  write_python_helpers "$BATS_FILE_TMPDIR"
+}
+
+# Python libnbd clients, as files so that they run under timeout and
+# can be killed by their process id.
+write_python_helpers () {
+  # view_root.py SOCKET NAME: the root of a view, or "ERR message".
+  cat > "$1/view_root.py" <<'PY'
+import nbd, struct, sys
+h = nbd.NBD()
+try:
+    h.set_export_name(sys.argv[2])
+    h.connect_unix(sys.argv[1])
+    dlen = struct.unpack_from("<I", h.pread(4096, 0), 36)[0]
+    print(h.pread(dlen, 4096).hex())
+except nbd.Error as e:
+    print("ERR", e)
+PY
+  # view_trials.py SOCKET TRIALS: read the view @blkhash TRIALS times on
+  # fresh connections: even trials read the root alone, odd ones the
+  # block digests in 1 KiB pieces first.  "OK ROOT BLOCKS|-" or "ERR
+  # message" per trial.
+  cat > "$1/view_trials.py" <<'PY'
+import nbd, struct, sys
+sock, trials = sys.argv[1], int(sys.argv[2])
+for i in range(trials):
+    h = nbd.NBD()
+    try:
+        h.set_export_name("@blkhash")
+        h.connect_unix(sock)
+        size = h.get_size()
+        hdr = h.pread(4096, 0)
+        dlen = struct.unpack_from("<I", hdr, 36)[0]
+        blocks = b""
+        if i % 2:
+            for off in range(8192, size, 1024):
+                blocks += h.pread(min(1024, size - off), off)
+        root = h.pread(dlen, 4096)
+        print("OK", root.hex(), blocks.hex() or "-")
+        h.shutdown()
+    except nbd.Error as e:
+        print("ERR", str(e).replace("\n", " "))
+    sys.stdout.flush()
+    del h
+PY
+  # write_errors.py SOCKET COUNT SEED: COUNT writes, zeroes and trims,
+  # aligned or not, some failing; flush.  Prints "OK FAILED".
+  cat > "$1/write_errors.py" <<'PY'
+import nbd, random, sys
+sock, count, seed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+rnd = random.Random(seed)
+h = nbd.NBD()
+h.connect_unix(sock)
+size = h.get_size()
+ok = failed = 0
+for i in range(count):
+    if rnd.randrange(2):
+        off = rnd.randrange(size // 65536) * 65536
+        n = 65536 * rnd.randrange(1, 4)
+    else:
+        off = rnd.randrange(size)
+        n = rnd.randrange(1, 200000)
+    n = min(n, size - off)
+    op = rnd.randrange(4)
+    try:
+        if op == 0:
+            h.zero(n, off)
+        elif op == 1:
+            h.trim(n, off)
+        else:
+            h.pwrite(bytes([rnd.randrange(256)]) * n, off)
+        ok += 1
+    except nbd.Error:
+        failed += 1
+h.flush()
+h.shutdown()
+print(ok, failed)
+PY
+  # busy.py SOCKET KIND NAME: keep 16 requests in flight until killed.
+  # KIND write: unaligned writes, trims, zeroes; read: preads; view:
+  # CACHE of the digest area and reads of the header and root.
+  cat > "$1/busy.py" <<'PY'
+import nbd, random, sys
+sock, kind, name = sys.argv[1:4]
+h = nbd.NBD()
+h.set_export_name(name)
+h.connect_unix(sock)
+size = h.get_size()
+rnd = random.Random()
+while True:
+    while h.aio_in_flight() < 16:
+        off = rnd.randrange(size)
+        n = min(rnd.randrange(1, 300000), size - off)
+        if kind == "write":
+            op = rnd.randrange(4)
+            if op == 0:
+                h.aio_trim(n, off)
+            elif op == 1:
+                h.aio_zero(n, off)
+            else:
+                h.aio_pwrite(bytes([rnd.randrange(256)]) * n, off)
+        elif kind == "read":
+            h.aio_pread(nbd.Buffer(n), off)
+        else:
+            off = max(off, 8192)
+            n = min(n, size - off)
+            if rnd.randrange(2) and n > 0:
+                h.aio_cache(n, off)
+            else:
+                h.aio_pread(nbd.Buffer(4096), 0)
+                h.aio_pread(nbd.Buffer(64), 4096)
+    h.poll(-1)
+    while h.aio_peek_command_completed() > 0:
+        h.aio_command_completed(h.aio_peek_command_completed())
+PY
+}
+
+setup () {
+  errors_img="$BATS_FILE_TMPDIR/errors.img"
+  big="$BATS_FILE_TMPDIR/big.img"
+  servers=()
+  export errors_img big
+}
+
+teardown () {
+  local p
+  for p in "${servers[@]}"; do
+    { kill -9 "$p" && wait "$p"; } 2>/dev/null || true
+  done
+}
+
+# Progress and counts, shown by bats and kept in make check's log.
+report () {
+  echo "# $*" >&3
+}
+
+# start_nbdkit NAME NBDKIT-ARGS...: nbdkit -f as a background job of
+# the test.  Sets pid, sock, uri and err (nbdkit's stdout and stderr).
+start_nbdkit () {
+  local name=$1 i
+  shift
+  sock="$BATS_TEST_TMPDIR/$name.sock"
+  err="$BATS_TEST_TMPDIR/$name.err"
+  uri="nbd+unix:///?socket=$sock"
+  rm -f "$sock"
+  nbdkit -f -U "$sock" "$@" </dev/null >"$err" 2>&1 3>&- &
+  pid=$!
+  servers+=("$pid")
+  for ((i = 0; i < 200; i++)); do
+    [ -S "$sock" ] && return 0
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.05
+  done
+  echo "nbdkit did not start:"
+  cat "$err"
+  return 1
+}
+
+# start_server NAME NBDKIT-ARGS...: the same with the blkhash filter on
+# top (further --filter options go below it).
+start_server () {
+  local name=$1
+  shift
+  start_nbdkit "$name" --filter="$BLKHASH_FILTER" "$@"
+}
+
+# wait_exit PID SECONDS: wait at most SECONDS for the background job
+# PID to end; sets rc to its exit status.  Fails if it is still running.
+wait_exit () {
+  local i
+  for ((i = 0; i < $2 * 10; i++)); do
+    if ! kill -0 "$1" 2>/dev/null; then
+      rc=0
+      wait "$1" || rc=$?
+      return 0
+    fi
+    sleep 0.1
+  done
+  echo "process $1 still running after $2 s"
+  return 1
+}
+
+# No crash or sanitizer report in nbdkit's stderr FILE.
+no_crash () {
+  ! grep -E 'Assertion|assertion failed|Segmentation fault|Sanitizer|runtime error:|double free|corrupted|stack smashing|Aborted|core dumped' "$1"
+}
+
+# Stop the server: SIGTERM, it must exit 0 within 30 s with no crash.
+stop_server () {
+  kill "$pid"
+  wait_exit "$pid" 30
+  if [ "$rc" -ne 0 ] || ! no_crash "$err" >/dev/null; then
+    echo "nbdkit exit status $rc:"
+    cat "$err"
+    return 1
+  fi
+}
+
+uri_of () {
+  echo "nbd+unix:///$1?socket=$sock"
+}
+
+# The root of view NAME on $sock, or "ERR message".
+view_root () {
+  timeout 120 "$NBD_PYTHON" "$BATS_FILE_TMPDIR/view_root.py" "$sock" "$1"
+}
+
+# The first checksum nbdsum printed, from its stdout.
+first_sum () {
+  grep -Eo '^[0-9a-f]{32,128}' <<< "$1" | head -n 1 || true
+}
+
+#----------------------------------------------------------------------
+# Error injection.
+
+# Counters of a campaign.
+reset_counts () {
+  n_trials=0 n_ok=0 n_failed=0 n_wrong=0 n_printed_on_failure=0
+  n_silent=0 n_crashed=0
+}
+
+# count_nbdsum STATUS STDOUT STDERR-FILE: account for one nbdsum trial.
+count_nbdsum () {
+  local st=$1 out=$2 errf=$3 sum
+  sum=$(first_sum "$out")
+  n_trials=$((n_trials + 1))
+  if [ -n "$sum" ] && [ "$sum" != "$want" ]; then
+    n_wrong=$((n_wrong + 1))
+    echo "WRONG checksum (status $st): $out"
+  fi
+  if [ "$st" -eq 0 ]; then
+    n_ok=$((n_ok + 1))
+    [ -n "$sum" ] || { n_wrong=$((n_wrong + 1)); echo "exit 0, no checksum"; }
+  else
+    n_failed=$((n_failed + 1))
+    if [ -n "$out" ]; then
+      n_printed_on_failure=$((n_printed_on_failure + 1))
+      echo "PRINTED ON FAILURE (status $st): $out"
+    fi
+    if [ ! -s "$errf" ]; then
+      n_silent=$((n_silent + 1))
+      echo "SILENT FAILURE (status $st)"
+    fi
+    if [ "$st" -ne 1 ]; then
+      n_crashed=$((n_crashed + 1))
+      echo "nbdsum exit status $st:"
+      cat "$errf"
+    fi
+  fi
+}
+
+# campaign NAME ERROR-FILTER-ARGS...: ROBUST_TRIALS trials each of
+# nbdsum (server-side), nbdsum --client-side and view reads, on a
+# server with blkhash-cache=false and one with the cache on.  nbdsum
+# gets $NBDSUM_OPTS.
+campaign () {
+  local name=$1 cache mode i st out errf line blocks_want start
+  shift
+  want=$(reference sha256 65536 "$errors_img")
+  blocks_want=$(reference --blocks sha256 65536 "$errors_img")
+  errf="$BATS_TEST_TMPDIR/nbdsum.err"
+  reset_counts
+  start=$SECONDS
+  for cache in false true; do
+    start_server "$name-$cache" --filter=error file "$errors_img" \
+      blkhash-cache=$cache "$@"
+    for ((i = 0; i < ROBUST_TRIALS; i++)); do
+      for mode in --server-side --client-side; do
+        st=0
+        if [ $mode = --server-side ]; then
+          out=$(timeout 60 "$NBDSUM" $NBDSUM_OPTS "$uri" 2>"$errf") || st=$?
+        else
+          out=$(timeout 60 "$NBDSUM" $NBDSUM_OPTS --client-side "$uri" \
+                2>"$errf") || st=$?
+        fi
+        count_nbdsum "$st" "$out" "$errf"
+      done
+    done
+    while read -r line; do
+      n_trials=$((n_trials + 1))
+      case $line in
+        "OK $want -"|"OK $want $blocks_want")
+          n_ok=$((n_ok + 1)) ;;
+        ERR\ ?*)
+          n_failed=$((n_failed + 1)) ;;
+        *)
+          n_wrong=$((n_wrong + 1))
+          echo "WRONG view read: ${line:0:200}" ;;
+      esac
+    done < <(timeout 120 "$NBD_PYTHON" "$BATS_FILE_TMPDIR/view_trials.py" \
+               "$sock" "$ROBUST_TRIALS")
+    kill -0 "$pid"
+    stop_server
+  done
+  report "$name: $n_trials trials in $((SECONDS - start)) s: $n_ok ok," \
+    "$n_failed failed; $n_wrong wrong, $n_printed_on_failure printed on" \
+    "failure, $n_silent failed silently, $n_crashed crashed or hung"
+  # Every trial ran: 2 nbdsum modes and view reads, 2 cache settings.
+  [ "$n_trials" -eq $((6 * ROBUST_TRIALS)) ]
+  [ "$n_wrong" -eq 0 ]
+  [ "$n_printed_on_failure" -eq 0 ]
+  [ "$n_silent" -eq 0 ]
+  [ "$n_crashed" -eq 0 ]
+}
+
+@test "robust: 1% plugin read errors: a right checksum or an error" {
+  campaign pread1 error-pread=EIO error-pread-rate=1%
+}
+
+@test "robust: 10% plugin read errors: a right checksum or an error" {
+  campaign pread10 error-pread=EIO error-pread-rate=10%
+}
+
+@test "robust: 100% plugin read errors: always an error, never a checksum" {
+  campaign pread100 error-pread=EIO error-pread-rate=100%
+  # The injection works: nothing can succeed.
+  [ "$n_ok" -eq 0 ]
+}
+
+@test "robust: 10% extents errors, with and without read errors" {
+  campaign extents10 error-extents=EIO error-extents-rate=10%
+  campaign both10 error-extents=EIO error-extents-rate=10% \
+    error-pread=EIO error-pread-rate=10%
+}
+
+@test "robust: 100% extents errors: a right checksum or an error" {
+  campaign extents100 error-extents=EIO error-extents-rate=100%
+}
+
+@test "robust: 5% read errors with 8 connections and 32 requests in flight" {
+  NBDSUM_OPTS="-C 8 -R 32" campaign concurrent5 error-pread=EIO \
+    error-pread-rate=5%
+}
+
+@test "robust: 30% failed writes, zeroes and trims never leave a stale digest" {
+  local img="$BATS_TEST_TMPDIR/rw.img" r st out w_ok=0 w_failed=0 start=$SECONDS
+  cp --sparse=always "$errors_img" "$img"
+  start_server wfail --filter=error file "$img" error=EIO \
+    error-pwrite-rate=30% error-zero-rate=30% error-trim-rate=30%
+  for ((r = 0; r < 2 * ROBUST_ROUNDS; r++)); do
+    # Fill the tables, then change the image with some writes failing.
+    run timeout 60 "$NBDSUM" "$uri"
+    [ "$(first_sum "$output")" = "$(reference sha256 65536 "$img")" ]
+    view_root @blkhash:sha1/4K >/dev/null
+    out=$(timeout 60 "$NBD_PYTHON" "$BATS_FILE_TMPDIR/write_errors.py" \
+          "$sock" 100 "$r")
+    echo "round $r: writes ok, failed: $out"
+    w_ok=$((w_ok + ${out% *}))
+    w_failed=$((w_failed + ${out#* }))
+    [ "${out#* }" -gt 0 ]
+    run timeout 60 "$NBDSUM" "$uri"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    [ "$(first_sum "$output")" = "$(reference sha256 65536 "$img")" ]
+    [ "$(view_root @blkhash:sha1/4K)" = "$(reference sha1 4096 "$img")" ]
+  done
+  stop_server
+  report "$((2 * ROBUST_ROUNDS)) rounds in $((SECONDS - start)) s:" \
+    "$w_ok writes ok, $w_failed failed; checksums right after each"
+}
+
+#----------------------------------------------------------------------
+# Concurrent writers.
+
+@test "robust: concurrent unaligned writes, trims and zeroes while views are hashed" {
+  local img="$BATS_TEST_TMPDIR/rw.img" flag="$BATS_TEST_TMPDIR/busy"
+  local r bg cache want start=$SECONDS
+  cp --sparse=always "$big" "$img"
+  export img flag
+  for cache in true false; do
+    start_server "writers-$cache" file "$img" blkhash-cache=$cache
+    export sock
+    for ((r = 0; r < ROBUST_ROUNDS; r++)); do
+      # A second table (sha1, 4K blocks) hashed all along.
+      touch "$flag"
+      (
+        while [ -e "$flag" ]; do
+          timeout 60 "$NBDSUM" -d sha1 --block-size 4K "$uri" >/dev/null 2>&1 || true
+        done
+      ) 3>&- &
+      bg=$!
+      run timeout 300 "$STRESS" -s "$r" "$uri" "$(uri_of @blkhash)" 1
+      rm -f "$flag"
+      wait "$bg" || true
+      echo "cache=$cache round $r: $output"
+      [ "$status" -eq 0 ]
+      [[ "${lines[0]}" = "round 0: ok "* ]]
+
+      # The writers have stopped: everything equals the file on disk.
+      want=$(reference sha256 65536 "$img")
+      run timeout 120 "$NBDSUM" "$uri"
+      echo "$output"
+      [ "$status" -eq 0 ]
+      [ "$(first_sum "$output")" = "$want" ]
+      run timeout 120 "$NBDSUM" --client-side "$uri"
+      [ "$status" -eq 0 ]
+      [ "$(first_sum "$output")" = "$want" ]
+      [ "$(view_root @blkhash)" = "$want" ]
+      run timeout 120 "$NBDSUM" -d sha1 --block-size 4K "$uri"
+      [ "$status" -eq 0 ]
+      [ "$(first_sum "$output")" = "$(reference sha1 4096 "$img")" ]
+      # A table created after the writes.
+      [ "$(view_root "@blkhash:md5/$((8 << (r % 8)))K")" = \
+        "$(reference md5 $((8192 << (r % 8))) "$img")" ]
+      report "cache=$cache round $r: ok $want"
+    done
+    stop_server
+  done
+  report "$((2 * ROBUST_ROUNDS)) rounds in $((SECONDS - start)) s"
+}
+
+#----------------------------------------------------------------------
+# Clients killed mid-request.
+
+@test "robust: clients killed mid-request leave the server working and right" {
+  local img="$BATS_TEST_TMPDIR/rw.img" cache k c cpid delay start=$SECONDS
+  local -a cmd cpids
+  local cst killed
+  local kinds=(server-side client-side nbdcopy nbdcopy-view root-sha1-4K
+               write read view write+view)
+  cp --sparse=always "$big" "$img"
+  for cache in false true; do
+    # --threads=1: nbdkit 1.32.5 can abort when a client vanishes with
+    # requests in flight on several threads (fixed in 1.33.10).  The
+    # delay filter keeps each client at work for a few 100 ms.
+    start_server "kills-$cache" --threads=1 --filter=delay file "$img" \
+      blkhash-cache=$cache delay-read=5ms wdelay=2ms
+    killed=0
+    for ((k = 0; k < ROBUST_KILLS; k++)); do
+      c=${kinds[k % ${#kinds[@]}]}
+      case $c in
+        server-side) cmd=("$NBDSUM" "$uri") ;;
+        client-side) cmd=("$NBDSUM" --client-side "$uri") ;;
+        nbdcopy) cmd=(nbdcopy "$uri" null:) ;;
+        nbdcopy-view) cmd=(nbdcopy "$(uri_of @blkhash:sha512/4K)" null:) ;;
+        root-sha1-4K)
+          cmd=("$NBD_PYTHON" "$BATS_FILE_TMPDIR/view_root.py" "$sock"
+               @blkhash:sha1/4K) ;;
+        view|write+view)
+          cmd=("$NBD_PYTHON" "$BATS_FILE_TMPDIR/busy.py" "$sock" view
+               @blkhash:md5/8K) ;;
+        *) cmd=("$NBD_PYTHON" "$BATS_FILE_TMPDIR/busy.py" "$sock" "$c" "") ;;
+      esac
+      # exec: $! is the client itself.
+      ( exec "${cmd[@]}" ) </dev/null >/dev/null 2>&1 3>&- &
+      cpids=($!)
+      if [ "$c" = write+view ]; then
+        # A writer at the same time as the view client.
+        ( exec "$NBD_PYTHON" "$BATS_FILE_TMPDIR/busy.py" "$sock" write "" ) \
+          </dev/null >/dev/null 2>&1 3>&- &
+        cpids+=($!)
+      fi
+      # 20 to 300 ms into the work.
+      delay=$(( RANDOM % 281 + 20 ))
+      sleep "$((delay / 1000)).$(printf %03d $((delay % 1000)))"
+      kill -9 "${cpids[@]}" 2>/dev/null || true
+      cst=0
+      for cpid in "${cpids[@]}"; do
+        wait "$cpid" 2>/dev/null || cst=$?
+      done
+      [ "$cst" -ne 137 ] || killed=$((killed + 1))
+      if ! kill -0 "$pid" 2>/dev/null; then
+        wait "$pid" || rc=$?
+        echo "cache=$cache: the server died after killing $c (kill $k), status $rc"
+        cat "$err"
+        false
+      fi
+    done
+    # Let the server finish what the killed clients had sent.
+    sleep 1
+    want=$(reference sha256 65536 "$img")
+    run timeout 120 "$NBDSUM" "$uri"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    [ "$(first_sum "$output")" = "$want" ]
+    run timeout 120 "$NBDSUM" --client-side "$uri"
+    [ "$status" -eq 0 ]
+    [ "$(first_sum "$output")" = "$want" ]
+    [ "$(view_root @blkhash:sha1/4K)" = "$(reference sha1 4096 "$img")" ]
+    [ "$(view_root @blkhash:md5/8K)" = "$(reference md5 8192 "$img")" ]
+    stop_server
+    report "cache=$cache: $ROBUST_KILLS clients, $killed killed mid-run:" \
+      "server alive, checksums right"
+    # Many kills hit a client at work (the python clients never end).
+    [ "$killed" -ge $((ROBUST_KILLS / 3)) ]
+  done
+  report "in $((SECONDS - start)) s"
+}
+
+#----------------------------------------------------------------------
+# Hostile view headers: crafted files served as x@blkhash by the file
+# plugin (no filter), next to the real export x.
+
+# craft FILE [FIELD=VALUE]...: a view of a 1 MiB image, sha256, 64K
+# blocks, with fields replaced.  Fields: magic version hsize size count
+# bs dlen root digests name name_hex extra (bytes added to, or removed
+# from, the digest area) truncate (the file's total length).
+craft () {
+  "$PYTHON" - "$@" <<'PY'
+import struct, sys
+f = dict(magic="BLKHASH1", version=1, hsize=4096, size=1 << 20, count=16,
+         bs=65536, dlen=32, root=4096, digests=8192, name="sha256",
+         extra=0, truncate=-1)
+for a in sys.argv[2:]:
+    k, v = a.split("=", 1)
+    f[k] = v if k in ("magic", "name", "name_hex") else int(v)
+name = bytes.fromhex(f["name_hex"]) if "name_hex" in f else f["name"].encode()
+h = f["magic"].encode() + struct.pack("<IIQQIIQQ", f["version"], f["hsize"],
+                                      f["size"], f["count"], f["bs"],
+                                      f["dlen"], f["root"], f["digests"])
+h += name[:64].ljust(64, b"\0")
+h = h.ljust(4096, b"\0") + bytes(4096)
+body = bytes(max(0, min(f["count"], 1 << 16) * min(f["dlen"], 4096) + f["extra"]))
+data = h + body
+if f["truncate"] >= 0:
+    data = data[:f["truncate"]]
+with open(sys.argv[1] + ".tmp", "wb") as fp:
+    fp.write(data)
+PY
+  mv "$1.tmp" "$1"
+}
+
+@test "robust: hostile view headers: nbdsum rejects them, no checksum, no crash" {
+  local dir="$BATS_TEST_TMPDIR/dir" st out case_ msg errf n=0 want
+  local -a fields
+  mkdir "$dir"
+  "$MKIMAGE" '1M;d:0+300000:x' "$dir/x"
+  want=$(reference sha256 65536 "$dir/x")
+  errf="$BATS_TEST_TMPDIR/nbdsum.err"
+  start_nbdkit hostile file dir="$dir"
+
+  # The control: a well-formed crafted view is accepted as it is.
+  craft "$dir/x@blkhash"
+  out=$(timeout 30 "$NBDSUM" "$(uri_of x)")
+  [ "$(first_sum "$out")" = "$(printf '%064d' 0)" ]
+
+  # FIELDS|expected message
+  while IFS='|' read -r case_ msg; do
+    [ -n "$case_" ] || continue
+    read -ra fields <<< "$case_"
+    craft "$dir/x@blkhash" "${fields[@]}"
+    st=0
+    out=$(timeout 30 "$NBDSUM" "$(uri_of x)" 2>"$errf") || st=$?
+    echo "$case_: status $st: $out $(cat "$errf")"
+    n=$((n + 1))
+    [ "$st" -eq 1 ]
+    [ -z "$out" ]
+    grep -q "invalid blkhash view" "$errf"
+    grep -qF "$msg" "$errf"
+  done <<'EOF'
+dlen=0|invalid digest length
+dlen=65|invalid digest length
+dlen=4096|invalid digest length
+dlen=4294967295|invalid digest length
+dlen=64|sha256 digests are 32 bytes, not 64
+dlen=16 name=sha256|sha256 digests are 32 bytes, not 16
+count=17|block count does not match image size
+count=0|block count does not match image size
+count=18446744073709551615|block count does not match image size
+size=0|block count does not match image size
+size=9223372036854775808 count=140737488355328|impossible image size
+size=18446744073709551615 count=281474976710656|impossible image size
+name=aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa|digest name is not terminated
+name_hex=736861323536006a756e6b|digest name padding is not zero
+name=|digest name is empty
+name=nosuch|digest 'nosuch': unknown digest
+name=sha1|sha1 digests are 20 bytes, not 32
+name=SHA256x|unknown digest
+hsize=0|unexpected header size
+hsize=4095|unexpected header size
+hsize=8192|unexpected header size
+version=0|unsupported view format version
+version=2|unsupported view format version
+root=0|unexpected root or digests offset
+root=4097|unexpected root or digests offset
+digests=4096|unexpected root or digests offset
+digests=0|unexpected root or digests offset
+bs=0|invalid block size
+bs=12288|invalid block size
+bs=2147483648|invalid block size
+bs=33554432 count=1|invalid block size
+extra=-1|does not match the header
+extra=-512|does not match the header
+extra=-512 truncate=8192|does not match the header
+extra=1|does not match the header
+size=4611686018427387904 count=274877906944 bs=16777216|does not match the header
+size=4611686018427387904 count=1125899906842624 bs=4096 dlen=64 name=sha512|does not match the header
+EOF
+  report "$n hostile headers rejected"
+
+  # Not a view at all (short, or no magic): hashed client-side, which
+  # gives x's own checksum; a failure is acceptable, a wrong sum is not.
+  for case_ in truncate=100 truncate=4095 truncate=8191 magic=BLKHASH2 \
+               magic=XXXXXXXX; do
+    craft "$dir/x@blkhash" "$case_"
+    st=0
+    out=$(timeout 30 "$NBDSUM" "$(uri_of x)" 2>"$errf") || st=$?
+    echo "$case_: status $st: $out $(cat "$errf")"
+    if [ "$st" -eq 0 ]; then
+      [ "$(first_sum "$out")" = "$want" ]
+    else
+      [ "$st" -eq 1 ]
+      [ -z "$out" ]
+      [ -s "$errf" ]
+    fi
+  done
+  stop_server
+}
+
+@test "robust: a view whose reads fail: nbdsum fails, no checksum" {
+  local dir="$BATS_TEST_TMPDIR/dir" st out errf="$BATS_TEST_TMPDIR/err"
+  mkdir "$dir"
+  "$MKIMAGE" '1M;d:0+300000:x' "$dir/x"
+  craft "$dir/x@blkhash"
+  start_nbdkit failing --filter=error file dir="$dir" error-pread=EIO \
+    error-pread-rate=100% error-cache=EIO error-cache-rate=100%
+  for opt in "" --client-side; do
+    st=0
+    out=$(timeout 30 "$NBDSUM" $opt "$(uri_of x)" 2>"$errf") || st=$?
+    echo "nbdsum $opt: status $st: $out $(cat "$errf")"
+    [ "$st" -eq 1 ]
+    [ -z "$out" ]
+    grep -q 'Input/output error' "$errf"
+  done
+  stop_server
+}

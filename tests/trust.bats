@@ -1,0 +1,462 @@
+#!/usr/bin/env bats
+# Trust defects of the filter, one test (or more) per defect: a crash,
+# a stale blkhash-file, views of views, lock-out by views, large
+# exports, an unbounded root read, bad parameters.  Each test failed on
+# the filter as of commit 8ffc4c5 (the failure modes are in the commit
+# message that added this file); they are the regression tests of the
+# fixes.  Expected values come from tests/reference.py on the image.
+
+load "$top_srcdir/tests/helpers"
+
+# The python with the libnbd bindings ("import nbd").
+: "${NBD_PYTHON:=/usr/bin/python3}"
+export NBD_PYTHON
+
+setup_file () {
+  # ~50 MB of data: computing its checksum takes a while.
+  "$MKIMAGE" '50M;d:0+20M:a;d:24M+26M:b' "$BATS_FILE_TMPDIR/big.img"
+  # Data, a hole and zeros.
+  "$MKIMAGE" '4M;d:0+1M:a;z:1M+64K;d:2M+100000:b' "$BATS_FILE_TMPDIR/small.img"
+}
+
+setup () {
+  big="$BATS_FILE_TMPDIR/big.img"
+  small="$BATS_FILE_TMPDIR/small.img"
+  sums="$BATS_TEST_TMPDIR/sums"
+  servers=()
+  export big small sums
+}
+
+teardown () {
+  local p
+  for p in "${servers[@]}"; do
+    { kill -9 "$p" && wait "$p"; } 2>/dev/null || true
+  done
+}
+
+# start_server NAME NBDKIT-ARGS...: nbdkit -f with the blkhash filter on
+# top, as a background job of the test.  Sets pid, sock, uri and err
+# (nbdkit's stdout and stderr).
+start_server () {
+  local name=$1 i
+  shift
+  sock="$BATS_TEST_TMPDIR/$name.sock"
+  err="$BATS_TEST_TMPDIR/$name.err"
+  uri="nbd+unix:///?socket=$sock"
+  rm -f "$sock"
+  nbdkit -f -U "$sock" --filter="$BLKHASH_FILTER" "$@" \
+    </dev/null >"$err" 2>&1 3>&- &
+  pid=$!
+  servers+=("$pid")
+  for ((i = 0; i < 200; i++)); do
+    [ -S "$sock" ] && return 0
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.05
+  done
+  echo "nbdkit did not start:"
+  cat "$err"
+  return 1
+}
+
+# wait_exit PID SECONDS: wait at most SECONDS for the background job
+# PID to end; sets rc to its exit status.  Fails if it is still running.
+wait_exit () {
+  local i
+  for ((i = 0; i < $2 * 10; i++)); do
+    if ! kill -0 "$1" 2>/dev/null; then
+      rc=0
+      wait "$1" || rc=$?
+      return 0
+    fi
+    sleep 0.1
+  done
+  echo "process $1 still running after $2 s"
+  return 1
+}
+
+# No crash report in nbdkit's stderr FILE.
+no_crash () {
+  ! grep -E 'Assertion|assertion failed|Segmentation fault|Sanitizer|runtime error:|double free|corrupted|stack smashing|Aborted|core dumped' "$1"
+}
+
+# The URI of export NAME on $sock.
+uri_of () {
+  echo "nbd+unix:///$1?socket=$sock"
+}
+
+# Read 512 bytes at 0 of URI and disconnect.
+read512 () {
+  "$NBD_PYTHON" -c '
+import nbd, sys
+h = nbd.NBD()
+h.connect_uri(sys.argv[1])
+h.pread(512, 0)
+h.shutdown()' "$1"
+}
+
+# pwrite_bytes URI OFFSET LENGTH BYTE: write LENGTH bytes BYTE, flush.
+pwrite_bytes () {
+  "$NBD_PYTHON" -c '
+import nbd, sys
+h = nbd.NBD()
+h.connect_uri(sys.argv[1])
+h.pwrite(bytes([int(sys.argv[4])]) * int(sys.argv[3]), int(sys.argv[2]))
+h.flush()
+h.shutdown()' "$@"
+}
+
+# view_roots SOCKET NAME...: one line per view "NAME<TAB>OK<TAB>ROOT" or
+# "NAME<TAB>ERR<TAB>MESSAGE", the root of length L from the header.
+view_roots () {
+  "$NBD_PYTHON" - "$@" <<'PY'
+import nbd, struct, sys
+sock = sys.argv[1]
+for name in sys.argv[2:]:
+    h = nbd.NBD()
+    try:
+        h.set_export_name(name)
+        h.connect_unix(sock)
+        hdr = h.pread(4096, 0)
+        dlen = struct.unpack_from("<I", hdr, 36)[0]
+        print("%s\tOK\t%s" % (name, h.pread(dlen, 4096).hex()))
+        h.shutdown()
+    except nbd.Error as e:
+        print("%s\tERR\t%s" % (name, e))
+    sys.stdout.flush()
+PY
+}
+
+# Bytes of a size written NK.
+kib () {
+  echo $(( ${1%K} * 1024 ))
+}
+
+# Wait up to 10 s for FILE to match the extended regex RE.
+wait_for () {
+  local i
+  for ((i = 0; i < 100; i++)); do
+    [ -e "$1" ] && grep -Eq "$2" "$1" && return 0
+    sleep 0.1
+  done
+  echo "timed out waiting for /$2/ in $1"
+  return 1
+}
+
+# 1. Use after free: the last client's checksum for blkhash-file is
+# computed while new clients come and go (blkhash-cache=false).
+@test "trust: clients arriving while the last one's checksum is computed do not crash the server" {
+  local want i p1 p2 p3
+  want=$(reference sha256 65536 "$big")
+  for i in 1 2 3 4 5 6; do
+    rm -f "$sums"
+    start_server crash$i file "$big" blkhash-cache=false blkhash-file="$sums"
+    read512 "$uri" || true
+    sleep 0.3
+    read512 "$uri" & p1=$!
+    read512 "$uri" & p2=$!
+    read512 "$uri" & p3=$!
+    wait "$p1" "$p2" "$p3" || true
+    run timeout 60 "$NBDSUM" "$uri"
+    echo "round $i: nbdsum: status $status: $output"
+    if ! kill -0 "$pid" 2>/dev/null; then
+      wait "$pid" || rc=$?
+      echo "round $i: the server died, exit status $rc:"
+      cat "$err"
+      false
+    fi
+    [ "$status" -eq 0 ]
+    [ "${output%% *}" = "$want" ]
+    kill "$pid"
+    wait_exit "$pid" 30
+    cat "$err"
+    echo "round $i: nbdkit exit status $rc"
+    [ "$rc" -eq 0 ]
+    no_crash "$err"
+    if [ -e "$sums" ]; then
+      cat "$sums"
+      [ "$(cat "$sums")" = "$want  -" ]
+    fi
+  done
+}
+
+# 2. A checksum that could not be completed must not leave the previous
+# one in blkhash-file.
+@test "trust: blkhash-file never keeps a stale checksum after a failed completion" {
+  local img="$BATS_TEST_TMPDIR/rw.img" flag="$BATS_TEST_TMPDIR/fail-reads"
+  local r1 line
+  cp "$small" "$img"
+  start_server stale file "$img" blkhash-file="$sums" \
+    --filter=error error-pread=EIO error-pread-rate=100% \
+    error-pread-file="$flag"
+
+  # Client 1 writes a full block and leaves: R1 is written.
+  pwrite_bytes "$uri" 0 65536 120
+  r1=$(reference sha256 65536 "$img")
+  wait_for "$sums" "^$r1  -\$"
+  cat "$sums"
+
+  # Client 2 changes part of block 1 and leaves while reads fail: the
+  # filter cannot read the rest of block 1 to compute R2.
+  touch "$flag"
+  pwrite_bytes "$uri" 70000 100 121
+  # The filter reports it (the error filter's own messages do not count).
+  wait_for "$err" '^nbdkit: .*error: blkhash.*(checksum|blkhash-file)' || true
+  rm -f "$flag"
+  kill "$pid"
+  wait_exit "$pid" 20
+  echo "nbdkit exit status $rc, stderr:"
+  cat "$err"
+  echo "blkhash-file:"
+  cat "$sums" || true
+  [ "$rc" -eq 0 ]
+  no_crash "$err"
+
+  # Never the stale value.
+  [ "$(reference sha256 65536 "$img")" != "$r1" ]
+  if grep -q "^$r1  -\$" "$sums"; then
+    echo "blkhash-file still holds the checksum from before the change"
+    false
+  fi
+  # Any checksum it holds is the image's as it is on disk.
+  if [ -e "$sums" ]; then
+    while read -r line; do
+      if [[ "$line" =~ ^[0-9a-f]{64}\ \ -$ ]]; then
+        [ "${line%% *}" = "$(reference sha256 65536 "$img")" ]
+      fi
+    done < "$sums"
+  fi
+  # And nbdkit said that it could not complete the checksum.
+  grep -Ev 'injecting' "$err" | grep -Eqi 'blkhash.*(checksum|blkhash-file)'
+}
+
+# 3. NAME@blkhash...@blkhash... is not a view of a view.
+@test "trust: view names with more than one @blkhash marker are refused" {
+  local dir="$BATS_TEST_TMPDIR/dir" n
+  # A plugin that serves the same image under any export name.
+  start_server any file "$small"
+  for n in '@blkhash@blkhash' 'x@blkhash:sha1@blkhash' \
+           '@blkhash:sha1/4K@blkhash:md5' 'x@blkhash@blkhash:sha256/8K'; do
+    run nbdinfo "$(uri_of "$n")"
+    echo "$n: status $status: $output"
+    [ "$status" -ne 0 ]
+  done
+  # One marker still works.
+  run view_roots "$sock" '@blkhash' 'x@blkhash:sha1/4K'
+  echo "$output"
+  [ "${lines[0]}" = "@blkhash	OK	$(reference sha256 65536 "$small")" ]
+  [ "${lines[1]}" = "x@blkhash:sha1/4K	OK	$(reference sha1 4096 "$small")" ]
+
+  # A plugin with export x: x and x@blkhash keep working.
+  mkdir "$dir"
+  cp "$small" "$dir/x"
+  start_server dir file dir="$dir"
+  run view_roots "$sock" 'x@blkhash' 'x@blkhash:md5/8K' 'x@blkhash@blkhash'
+  echo "$output"
+  [ "${lines[0]}" = "x@blkhash	OK	$(reference sha256 65536 "$dir/x")" ]
+  [ "${lines[1]}" = "x@blkhash:md5/8K	OK	$(reference md5 8192 "$dir/x")" ]
+  [[ "${lines[2]}" = "x@blkhash@blkhash	ERR	"* ]]
+  nbdcopy "$(uri_of x)" "$BATS_TEST_TMPDIR/x.copy"
+  cmp "$dir/x" "$BATS_TEST_TMPDIR/x.copy"
+}
+
+# 4. Read-only clients opening many views must not lock out the data
+# export and the default view.
+@test "trust: many views with distinct digests and block sizes do not lock out the export" {
+  local views=() v d bs ref name state root
+  for bs in 4K 8K; do
+    for d in md5 sha1 sha224 sha384 sha512 sha3-256 blake2b512 sha256; do
+      [ "$d/$bs" = blake2b512/8K ] || views+=("@blkhash:$d/$bs")
+    done
+  done
+  echo "${#views[@]} views"
+  [ "${#views[@]}" -ge 15 ]
+  views+=("@blkhash:md5/16K")
+  start_server many file "$small"
+
+  # 16 distinct digest and block size pairs, each reading its root.
+  run view_roots "$sock" "${views[@]}"
+  echo "$output"
+  for line in "${lines[@]}"; do
+    IFS=$'\t' read -r name state root <<< "$line"
+    v=${name#@blkhash:}
+    [ "$state" = OK ]
+    [ "$root" = "$(reference "${v%/*}" "$(kib "${v#*/}")" "$small")" ]
+  done
+
+  # The data export and the default view still open, with the right
+  # data and checksum.
+  run nbdcopy "$uri" "$BATS_TEST_TMPDIR/copy.img"
+  echo "data export: status $status: $output"
+  cat "$err"
+  [ "$status" -eq 0 ]
+  cmp "$small" "$BATS_TEST_TMPDIR/copy.img"
+  run view_roots "$sock" '@blkhash'
+  echo "$output"
+  [ "$output" = "@blkhash	OK	$(reference sha256 65536 "$small")" ]
+  run timeout 60 "$NBDSUM" "$uri"
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "${output%% *}" = "$(reference sha256 65536 "$small")" ]
+
+  # More views after that, and digest aliases: sha-256 and SHA2-256 are
+  # sha256, the same root.
+  run view_roots "$sock" '@blkhash:sha1/16K' '@blkhash:sha-256' \
+    '@blkhash:SHA2-256' '@blkhash:sha2-256' '@blkhash:sha256' \
+    '@blkhash:sha-256/4K'
+  echo "$output"
+  [ "${lines[0]}" = "@blkhash:sha1/16K	OK	$(reference sha1 16384 "$small")" ]
+  ref=$(reference sha256 65536 "$small")
+  [ "${lines[1]}" = "@blkhash:sha-256	OK	$ref" ]
+  [ "${lines[2]}" = "@blkhash:SHA2-256	OK	$ref" ]
+  [ "${lines[3]}" = "@blkhash:sha2-256	OK	$ref" ]
+  [ "${lines[4]}" = "@blkhash:sha256	OK	$ref" ]
+  [ "${lines[5]}" = "@blkhash:sha-256/4K	OK	$(reference sha256 4096 "$small")" ]
+}
+
+# 5. Exports up to 2^63-1 bytes: the data export and its views open,
+# and the filter stays small.
+@test "trust: exports of 16P and 2^63-1 bytes are served, views open, RSS stays small" {
+  local spec rss i=0
+  for spec in "null 16P" "null 9223372036854775807" "memory 16P"; do
+    i=$((i + 1))
+    # shellcheck disable=SC2086
+    start_server large$i $spec
+    run timeout 30 nbdinfo "$uri"
+    echo "$spec: nbdinfo: status $status: $output"
+    [ "$status" -eq 0 ]
+    run timeout 60 "$NBD_PYTHON" - "$sock" <<'PY'
+import nbd, struct, sys
+sock = sys.argv[1]
+def connect(name):
+    h = nbd.NBD()
+    h.set_export_name(name)
+    h.connect_unix(sock)
+    return h
+h = connect("")
+size = h.get_size()
+assert h.pread(512, 0) == bytes(512), "first 512 bytes not zero"
+assert h.pread(512, size - 512) == bytes(512), "last 512 bytes not zero"
+h.shutdown()
+for name, bs, dlen in (("@blkhash", 65536, 32),
+                       ("@blkhash:sha512/4K", 4096, 64),
+                       ("@blkhash:md5/16M", 16 << 20, 16)):
+    v = connect(name)
+    n = (size + bs - 1) // bs
+    hdr = v.pread(4096, 0)
+    fields = struct.unpack_from("<8sIIQQIIQQ", hdr)
+    print(name, v.get_size(), fields)
+    assert v.get_size() == 8192 + n * dlen, "view size"
+    assert fields[0] == b"BLKHASH1" and fields[3] == size and \
+        fields[4] == n and fields[5] == bs and fields[6] == dlen, "header"
+    v.shutdown()
+print("ok", size)
+PY
+    echo "$output"
+    rss=$(awk '/^VmRSS:/ { print $2 }' "/proc/$pid/status")
+    echo "$spec: filter RSS $rss KiB"
+    cat "$err"
+    [ "$status" -eq 0 ]
+    [ "${lines[-1]%% *}" = ok ]
+    [ "$rss" -lt $((200 * 1024)) ]
+    kill "$pid"
+    wait_exit "$pid" 20
+    no_crash "$err"
+  done
+}
+
+# 6. A root read that would take minutes does not keep nbdkit from
+# exiting once its client has gone.
+@test "trust: nbdkit exits promptly on SIGTERM after a client asking for a huge root was killed" {
+  local t0 t1
+  start_server huge --threads=1 null 1P
+  run timeout -s KILL 1 "$NBD_PYTHON" -c '
+import nbd, sys
+h = nbd.NBD()
+h.connect_uri(sys.argv[1])
+print(h.pread(32, 4096).hex())' "$(uri_of @blkhash)"
+  echo "client: status $status: $output"
+  t0=$(date +%s%N)
+  kill "$pid"
+  if ! wait_exit "$pid" 10; then
+    echo "nbdkit ignored SIGTERM for 10 s"
+    cat "$err"
+    false
+  fi
+  t1=$(date +%s%N)
+  echo "nbdkit exited $(( (t1 - t0) / 1000000 )) ms after SIGTERM, status $rc"
+  cat "$err"
+  [ "$rc" -lt 128 ]
+  no_crash "$err"
+}
+
+# 7. Errors: bad blkhash-file paths fail at start, an unused
+# blkhash-file is left alone, block size 0 is refused, a bad boolean
+# names its parameter.
+@test "trust: blkhash-file naming a directory fails at start-up" {
+  local dir="$BATS_TEST_TMPDIR/dir" marker="$BATS_TEST_TMPDIR/served" f
+  mkdir "$dir"
+  export marker
+  for f in "$dir" / "$dir/"; do
+    rm -f "$marker"
+    run timeout 30 nbdkit -U - --filter="$BLKHASH_FILTER" null 1M \
+      blkhash-file="$f" --run 'touch "$marker"'
+    echo "blkhash-file=$f: status $status: $output"
+    [ "$status" -ne 0 ]
+    [ ! -e "$marker" ]
+    [[ "$output" = *blkhash-file* ]]
+  done
+  # Nothing was created in the directory.
+  [ -z "$(ls -A "$dir")" ]
+}
+
+@test "trust: blkhash-file=missing/ (a trailing slash) fails at start-up" {
+  local marker="$BATS_TEST_TMPDIR/served"
+  export marker
+  run timeout 30 nbdkit -U - --filter="$BLKHASH_FILTER" null 1M \
+    blkhash-file="$BATS_TEST_TMPDIR/missing/" --run 'touch "$marker"'
+  echo "status $status: $output"
+  [ "$status" -ne 0 ]
+  [ ! -e "$marker" ]
+  [[ "$output" = *blkhash-file* ]]
+}
+
+@test "trust: a blkhash-file never used by a client is left unchanged" {
+  printf 'abc  something\n' > "$sums"
+  cp "$sums" "$BATS_TEST_TMPDIR/before"
+  run nbdkit -U - --filter="$BLKHASH_FILTER" file "$small" \
+    blkhash-file="$sums" --run 'true'
+  echo "$output"
+  [ "$status" -eq 0 ]
+  cmp "$BATS_TEST_TMPDIR/before" "$sums"
+
+  # Same when stopped by a signal.
+  start_server unused file "$small" blkhash-file="$sums"
+  kill "$pid"
+  wait_exit "$pid" 20
+  cat "$err"
+  cmp "$BATS_TEST_TMPDIR/before" "$sums"
+}
+
+@test "trust: block size 0 in a view suffix is refused" {
+  local n
+  start_server zero memory 1M
+  for n in '@blkhash:sha256/0' '@blkhash:/0' '@blkhash:sha1/0K'; do
+    run nbdinfo "$(uri_of "$n")"
+    echo "$n: status $status: $output"
+    [ "$status" -ne 0 ]
+  done
+  cat "$err"
+  grep -q 'error: blkhash' "$err"
+  # The view's own size suffix still works.
+  run nbdinfo --size "$(uri_of '@blkhash:/4K')"
+  [ "$status" -eq 0 ]
+  [ "$output" -eq $((8192 + 256 * 32)) ]
+}
+
+@test "trust: blkhash-cache=maybe fails naming blkhash-cache" {
+  run nbdkit -U - --filter="$BLKHASH_FILTER" null 1M blkhash-cache=maybe \
+    --run true
+  echo "$output"
+  [ "$status" -ne 0 ]
+  [[ "$output" = *blkhash-cache* ]]
+}
