@@ -82,8 +82,9 @@ blkhash_result_drop (const char *name)
     *rp = r->next;
     free (r->name);
     free (r);
-    dirty = true;
   }
+  /* Even without a line of ours: the file may hold one from before. */
+  dirty = true;
   pthread_mutex_unlock (&results_lock);
 }
 
