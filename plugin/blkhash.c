@@ -26,6 +26,7 @@ struct blkhash_stats blkhash_stats;
 const struct blk_params *blkhash_default_params;
 const char *blkhash_file;
 bool blkhash_passive = true;
+unsigned blkhash_workers;
 
 static const char *digest_name = BLK_DEFAULT_DIGEST;
 static uint64_t block_size = BLK_DEFAULT_BLOCK_SIZE;
@@ -44,8 +45,12 @@ struct handle {
 static void
 blkhash_load (void)
 {
+  const long cpus = sysconf (_SC_NPROCESSORS_ONLN);
+
   if (blkhash_hasher_init () == -1)
     exit (EXIT_FAILURE);
+  blkhash_workers = cpus < 1 ? 1
+    : cpus > BLKHASH_MAX_WORKERS ? BLKHASH_MAX_WORKERS : cpus;
 }
 
 static void
@@ -78,6 +83,17 @@ blkhash_config (nbdkit_next_config *next, nbdkit_backend *nxdata,
     blkhash_file = nbdkit_absolute_path (value);
     return blkhash_file ? 0 : -1;
   }
+  else if (strcmp (key, "blkhash-workers") == 0) {
+    if (nbdkit_parse_unsigned ("blkhash-workers", value,
+                               &blkhash_workers) == -1)
+      return -1;
+    if (blkhash_workers < 1 || blkhash_workers > BLKHASH_MAX_WORKERS) {
+      nbdkit_error ("blkhash-workers=%s: must be 1 to %d", value,
+                    BLKHASH_MAX_WORKERS);
+      return -1;
+    }
+    return 0;
+  }
   else if (strcmp (key, "blkhash-cache") == 0) {
     int r = nbdkit_parse_bool (value);
     if (r == -1) {
@@ -107,7 +123,9 @@ blkhash_config_complete (nbdkit_next_config_complete *next,
   "blkhash-digest=NAME        OpenSSL digest (default sha256).\n" \
   "blkhash-block-size=SIZE    Block size, power of two 4K..16M (default 64K).\n" \
   "blkhash-file=PATH          Write 'HEX  NAME' checksums when clients leave.\n" \
-  "blkhash-cache=BOOL         Hash data passing through (default true)."
+  "blkhash-cache=BOOL         Hash data passing through (default true).\n" \
+  "blkhash-workers=N          Threads for a root that needs everything\n" \
+  "                           (default: online CPUs)."
 
 /* Digest bytes the fold may still take at exit (2 TiB of 64K blocks):
  * beyond that, exiting promptly matters more.
@@ -160,6 +178,20 @@ static int
 blkhash_thread_model (void)
 {
   return NBDKIT_THREAD_MODEL_PARALLEL;
+}
+
+/* Our own threads call the plugin at once only if it allows parallel
+ * requests: nbdkit serialises requests for the others, not calls.
+ */
+static int
+blkhash_get_ready (int thread_model)
+{
+  if (thread_model != NBDKIT_THREAD_MODEL_PARALLEL && blkhash_workers > 1) {
+    nbdkit_debug ("blkhash: the plugin does not take parallel requests: "
+                  "one thread per root computation");
+    blkhash_workers = 1;
+  }
+  return 0;
 }
 
 static int
@@ -347,7 +379,8 @@ blkhash_write_result (nbdkit_next *next, struct blkhash_export *e)
     blkhash_result_set (name, root);
   else {
     nbdkit_error ("blkhash: export '%s': cannot compute its checksum (%s): "
-                  "no line for it in %s", name, strerror (err),
+                  "no line for it in %s", name,
+                  err == ESHUTDOWN ? "nbdkit is exiting" : strerror (err),
                   blkhash_file);
     blkhash_result_drop (name);
   }
@@ -526,6 +559,7 @@ static struct nbdkit_filter filter = {
   .config_complete    = blkhash_config_complete,
   .config_help        = blkhash_config_help,
   .thread_model       = blkhash_thread_model,
+  .get_ready          = blkhash_get_ready,
   .cleanup            = blkhash_cleanup,
   .list_exports       = blkhash_list_exports,
   .open               = blkhash_open,

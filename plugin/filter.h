@@ -28,6 +28,11 @@ extern struct blkhash_stats blkhash_stats;
 extern const struct blk_params *blkhash_default_params;
 extern const char *blkhash_file;
 extern bool blkhash_passive;            /* blkhash-cache=true */
+/* Threads computing a root that needs everything (blkhash-workers,
+ * 1 unless the plugin takes parallel requests).
+ */
+#define BLKHASH_MAX_WORKERS 64
+extern unsigned blkhash_workers;
 
 /* params.c: digest and block size combinations, created on demand and
  * kept until unload; aliases of a digest share one entry.  NULL with
@@ -122,8 +127,8 @@ extern bool blkhash_should_stop (int *err);
 extern int blkhash_compute (nbdkit_next *next, struct blk_table *t,
                             uint64_t first, uint64_t count, uint8_t *out,
                             int *err);
-/* The root, computing whatever is missing.  Stops with ESHUTDOWN when
- * nbdkit exits or the client is gone.
+/* The root, computing whatever is missing on blkhash_workers threads.
+ * Stops with ESHUTDOWN when nbdkit exits or the client is gone.
  */
 extern int blkhash_compute_root (nbdkit_next *next, struct blk_table *t,
                                  uint8_t *root, int *err);

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -369,28 +370,116 @@ direct_root (nbdkit_next *next, struct blk_table *t, uint64_t step,
   return ret;
 }
 
+/* One root computation shared by several threads: each takes the next
+ * step of image with unknown blocks, computes it and folds what it
+ * can.
+ */
+struct root_job {
+  nbdkit_next *next;
+  struct blk_table *t;
+  uint64_t step, nblocks;
+  pthread_mutex_t lock;         /* cursor, err */
+  uint64_t cursor;
+  int err;
+  atomic_bool stop;
+};
+
+static void
+root_job_fail (struct root_job *j, int err)
+{
+  pthread_mutex_lock (&j->lock);
+  if (j->err == 0)
+    j->err = err;
+  pthread_mutex_unlock (&j->lock);
+  atomic_store (&j->stop, true);
+}
+
+static void
+root_job_work (struct root_job *j)
+{
+  const struct blk_params *p = blk_table_params (j->t);
+  int err = 0;
+  uint64_t b, n;
+
+  while (!atomic_load (&j->stop)) {
+    /* Known ranges are skipped here, under the lock, so the scan for
+     * unknown blocks stays linear however many threads take steps.
+     */
+    pthread_mutex_lock (&j->lock);
+    b = blk_table_next_unknown (j->t, j->cursor);
+    n = j->nblocks - b < j->step ? j->nblocks - b : j->step;
+    j->cursor = b + n;
+    pthread_mutex_unlock (&j->lock);
+    if (b >= j->nblocks)
+      break;
+    if (blkhash_should_stop (&err) ||
+        blkhash_compute (j->next, j->t, b, n, NULL, &err) == -1) {
+      root_job_fail (j, err);
+      break;
+    }
+    if (blk_table_fold (j->t, false, BLKHASH_FOLD_BUDGET) == -1) {
+      nbdkit_error ("blkhash: %s failed", p->digest.name);
+      root_job_fail (j, EIO);
+      break;
+    }
+  }
+}
+
+static void *
+root_job_thread (void *opaque)
+{
+  root_job_work (opaque);
+  return NULL;
+}
+
+/* Compute every unknown block on up to blkhash_workers threads, this
+ * one included: on a connection's thread, it is the one that notices
+ * the client going.
+ */
+static int
+root_job_run (nbdkit_next *next, struct blk_table *t, uint64_t step,
+              int *err)
+{
+  struct root_job j = {
+    .next = next, .t = t, .step = step, .nblocks = blk_table_blocks (t),
+  };
+  pthread_t threads[BLKHASH_MAX_WORKERS];
+  unsigned nthreads = 0, want = blkhash_workers;
+  const uint64_t steps = (j.nblocks - blk_table_next_unknown (t, 0)
+                          + step - 1) / step;
+
+  if (steps == 0)
+    return 0;
+  if (want > steps)
+    want = steps;
+  pthread_mutex_init (&j.lock, NULL);
+  while (nthreads + 1 < want &&
+         pthread_create (&threads[nthreads], NULL, root_job_thread, &j) == 0)
+    nthreads++;
+  root_job_work (&j);
+  for (unsigned i = 0; i < nthreads; i++)
+    pthread_join (threads[i], NULL);
+  pthread_mutex_destroy (&j.lock);
+  if (j.err) {
+    *err = j.err;
+    return -1;
+  }
+  return 0;
+}
+
 int
 blkhash_compute_root (nbdkit_next *next, struct blk_table *t, uint8_t *root,
                       int *err)
 {
   const struct blk_params *p = blk_table_params (t);
-  const uint64_t nblocks = blk_table_blocks (t);
   const uint64_t step = ROOT_STEP_BYTES / p->block_size
     ? ROOT_STEP_BYTES / p->block_size : 1;
   int attempt, r;
 
   /* Usually once: compute what is missing and let the fold finish. */
   for (attempt = 0; attempt < 2; attempt++) {
-    uint64_t b = blk_table_next_unknown (t, 0);
-    while (b < nblocks) {
-      const uint64_t n = nblocks - b < step ? nblocks - b : step;
-      if (blkhash_should_stop (err) ||
-          blkhash_compute (next, t, b, n, NULL, err) == -1)
-        return -1;
-      if (blk_table_fold (t, false, BLKHASH_FOLD_BUDGET) == -1)
-        goto fold_failed;
-      b = blk_table_next_unknown (t, b + n);
-    }
+    if (root_job_run (next, t, step, err) == -1)
+      return -1;
     /* What is left of the fold, in steps that can stop. */
     while ((r = blk_table_fold (t, true, BLKHASH_FOLD_BUDGET))
            == BLK_FOLD_MORE)

@@ -181,6 +181,14 @@ setup () {
   echo "$output"
   [ "$status" -ne 0 ]
   [[ "$output" = *"blkhash-file"*"/nonexistent/dir"* ]]
+
+  for w in 0 65 x; do
+    run nbdkit -U - --filter="$BLKHASH_FILTER" null 1M \
+      blkhash-workers=$w --run true
+    echo "$output"
+    [ "$status" -ne 0 ]
+    [[ "$output" = *"blkhash-workers"* ]]
+  done
 }
 
 @test "filter: blkhash-digest and blkhash-block-size change the default view" {
@@ -194,7 +202,8 @@ setup () {
 @test "filter: --help lists the parameters" {
   run nbdkit --filter="$BLKHASH_FILTER" null --help
   [ "$status" -eq 0 ]
-  for p in blkhash-digest blkhash-block-size blkhash-file blkhash-cache; do
+  for p in blkhash-digest blkhash-block-size blkhash-file blkhash-cache \
+           blkhash-workers; do
     [[ "$output" = *"$p="* ]]
   done
 }

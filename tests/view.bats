@@ -91,6 +91,26 @@ setup () {
   [ "$(qemu_io_hex 32 <<< "$output")" = "$(reference sha256 65536 "$medium")" ]
 }
 
+@test "view: a root read computed on 1, 2 or 4 workers gives the same root" {
+  local w out
+  for w in 1 2 4; do
+    out=$(serve file "$medium" blkhash-workers=$w -- \
+      'qemu-io -r -f raw "nbd+unix:///@blkhash:sha1/4K?socket=$unixsocket" \
+         -c "read -v 4096 20"')
+    [ "$(qemu_io_hex 20 <<< "$out")" = "$(reference sha1 4096 "$medium")" ]
+  done
+}
+
+@test "view: a plugin without parallel requests gets one worker" {
+  run nbdkit -v -U - --filter="$BLKHASH_FILTER" --filter=noparallel \
+    file "$medium" serialize=requests blkhash-workers=4 \
+    --run 'qemu-io -r -f raw "nbd+unix:///@blkhash?socket=$unixsocket" \
+             -c "read -v 4096 32"'
+  [ "$status" -eq 0 ]
+  [[ "$output" = *"does not take parallel requests: one thread"* ]]
+  [ "$(qemu_io_hex 32 <<< "$output")" = "$(reference sha256 65536 "$medium")" ]
+}
+
 @test "view: read-only, multi-conn and cache advertised" {
   run serve memory 1M -- \
     'nbdinfo "nbd+unix:///@blkhash?socket=$unixsocket"'
