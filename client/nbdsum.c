@@ -97,6 +97,20 @@ print_result (const struct result *res)
   fflush (stdout);
 }
 
+/* Refuse views among the inputs before anything is hashed (inputs in
+ * --check files are refused as their lines come).
+ */
+static bool
+any_view (char **names, int n)
+{
+  bool found = false;
+
+  for (int i = 0; i < n; i++)
+    if (refuse_view (names[i]))
+      found = true;
+  return found;
+}
+
 int
 main (int argc, char **argv)
 {
@@ -108,6 +122,8 @@ main (int argc, char **argv)
   parse_options (argc, argv, &first);
   if (opts.check)
     status = check_files (&argv[first], argc - first);
+  else if (any_view (&argv[first], argc - first))
+    status = opts.diff ? 2 : EXIT_FAILURE;
   else if (opts.diff)
     status = diff_images (argv[first], argv[first + 1]);
   else if (opts.blocks)

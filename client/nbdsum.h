@@ -146,6 +146,12 @@ extern struct request *request_new (struct conn *c, uint64_t first,
 extern void request_free (void *opaque);
 
 /* endpoint.c */
+/* Is name the URI of a blkhash view rather than of an image?  Then say
+ * so, and which URI to give instead.  Views are never hashed: the
+ * server side would hash the view's image, the client side the view's
+ * bytes.
+ */
+extern bool refuse_view (const char *name);
 extern struct endpoint *endpoint_open (const char *name);
 extern void endpoint_close (struct endpoint *ep);
 extern void endpoint_fail (struct endpoint *ep, const char *fmt, ...)

@@ -31,6 +31,8 @@ usage (FILE *fp, int status)
 "\n"
 "Inputs:\n"
 "  URI                   nbd://, nbd+unix://, nbds://, nbds+unix:// ...\n"
+"                        naming an image (a blkhash view NAME@blkhash is\n"
+"                        refused: nbdsum asks for the view itself)\n"
 "  FILE                  a local image, served by a private nbdkit (raw;\n"
 "                        qcow2 and other formats through qemu-nbd)\n"
 "  -                     a raw image read from standard input\n"
