@@ -128,7 +128,8 @@ local_server_start (const char *name, const char *path)
 {
   struct local_server *s = calloc (1, sizeof *s);
   struct sockaddr_un addr = { .sun_family = AF_UNIX };
-  char abs[PATH_MAX], tmpl[] = "/tmp/nbdsumXXXXXX";
+  const char *tmpdir = getenv ("TMPDIR");
+  char abs[PATH_MAX], *tmpl = NULL;
   const char *format;
   struct stat st;
   int fd = -1, lfd = -1;
@@ -152,11 +153,33 @@ local_server_start (const char *name, const char *path)
   close (fd);
   fd = -1;
 
-  if ((s->dir = strdup (mkdtemp (tmpl) ? tmpl : "")) == NULL ||
-      s->dir[0] == '\0' ||
-      asprintf (&s->sock, "%s/sock", s->dir) == -1 ||
-      asprintf (&s->uri, "nbd+unix:///?socket=%s", s->sock) == -1) {
-    error_at (name, "cannot make a private socket: %m");
+  if (tmpdir == NULL || *tmpdir == '\0')
+    tmpdir = "/tmp";
+  if (asprintf (&tmpl, "%s/nbdsumXXXXXX", tmpdir) == -1) {
+    tmpl = NULL;
+    error_at (name, "out of memory");
+    goto err;
+  }
+  if (strlen (tmpl) + strlen ("/sock") >= sizeof addr.sun_path) {
+    error_at (name, "cannot make a private socket in %s: its path would be "
+              "too long for a Unix socket; set TMPDIR to a shorter "
+              "directory", tmpdir);
+    goto err;
+  }
+  if (mkdtemp (tmpl) == NULL) {
+    error_at (name, "cannot make a private directory in %s: %m", tmpdir);
+    goto err;
+  }
+  s->dir = tmpl;
+  tmpl = NULL;
+  if (asprintf (&s->sock, "%s/sock", s->dir) == -1) {
+    s->sock = NULL;
+    error_at (name, "out of memory");
+    goto err;
+  }
+  if (asprintf (&s->uri, "nbd+unix:///?socket=%s", s->sock) == -1) {
+    s->uri = NULL;
+    error_at (name, "out of memory");
     goto err;
   }
   snprintf (addr.sun_path, sizeof addr.sun_path, "%s", s->sock);
@@ -190,6 +213,7 @@ local_server_start (const char *name, const char *path)
     close (fd);
   if (lfd >= 0)
     close (lfd);
+  free (tmpl);
   local_server_stop (s);
   return NULL;
 }
@@ -221,7 +245,7 @@ local_server_stop (struct local_server *s)
   }
   if (s->sock)
     unlink (s->sock);
-  if (s->dir && s->dir[0])
+  if (s->dir)
     rmdir (s->dir);
   free (s->sock);
   free (s->uri);

@@ -99,3 +99,30 @@ refused () {
   [ "$status" -eq 0 ]
   [ "$output" = "$want  disk@blkhash" ]
 }
+
+@test "trust: the private nbdkit's directory is made in TMPDIR and removed" {
+  mkdir tmp
+  run env TMPDIR="$PWD/tmp" "$NBDSUM" "$small"
+  [ "$status" -eq 0 ]
+  [ -z "$(ls -A tmp)" ]
+  # Also when the private server fails.
+  run env TMPDIR="$PWD/tmp" "$NBDSUM" --format=vmdk "$small"
+  [ "$status" -eq 1 ]
+  [ -z "$(ls -A tmp)" ]
+  run env TMPDIR="$PWD/nosuch" "$NBDSUM" "$small"
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"$PWD/nosuch"* ]]
+  ! grep -qE '[0-9a-f]{64}' <<< "$output" || false
+}
+
+@test "trust: a TMPDIR too long for a socket address is a clear error" {
+  local long
+  long="$PWD/$(printf 'd%.0s' {1..120})"
+  mkdir "$long"
+  run env TMPDIR="$long" "$NBDSUM" "$small"
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"too long"*"TMPDIR"* ]]
+  [ -z "$(ls -A "$long")" ]
+}
