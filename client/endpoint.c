@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +17,11 @@
 
 #include "nbdsum.h"
 #include "util.h"
+
+/* How long connections may take to finish their requests after a
+ * signal before nbdsum gives up on them.
+ */
+#define DRAIN_SECONDS 5
 
 /* Where the path of an NBD URI is: after "scheme://authority", up to
  * the query or the fragment.
@@ -283,19 +289,41 @@ endpoint_open (const char *name)
 void
 endpoint_close (struct endpoint *ep)
 {
+  unsigned stuck = 0;
+
   if (ep == NULL)
     return;
-  if (ep->ops && ep->ops->close)
-    ep->ops->close (ep);
+
+  /* Requests still in flight: a signal came and the server did not
+   * answer them in time, or a connection failed.  Our own server is
+   * killed before it sees its client vanish under them (nbdkit 1.32
+   * aborts then).
+   */
+  for (unsigned i = 0; i < MAX_CONNECTIONS; i++)
+    if (ep->conns[i].h && nbd_aio_in_flight (ep->conns[i].h) > 0)
+      stuck++;
+  if (stuck) {
+    if (stop_signal ())
+      error_at (ep->name, "%u connection%s still had requests in flight "
+                "after %d seconds: closing %s anyway", stuck,
+                stuck == 1 ? "" : "s", DRAIN_SECONDS,
+                stuck == 1 ? "it" : "them");
+    local_server_kill (ep->server);
+  }
   for (unsigned i = 0; i < MAX_CONNECTIONS; i++) {
-    if (ep->conns[i].h) {
-      if (!atomic_load (&ep->failed))
-        nbd_shutdown (ep->conns[i].h, 0);
-      nbd_close (ep->conns[i].h);
+    struct nbd_handle *h = ep->conns[i].h;
+    if (h) {
+      /* Idle: say goodbye (NBD_CMD_DISC) rather than just hang up. */
+      if (nbd_aio_is_ready (h) && nbd_aio_in_flight (h) == 0)
+        nbd_shutdown (h, 0);
+      nbd_close (h);
     }
   }
   if (ep->negotiating)
     nbd_close (ep->negotiating);
+  /* After the handles: nothing can call back into the method now. */
+  if (ep->ops && ep->ops->close)
+    ep->ops->close (ep);
   local_server_stop (ep->server);
   free (ep->uri);
   free (ep->base_name);
@@ -363,23 +391,91 @@ struct worker_arg {
   struct run_state *rs;
 };
 
+/* Wait until the server (or, before any came, a signal) needs us, and
+ * let libnbd move on: like nbd_poll, but a signal wakes it.  timeout
+ * in ms, -1 for none.  Returns 0, or -1 after failing the endpoint.
+ */
+static int
+conn_poll (struct conn *c, int timeout)
+{
+  struct endpoint *ep = c->ep;
+  const unsigned dir = nbd_aio_get_direction (c->h);
+  struct pollfd fds[2];
+  int r;
+
+  fds[0].fd = nbd_aio_get_fd (c->h);
+  fds[0].events = 0;
+  fds[0].revents = 0;
+  if (dir & LIBNBD_AIO_DIRECTION_READ)
+    fds[0].events |= POLLIN;
+  if (dir & LIBNBD_AIO_DIRECTION_WRITE)
+    fds[0].events |= POLLOUT;
+  if (fds[0].fd == -1 || fds[0].events == 0) {
+    endpoint_fail (ep, "the connection to the server was lost");
+    return -1;
+  }
+  /* The pipe stays readable once a signal came: then only the server. */
+  fds[1].fd = stop_signal () ? -1 : stop_fd ();
+  fds[1].events = POLLIN;
+  fds[1].revents = 0;
+
+  r = poll (fds, 2, timeout);
+  if (r == -1) {
+    if (errno == EINTR)
+      return 0;
+    endpoint_fail (ep, "poll: %s", strerror (errno));
+    return -1;
+  }
+  /* Not both notifications: the first may change what the second
+   * means.  Replies first, as nbd_poll does.
+   */
+  if (fds[0].revents & (POLLIN | POLLHUP))
+    r = nbd_aio_notify_read (c->h);
+  else if (fds[0].revents & POLLOUT)
+    r = nbd_aio_notify_write (c->h);
+  else if (fds[0].revents & (POLLERR | POLLNVAL)) {
+    endpoint_fail (ep, "the server closed the connection");
+    return -1;
+  }
+  else
+    r = 0;
+  if (r == -1) {
+    endpoint_fail (ep, "%s", nbd_get_error ());
+    return -1;
+  }
+  return 0;
+}
+
 static void *
 conn_loop (void *opaque)
 {
   struct worker_arg *a = opaque;
   struct conn *c = a->c;
   struct endpoint *ep = c->ep;
+  double deadline = 0;
 
   for (;;) {
-    while (!atomic_load (&ep->failed) && c->in_flight < ep->requests)
+    int timeout = -1;
+
+    while (!atomic_load (&ep->failed) && !stop_signal () &&
+           c->in_flight < ep->requests)
       if (ep->ops->refill (ep, c->index) <= 0)
         break;
     if (c->in_flight == 0)
       break;
-    if (nbd_poll (c->h, -1) == -1) {
-      endpoint_fail (ep, "%s", nbd_get_error ());
-      break;
+    /* After a signal, the requests in flight get DRAIN_SECONDS to
+     * finish; endpoint_close deals with any left.
+     */
+    if (stop_signal ()) {
+      const double t = now ();
+      if (deadline == 0)
+        deadline = t + DRAIN_SECONDS;
+      if (t >= deadline)
+        break;
+      timeout = (deadline - t) * 1000 + 1;
     }
+    if (conn_poll (c, timeout) == -1)
+      break;
   }
   pthread_mutex_lock (&a->rs->lock);
   a->rs->running--;
@@ -396,9 +492,14 @@ endpoint_run (struct endpoint *ep)
   };
   struct worker_arg args[MAX_CONNECTIONS];
   unsigned started = 0;
+  sigset_t saved;
   int r;
 
   progress_init (&ep->progress, ep->name, ep->size);
+  /* Signals go to the main thread; the workers hear of them through
+   * the pipe, and their syscalls are not interrupted.
+   */
+  stop_signals_block (&saved);
   for (unsigned i = 0; i < ep->nconns; i++) {
     args[i] = (struct worker_arg) { &ep->conns[i], &rs };
     pthread_mutex_lock (&rs.lock);
@@ -412,6 +513,7 @@ endpoint_run (struct endpoint *ep)
     }
     started++;
   }
+  stop_signals_restore (&saved);
 
   /* The main thread only reports progress. */
   pthread_mutex_lock (&rs.lock);
@@ -432,6 +534,12 @@ endpoint_run (struct endpoint *ep)
   for (unsigned i = 0; i < started; i++)
     pthread_join (ep->conns[i].thread, NULL);
 
+  /* Interrupted: no checksum, and nothing to report. */
+  if (stop_signal ()) {
+    if (opts.progress_bar)
+      fputc ('\n', stderr);
+    return -1;
+  }
   if (atomic_load (&ep->failed)) {
     if (opts.progress_bar)
       fputc ('\n', stderr);

@@ -6,7 +6,8 @@
  * Raw files are served by the file plugin; qcow2 and other formats by
  * a private qemu-nbd behind nbdkit's nbd plugin.  The blkhash filter
  * comes from the build tree when nbdsum runs from it, and is left out
- * with --client-side.
+ * with --client-side.  The server has a process group of its own: a
+ * terminal's ^C is for nbdsum, which disconnects before stopping it.
  */
 #include <config.h>
 
@@ -22,10 +23,15 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <time.h>
 
 #include "nbdsum.h"
 
+/* How long the private server may take to exit on SIGTERM. */
+#define STOP_SECONDS 5
+
 struct local_server {
+  const char *name;             /* the input, for messages */
   pid_t pid;
   char *dir, *sock, *uri;
 };
@@ -132,12 +138,14 @@ local_server_start (const char *name, const char *path)
   char abs[PATH_MAX], *tmpl = NULL;
   const char *format;
   struct stat st;
-  int fd = -1, lfd = -1;
+  sigset_t saved;
+  int fd = -1, lfd = -1, err;
 
   if (s == NULL) {
     error_at (name, "out of memory");
     return NULL;
   }
+  s->name = name;
   s->pid = -1;
   /* Check the file here, for a clear message. */
   if (realpath (path, abs) == NULL || (fd = open (abs, O_RDONLY)) == -1 ||
@@ -190,17 +198,30 @@ local_server_start (const char *name, const char *path)
     goto err;
   }
 
+  /* Until the child has the default actions back, a signal must not
+   * run our handler in it.
+   */
+  stop_signals_block (&saved);
   s->pid = fork ();
-  if (s->pid == -1) {
-    error_at (name, "fork: %m");
-    goto err;
-  }
   if (s->pid == 0) {
+    stop_signals_default ();
+    stop_signals_restore (&saved);
+    setpgid (0, 0);
     /* The listening socket must survive exec as fd 3. */
     int flags = fcntl (lfd, F_GETFD);
     fcntl (lfd, F_SETFD, flags & ~FD_CLOEXEC);
     /* Hashing client-side, the filter would only hash twice. */
     exec_nbdkit (lfd, opts.client_side ? NULL : find_filter (), format, abs);
+  }
+  err = errno;
+  /* Also here, so that the group exists whichever runs first. */
+  if (s->pid > 0)
+    setpgid (s->pid, s->pid);
+  stop_signals_restore (&saved);
+  if (s->pid == -1) {
+    errno = err;
+    error_at (name, "fork: %m");
+    goto err;
   }
   /* Only nbdkit holds the socket now: if it dies, connections fail
    * instead of waiting for it.
@@ -234,14 +255,42 @@ local_server_uri (const struct local_server *s)
 }
 
 void
+local_server_kill (struct local_server *s)
+{
+  /* The group: qemu-nbd too, for other formats than raw. */
+  if (s && s->pid > 0)
+    kill (-s->pid, SIGKILL);
+}
+
+/* Reap the server, waiting at most STOP_SECONDS.  True if it is gone. */
+static bool
+reap (struct local_server *s)
+{
+  const struct timespec tick = { 0, 10 * 1000 * 1000 };
+
+  for (int i = 0; i < STOP_SECONDS * 100; i++) {
+    const pid_t r = waitpid (s->pid, NULL, WNOHANG);
+    if (r == s->pid || (r == -1 && errno == ECHILD))
+      return true;
+    nanosleep (&tick, NULL);
+  }
+  return false;
+}
+
+void
 local_server_stop (struct local_server *s)
 {
   if (s == NULL)
     return;
   if (s->pid > 0) {
     kill (s->pid, SIGTERM);
-    while (waitpid (s->pid, NULL, 0) == -1 && errno == EINTR)
-      ;
+    if (!reap (s)) {
+      error_at (s->name, "the private nbdkit did not exit in %d seconds: "
+                "killing it", STOP_SECONDS);
+      local_server_kill (s);
+      while (waitpid (s->pid, NULL, 0) == -1 && errno == EINTR)
+        ;
+    }
   }
   if (s->sock)
     unlink (s->sock);
