@@ -75,7 +75,7 @@ check_one_file (const char *path, size_t hexlen, struct tally *t)
     fprintf (stderr, "%s: %s: %m\n", progname, path);
     return -1;
   }
-  while ((len = getline (&line, &size, fp)) != -1) {
+  while (!stop_signal () && (len = getline (&line, &size, fp)) != -1) {
     while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
       line[--len] = '\0';
     if ((name = parse_line (line, hexlen, &hex)) == NULL) {
@@ -84,7 +84,11 @@ check_one_file (const char *path, size_t hexlen, struct tally *t)
     }
     lines++;
     struct result res;
-    if (checksum_one (name, &res) == -1) {
+    const int r = checksum_one (name, &res);
+    /* Interrupted: this line has no verdict. */
+    if (stop_signal ())
+      break;
+    if (r == -1) {
       t->unreadable++;
       if (!opts.status)
         report (name, "FAILED open or read");
@@ -101,6 +105,8 @@ check_one_file (const char *path, size_t hexlen, struct tally *t)
   if (fp != stdin)
     fclose (fp);
   t->lines += lines;
+  if (stop_signal ())
+    return -1;
   if (lines == 0) {
     fprintf (stderr, "%s: %s: no properly formatted checksum lines found\n",
              progname, path);
@@ -134,9 +140,11 @@ check_files (char **files, int n)
   hexlen = 2 * d.len;
   blk_digest_free (&d);
 
-  for (int i = 0; i < n; i++)
+  for (int i = 0; i < n && !stop_signal (); i++)
     if (check_one_file (files[i], hexlen, &t) == -1)
       status = EXIT_FAILURE;
+  if (stop_signal ())
+    return EXIT_FAILURE;
   warn (t.malformed, "line is improperly formatted",
         "lines are improperly formatted");
   warn (t.unreadable, "listed file could not be read",

@@ -96,7 +96,7 @@ diff_images (const char *a, const char *b)
   }
   for (uint64_t w = 0; w < common; w += WINDOW) {
     const uint64_t n = common - w < WINDOW ? common - w : WINDOW;
-    if (ea->ops->digests (ea, w, n, da) == -1 ||
+    if (stop_signal () || ea->ops->digests (ea, w, n, da) == -1 ||
         eb->ops->digests (eb, w, n, db) == -1)
       goto out;
     for (uint64_t i = 0; i < n; i++) {
@@ -113,6 +113,8 @@ diff_images (const char *a, const char *b)
     add_range (&runs, runs.end > min_size ? runs.end : min_size, max_size);
   }
   flush_run (&runs);
+  if (stop_signal ())
+    goto out;
   if (runs.count)
     fprintf (stderr, "%s: %s and %s differ in %" PRIu64 " bytes "
              "(%" PRIu64 " range%s, compared in %" PRIu64 " byte blocks)\n",
@@ -165,6 +167,11 @@ print_blocks (const char *name)
     if (ep->ops->digests (ep, w, n, d) == -1)
       goto out;
     for (uint64_t i = 0; i < n; i++) {
+      /* Stop at a signal (SIGPIPE from "| head"), or when standard
+       * output fails with SIGPIPE ignored.
+       */
+      if (stop_signal () || ferror (stdout))
+        goto out;
       const uint64_t b = w + i, off = b * ep->params->block_size;
       const uint32_t len = blk_block_len (ep->size, ep->params->block_size, b);
       const uint8_t *digest = d + i * ep->params->digest.len;

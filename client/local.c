@@ -6,7 +6,8 @@
  * Raw files are served by the file plugin; qcow2 and other formats by
  * a private qemu-nbd behind nbdkit's nbd plugin.  The blkhash filter
  * comes from the build tree when nbdsum runs from it, and is left out
- * with --client-side.
+ * with --client-side.  The server has a process group of its own: a
+ * terminal's ^C is for nbdsum, which disconnects before stopping it.
  */
 #include <config.h>
 
@@ -22,10 +23,15 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <time.h>
 
 #include "nbdsum.h"
 
+/* How long the private server may take to exit on SIGTERM. */
+#define STOP_SECONDS 5
+
 struct local_server {
+  const char *name;             /* the input, for messages */
   pid_t pid;
   char *dir, *sock, *uri;
 };
@@ -128,15 +134,18 @@ local_server_start (const char *name, const char *path)
 {
   struct local_server *s = calloc (1, sizeof *s);
   struct sockaddr_un addr = { .sun_family = AF_UNIX };
-  char abs[PATH_MAX], tmpl[] = "/tmp/nbdsumXXXXXX";
+  const char *tmpdir = getenv ("TMPDIR");
+  char abs[PATH_MAX], *tmpl = NULL;
   const char *format;
   struct stat st;
-  int fd = -1, lfd = -1;
+  sigset_t saved;
+  int fd = -1, lfd = -1, err;
 
   if (s == NULL) {
     error_at (name, "out of memory");
     return NULL;
   }
+  s->name = name;
   s->pid = -1;
   /* Check the file here, for a clear message. */
   if (realpath (path, abs) == NULL || (fd = open (abs, O_RDONLY)) == -1 ||
@@ -152,11 +161,33 @@ local_server_start (const char *name, const char *path)
   close (fd);
   fd = -1;
 
-  if ((s->dir = strdup (mkdtemp (tmpl) ? tmpl : "")) == NULL ||
-      s->dir[0] == '\0' ||
-      asprintf (&s->sock, "%s/sock", s->dir) == -1 ||
-      asprintf (&s->uri, "nbd+unix:///?socket=%s", s->sock) == -1) {
-    error_at (name, "cannot make a private socket: %m");
+  if (tmpdir == NULL || *tmpdir == '\0')
+    tmpdir = "/tmp";
+  if (asprintf (&tmpl, "%s/nbdsumXXXXXX", tmpdir) == -1) {
+    tmpl = NULL;
+    error_at (name, "out of memory");
+    goto err;
+  }
+  if (strlen (tmpl) + strlen ("/sock") >= sizeof addr.sun_path) {
+    error_at (name, "cannot make a private socket in %s: its path would be "
+              "too long for a Unix socket; set TMPDIR to a shorter "
+              "directory", tmpdir);
+    goto err;
+  }
+  if (mkdtemp (tmpl) == NULL) {
+    error_at (name, "cannot make a private directory in %s: %m", tmpdir);
+    goto err;
+  }
+  s->dir = tmpl;
+  tmpl = NULL;
+  if (asprintf (&s->sock, "%s/sock", s->dir) == -1) {
+    s->sock = NULL;
+    error_at (name, "out of memory");
+    goto err;
+  }
+  if (asprintf (&s->uri, "nbd+unix:///?socket=%s", s->sock) == -1) {
+    s->uri = NULL;
+    error_at (name, "out of memory");
     goto err;
   }
   snprintf (addr.sun_path, sizeof addr.sun_path, "%s", s->sock);
@@ -167,17 +198,30 @@ local_server_start (const char *name, const char *path)
     goto err;
   }
 
+  /* Until the child has the default actions back, a signal must not
+   * run our handler in it.
+   */
+  stop_signals_block (&saved);
   s->pid = fork ();
-  if (s->pid == -1) {
-    error_at (name, "fork: %m");
-    goto err;
-  }
   if (s->pid == 0) {
+    stop_signals_default ();
+    stop_signals_restore (&saved);
+    setpgid (0, 0);
     /* The listening socket must survive exec as fd 3. */
     int flags = fcntl (lfd, F_GETFD);
     fcntl (lfd, F_SETFD, flags & ~FD_CLOEXEC);
     /* Hashing client-side, the filter would only hash twice. */
     exec_nbdkit (lfd, opts.client_side ? NULL : find_filter (), format, abs);
+  }
+  err = errno;
+  /* Also here, so that the group exists whichever runs first. */
+  if (s->pid > 0)
+    setpgid (s->pid, s->pid);
+  stop_signals_restore (&saved);
+  if (s->pid == -1) {
+    errno = err;
+    error_at (name, "fork: %m");
+    goto err;
   }
   /* Only nbdkit holds the socket now: if it dies, connections fail
    * instead of waiting for it.
@@ -190,6 +234,7 @@ local_server_start (const char *name, const char *path)
     close (fd);
   if (lfd >= 0)
     close (lfd);
+  free (tmpl);
   local_server_stop (s);
   return NULL;
 }
@@ -210,18 +255,46 @@ local_server_uri (const struct local_server *s)
 }
 
 void
+local_server_kill (struct local_server *s)
+{
+  /* The group: qemu-nbd too, for other formats than raw. */
+  if (s && s->pid > 0)
+    kill (-s->pid, SIGKILL);
+}
+
+/* Reap the server, waiting at most STOP_SECONDS.  True if it is gone. */
+static bool
+reap (struct local_server *s)
+{
+  const struct timespec tick = { 0, 10 * 1000 * 1000 };
+
+  for (int i = 0; i < STOP_SECONDS * 100; i++) {
+    const pid_t r = waitpid (s->pid, NULL, WNOHANG);
+    if (r == s->pid || (r == -1 && errno == ECHILD))
+      return true;
+    nanosleep (&tick, NULL);
+  }
+  return false;
+}
+
+void
 local_server_stop (struct local_server *s)
 {
   if (s == NULL)
     return;
   if (s->pid > 0) {
     kill (s->pid, SIGTERM);
-    while (waitpid (s->pid, NULL, 0) == -1 && errno == EINTR)
-      ;
+    if (!reap (s)) {
+      error_at (s->name, "the private nbdkit did not exit in %d seconds: "
+                "killing it", STOP_SECONDS);
+      local_server_kill (s);
+      while (waitpid (s->pid, NULL, 0) == -1 && errno == EINTR)
+        ;
+    }
   }
   if (s->sock)
     unlink (s->sock);
-  if (s->dir && s->dir[0])
+  if (s->dir)
     rmdir (s->dir);
   free (s->sock);
   free (s->uri);

@@ -5,6 +5,7 @@
 #define NBDSUM_H
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -42,6 +43,24 @@ extern const char *progname;
 extern void error_at (const char *name, const char *fmt, ...)
   __attribute__ ((format (printf, 2, 3)));
 
+/* nbdsum.c: SIGHUP, SIGINT, SIGPIPE and SIGTERM only record the
+ * signal and make a pipe readable to wake the poll loops.  nbdsum then
+ * issues no new requests, lets those in flight finish, disconnects,
+ * stops its private servers and dies of the signal: nbdkit 1.32 aborts
+ * when a client vanishes with requests in flight.
+ */
+/* The signal caught, or 0. */
+extern int stop_signal (void);
+/* Readable once a signal was caught (-1 before they are handled). */
+extern int stop_fd (void);
+/* Block the handled signals in this thread (to create threads or
+ * processes that must not run the handler), and restore the mask.
+ */
+extern void stop_signals_block (sigset_t *saved);
+extern void stop_signals_restore (const sigset_t *saved);
+/* In a child about to exec: the default actions again. */
+extern void stop_signals_default (void);
+
 /* options.c */
 extern void parse_options (int argc, char **argv, int *first_arg);
 
@@ -55,6 +74,11 @@ extern struct local_server *local_server_start (const char *name,
 extern const char *local_server_uri (const struct local_server *s);
 /* Has the private nbdkit exited (for a clearer error)? */
 extern bool local_server_exited (struct local_server *s);
+/* Kill it at once, before closing connections that still have requests
+ * in flight: a dead server cannot trip over them.
+ */
+extern void local_server_kill (struct local_server *s);
+/* Stop it (SIGTERM, SIGKILL if it lingers) and remove its socket. */
 extern void local_server_stop (struct local_server *s);
 
 /* progress.c */
@@ -146,6 +170,12 @@ extern struct request *request_new (struct conn *c, uint64_t first,
 extern void request_free (void *opaque);
 
 /* endpoint.c */
+/* Is name the URI of a blkhash view rather than of an image?  Then say
+ * so, and which URI to give instead.  Views are never hashed: the
+ * server side would hash the view's image, the client side the view's
+ * bytes.
+ */
+extern bool refuse_view (const char *name);
 extern struct endpoint *endpoint_open (const char *name);
 extern void endpoint_close (struct endpoint *ep);
 extern void endpoint_fail (struct endpoint *ep, const char *fmt, ...)

@@ -48,7 +48,8 @@ progress_update (struct progress *p, bool final)
   const uint64_t done = atomic_load (&p->done);
   int percent;
 
-  if (!opts.progress_bar && opts.progress_fd < 0)
+  /* After a signal, not a word more: that pipe may be what broke. */
+  if ((!opts.progress_bar && opts.progress_fd < 0) || stop_signal ())
     return;
   percent = final || p->total == 0 ? 100
     : (int) (done >= p->total ? 100 : done * 100 / p->total);

@@ -259,6 +259,8 @@ ss_digests (struct endpoint *ep, uint64_t first, uint64_t count,
   for (uint64_t b = first; b < first + count; b += per_read) {
     const uint64_t n = first + count - b < per_read ? first + count - b
       : per_read;
+    if (stop_signal ())
+      return -1;
     if (nbd_pread (ep->conns[0].h, out + (b - first) * ep->params->digest.len,
                    n * ep->params->digest.len,
                    BLK_VIEW_DIGESTS_OFFSET + b * ep->params->digest.len,

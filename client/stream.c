@@ -4,6 +4,7 @@
 #include <config.h>
 
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -39,6 +40,16 @@ stream_checksum (const char *name, int fd, uint8_t *root, uint64_t *size,
   /* The size is unknown: progress lines only say we started and ended. */
   progress_init (&prog, name, 0);
   for (;;) {
+    /* A signal ends a wait for input: nothing to clean up but this. */
+    struct pollfd fds[2] = {
+      { .fd = fd, .events = POLLIN }, { .fd = stop_fd (), .events = POLLIN }
+    };
+    if (poll (fds, 2, -1) == -1 && errno != EINTR) {
+      error_at (name, "poll: %m");
+      goto out;
+    }
+    if (stop_signal ())
+      goto out;
     ssize_t n = read (fd, buf, READ_BYTES);
     if (n == -1 && errno == EINTR)
       continue;
