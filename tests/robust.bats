@@ -11,6 +11,7 @@
 #     make check TESTS=tests/robust.bats
 
 load "$top_srcdir/tests/helpers"
+load "$top_srcdir/tests/servers"
 
 # The python with the libnbd bindings ("import nbd").
 : "${NBD_PYTHON:=/usr/bin/python3}"
@@ -145,71 +146,16 @@ PY
 setup () {
   errors_img="$BATS_FILE_TMPDIR/errors.img"
   big="$BATS_FILE_TMPDIR/big.img"
-  servers=()
   export errors_img big
 }
 
 teardown () {
-  local p
-  for p in "${servers[@]}"; do
-    { kill -9 "$p" && wait "$p"; } 2>/dev/null || true
-  done
+  kill_servers
 }
 
 # Progress and counts, shown by bats and kept in make check's log.
 report () {
   echo "# $*" >&3
-}
-
-# start_nbdkit NAME NBDKIT-ARGS...: nbdkit -f as a background job of
-# the test.  Sets pid, sock, uri and err (nbdkit's stdout and stderr).
-start_nbdkit () {
-  local name=$1 i
-  shift
-  sock="$BATS_TEST_TMPDIR/$name.sock"
-  err="$BATS_TEST_TMPDIR/$name.err"
-  uri="nbd+unix:///?socket=$sock"
-  rm -f "$sock"
-  nbdkit -f -U "$sock" "$@" </dev/null >"$err" 2>&1 3>&- &
-  pid=$!
-  servers+=("$pid")
-  for ((i = 0; i < 200; i++)); do
-    [ -S "$sock" ] && return 0
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.05
-  done
-  echo "nbdkit did not start:"
-  cat "$err"
-  return 1
-}
-
-# start_server NAME NBDKIT-ARGS...: the same with the blkhash filter on
-# top (further --filter options go below it).
-start_server () {
-  local name=$1
-  shift
-  start_nbdkit "$name" --filter="$BLKHASH_FILTER" "$@"
-}
-
-# wait_exit PID SECONDS: wait at most SECONDS for the background job
-# PID to end; sets rc to its exit status.  Fails if it is still running.
-wait_exit () {
-  local i
-  for ((i = 0; i < $2 * 10; i++)); do
-    if ! kill -0 "$1" 2>/dev/null; then
-      rc=0
-      wait "$1" || rc=$?
-      return 0
-    fi
-    sleep 0.1
-  done
-  echo "process $1 still running after $2 s"
-  return 1
-}
-
-# No crash or sanitizer report in nbdkit's stderr FILE.
-no_crash () {
-  ! grep -E 'Assertion|assertion failed|Segmentation fault|Sanitizer|runtime error:|double free|corrupted|stack smashing|Aborted|core dumped' "$1"
 }
 
 # Stop the server: SIGTERM, it must exit 0 within 30 s with no crash.
@@ -221,10 +167,6 @@ stop_server () {
     cat "$err"
     return 1
   fi
-}
-
-uri_of () {
-  echo "nbd+unix:///$1?socket=$sock"
 }
 
 # The root of view NAME on $sock, or "ERR message".
