@@ -1,0 +1,52 @@
+/* nbdkit-blkhash: scope-bound cleanup and small arithmetic helpers, in
+ * the spirit of nbdkit's common/include/cleanup.h and minmax.h (which
+ * nbdkit does not install, hence this copy of the idea).
+ */
+#ifndef BLKHASH_CLEANUP_H
+#define BLKHASH_CLEANUP_H
+
+#include <assert.h>
+#include <pthread.h>
+#include <stdlib.h>
+
+/* Freed when the variable goes out of scope. */
+static inline void
+blk_cleanup_free (void *ptr)
+{
+  free (*(void **) ptr);
+}
+#define CLEANUP_FREE __attribute__ ((cleanup (blk_cleanup_free)))
+
+/* Holds the mutex until the end of the enclosing scope. */
+static inline void
+blk_cleanup_unlock (pthread_mutex_t **ptr)
+{
+  int r = pthread_mutex_unlock (*ptr);
+  assert (r == 0);
+  (void) r;
+}
+#define BLK_UNIQUE_NAME(base) BLK_UNIQUE_NAME2 (base, __LINE__)
+#define BLK_UNIQUE_NAME2(base, n) BLK_UNIQUE_NAME3 (base, n)
+#define BLK_UNIQUE_NAME3(base, n) base##n
+#define ACQUIRE_LOCK_FOR_CURRENT_SCOPE(mutex)                           \
+  __attribute__ ((cleanup (blk_cleanup_unlock)))                        \
+  pthread_mutex_t *BLK_UNIQUE_NAME (_lock) = (mutex);                   \
+  do {                                                                  \
+    int _r = pthread_mutex_lock (BLK_UNIQUE_NAME (_lock));              \
+    assert (_r == 0);                                                   \
+    (void) _r;                                                          \
+  } while (0)
+
+/* Type-checked, evaluating each argument once. */
+#define MIN(a, b) BLK_MINMAX (<, a, b, __COUNTER__)
+#define MAX(a, b) BLK_MINMAX (>, a, b, __COUNTER__)
+#define BLK_MINMAX(op, a, b, n) BLK_MINMAX2 (op, a, b, n)
+#define BLK_MINMAX2(op, a, b, n)                                        \
+  ({                                                                    \
+    __auto_type _a##n = (a);                                            \
+    __auto_type _b##n = (b);                                            \
+    (void) (&_a##n == &_b##n);  /* same type, or a warning */           \
+    _a##n op _b##n ? _a##n : _b##n;                                     \
+  })
+
+#endif /* BLKHASH_CLEANUP_H */
