@@ -16,7 +16,9 @@ chomp (char *line)
     line[--len] = '\0';
 }
 
-/* Undo the escapes in place.  -1 on a '\\' not starting one. */
+/* Undo the escapes in place.  -1 on a '\\' not starting one.
+ * sha256sum (coreutils 9) also writes "\\r", so accept it.
+ */
 static int
 unescape (char *name)
 {
@@ -29,6 +31,8 @@ unescape (char *name)
       *out++ = '\\', p++;
     else if (p[1] == 'n')
       *out++ = '\n', p++;
+    else if (p[1] == 'r')
+      *out++ = '\r', p++;
     else
       return -1;
   }

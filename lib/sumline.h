@@ -9,9 +9,9 @@
 
 /* Split one line of a checksum file in place into its hex and its
  * name: "HEX  NAME" or "HEX *NAME", where a line starting with '\\'
- * has "\\\\" and "\\n" escapes in NAME.  line is NUL-terminated;
- * trailing '\n' and '\r' are dropped first.  HEX must be exactly
- * hexlen hex digits and NAME must not be empty.
+ * has "\\\\", "\\n" and "\\r" escapes in NAME.  line is
+ * NUL-terminated; trailing '\n' and '\r' are dropped first.  HEX must
+ * be exactly hexlen hex digits and NAME must not be empty.
  *
  * Returns 0 with *hex and *name pointing into line, or -1 if the line
  * is not well formed (line may then be changed).

@@ -40,6 +40,7 @@ main (void)
   ok (parses (HEX8 "  disk.img\r\n", "disk.img"), "CRLF dropped");
   ok (parses (HEX8 "  a b\\c", "a b\\c"), "no escapes without '\\'");
   ok (parses ("\\" HEX8 "  a\\\\b\\nc", "a\\b\nc"), "escapes");
+  ok (parses ("\\" HEX8 "  a\\r", "a\r"), "sha256sum's \\r escape");
   ok (malformed ("\\" HEX8 "  a\\b"), "unknown escape");
   ok (malformed ("\\" HEX8 "  a\\"), "escape at the end");
   ok (malformed (HEX8 "0  disk.img"), "hex too long");
