@@ -1,54 +1,22 @@
 /* nbdsum: --check, like sha256sum -c.
  *
- * Lines are 'CHECKSUM  NAME' (nbdsum's and blkhash-file's format);
- * a line starting with '\\' has '\\\\' and '\\n' escapes in NAME.
+ * Lines are 'CHECKSUM  NAME' (nbdsum's and blkhash-file's format),
+ * read by blk_sum_line_parse in lib/sumline.c.
  */
 #include <config.h>
 
-#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 #include "nbdsum.h"
+#include "sumline.h"
 #include "util.h"
 
 struct tally {
   unsigned lines, mismatched, unreadable, malformed;
 };
-
-/* Split a line into hex and name; NULL if it is not well formed. */
-static char *
-parse_line (char *line, size_t hexlen, char **hex)
-{
-  bool escaped = line[0] == '\\';
-  char *p = line + escaped, *name, *out;
-  size_t n = 0;
-
-  while (isxdigit ((unsigned char) p[n]))
-    n++;
-  if (n != hexlen || p[n] != ' ' || (p[n + 1] != ' ' && p[n + 1] != '*') ||
-      p[n + 2] == '\0')
-    return NULL;
-  p[n] = '\0';
-  *hex = p;
-  name = p + n + 2;
-  if (!escaped)
-    return name;
-  for (out = p = name; *p; p++) {
-    if (*p == '\\' && p[1] == '\\')
-      *out++ = '\\', p++;
-    else if (*p == '\\' && p[1] == 'n')
-      *out++ = '\n', p++;
-    else if (*p == '\\')
-      return NULL;
-    else
-      *out++ = *p;
-  }
-  *out = '\0';
-  return name;
-}
 
 static void
 report (const char *name, const char *verdict)
@@ -68,17 +36,14 @@ check_one_file (const char *path, size_t hexlen, struct tally *t)
   FILE *fp = strcmp (path, "-") == 0 ? stdin : fopen (path, "r");
   char *line = NULL, *hex, *name;
   size_t size = 0;
-  ssize_t len;
   unsigned lines = 0;
 
   if (fp == NULL) {
     fprintf (stderr, "%s: %s: %m\n", progname, path);
     return -1;
   }
-  while (!stop_signal () && (len = getline (&line, &size, fp)) != -1) {
-    while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
-      line[--len] = '\0';
-    if ((name = parse_line (line, hexlen, &hex)) == NULL) {
+  while (!stop_signal () && getline (&line, &size, fp) != -1) {
+    if (blk_sum_line_parse (line, hexlen, &hex, &name) == -1) {
       t->malformed++;
       continue;
     }

@@ -60,6 +60,7 @@ blkhash_unload (void)
   blkhash_results_free_all ();
   blkhash_params_free_all ();
   blkhash_hasher_fini ();
+  free ((char *) blkhash_file);
 }
 
 static int
@@ -80,6 +81,7 @@ blkhash_config (nbdkit_next_config *next, nbdkit_backend *nxdata,
     return 0;
   }
   else if (strcmp (key, "blkhash-file") == 0) {
+    free ((char *) blkhash_file);       /* the last one given wins */
     blkhash_file = nbdkit_absolute_path (value);
     return blkhash_file ? 0 : -1;
   }

@@ -1,0 +1,61 @@
+/* nbdkit-blkhash: reading checksum lines. */
+#include <config.h>
+
+#include <ctype.h>
+#include <string.h>
+
+#include "sumline.h"
+
+/* Files edited elsewhere may end lines with "\r\n". */
+static void
+chomp (char *line)
+{
+  size_t len = strlen (line);
+
+  while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
+    line[--len] = '\0';
+}
+
+/* Undo the escapes in place.  -1 on a '\\' not starting one.
+ * sha256sum (coreutils 9) also writes "\\r", so accept it.
+ */
+static int
+unescape (char *name)
+{
+  char *out = name;
+
+  for (const char *p = name; *p; p++) {
+    if (*p != '\\')
+      *out++ = *p;
+    else if (p[1] == '\\')
+      *out++ = '\\', p++;
+    else if (p[1] == 'n')
+      *out++ = '\n', p++;
+    else if (p[1] == 'r')
+      *out++ = '\r', p++;
+    else
+      return -1;
+  }
+  *out = '\0';
+  return 0;
+}
+
+int
+blk_sum_line_parse (char *line, size_t hexlen, char **hex, char **name)
+{
+  const int escaped = line[0] == '\\';
+  char *p = line + escaped;
+  size_t n = 0;
+
+  chomp (line);
+  while (isxdigit ((unsigned char) p[n]))
+    n++;
+  /* Two spaces, or a space and '*' (binary mode), then the name. */
+  if (n != hexlen || p[n] != ' ' || (p[n + 1] != ' ' && p[n + 1] != '*') ||
+      p[n + 2] == '\0')
+    return -1;
+  p[n] = '\0';
+  *hex = p;
+  *name = p + n + 2;
+  return escaped ? unescape (*name) : 0;
+}
