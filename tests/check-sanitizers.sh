@@ -112,7 +112,7 @@ echo "== check-sanitizers: unit tests, fuzz drivers, nbdsum suites (ASan, UBSan)
   for t in $UNIT_TESTS; do
     tap "${t##*/}" "$build/$t"
   done
-  for s in nbdsum client; do
+  for s in nbdsum client nbdsum-trust; do
     tap "$s.bats" bats --tap "$build/tests/$s.bats"
   done
   echo "$passed $failed $skipped" > "$logs/counts"
@@ -131,7 +131,7 @@ WRAPPER
 chmod +x "$logs/bin/nbdkit"
 (
   export PATH="$logs/bin:$PATH" STRESS_ROUNDS=${STRESS_ROUNDS:-4}
-  for s in filter view passive; do
+  for s in filter view passive trust; do
     tap "$s.bats" bats --tap "$top_srcdir/tests/$s.bats"
   done
   echo "$passed $failed $skipped" > "$logs/counts"
