@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "filter.h"
-#include "util.h"
+#include "viewname.h"
 
 /* nbdkit -D blkhash.stats=1 */
 NBDKIT_DLL_PUBLIC int blkhash_debug_stats;

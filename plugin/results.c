@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 
 #include "filter.h"
+#include "sumline.h"
 #include "util.h"
 
 struct result {
