@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cleanup.h"
 #include "digest.h"
 
 #define BLK_DEFAULT_DIGEST "sha256"
@@ -41,8 +42,7 @@ blk_block_count (uint64_t size, uint32_t block_size)
 static inline uint32_t
 blk_block_len (uint64_t size, uint32_t block_size, uint64_t i)
 {
-  uint64_t start = i * block_size;
-  return size - start < block_size ? size - start : block_size;
+  return MIN (size - i * block_size, (uint64_t) block_size);
 }
 
 /* Digest of one block (len <= block_size) at its real length.  A full

@@ -3,6 +3,7 @@
 
 #include <string.h>
 
+#include "cleanup.h"
 #include "zero.h"
 
 /* Check a 16-byte prefix by hand, then let memcmp (vectorised in libc)
@@ -14,7 +15,7 @@ bool
 blk_is_zero (const void *buf, size_t len)
 {
   const unsigned char *p = buf;
-  size_t i, head = len < 16 ? len : 16;
+  size_t i, head = MIN (len, (size_t) 16);
 
   for (i = 0; i < head; i++)
     if (p[i])

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cleanup.h"
 #include "filter.h"
 #include "viewname.h"
 
@@ -49,8 +50,7 @@ blkhash_load (void)
 
   if (blkhash_hasher_init () == -1)
     exit (EXIT_FAILURE);
-  blkhash_workers = cpus < 1 ? 1
-    : cpus > BLKHASH_MAX_WORKERS ? BLKHASH_MAX_WORKERS : cpus;
+  blkhash_workers = MIN (MAX (cpus, 1L), (long) BLKHASH_MAX_WORKERS);
 }
 
 static void
@@ -342,14 +342,10 @@ blkhash_prepare (nbdkit_next *next, void *handle, int readonly)
 static struct blk_table *
 view_table (struct handle *h, int *err)
 {
-  struct blkhash_table *bt;
-
-  pthread_mutex_lock (&h->lock);
+  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&h->lock);
   if (h->table == NULL)
     h->table = blkhash_table_get (h->e, h->params, err);
-  bt = h->table;
-  pthread_mutex_unlock (&h->lock);
-  return bt ? bt->t : NULL;
+  return h->table ? h->table->t : NULL;
 }
 
 /* The last client of an export has gone: complete its checksum (holes

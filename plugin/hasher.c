@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cleanup.h"
 #include "filter.h"
 
 /* One plugin read.  Small enough to stay in the CPU cache between the
@@ -173,23 +174,20 @@ hash_run (nbdkit_next *next, struct blk_table *t, struct worker *w,
   const struct blk_params *p = blk_table_params (t);
   const uint32_t bs = p->block_size;
   const uint64_t size = blk_table_size (t);
-  const uint64_t run_end = (first + i + n) * bs < size
-    ? (first + i + n) * bs : size;
+  const uint64_t run_end = MIN ((first + i + n) * bs, size);
   uint64_t off = (first + i) * bs;
   struct blk_block_hasher bh;
 
   blk_block_begin (&bh, p, w->ctx);
   while (off < run_end) {
-    const uint64_t len = run_end - off < READ_SIZE ? run_end - off
-      : READ_SIZE;
+    const uint64_t len = MIN (run_end - off, (uint64_t) READ_SIZE);
     if (next->pread (next, w->buf, len, off, 0, err) == -1)
       return -1;
     blkhash_stats.read_bytes += len;
     for (uint64_t pos = 0; pos < len; ) {
       const uint64_t b = (off + pos) / bs;
       const uint64_t b_end = b * bs + blk_block_len (size, bs, b);
-      const uint64_t take = len - pos < b_end - (off + pos)
-        ? len - pos : b_end - (off + pos);
+      const uint64_t take = MIN (len - pos, b_end - (off + pos));
       if (blk_block_update (&bh, w->buf + pos, take) == -1)
         goto hash_failed;
       pos += take;
@@ -244,22 +242,19 @@ blkhash_compute (nbdkit_next *next, struct blk_table *t, uint64_t first,
   const struct blk_params *p = blk_table_params (t);
   const size_t len = p->digest.len;
   const uint64_t size = blk_table_size (t);
-  bool *need = NULL, *zero = NULL, have_data = false;
-  uint8_t *kind = NULL, *scratch = NULL;
+  CLEANUP_FREE bool *need = malloc (count * sizeof *need);
+  CLEANUP_FREE bool *zero = calloc (count, sizeof *zero);
+  CLEANUP_FREE uint8_t *kind = malloc (count);
+  CLEANUP_FREE uint8_t *scratch = NULL;
+  bool have_data = false;
   uint64_t snapshot, unknown, i;
-  int ret = -1;
 
-  need = malloc (count * sizeof *need);
-  zero = calloc (count, sizeof *zero);
-  kind = malloc (count);
   if (need == NULL || zero == NULL || kind == NULL)
     goto enomem;
 
   unknown = blk_table_lookup (t, first, count, out, need, &snapshot);
-  if (unknown == 0) {
-    ret = 0;
-    goto out;
-  }
+  if (unknown == 0)
+    return 0;
   nbdkit_debug ("blkhash: computing %" PRIu64 " of blocks %" PRIu64
                 "..%" PRIu64, unknown, first, first + count - 1);
   for (i = 0; i < count; i++)
@@ -267,7 +262,7 @@ blkhash_compute (nbdkit_next *next, struct blk_table *t, uint64_t first,
 
   if (next->can_extents (next) == 1 &&
       find_holes (next, t, first, count, kind, err) == -1)
-    goto out;
+    return -1;
 
   for (i = 0; i < count; i++)
     have_data |= kind[i] == DATA;
@@ -275,7 +270,7 @@ blkhash_compute (nbdkit_next *next, struct blk_table *t, uint64_t first,
     if (out == NULL && (out = scratch = malloc (count * len)) == NULL)
       goto enomem;
     if (hash_data (next, t, first, count, kind, zero, out, err) == -1)
-      goto out;
+      return -1;
   }
 
   /* Runs of holes are stored without copying digests around. */
@@ -310,21 +305,15 @@ blkhash_compute (nbdkit_next *next, struct blk_table *t, uint64_t first,
                                out + i * len) == -1) {
       nbdkit_error ("blkhash: %s failed", p->digest.name);
       *err = EIO;
-      goto out;
+      return -1;
     }
   }
-  ret = 0;
-  goto out;
+  return 0;
 
  enomem:
   nbdkit_error ("blkhash: out of memory");
   *err = ENOMEM;
- out:
-  free (need);
-  free (zero);
-  free (kind);
-  free (scratch);
-  return ret;
+  return -1;
 }
 
 /* The root from one pass over all blocks with a private outer hash,
@@ -349,7 +338,7 @@ direct_root (nbdkit_next *next, struct blk_table *t, uint64_t step,
     return -1;
   }
   for (uint64_t b = 0; b < nblocks; b += step) {
-    const uint64_t n = nblocks - b < step ? nblocks - b : step;
+    const uint64_t n = MIN (nblocks - b, step);
     if (blkhash_should_stop (err) ||
         blkhash_compute (next, t, b, n, out, err) == -1)
       goto out;
@@ -387,10 +376,11 @@ struct root_job {
 static void
 root_job_fail (struct root_job *j, int err)
 {
-  pthread_mutex_lock (&j->lock);
-  if (j->err == 0)
-    j->err = err;
-  pthread_mutex_unlock (&j->lock);
+  {
+    ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&j->lock);
+    if (j->err == 0)
+      j->err = err;
+  }
   atomic_store (&j->stop, true);
 }
 
@@ -405,11 +395,12 @@ root_job_work (struct root_job *j)
     /* Known ranges are skipped here, under the lock, so the scan for
      * unknown blocks stays linear however many threads take steps.
      */
-    pthread_mutex_lock (&j->lock);
-    b = blk_table_next_unknown (j->t, j->cursor);
-    n = j->nblocks - b < j->step ? j->nblocks - b : j->step;
-    j->cursor = b + n;
-    pthread_mutex_unlock (&j->lock);
+    {
+      ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&j->lock);
+      b = blk_table_next_unknown (j->t, j->cursor);
+      n = MIN (j->nblocks - b, j->step);
+      j->cursor = b + n;
+    }
     if (b >= j->nblocks)
       break;
     if (blkhash_should_stop (&err) ||
