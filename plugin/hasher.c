@@ -15,6 +15,7 @@
 
 #include "cleanup.h"
 #include "filter.h"
+#include "holes.h"
 
 /* One plugin read.  Small enough to stay in the CPU cache between the
  * copy and the hash: on the reference machine 64K to 256K reads hash
@@ -120,42 +121,30 @@ blkhash_should_stop (int *err)
   return true;
 }
 
-enum kind { KNOWN = 0, HOLE, DATA };
-
-/* Mark as HOLE the DATA blocks of [first, first+count) that lie wholly
- * inside extents reading as zero.
+/* Set hole[i] for the blocks first+i of [first, first+count) that lie
+ * wholly inside extents reading as zero.
  */
 static int
 find_holes (nbdkit_next *next, struct blk_table *t, uint64_t first,
-            uint64_t count, uint8_t *kind, int *err)
+            uint64_t count, bool *hole, int *err)
 {
   const uint32_t bs = blk_table_params (t)->block_size;
   const uint64_t size = blk_table_size (t);
-  uint64_t off = first * bs;
-  const uint64_t end = (first + count) * bs < size
-    ? (first + count) * bs : size;
+  const uint64_t end = MIN ((first + count) * bs, size);
 
-  while (off < end) {
-    const uint64_t len = end - off < EXTENTS_WINDOW ? end - off
-      : EXTENTS_WINDOW;
+  for (uint64_t off = first * bs; off < end; ) {
+    const uint64_t len = MIN (end - off, EXTENTS_WINDOW);
     struct nbdkit_extents *exts = nbdkit_extents_full (next, len, off, 0,
                                                        err);
     if (exts == NULL)
       return -1;
     for (size_t i = 0; i < nbdkit_extents_count (exts); i++) {
       const struct nbdkit_extent e = nbdkit_get_extent (exts, i);
-      if (!(e.type & NBDKIT_EXTENT_ZERO))
-        continue;
-      const uint64_t e_end = e.offset + e.length;
-      /* Blocks starting inside the extent and ending inside it (or
-       * at the image end, for a short last block).
-       */
-      for (uint64_t b = (e.offset + bs - 1) / bs;
-           b * bs < e_end && b < first + count; b++) {
-        const uint64_t b_end = b * bs + blk_block_len (size, bs, b);
-        if (b >= first && b_end <= e_end && kind[b - first] == DATA)
-          kind[b - first] = HOLE;
-      }
+      const struct blk_extent z = {
+        .offset = e.offset, .length = e.length,
+        .zero = e.type & NBDKIT_EXTENT_ZERO,
+      };
+      blk_holes_mark (&z, 1, bs, size, first, count, hole);
     }
     nbdkit_extents_free (exts);
     off += len;
@@ -163,7 +152,7 @@ find_holes (nbdkit_next *next, struct blk_table *t, uint64_t first,
   return 0;
 }
 
-/* Read and hash the run of DATA blocks [first+i, first+i+n) in pieces
+/* Read and hash the run of blocks [first+i, first+i+n) in pieces
  * of READ_SIZE, which may hold several blocks or part of one.
  */
 static int
@@ -208,26 +197,21 @@ hash_run (nbdkit_next *next, struct blk_table *t, struct worker *w,
   return -1;
 }
 
-/* Read and hash every DATA block, digests to out. */
+/* Read and hash the blocks first+i with data[i] set, digests to out. */
 static int
 hash_data (nbdkit_next *next, struct blk_table *t, uint64_t first,
-           uint64_t count, const uint8_t *kind, bool *zero, uint8_t *out,
+           uint64_t count, const bool *data, bool *zero, uint8_t *out,
            int *err)
 {
   struct worker *w = get_worker (READ_SIZE);
-  uint64_t i = 0, n;
 
   if (w == NULL) {
     *err = ENOMEM;
     return -1;
   }
-  while (i < count) {
-    for (n = 0; i + n < count && kind[i + n] == DATA; n++)
-      ;
-    if (n && hash_run (next, t, w, first, i, n, zero, out, err) == -1)
+  for (uint64_t i = 0, n; blk_next_run (data, count, &i, &n); i += n)
+    if (hash_run (next, t, w, first, i, n, zero, out, err) == -1)
       return -1;
-    i += n ? n : 1;
-  }
   return 0;
 }
 
@@ -242,14 +226,15 @@ blkhash_compute (nbdkit_next *next, struct blk_table *t, uint64_t first,
   const struct blk_params *p = blk_table_params (t);
   const size_t len = p->digest.len;
   const uint64_t size = blk_table_size (t);
+  /* need: unknown blocks, then those of them to read (data). */
   CLEANUP_FREE bool *need = malloc (count * sizeof *need);
+  CLEANUP_FREE bool *hole = calloc (count, sizeof *hole);
   CLEANUP_FREE bool *zero = calloc (count, sizeof *zero);
-  CLEANUP_FREE uint8_t *kind = malloc (count);
   CLEANUP_FREE uint8_t *scratch = NULL;
   bool have_data = false;
-  uint64_t snapshot, unknown, i;
+  uint64_t snapshot, unknown, i, n;
 
-  if (need == NULL || zero == NULL || kind == NULL)
+  if (need == NULL || hole == NULL || zero == NULL)
     goto enomem;
 
   unknown = blk_table_lookup (t, first, count, out, need, &snapshot);
@@ -257,46 +242,37 @@ blkhash_compute (nbdkit_next *next, struct blk_table *t, uint64_t first,
     return 0;
   nbdkit_debug ("blkhash: computing %" PRIu64 " of blocks %" PRIu64
                 "..%" PRIu64, unknown, first, first + count - 1);
-  for (i = 0; i < count; i++)
-    kind[i] = need[i] ? DATA : KNOWN;
 
   if (next->can_extents (next) == 1 &&
-      find_holes (next, t, first, count, kind, err) == -1)
+      find_holes (next, t, first, count, hole, err) == -1)
     return -1;
+  /* Known blocks are neither holes nor data. */
+  for (i = 0; i < count; i++) {
+    hole[i] = hole[i] && need[i];
+    need[i] = need[i] && !hole[i];
+    have_data |= need[i];
+  }
 
-  for (i = 0; i < count; i++)
-    have_data |= kind[i] == DATA;
   if (have_data) {
     if (out == NULL && (out = scratch = malloc (count * len)) == NULL)
       goto enomem;
-    if (hash_data (next, t, first, count, kind, zero, out, err) == -1)
+    if (hash_data (next, t, first, count, need, zero, out, err) == -1)
       return -1;
   }
 
   /* Runs of holes are stored without copying digests around. */
-  for (i = 0; i < count; ) {
-    uint64_t n = 0;
-    while (i + n < count && kind[i + n] == HOLE)
-      n++;
-    if (n) {
-      blk_table_store_zero (t, first + i, n, snapshot);
-      blkhash_stats.hole_blocks += n;
-      i += n;
-    }
-    else
-      i++;
+  for (i = 0; blk_next_run (hole, count, &i, &n); i += n) {
+    blk_table_store_zero (t, first + i, n, snapshot);
+    blkhash_stats.hole_blocks += n;
   }
-  if (have_data) {
-    for (i = 0; i < count; i++)
-      need[i] = kind[i] == DATA;
+  if (have_data)
     blk_table_store (t, first, count, out, zero, need, snapshot);
-  }
 
   /* The caller's copy of the holes' digests, a short last block at its
    * real length.
    */
   for (i = 0; out != scratch && i < count; i++) {
-    if (kind[i] != HOLE)
+    if (!hole[i])
       continue;
     const uint64_t b = first + i;
     EVP_MD_CTX *ctx = blkhash_thread_ctx ();
