@@ -38,6 +38,15 @@ blk_block_count (uint64_t size, uint32_t block_size)
   return size / block_size + (size % block_size != 0);
 }
 
+/* Whole blocks in bytes, at least one: the blocks of a step of work
+ * of about bytes.
+ */
+static inline uint64_t
+blk_blocks_per (uint64_t bytes, uint32_t block_size)
+{
+  return MAX (bytes / block_size, UINT64_C (1));
+}
+
 /* Length of block i of an image of size bytes. */
 static inline uint32_t
 blk_block_len (uint64_t size, uint32_t block_size, uint64_t i)

@@ -439,8 +439,7 @@ blkhash_compute_root (nbdkit_next *next, struct blk_table *t, uint8_t *root,
                       int *err)
 {
   const struct blk_params *p = blk_table_params (t);
-  const uint64_t step = ROOT_STEP_BYTES / p->block_size
-    ? ROOT_STEP_BYTES / p->block_size : 1;
+  const uint64_t step = blk_blocks_per (ROOT_STEP_BYTES, p->block_size);
   int attempt, r;
 
   /* Usually once: compute what is missing and let the fold finish. */

@@ -59,8 +59,7 @@ view_digests (nbdkit_next *next, struct blkhash_view *v, struct blk_table *t,
               uint64_t len, int *err)
 {
   const size_t L = v->h.digest_len;
-  const uint64_t step = WINDOW_BYTES / v->h.block_size
-    ? WINDOW_BYTES / v->h.block_size : 1;
+  const uint64_t step = blk_blocks_per (WINDOW_BYTES, v->h.block_size);
   CLEANUP_FREE uint8_t *buf = NULL;
 
   if (dst && (buf = malloc (MIN (count, step) * L)) == NULL) {
