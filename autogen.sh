@@ -1,7 +1,6 @@
 #!/bin/sh
-# Generate configure.  The TAP test driver comes from the installed
-# automake (autoreconf does not copy it).
+# Generate configure.  autoreconf -i also installs build-aux/tap-driver.sh
+# (configure.ac requires it with AC_REQUIRE_AUX_FILE).
 set -e
 cd "$(dirname "$0")"
 autoreconf -i
-cp "$(automake --print-libdir)/tap-driver.sh" build-aux/

@@ -12,7 +12,6 @@
 
 #include "nbdsum.h"
 #include "sumline.h"
-#include "util.h"
 
 struct tally {
   unsigned lines, mismatched, unreadable, malformed;

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "holes.h"
 #include "nbdsum.h"
 
 #define SEGMENT_BYTES (UINT64_C (64) * 1024 * 1024)
@@ -143,16 +144,13 @@ extent_cb (void *opaque, const char *metacontext, uint64_t offset,
   if (strcmp (metacontext, LIBNBD_CONTEXT_BASE_ALLOCATION) != 0)
     return 0;
   for (size_t i = 0; i + 1 < nr_entries; i += 2) {
-    const uint64_t e_end = offset + entries[i];
-    if (entries[i + 1] & LIBNBD_STATE_ZERO) {
-      for (uint64_t b = (offset + bs - 1) / bs; b * bs < e_end; b++) {
-        const uint64_t b_end = b * bs + blk_block_len (w->ep->size, bs, b);
-        if (b >= w->cc->first && b < w->cc->first + w->cc->count &&
-            b_end <= e_end)
-          w->cc->hole[b - w->cc->first] = true;
-      }
-    }
-    offset = e_end;
+    const struct blk_extent e = {
+      .offset = offset, .length = entries[i],
+      .zero = entries[i + 1] & LIBNBD_STATE_ZERO,
+    };
+    blk_holes_mark (&e, 1, bs, w->ep->size, w->cc->first, w->cc->count,
+                    w->cc->hole);
+    offset += entries[i];
   }
   if (offset - seg_start > w->covered)
     w->covered = offset - seg_start;
@@ -196,17 +194,10 @@ next_segment (struct endpoint *ep, struct conn *c)
     }
   }
 
-  for (uint64_t i = 0; i < cc->count; ) {
-    uint64_t n = 0;
-    while (i + n < cc->count && cc->hole[i + n])
-      n++;
-    if (n) {
-      blk_table_store_zero (ep->table, cc->first + i, n, cs->snapshot);
-      holes += n;
-      i += n;
-    }
-    else
-      i++;
+  for (uint64_t i = 0, n; blk_next_run (cc->hole, cc->count, &i, &n);
+       i += n) {
+    blk_table_store_zero (ep->table, cc->first + i, n, cs->snapshot);
+    holes += n;
   }
   if (holes) {
     const uint64_t end = (cc->first + cc->count) * ep->params->block_size;

@@ -16,7 +16,7 @@
 #include <time.h>
 
 #include "nbdsum.h"
-#include "util.h"
+#include "viewname.h"
 
 /* How long connections may take to finish their requests after a
  * signal before nbdsum gives up on them.

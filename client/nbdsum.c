@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "nbdsum.h"
+#include "sumline.h"
 #include "util.h"
 
 const char *progname = "nbdsum";

@@ -17,7 +17,7 @@
 #include <strings.h>
 
 #include "nbdsum.h"
-#include "util.h"
+#include "viewname.h"
 
 #define CHUNK_IMAGE_BYTES (UINT64_C (64) * 1024 * 1024)
 

@@ -96,7 +96,7 @@ update_zeros (EVP_MD_CTX *ctx, uint64_t n)
   static const uint8_t zeros[64 * 1024];
 
   while (n > 0) {
-    size_t k = n < sizeof zeros ? n : sizeof zeros;
+    size_t k = MIN (n, (uint64_t) sizeof zeros);
     if (EVP_DigestUpdate (ctx, zeros, k) != 1)
       return -1;
     n -= k;
@@ -238,7 +238,7 @@ blk_stream_update (struct blk_stream *s, const void *data, size_t len)
       len -= bs;
       continue;
     }
-    size_t n = bs - s->fill < len ? bs - s->fill : len;
+    size_t n = MIN (bs - s->fill, len);
     memcpy (s->buf + s->fill, p, n);
     s->fill += n;
     p += n;

@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cleanup.h"
 #include "digest.h"
 
 #define BLK_DEFAULT_DIGEST "sha256"
@@ -37,12 +38,20 @@ blk_block_count (uint64_t size, uint32_t block_size)
   return size / block_size + (size % block_size != 0);
 }
 
+/* Whole blocks in bytes, at least one: the blocks of a step of work
+ * of about bytes.
+ */
+static inline uint64_t
+blk_blocks_per (uint64_t bytes, uint32_t block_size)
+{
+  return MAX (bytes / block_size, UINT64_C (1));
+}
+
 /* Length of block i of an image of size bytes. */
 static inline uint32_t
 blk_block_len (uint64_t size, uint32_t block_size, uint64_t i)
 {
-  uint64_t start = i * block_size;
-  return size - start < block_size ? size - start : block_size;
+  return MIN (size - i * block_size, (uint64_t) block_size);
 }
 
 /* Digest of one block (len <= block_size) at its real length.  A full

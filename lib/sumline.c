@@ -1,10 +1,39 @@
-/* nbdkit-blkhash: reading checksum lines. */
+/* nbdkit-blkhash: writing and reading checksum lines. */
 #include <config.h>
 
 #include <ctype.h>
 #include <string.h>
 
 #include "sumline.h"
+
+bool
+blk_name_needs_escape (const char *name)
+{
+  return strpbrk (name, "\\\n") != NULL;
+}
+
+void
+blk_fput_name (FILE *fp, const char *name, bool escape)
+{
+  for (const char *p = name; *p; p++) {
+    if (escape && *p == '\\')
+      fputs ("\\\\", fp);
+    else if (escape && *p == '\n')
+      fputs ("\\n", fp);
+    else
+      fputc (*p, fp);
+  }
+}
+
+void
+blk_fput_sum_line (FILE *fp, const char *hex, const char *name)
+{
+  const bool escape = blk_name_needs_escape (name);
+
+  fprintf (fp, "%s%s  ", escape ? "\\" : "", hex);
+  blk_fput_name (fp, name, escape);
+  fputc ('\n', fp);
+}
 
 /* Files edited elsewhere may end lines with "\r\n". */
 static void

@@ -1,11 +1,20 @@
-/* nbdkit-blkhash: reading checksum lines, as sha256sum -c does.
- *
- * The writer is blk_fput_sum_line in util.h.
+/* nbdkit-blkhash: checksum lines, written as sha256sum writes them and
+ * read as sha256sum -c reads them.
  */
 #ifndef BLKHASH_SUMLINE_H
 #define BLKHASH_SUMLINE_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
+
+/* A NAME containing '\\' or a newline is written with "\\\\" and "\\n"
+ * escapes, and the line then starts with '\\'.
+ */
+extern bool blk_name_needs_escape (const char *name);
+extern void blk_fput_name (FILE *fp, const char *name, bool escape);
+/* "HEX  NAME\n" */
+extern void blk_fput_sum_line (FILE *fp, const char *hex, const char *name);
 
 /* Split one line of a checksum file in place into its hex and its
  * name: "HEX  NAME" or "HEX *NAME", where a line starting with '\\'

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cleanup.h"
 #include "table.h"
 
 #define CHUNK_BLOCKS 64
@@ -177,7 +178,7 @@ slot_find (const struct blk_table *t, uint64_t ci, uint64_t *gen,
     /* From ci to the end of its subtree, and of the table. */
     const uint64_t last = l == t->depth ? t->nchunks - 1
       : ci | (covered - 1);
-    *span = (last < t->nchunks - 1 ? last : t->nchunks - 1) - ci + 1;
+    *span = MIN (last, t->nchunks - 1) - ci + 1;
   }
   return s;
 }
@@ -214,7 +215,7 @@ marker_slot (struct blk_table *t, uint64_t ci, uint64_t **gen,
   }
   else {
     *first = ci & ~(span - 1);
-    *count = t->nchunks - *first < span ? t->nchunks - *first : span;
+    *count = MIN (t->nchunks - *first, span);
   }
   return sp;
 }
@@ -357,7 +358,7 @@ chunk_blocks (const struct blk_table *t, uint64_t first, uint64_t count)
 {
   const uint64_t end = (first + count) * CHUNK_BLOCKS;
 
-  return (end < t->nblocks ? end : t->nblocks) - first * CHUNK_BLOCKS;
+  return MIN (end, t->nblocks) - first * CHUNK_BLOCKS;
 }
 
 /* Out of memory splitting a marker: forget everything under it and
@@ -541,7 +542,7 @@ forget (struct blk_table *t, uint64_t first, uint64_t count, uint64_t gen,
     const uint64_t cend = cstart + CHUNK_BLOCKS;
     uint64_t slot_gen;
     struct chunk *c = slot_find (t, ci, &slot_gen, NULL);
-    const uint64_t stop = end < cend ? end : cend;
+    const uint64_t stop = MIN (end, cend);
 
     if (b == cstart && stop == cend && IS_MARKER (c)) {
       /* One stamp for the whole chunk. */
@@ -580,8 +581,7 @@ forget (struct blk_table *t, uint64_t first, uint64_t count, uint64_t gen,
 static void
 tidy (struct blk_table *t, uint64_t first, uint64_t count)
 {
-  const uint64_t end = first + count < t->nblocks ? first + count
-    : t->nblocks;
+  const uint64_t end = MIN (first + count, t->nblocks);
   uint64_t ci, span;
 
   if (first >= end)
@@ -605,7 +605,7 @@ blk_table_lookup (struct blk_table *t, uint64_t first, uint64_t count,
 {
   uint64_t unknown = 0;
 
-  pthread_mutex_lock (&t->lock);
+  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&t->lock);
   *snapshot = t->clock;
   for (uint64_t i = 0; i < count; i++) {
     const uint8_t *d = get_digest (t, first + i);
@@ -615,7 +615,6 @@ blk_table_lookup (struct blk_table *t, uint64_t first, uint64_t count,
     else if (out)
       memcpy (out + i * t->len, d, t->len);
   }
-  pthread_mutex_unlock (&t->lock);
   return unknown;
 }
 
@@ -644,8 +643,7 @@ store_zero_locked (struct blk_table *t, uint64_t first, uint64_t count,
   while (b < end) {
     const uint64_t ci = b / CHUNK_BLOCKS;
     const uint64_t cstart = ci * CHUNK_BLOCKS;
-    const uint64_t cend = cstart + CHUNK_BLOCKS < t->nblocks
-      ? cstart + CHUNK_BLOCKS : t->nblocks;
+    const uint64_t cend = MIN (cstart + CHUNK_BLOCKS, t->nblocks);
 
     uint64_t slot_gen, span;
     void *s = slot_find (t, ci, &slot_gen, &span);
@@ -653,7 +651,7 @@ store_zero_locked (struct blk_table *t, uint64_t first, uint64_t count,
     if (s == ALL_ZERO) {
       /* Known zero up to the end of the marker's subtree. */
       const uint64_t mend = chunk_blocks (t, ci, span) + cstart;
-      b = end < mend ? end : mend;
+      b = MIN (end, mend);
       continue;
     }
     /* Whole untouched chunks of a hole cost nothing. */
@@ -678,18 +676,16 @@ blk_table_store (struct blk_table *t, uint64_t first, uint64_t count,
                  const uint8_t *digests, const bool *zero, const bool *which,
                  uint64_t snapshot)
 {
-  pthread_mutex_lock (&t->lock);
+  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&t->lock);
   store_locked (t, first, count, digests, zero, which, snapshot);
-  pthread_mutex_unlock (&t->lock);
 }
 
 void
 blk_table_store_zero (struct blk_table *t, uint64_t first, uint64_t count,
                       uint64_t snapshot)
 {
-  pthread_mutex_lock (&t->lock);
+  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&t->lock);
   store_zero_locked (t, first, count, snapshot);
-  pthread_mutex_unlock (&t->lock);
 }
 
 void
@@ -698,11 +694,10 @@ blk_table_write_begin (struct blk_table *t, struct blk_write *w,
 {
   w->first = first;
   w->count = count;
-  pthread_mutex_lock (&t->lock);
+  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&t->lock);
   w->start = t->clock;
   w->next = t->writes;
   t->writes = w;
-  pthread_mutex_unlock (&t->lock);
 }
 
 void
@@ -712,7 +707,7 @@ blk_table_write_end (struct blk_table *t, struct blk_write *w,
   struct blk_write **pp;
   uint64_t gen;
 
-  pthread_mutex_lock (&t->lock);
+  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&t->lock);
   for (pp = &t->writes; *pp != w; pp = &(*pp)->next)
     ;
   *pp = w->next;
@@ -739,7 +734,6 @@ blk_table_write_end (struct blk_table *t, struct blk_write *w,
   }
   t->merge_held = false;
   tidy (t, w->first, w->count);
-  pthread_mutex_unlock (&t->lock);
 }
 
 /* Collect up to max digests of the known prefix starting at block
@@ -765,7 +759,7 @@ gather (struct blk_table *t, uint64_t from, uint8_t *buf, uint64_t max,
       mend = ci * CHUNK_BLOCKS + chunk_blocks (t, ci, span);
       if (mend == t->nblocks && zero_digest (t, mend - 1) != full_zero)
         mend--;
-      k += mend - b < max - k ? mend - b : max - k;
+      k += MIN (mend - b, max - k);
     }
     else
       k++;
@@ -782,48 +776,53 @@ gather (struct blk_table *t, uint64_t from, uint8_t *buf, uint64_t max,
   return k;
 }
 
-int
-blk_table_fold (struct blk_table *t, bool wait, uint64_t budget)
+/* The fold's buffers, allocated on first use.  fold_lock held. */
+static int
+fold_buffers (struct blk_table *t, uint64_t max)
+{
+  if (t->fold_buf)
+    return 0;
+  t->fold_buf = malloc (FOLD_BUF_BYTES);
+  t->zero_run = malloc (max * t->len);
+  if (t->fold_buf == NULL || t->zero_run == NULL) {
+    free (t->fold_buf);
+    free (t->zero_run);
+    t->fold_buf = t->zero_run = NULL;
+    errno = ENOMEM;
+    return -1;
+  }
+  for (uint64_t i = 0; i < max; i++)
+    memcpy (t->zero_run + i * t->len, t->p->zero_digest, t->len);
+  return 0;
+}
+
+/* blk_table_fold with fold_lock held. */
+static int
+fold_locked (struct blk_table *t, uint64_t budget)
 {
   const uint64_t max = FOLD_BUF_BYTES / t->len;
   uint64_t done = 0, start, k;
-  bool zeros;
+  bool zeros, complete;
   int ret = 0;
 
-  if (wait)
-    pthread_mutex_lock (&t->fold_lock);
-  else if (pthread_mutex_trylock (&t->fold_lock) != 0)
-    return 0;
-
-  if (t->fold_buf == NULL) {
-    t->fold_buf = malloc (FOLD_BUF_BYTES);
-    t->zero_run = malloc (max * t->len);
-    if (t->fold_buf == NULL || t->zero_run == NULL) {
-      free (t->fold_buf);
-      free (t->zero_run);
-      t->fold_buf = t->zero_run = NULL;
-      pthread_mutex_unlock (&t->fold_lock);
-      errno = ENOMEM;
-      return -1;
-    }
-    for (uint64_t i = 0; i < max; i++)
-      memcpy (t->zero_run + i * t->len, t->p->zero_digest, t->len);
-  }
+  if (fold_buffers (t, max) == -1)
+    return -1;
 
   for (;;) {
-    pthread_mutex_lock (&t->lock);
-    if (t->fold_dirty) {
-      t->folded = 0;
-      t->fold_dirty = false;
-      t->root_valid = false;
-      if (blk_root_reset (&t->fold) == -1)
-        ret = -1;
+    {
+      ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&t->lock);
+      if (t->fold_dirty) {
+        t->folded = 0;
+        t->fold_dirty = false;
+        t->root_valid = false;
+        if (blk_root_reset (&t->fold) == -1)
+          ret = -1;
+      }
+      start = t->folded;
+      k = ret == 0 ? gather (t, start, t->fold_buf, max, &zeros) : 0;
+      t->folded = start + k;
+      complete = t->folded == t->nblocks && !t->root_valid;
     }
-    start = t->folded;
-    k = ret == 0 ? gather (t, start, t->fold_buf, max, &zeros) : 0;
-    t->folded = start + k;
-    const bool complete = t->folded == t->nblocks && !t->root_valid;
-    pthread_mutex_unlock (&t->lock);
 
     if (k > 0) {
       /* The expensive part, outside the table lock. */
@@ -845,21 +844,33 @@ blk_table_fold (struct blk_table *t, bool wait, uint64_t budget)
         ret = -1;
         break;
       }
-      pthread_mutex_lock (&t->lock);
+      ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&t->lock);
       if (!t->fold_dirty) {
         memcpy (t->root, root, t->len);
         t->root_valid = true;
       }
-      pthread_mutex_unlock (&t->lock);
     }
     break;
   }
   if (ret == 0) {
-    pthread_mutex_lock (&t->lock);
+    ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&t->lock);
     if (t->root_valid)
       ret = BLK_FOLD_DONE;
-    pthread_mutex_unlock (&t->lock);
   }
+  return ret;
+}
+
+int
+blk_table_fold (struct blk_table *t, bool wait, uint64_t budget)
+{
+  int ret;
+
+  /* A trylock, so not ACQUIRE_LOCK_FOR_CURRENT_SCOPE. */
+  if (wait)
+    pthread_mutex_lock (&t->fold_lock);
+  else if (pthread_mutex_trylock (&t->fold_lock) != 0)
+    return BLK_FOLD_BLOCKED;
+  ret = fold_locked (t, budget);
   pthread_mutex_unlock (&t->fold_lock);
   return ret;
 }
@@ -871,12 +882,11 @@ blk_table_root (struct blk_table *t, uint8_t *out)
 
   if (blk_table_fold (t, true, 0) == -1)
     return -1;
-  pthread_mutex_lock (&t->lock);
+  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&t->lock);
   if (t->root_valid) {
     memcpy (out, t->root, t->len);
     r = 1;
   }
-  pthread_mutex_unlock (&t->lock);
   return r;
 }
 
@@ -885,7 +895,7 @@ blk_table_next_unknown (struct blk_table *t, uint64_t from)
 {
   uint64_t b = from;
 
-  pthread_mutex_lock (&t->lock);
+  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&t->lock);
   while (b < t->nblocks) {
     const uint64_t ci = b / CHUNK_BLOCKS;
     uint64_t span;
@@ -904,14 +914,13 @@ blk_table_next_unknown (struct blk_table *t, uint64_t from)
     }
     b = (ci + 1) * CHUNK_BLOCKS;
   }
-  pthread_mutex_unlock (&t->lock);
-  return b < t->nblocks ? b : t->nblocks;
+  return MIN (b, t->nblocks);
 }
 
 void
 blk_table_stats (struct blk_table *t, struct blk_table_stats *st)
 {
-  pthread_mutex_lock (&t->lock);
+  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&t->lock);
   st->blocks = t->nblocks;
   st->known = t->nknown;
   st->data = t->ndata;
@@ -920,5 +929,4 @@ blk_table_stats (struct blk_table *t, struct blk_table_stats *st)
     t->nallocated * sizeof (struct chunk) +
     t->ndigest_arrays * CHUNK_BLOCKS * t->len +
     (t->fold_buf ? 2 * FOLD_BUF_BYTES : 0);
-  pthread_mutex_unlock (&t->lock);
 }

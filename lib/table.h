@@ -62,8 +62,8 @@ extern uint64_t blk_table_size (const struct blk_table *t);
 extern uint64_t blk_table_blocks (const struct blk_table *t);
 
 /* Copy the known digests of blocks [first, first+count) to out (count
- * digests; NULL to only find what is missing) and set need[i] for each
- * unknown block.  Returns the number of unknown blocks; *snapshot is
+ * digests; NULL to only find what is missing) and set need[i] true for
+ * each unknown block, false for each known one.  Returns the number of unknown blocks; *snapshot is
  * what blk_table_store needs.
  */
 extern uint64_t blk_table_lookup (struct blk_table *t, uint64_t first,
@@ -80,7 +80,9 @@ extern void blk_table_store (struct blk_table *t, uint64_t first,
                              const bool *zero, const bool *which,
                              uint64_t snapshot);
 
-/* Mark [first, first+count) as known zero (holes, write zeroes). */
+/* Mark [first, first+count) as known zero (holes, write zeroes); as
+ * for blk_table_store, blocks written since the snapshot are not.
+ */
 extern void blk_table_store_zero (struct blk_table *t, uint64_t first,
                                   uint64_t count, uint64_t snapshot);
 
@@ -100,7 +102,7 @@ extern void blk_table_write_end (struct blk_table *t, struct blk_write *w,
  * folded by this call (0: no bound).  Returns BLK_FOLD_DONE when the
  * root is valid, BLK_FOLD_MORE when the budget stopped it,
  * BLK_FOLD_BLOCKED when an unknown block (or another thread) did, or
- * -1 (OpenSSL).
+ * -1 (OpenSSL failure, or out of memory for the fold's buffers).
  */
 enum { BLK_FOLD_BLOCKED = 0, BLK_FOLD_DONE = 1, BLK_FOLD_MORE = 2 };
 extern int blk_table_fold (struct blk_table *t, bool wait, uint64_t budget);

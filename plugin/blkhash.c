@@ -16,8 +16,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cleanup.h"
 #include "filter.h"
-#include "util.h"
+#include "viewname.h"
 
 /* nbdkit -D blkhash.stats=1 */
 NBDKIT_DLL_PUBLIC int blkhash_debug_stats;
@@ -49,8 +50,7 @@ blkhash_load (void)
 
   if (blkhash_hasher_init () == -1)
     exit (EXIT_FAILURE);
-  blkhash_workers = cpus < 1 ? 1
-    : cpus > BLKHASH_MAX_WORKERS ? BLKHASH_MAX_WORKERS : cpus;
+  blkhash_workers = MIN (MAX (cpus, 1L), (long) BLKHASH_MAX_WORKERS);
 }
 
 static void
@@ -342,14 +342,10 @@ blkhash_prepare (nbdkit_next *next, void *handle, int readonly)
 static struct blk_table *
 view_table (struct handle *h, int *err)
 {
-  struct blkhash_table *bt;
-
-  pthread_mutex_lock (&h->lock);
+  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&h->lock);
   if (h->table == NULL)
     h->table = blkhash_table_get (h->e, h->params, err);
-  bt = h->table;
-  pthread_mutex_unlock (&h->lock);
-  return bt ? bt->t : NULL;
+  return h->table ? h->table->t : NULL;
 }
 
 /* The last client of an export has gone: complete its checksum (holes
@@ -454,23 +450,62 @@ blkhash_block_size (nbdkit_next *next, void *handle,
   return 0;
 }
 
-/* The view is read-only: none of these. */
-#define VIEW_OR_NEXT(fn, view_value)                            \
-  static int                                                    \
-  blkhash_##fn (nbdkit_next *next, void *handle)                \
-  {                                                             \
-    struct handle *h = handle;                                  \
-    return is_view (h) ? (view_value) : next->fn (next);        \
-  }
-VIEW_OR_NEXT (can_write, 0)
-VIEW_OR_NEXT (can_flush, 0)
-VIEW_OR_NEXT (can_trim, 0)
-VIEW_OR_NEXT (can_zero, NBDKIT_ZERO_NONE)
-VIEW_OR_NEXT (can_fast_zero, 0)
-VIEW_OR_NEXT (can_extents, 0)
-VIEW_OR_NEXT (can_fua, NBDKIT_FUA_NONE)
-VIEW_OR_NEXT (can_multi_conn, 1)
-VIEW_OR_NEXT (can_cache, NBDKIT_CACHE_NATIVE)
+/* The view is read-only, has no extents, and serves CACHE itself; it
+ * is the same for every connection (multi-conn).
+ */
+static int
+blkhash_can_write (nbdkit_next *next, void *handle)
+{
+  return is_view (handle) ? 0 : next->can_write (next);
+}
+
+static int
+blkhash_can_flush (nbdkit_next *next, void *handle)
+{
+  return is_view (handle) ? 0 : next->can_flush (next);
+}
+
+static int
+blkhash_can_trim (nbdkit_next *next, void *handle)
+{
+  return is_view (handle) ? 0 : next->can_trim (next);
+}
+
+static int
+blkhash_can_zero (nbdkit_next *next, void *handle)
+{
+  return is_view (handle) ? NBDKIT_ZERO_NONE : next->can_zero (next);
+}
+
+static int
+blkhash_can_fast_zero (nbdkit_next *next, void *handle)
+{
+  return is_view (handle) ? 0 : next->can_fast_zero (next);
+}
+
+static int
+blkhash_can_extents (nbdkit_next *next, void *handle)
+{
+  return is_view (handle) ? 0 : next->can_extents (next);
+}
+
+static int
+blkhash_can_fua (nbdkit_next *next, void *handle)
+{
+  return is_view (handle) ? NBDKIT_FUA_NONE : next->can_fua (next);
+}
+
+static int
+blkhash_can_multi_conn (nbdkit_next *next, void *handle)
+{
+  return is_view (handle) ? 1 : next->can_multi_conn (next);
+}
+
+static int
+blkhash_can_cache (nbdkit_next *next, void *handle)
+{
+  return is_view (handle) ? NBDKIT_CACHE_NATIVE : next->can_cache (next);
+}
 
 static int
 blkhash_pread (nbdkit_next *next, void *handle, void *buf, uint32_t count,

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cleanup.h"
 #include "filter.h"
 
 /* Idle view tables kept per export, by count and by memory. */
@@ -54,7 +55,7 @@ blkhash_export_get (const char *name, uint64_t size)
   struct blkhash_export *e;
   pthread_rwlockattr_t attr;
 
-  pthread_mutex_lock (&exports_lock);
+  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&exports_lock);
   for (e = exports; e; e = e->next)
     if (e->size == size && strcmp (e->name, name) == 0)
       break;
@@ -63,7 +64,6 @@ blkhash_export_get (const char *name, uint64_t size)
     if (e == NULL || (e->name = strdup (name)) == NULL) {
       nbdkit_error ("blkhash: export '%s': out of memory", name);
       free (e);
-      pthread_mutex_unlock (&exports_lock);
       return NULL;
     }
     e->size = size;
@@ -80,19 +80,14 @@ blkhash_export_get (const char *name, uint64_t size)
     exports = e;
   }
   e->users++;
-  pthread_mutex_unlock (&exports_lock);
   return e;
 }
 
 unsigned
 blkhash_export_put (struct blkhash_export *e)
 {
-  unsigned users;
-
-  pthread_mutex_lock (&exports_lock);
-  users = --e->users;
-  pthread_mutex_unlock (&exports_lock);
-  return users;
+  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&exports_lock);
+  return --e->users;
 }
 
 const char *
@@ -193,13 +188,48 @@ blkhash_table_find (struct blkhash_export *e, const struct blk_params *p)
 {
   struct blkhash_table *bt;
 
-  pthread_mutex_lock (&e->lock);
+  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&e->lock);
   bt = find_table (e, p);
   if (bt) {
     bt->refs++;
     bt->last_used = ++e->clock;
   }
-  pthread_mutex_unlock (&e->lock);
+  return bt;
+}
+
+/* Attach *fresh as the table for p, unless another thread was quicker
+ * (then take a reference to its table and leave *fresh), and detach
+ * idle view tables over the budget into evicted[] (at most max).  The
+ * caller holds the gate exclusive.  NULL when out of memory.
+ */
+static struct blkhash_table *
+attach (struct blkhash_export *e, const struct blk_params *p,
+        struct blkhash_table **fresh, struct blkhash_table **evicted,
+        size_t max, size_t *nevicted)
+{
+  struct blkhash_table *bt;
+
+  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&e->lock);
+  bt = find_table (e, p);       /* another thread was quicker */
+  if (bt == NULL && e->ntables == e->alloc) {
+    const size_t n = e->alloc ? 2 * e->alloc : 4;
+    struct blkhash_table **tables = realloc (e->tables, n * sizeof *tables);
+    if (tables == NULL)
+      return NULL;
+    e->tables = tables;
+    e->alloc = n;
+  }
+  if (bt == NULL) {
+    bt = *fresh;
+    *fresh = NULL;
+    bt->attached = true;
+    e->tables[e->ntables++] = bt;
+    nbdkit_debug ("blkhash: export '%s': new table for %s, %" PRIu32
+                  " byte blocks", e->name, p->digest.name, p->block_size);
+  }
+  bt->refs++;
+  bt->last_used = ++e->clock;
+  *nevicted = evict (e, evicted, max);
   return bt;
 }
 
@@ -227,39 +257,17 @@ blkhash_table_get (struct blkhash_export *e, const struct blk_params *p,
   fresh->p = p;
 
   pthread_rwlock_wrlock (&e->gate);
-  pthread_mutex_lock (&e->lock);
-  bt = find_table (e, p);       /* another thread was quicker */
-  if (bt == NULL && e->ntables == e->alloc) {
-    const size_t n = e->alloc ? 2 * e->alloc : 4;
-    struct blkhash_table **tables = realloc (e->tables, n * sizeof *tables);
-    if (tables == NULL) {
-      pthread_mutex_unlock (&e->lock);
-      pthread_rwlock_unlock (&e->gate);
-      table_free (fresh);
-      nbdkit_error ("blkhash: export '%s': out of memory", e->name);
-      *err = ENOMEM;
-      return NULL;
-    }
-    e->tables = tables;
-    e->alloc = n;
-  }
-  if (bt == NULL) {
-    bt = fresh;
-    fresh = NULL;
-    bt->attached = true;
-    e->tables[e->ntables++] = bt;
-    nbdkit_debug ("blkhash: export '%s': new table for %s, %" PRIu32
-                  " byte blocks", e->name, p->digest.name, p->block_size);
-  }
-  bt->refs++;
-  bt->last_used = ++e->clock;
-  nevicted = evict (e, evicted, sizeof evicted / sizeof evicted[0]);
-  pthread_mutex_unlock (&e->lock);
+  bt = attach (e, p, &fresh, evicted, sizeof evicted / sizeof evicted[0],
+               &nevicted);
   pthread_rwlock_unlock (&e->gate);
 
-  table_free (fresh);
+  table_free (fresh);           /* NULL once attached */
   for (size_t i = 0; i < nevicted; i++)
     table_free (evicted[i]);
+  if (bt == NULL) {
+    nbdkit_error ("blkhash: export '%s': out of memory", e->name);
+    *err = ENOMEM;
+  }
   return bt;
 }
 
@@ -270,9 +278,10 @@ blkhash_table_put (struct blkhash_export *e, struct blkhash_table *bt)
 
   if (bt == NULL)
     return;
-  pthread_mutex_lock (&e->lock);
-  last = --bt->refs == 0 && !bt->attached;
-  pthread_mutex_unlock (&e->lock);
+  {
+    ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&e->lock);
+    last = --bt->refs == 0 && !bt->attached;
+  }
   if (last)
     table_free (bt);
 }
@@ -282,30 +291,62 @@ blkhash_export_release_tables (struct blkhash_export *e)
 {
   struct blkhash_table **tables;
   size_t n;
+  bool idle;
 
-  pthread_mutex_lock (&exports_lock);
-  const bool idle = e->users == 0;
-  pthread_mutex_unlock (&exports_lock);
+  {
+    ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&exports_lock);
+    idle = e->users == 0;
+  }
   if (!idle)
     return;
 
   pthread_rwlock_wrlock (&e->gate);
-  pthread_mutex_lock (&e->lock);
-  tables = e->tables;
-  n = e->ntables;
-  for (size_t i = 0; i < n; i++) {
-    tables[i]->attached = false;
-    if (tables[i]->refs)
-      tables[i] = NULL;         /* its last user frees it */
+  {
+    ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&e->lock);
+    tables = e->tables;
+    n = e->ntables;
+    for (size_t i = 0; i < n; i++) {
+      tables[i]->attached = false;
+      if (tables[i]->refs)
+        tables[i] = NULL;       /* its last user frees it */
+    }
+    e->tables = NULL;
+    e->ntables = e->alloc = 0;
   }
-  e->tables = NULL;
-  e->ntables = e->alloc = 0;
-  pthread_mutex_unlock (&e->lock);
   pthread_rwlock_unlock (&e->gate);
 
   for (size_t i = 0; i < n; i++)
     table_free (tables[i]);
   free (tables);
+}
+
+/* The arrays of w, when they are not inline. */
+static void
+write_free (struct blkhash_write *w)
+{
+  if (w->tables != w->tables_inline)
+    free (w->tables);
+  if (w->writes != w->writes_inline)
+    free (w->writes);
+}
+
+/* The tables a write brackets, the export's attached ones.  The caller
+ * holds the gate shared.  -1 when out of memory.
+ */
+static int
+write_tables (struct blkhash_export *e, struct blkhash_write *w)
+{
+  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&e->lock);
+  w->ntables = e->ntables;
+  if (w->ntables > BLKHASH_WRITE_INLINE) {
+    w->tables = malloc (w->ntables * sizeof w->tables[0]);
+    w->writes = malloc (w->ntables * sizeof w->writes[0]);
+    if (w->tables == NULL || w->writes == NULL)
+      return -1;
+  }
+  for (size_t i = 0; i < w->ntables; i++)
+    w->tables[i] = e->tables[i]->t;
+  return 0;
 }
 
 int
@@ -318,26 +359,13 @@ blkhash_write_begin (struct blkhash_export *e, struct blkhash_write *w,
   atomic_store (&e->changed, true);
 
   pthread_rwlock_rdlock (&e->gate);
-  pthread_mutex_lock (&e->lock);
-  w->ntables = e->ntables;
-  if (w->ntables > BLKHASH_WRITE_INLINE) {
-    w->tables = malloc (w->ntables * sizeof w->tables[0]);
-    w->writes = malloc (w->ntables * sizeof w->writes[0]);
-    if (w->tables == NULL || w->writes == NULL) {
-      pthread_mutex_unlock (&e->lock);
-      pthread_rwlock_unlock (&e->gate);
-      if (w->tables != w->tables_inline)
-        free (w->tables);
-      if (w->writes != w->writes_inline)
-        free (w->writes);
-      nbdkit_error ("blkhash: out of memory");
-      *err = ENOMEM;
-      return -1;
-    }
+  if (write_tables (e, w) == -1) {
+    pthread_rwlock_unlock (&e->gate);
+    write_free (w);
+    nbdkit_error ("blkhash: out of memory");
+    *err = ENOMEM;
+    return -1;
   }
-  for (size_t i = 0; i < w->ntables; i++)
-    w->tables[i] = e->tables[i]->t;
-  pthread_mutex_unlock (&e->lock);
 
   /* Still holding the gate: these tables stay attached until end. */
   for (size_t i = 0; i < w->ntables; i++) {
@@ -357,10 +385,7 @@ blkhash_write_end (struct blkhash_write *w, const struct blk_table *t,
     blk_table_write_end (w->tables[i], &w->writes[i],
                          w->tables[i] == t ? done : NULL);
   pthread_rwlock_unlock (&w->e->gate);
-  if (w->tables != w->tables_inline)
-    free (w->tables);
-  if (w->writes != w->writes_inline)
-    free (w->writes);
+  write_free (w);
 }
 
 void
@@ -369,9 +394,10 @@ blkhash_exports_foreach (void (*fn) (struct blkhash_export *e))
   struct blkhash_export *e;
 
   /* Exports are only freed at unload: the list can be walked. */
-  pthread_mutex_lock (&exports_lock);
-  e = exports;
-  pthread_mutex_unlock (&exports_lock);
+  {
+    ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&exports_lock);
+    e = exports;
+  }
   for (; e; e = e->next)
     fn (e);
 }

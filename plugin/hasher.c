@@ -13,7 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cleanup.h"
 #include "filter.h"
+#include "holes.h"
 
 /* One plugin read.  Small enough to stay in the CPU cache between the
  * copy and the hash: on the reference machine 64K to 256K reads hash
@@ -119,42 +121,30 @@ blkhash_should_stop (int *err)
   return true;
 }
 
-enum kind { KNOWN = 0, HOLE, DATA };
-
-/* Mark as HOLE the DATA blocks of [first, first+count) that lie wholly
- * inside extents reading as zero.
+/* Set hole[i] for the blocks first+i of [first, first+count) that lie
+ * wholly inside extents reading as zero.
  */
 static int
 find_holes (nbdkit_next *next, struct blk_table *t, uint64_t first,
-            uint64_t count, uint8_t *kind, int *err)
+            uint64_t count, bool *hole, int *err)
 {
   const uint32_t bs = blk_table_params (t)->block_size;
   const uint64_t size = blk_table_size (t);
-  uint64_t off = first * bs;
-  const uint64_t end = (first + count) * bs < size
-    ? (first + count) * bs : size;
+  const uint64_t end = MIN ((first + count) * bs, size);
 
-  while (off < end) {
-    const uint64_t len = end - off < EXTENTS_WINDOW ? end - off
-      : EXTENTS_WINDOW;
+  for (uint64_t off = first * bs; off < end; ) {
+    const uint64_t len = MIN (end - off, EXTENTS_WINDOW);
     struct nbdkit_extents *exts = nbdkit_extents_full (next, len, off, 0,
                                                        err);
     if (exts == NULL)
       return -1;
     for (size_t i = 0; i < nbdkit_extents_count (exts); i++) {
       const struct nbdkit_extent e = nbdkit_get_extent (exts, i);
-      if (!(e.type & NBDKIT_EXTENT_ZERO))
-        continue;
-      const uint64_t e_end = e.offset + e.length;
-      /* Blocks starting inside the extent and ending inside it (or
-       * at the image end, for a short last block).
-       */
-      for (uint64_t b = (e.offset + bs - 1) / bs;
-           b * bs < e_end && b < first + count; b++) {
-        const uint64_t b_end = b * bs + blk_block_len (size, bs, b);
-        if (b >= first && b_end <= e_end && kind[b - first] == DATA)
-          kind[b - first] = HOLE;
-      }
+      const struct blk_extent z = {
+        .offset = e.offset, .length = e.length,
+        .zero = e.type & NBDKIT_EXTENT_ZERO,
+      };
+      blk_holes_mark (&z, 1, bs, size, first, count, hole);
     }
     nbdkit_extents_free (exts);
     off += len;
@@ -162,7 +152,7 @@ find_holes (nbdkit_next *next, struct blk_table *t, uint64_t first,
   return 0;
 }
 
-/* Read and hash the run of DATA blocks [first+i, first+i+n) in pieces
+/* Read and hash the run of blocks [first+i, first+i+n) in pieces
  * of READ_SIZE, which may hold several blocks or part of one.
  */
 static int
@@ -173,23 +163,20 @@ hash_run (nbdkit_next *next, struct blk_table *t, struct worker *w,
   const struct blk_params *p = blk_table_params (t);
   const uint32_t bs = p->block_size;
   const uint64_t size = blk_table_size (t);
-  const uint64_t run_end = (first + i + n) * bs < size
-    ? (first + i + n) * bs : size;
+  const uint64_t run_end = MIN ((first + i + n) * bs, size);
   uint64_t off = (first + i) * bs;
   struct blk_block_hasher bh;
 
   blk_block_begin (&bh, p, w->ctx);
   while (off < run_end) {
-    const uint64_t len = run_end - off < READ_SIZE ? run_end - off
-      : READ_SIZE;
+    const uint64_t len = MIN (run_end - off, (uint64_t) READ_SIZE);
     if (next->pread (next, w->buf, len, off, 0, err) == -1)
       return -1;
     blkhash_stats.read_bytes += len;
     for (uint64_t pos = 0; pos < len; ) {
       const uint64_t b = (off + pos) / bs;
       const uint64_t b_end = b * bs + blk_block_len (size, bs, b);
-      const uint64_t take = len - pos < b_end - (off + pos)
-        ? len - pos : b_end - (off + pos);
+      const uint64_t take = MIN (len - pos, b_end - (off + pos));
       if (blk_block_update (&bh, w->buf + pos, take) == -1)
         goto hash_failed;
       pos += take;
@@ -210,26 +197,21 @@ hash_run (nbdkit_next *next, struct blk_table *t, struct worker *w,
   return -1;
 }
 
-/* Read and hash every DATA block, digests to out. */
+/* Read and hash the blocks first+i with data[i] set, digests to out. */
 static int
 hash_data (nbdkit_next *next, struct blk_table *t, uint64_t first,
-           uint64_t count, const uint8_t *kind, bool *zero, uint8_t *out,
+           uint64_t count, const bool *data, bool *zero, uint8_t *out,
            int *err)
 {
   struct worker *w = get_worker (READ_SIZE);
-  uint64_t i = 0, n;
 
   if (w == NULL) {
     *err = ENOMEM;
     return -1;
   }
-  while (i < count) {
-    for (n = 0; i + n < count && kind[i + n] == DATA; n++)
-      ;
-    if (n && hash_run (next, t, w, first, i, n, zero, out, err) == -1)
+  for (uint64_t i = 0, n; blk_next_run (data, count, &i, &n); i += n)
+    if (hash_run (next, t, w, first, i, n, zero, out, err) == -1)
       return -1;
-    i += n ? n : 1;
-  }
   return 0;
 }
 
@@ -244,64 +226,53 @@ blkhash_compute (nbdkit_next *next, struct blk_table *t, uint64_t first,
   const struct blk_params *p = blk_table_params (t);
   const size_t len = p->digest.len;
   const uint64_t size = blk_table_size (t);
-  bool *need = NULL, *zero = NULL, have_data = false;
-  uint8_t *kind = NULL, *scratch = NULL;
-  uint64_t snapshot, unknown, i;
-  int ret = -1;
+  /* need: unknown blocks, then those of them to read (data). */
+  CLEANUP_FREE bool *need = malloc (count * sizeof *need);
+  CLEANUP_FREE bool *hole = calloc (count, sizeof *hole);
+  CLEANUP_FREE bool *zero = calloc (count, sizeof *zero);
+  CLEANUP_FREE uint8_t *scratch = NULL;
+  bool have_data = false;
+  uint64_t snapshot, unknown, i, n;
 
-  need = malloc (count * sizeof *need);
-  zero = calloc (count, sizeof *zero);
-  kind = malloc (count);
-  if (need == NULL || zero == NULL || kind == NULL)
+  if (need == NULL || hole == NULL || zero == NULL)
     goto enomem;
 
   unknown = blk_table_lookup (t, first, count, out, need, &snapshot);
-  if (unknown == 0) {
-    ret = 0;
-    goto out;
-  }
+  if (unknown == 0)
+    return 0;
   nbdkit_debug ("blkhash: computing %" PRIu64 " of blocks %" PRIu64
                 "..%" PRIu64, unknown, first, first + count - 1);
-  for (i = 0; i < count; i++)
-    kind[i] = need[i] ? DATA : KNOWN;
 
   if (next->can_extents (next) == 1 &&
-      find_holes (next, t, first, count, kind, err) == -1)
-    goto out;
+      find_holes (next, t, first, count, hole, err) == -1)
+    return -1;
+  /* Known blocks are neither holes nor data. */
+  for (i = 0; i < count; i++) {
+    hole[i] = hole[i] && need[i];
+    need[i] = need[i] && !hole[i];
+    have_data |= need[i];
+  }
 
-  for (i = 0; i < count; i++)
-    have_data |= kind[i] == DATA;
   if (have_data) {
     if (out == NULL && (out = scratch = malloc (count * len)) == NULL)
       goto enomem;
-    if (hash_data (next, t, first, count, kind, zero, out, err) == -1)
-      goto out;
+    if (hash_data (next, t, first, count, need, zero, out, err) == -1)
+      return -1;
   }
 
   /* Runs of holes are stored without copying digests around. */
-  for (i = 0; i < count; ) {
-    uint64_t n = 0;
-    while (i + n < count && kind[i + n] == HOLE)
-      n++;
-    if (n) {
-      blk_table_store_zero (t, first + i, n, snapshot);
-      blkhash_stats.hole_blocks += n;
-      i += n;
-    }
-    else
-      i++;
+  for (i = 0; blk_next_run (hole, count, &i, &n); i += n) {
+    blk_table_store_zero (t, first + i, n, snapshot);
+    blkhash_stats.hole_blocks += n;
   }
-  if (have_data) {
-    for (i = 0; i < count; i++)
-      need[i] = kind[i] == DATA;
+  if (have_data)
     blk_table_store (t, first, count, out, zero, need, snapshot);
-  }
 
   /* The caller's copy of the holes' digests, a short last block at its
    * real length.
    */
   for (i = 0; out != scratch && i < count; i++) {
-    if (kind[i] != HOLE)
+    if (!hole[i])
       continue;
     const uint64_t b = first + i;
     EVP_MD_CTX *ctx = blkhash_thread_ctx ();
@@ -310,21 +281,15 @@ blkhash_compute (nbdkit_next *next, struct blk_table *t, uint64_t first,
                                out + i * len) == -1) {
       nbdkit_error ("blkhash: %s failed", p->digest.name);
       *err = EIO;
-      goto out;
+      return -1;
     }
   }
-  ret = 0;
-  goto out;
+  return 0;
 
  enomem:
   nbdkit_error ("blkhash: out of memory");
   *err = ENOMEM;
- out:
-  free (need);
-  free (zero);
-  free (kind);
-  free (scratch);
-  return ret;
+  return -1;
 }
 
 /* The root from one pass over all blocks with a private outer hash,
@@ -349,7 +314,7 @@ direct_root (nbdkit_next *next, struct blk_table *t, uint64_t step,
     return -1;
   }
   for (uint64_t b = 0; b < nblocks; b += step) {
-    const uint64_t n = nblocks - b < step ? nblocks - b : step;
+    const uint64_t n = MIN (nblocks - b, step);
     if (blkhash_should_stop (err) ||
         blkhash_compute (next, t, b, n, out, err) == -1)
       goto out;
@@ -387,10 +352,11 @@ struct root_job {
 static void
 root_job_fail (struct root_job *j, int err)
 {
-  pthread_mutex_lock (&j->lock);
-  if (j->err == 0)
-    j->err = err;
-  pthread_mutex_unlock (&j->lock);
+  {
+    ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&j->lock);
+    if (j->err == 0)
+      j->err = err;
+  }
   atomic_store (&j->stop, true);
 }
 
@@ -405,11 +371,12 @@ root_job_work (struct root_job *j)
     /* Known ranges are skipped here, under the lock, so the scan for
      * unknown blocks stays linear however many threads take steps.
      */
-    pthread_mutex_lock (&j->lock);
-    b = blk_table_next_unknown (j->t, j->cursor);
-    n = j->nblocks - b < j->step ? j->nblocks - b : j->step;
-    j->cursor = b + n;
-    pthread_mutex_unlock (&j->lock);
+    {
+      ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&j->lock);
+      b = blk_table_next_unknown (j->t, j->cursor);
+      n = MIN (j->nblocks - b, j->step);
+      j->cursor = b + n;
+    }
     if (b >= j->nblocks)
       break;
     if (blkhash_should_stop (&err) ||
@@ -472,8 +439,7 @@ blkhash_compute_root (nbdkit_next *next, struct blk_table *t, uint8_t *root,
                       int *err)
 {
   const struct blk_params *p = blk_table_params (t);
-  const uint64_t step = ROOT_STEP_BYTES / p->block_size
-    ? ROOT_STEP_BYTES / p->block_size : 1;
+  const uint64_t step = blk_blocks_per (ROOT_STEP_BYTES, p->block_size);
   int attempt, r;
 
   /* Usually once: compute what is missing and let the fold finish. */

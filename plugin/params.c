@@ -7,6 +7,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "cleanup.h"
 #include "filter.h"
 
 struct params_entry {
@@ -38,7 +39,7 @@ blkhash_params_get (const char *digest, uint64_t block_size)
   struct params_entry *e, *alias;
   const char *msg;
 
-  pthread_mutex_lock (&params_lock);
+  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&params_lock);
   e = find_params (digest, block_size);
   if (e == NULL && (e = calloc (1, sizeof *e)) != NULL) {
     if ((msg = blk_params_init (&e->p, digest, block_size)) != NULL) {
@@ -60,7 +61,6 @@ blkhash_params_get (const char *digest, uint64_t block_size)
   }
   else if (e == NULL)
     nbdkit_error ("calloc: %m");
-  pthread_mutex_unlock (&params_lock);
   return e ? &e->p : NULL;
 }
 

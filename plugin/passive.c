@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cleanup.h"
 #include "filter.h"
 
 /* Blocks wholly inside [offset, offset+count): [*first, *first+*n). */
@@ -69,43 +70,32 @@ blkhash_passive_pread (nbdkit_next *next, struct blk_table *t,
 {
   const size_t L = blk_table_params (t)->digest.len;
   uint64_t first, n, snapshot;
-  uint8_t *out = NULL;
-  bool *need = NULL, *zero = NULL;
-  int ret = -1;
 
   full_blocks (t, offset, count, &first, &n);
   if (n == 0)
     return next->pread (next, buf, count, offset, flags, err);
 
-  out = malloc (n * L);
-  need = malloc (n * sizeof *need);
-  zero = calloc (n, sizeof *zero);
+  CLEANUP_FREE uint8_t *out = malloc (n * L);
+  CLEANUP_FREE bool *need = malloc (n * sizeof *need);
+  CLEANUP_FREE bool *zero = calloc (n, sizeof *zero);
   if (out == NULL || need == NULL || zero == NULL) {
     nbdkit_error ("blkhash: out of memory");
     *err = ENOMEM;
-    goto out;
+    return -1;
   }
   /* The snapshot must precede the read: a write that ends after it
    * makes what we read unstorable.
    */
-  if (blk_table_lookup (t, first, n, out, need, &snapshot) == 0) {
-    ret = next->pread (next, buf, count, offset, flags, err);
-    goto out;
-  }
+  if (blk_table_lookup (t, first, n, out, need, &snapshot) == 0)
+    return next->pread (next, buf, count, offset, flags, err);
   if (next->pread (next, buf, count, offset, flags, err) == -1)
-    goto out;
-  ret = 0;
+    return -1;
   /* A hashing failure must not fail a read that succeeded. */
   if (hash_buffer (t, buf, offset, first, n, need, out, zero, err) == 0) {
     blk_table_store (t, first, n, out, zero, need, snapshot);
     blk_table_fold (t, false, BLKHASH_FOLD_BUDGET);
   }
-
- out:
-  free (out);
-  free (need);
-  free (zero);
-  return ret;
+  return 0;
 }
 
 int

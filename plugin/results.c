@@ -15,7 +15,9 @@
 #include <unistd.h>
 #include <sys/stat.h>
 
+#include "cleanup.h"
 #include "filter.h"
+#include "sumline.h"
 #include "util.h"
 
 struct result {
@@ -49,23 +51,24 @@ blkhash_result_set (const char *name, const uint8_t *root)
   struct result **rp, *r;
   int ret = 0;
 
-  pthread_mutex_lock (&results_lock);
-  rp = find (name);
-  if ((r = *rp) == NULL) {
-    r = calloc (1, sizeof *r);
-    if (r == NULL || (r->name = strdup (name)) == NULL) {
-      free (r);
-      r = NULL;
-      ret = -1;
+  {
+    ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&results_lock);
+    rp = find (name);
+    if ((r = *rp) == NULL) {
+      r = calloc (1, sizeof *r);
+      if (r == NULL || (r->name = strdup (name)) == NULL) {
+        free (r);
+        r = NULL;
+        ret = -1;
+      }
+      else
+        *rp = r;
     }
-    else
-      *rp = r;
+    if (r) {
+      blk_hex (root, blkhash_default_params->digest.len, r->hex);
+      dirty = true;
+    }
   }
-  if (r) {
-    blk_hex (root, blkhash_default_params->digest.len, r->hex);
-    dirty = true;
-  }
-  pthread_mutex_unlock (&results_lock);
   if (ret == -1)
     nbdkit_error ("blkhash: cannot record the checksum of '%s': %m", name);
   return ret;
@@ -76,7 +79,7 @@ blkhash_result_drop (const char *name)
 {
   struct result **rp, *r;
 
-  pthread_mutex_lock (&results_lock);
+  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&results_lock);
   rp = find (name);
   if ((r = *rp) != NULL) {
     *rp = r->next;
@@ -85,7 +88,6 @@ blkhash_result_drop (const char *name)
   }
   /* Even without a line of ours: the file may hold one from before. */
   dirty = true;
-  pthread_mutex_unlock (&results_lock);
 }
 
 static int
@@ -113,21 +115,22 @@ snapshot (size_t *n)
   struct result **lines, *r;
   size_t i = 0;
 
-  pthread_mutex_lock (&results_lock);
-  *n = 0;
-  for (r = results; r; r = r->next)
-    ++*n;
-  lines = calloc (*n ? *n : 1, sizeof *lines);
-  for (r = results; lines && r; r = r->next) {
-    lines[i] = calloc (1, sizeof *r);
-    if (lines[i] == NULL || (lines[i]->name = strdup (r->name)) == NULL)
-      break;
-    memcpy (lines[i]->hex, r->hex, sizeof r->hex);
-    i++;
+  {
+    ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&results_lock);
+    *n = 0;
+    for (r = results; r; r = r->next)
+      ++*n;
+    lines = calloc (MAX (*n, (size_t) 1), sizeof *lines);
+    for (r = results; lines && r; r = r->next) {
+      lines[i] = calloc (1, sizeof *r);
+      if (lines[i] == NULL || (lines[i]->name = strdup (r->name)) == NULL)
+        break;
+      memcpy (lines[i]->hex, r->hex, sizeof r->hex);
+      i++;
+    }
+    if (lines && i == *n)
+      dirty = false;
   }
-  if (lines && i == *n)
-    dirty = false;
-  pthread_mutex_unlock (&results_lock);
 
   if (lines && i < *n) {
     free_snapshot (lines, *n);
@@ -193,6 +196,20 @@ write_file (struct result **lines, size_t n)
   return ret;
 }
 
+static bool
+is_dirty (void)
+{
+  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&results_lock);
+  return dirty;
+}
+
+static void
+set_dirty (void)
+{
+  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&results_lock);
+  dirty = true;
+}
+
 int
 blkhash_results_write (void)
 {
@@ -202,27 +219,21 @@ blkhash_results_write (void)
 
   if (blkhash_file == NULL)
     return 0;
-  pthread_mutex_lock (&file_lock);
-  pthread_mutex_lock (&results_lock);
-  const bool changed = dirty;
-  pthread_mutex_unlock (&results_lock);
-  if (!changed) {
-    pthread_mutex_unlock (&file_lock);
-    return 0;
+  {
+    ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&file_lock);
+    if (!is_dirty ())
+      return 0;
+    lines = snapshot (&n);
+    if (lines == NULL) {
+      nbdkit_error ("blkhash: cannot write blkhash-file %s: %m",
+                    blkhash_file);
+      ret = -1;
+    }
+    else
+      ret = write_file (lines, n);
+    if (ret == -1)
+      set_dirty ();             /* try again next time */
   }
-  lines = snapshot (&n);
-  if (lines == NULL) {
-    nbdkit_error ("blkhash: cannot write blkhash-file %s: %m", blkhash_file);
-    ret = -1;
-  }
-  else
-    ret = write_file (lines, n);
-  if (ret == -1) {
-    pthread_mutex_lock (&results_lock);
-    dirty = true;               /* try again next time */
-    pthread_mutex_unlock (&results_lock);
-  }
-  pthread_mutex_unlock (&file_lock);
   free_snapshot (lines, n);
   return ret;
 }

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cleanup.h"
 #include "filter.h"
 
 /* Block digests are computed in windows of this many image bytes, so
@@ -58,26 +59,24 @@ view_digests (nbdkit_next *next, struct blkhash_view *v, struct blk_table *t,
               uint64_t len, int *err)
 {
   const size_t L = v->h.digest_len;
-  const uint64_t step = WINDOW_BYTES / v->h.block_size
-    ? WINDOW_BYTES / v->h.block_size : 1;
-  uint8_t *buf = NULL;
-  int ret = -1;
+  const uint64_t step = blk_blocks_per (WINDOW_BYTES, v->h.block_size);
+  CLEANUP_FREE uint8_t *buf = NULL;
 
-  if (dst && (buf = malloc ((count < step ? count : step) * L)) == NULL) {
+  if (dst && (buf = malloc (MIN (count, step) * L)) == NULL) {
     nbdkit_error ("blkhash: out of memory");
     *err = ENOMEM;
     return -1;
   }
   for (uint64_t b = first; b < first + count; ) {
-    const uint64_t n = first + count - b < step ? first + count - b : step;
+    const uint64_t n = MIN (first + count - b, step);
     if ((b > first && blkhash_should_stop (err)) ||
         blkhash_compute (next, t, b, n, buf, err) == -1)
-      goto out;
+      return -1;
     if (dst) {
       /* Bytes of this window that the caller asked for. */
       const uint64_t wstart = (b - first) * L, wend = wstart + n * L;
-      const uint64_t from = skip > wstart ? skip : wstart;
-      const uint64_t to = skip + len < wend ? skip + len : wend;
+      const uint64_t from = MAX (skip, wstart);
+      const uint64_t to = MIN (skip + len, wend);
       if (from < to)
         memcpy (dst + (from - skip), buf + (from - wstart), to - from);
     }
@@ -86,12 +85,9 @@ view_digests (nbdkit_next *next, struct blkhash_view *v, struct blk_table *t,
   if (blk_table_fold (t, false, BLKHASH_FOLD_BUDGET) == -1) {
     nbdkit_error ("blkhash: %s failed", v->h.digest_name);
     *err = EIO;
-    goto out;
+    return -1;
   }
-  ret = 0;
- out:
-  free (buf);
-  return ret;
+  return 0;
 }
 
 /* The digest area bytes [start, end) relative to its start. */
@@ -120,7 +116,7 @@ blkhash_view_pread (nbdkit_next *next, struct blkhash_view *v,
   memset (buf, 0, count);
 
   if (offset < BLK_VIEW_HEADER_SIZE) {
-    const uint64_t to = end < BLK_VIEW_HEADER_SIZE ? end : BLK_VIEW_HEADER_SIZE;
+    const uint64_t to = MIN (end, (uint64_t) BLK_VIEW_HEADER_SIZE);
     memcpy (dst, v->header + offset, to - offset);
   }
 
@@ -128,16 +124,14 @@ blkhash_view_pread (nbdkit_next *next, struct blkhash_view *v,
     uint8_t root[EVP_MAX_MD_SIZE];
     if (blkhash_compute_root (next, t, root, err) == -1)
       return -1;
-    const uint64_t from = offset > BLK_VIEW_ROOT_OFFSET
-      ? offset : BLK_VIEW_ROOT_OFFSET;
-    const uint64_t to = end < root_end ? end : root_end;
+    const uint64_t from = MAX (offset, (uint64_t) BLK_VIEW_ROOT_OFFSET);
+    const uint64_t to = MIN (end, root_end);
     memcpy (dst + (from - offset), root + (from - BLK_VIEW_ROOT_OFFSET),
             to - from);
   }
 
   if (end > BLK_VIEW_DIGESTS_OFFSET) {
-    const uint64_t from = offset > BLK_VIEW_DIGESTS_OFFSET
-      ? offset : BLK_VIEW_DIGESTS_OFFSET;
+    const uint64_t from = MAX (offset, (uint64_t) BLK_VIEW_DIGESTS_OFFSET);
     if (view_digest_range (next, v, t, from - BLK_VIEW_DIGESTS_OFFSET,
                            end - BLK_VIEW_DIGESTS_OFFSET,
                            dst + (from - offset), err) == -1)
@@ -155,8 +149,7 @@ blkhash_view_cache (nbdkit_next *next, struct blkhash_view *v,
   const uint64_t root_end = BLK_VIEW_ROOT_OFFSET + v->h.digest_len;
 
   if (end > BLK_VIEW_DIGESTS_OFFSET) {
-    const uint64_t from = offset > BLK_VIEW_DIGESTS_OFFSET
-      ? offset : BLK_VIEW_DIGESTS_OFFSET;
+    const uint64_t from = MAX (offset, (uint64_t) BLK_VIEW_DIGESTS_OFFSET);
     if (view_digest_range (next, v, t, from - BLK_VIEW_DIGESTS_OFFSET,
                            end - BLK_VIEW_DIGESTS_OFFSET, NULL, err) == -1)
       return -1;

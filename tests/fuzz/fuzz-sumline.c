@@ -9,7 +9,6 @@
 #include <stdbool.h>
 
 #include "sumline.h"
-#include "util.h"
 #include "fuzz.h"
 
 #define HEX_DIGITS "0123456789abcdefABCDEF"

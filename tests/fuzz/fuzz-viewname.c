@@ -9,7 +9,7 @@
 
 #include <stdbool.h>
 
-#include "util.h"
+#include "viewname.h"
 #include "fuzz.h"
 
 #define MARKER_LEN (sizeof BLK_VIEW_MARKER - 1)

@@ -131,6 +131,11 @@ main (void)
       "sha1 matches the direct computation");
   blk_params_free (&p);
 
+  ok (blk_blocks_per (64 << 20, 65536) == 1024 &&
+      blk_blocks_per (100000, 4096) == 24, "blocks per step: whole blocks");
+  ok (blk_blocks_per (4096, 65536) == 1 && blk_blocks_per (0, 4096) == 1,
+      "blocks per step: at least one");
+
   EVP_MD_CTX_free (ctx);
   free (img);
   return done_testing ();

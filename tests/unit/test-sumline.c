@@ -51,5 +51,19 @@ main (void)
   ok (malformed (HEX8), "hex alone");
   ok (malformed (""), "empty line");
   ok (malformed ("\\"), "lone backslash");
+
+  {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *fp = open_memstream (&buf, &len);
+    blk_fput_sum_line (fp, "abcd", "plain.img");
+    blk_fput_sum_line (fp, "abcd", "a\\b\nc");
+    fclose (fp);
+    ok (strcmp (buf, "abcd  plain.img\n\\abcd  a\\\\b\\nc\n") == 0,
+        "sum lines escape like sha256sum");
+    ok (!blk_name_needs_escape ("x y") && blk_name_needs_escape ("x\n"),
+        "only backslash and newline need escaping");
+    free (buf);
+  }
   return done_testing ();
 }

@@ -10,6 +10,15 @@
 
 #define L 32
 
+/* The 1000 block table of the first tests, its last block short. */
+#define BS 4096
+#define NBLOCKS UINT64_C (1000)
+#define SIZE ((NBLOCKS - 1) * BS + 100)
+static struct blk_params p;
+static struct blk_table *t;
+static uint8_t *all, *out;      /* NBLOCKS digests each */
+static bool *need;              /* NBLOCKS */
+
 /* A fake digest per (block, version): content need not be real. */
 static void
 fake (uint64_t b, unsigned version, uint8_t *d)
@@ -22,14 +31,14 @@ fake (uint64_t b, unsigned version, uint8_t *d)
 
 /* The root over given per-block digests, computed directly. */
 static void
-expect_root (const struct blk_params *p, uint64_t nblocks, uint64_t size,
-             const uint8_t *digests, uint8_t *out)
+expect_root (const struct blk_params *params, uint64_t nblocks,
+             uint64_t size, const uint8_t *digests, uint8_t *root)
 {
   struct blk_root r;
 
-  blk_root_init (&r, p);
+  blk_root_init (&r, params);
   blk_root_add (&r, digests, nblocks);
-  blk_root_final (&r, size, out);
+  blk_root_final (&r, size, root);
   blk_root_free (&r);
 }
 
@@ -44,56 +53,49 @@ fill_range (void *opaque)
 {
   struct fill_arg *a = opaque;
   uint8_t *d = malloc (a->count * L);
-  bool *need = malloc (a->count);
+  bool *unknown = malloc (a->count);
   uint64_t snap;
 
   /* Small steps, folding as we go, like the filter does. */
   for (uint64_t b = a->first; b < a->first + a->count; b += 7) {
     uint64_t n = a->first + a->count - b < 7 ? a->first + a->count - b : 7;
-    blk_table_lookup (a->t, b, n, d, need, &snap);
+    blk_table_lookup (a->t, b, n, d, unknown, &snap);
     for (uint64_t i = 0; i < n; i++)
       fake (b + i, a->version, d + i * L);
-    blk_table_store (a->t, b, n, d, NULL, need, snap);
+    blk_table_store (a->t, b, n, d, NULL, unknown, snap);
     blk_table_fold (a->t, false, 4096);
   }
   free (d);
-  free (need);
+  free (unknown);
   return NULL;
 }
 
-int
-main (void)
+/* Holes, then data: the root follows what is stored. */
+static void
+test_roots (void)
 {
-  struct blk_params p;
-  struct blk_table *t;
   struct blk_table_stats st;
-  const uint32_t bs = 4096;
-  const uint64_t nblocks = 1000, size = (nblocks - 1) * bs + 100;
-  uint8_t *all = malloc (nblocks * L), *out = malloc (nblocks * L);
-  bool *need = malloc (nblocks);
-  uint8_t root[EVP_MAX_MD_SIZE], want[EVP_MAX_MD_SIZE], d[L];
-  uint64_t snap, snap2;
-  struct blk_write w, w2;
+  uint8_t root[EVP_MAX_MD_SIZE], want[EVP_MAX_MD_SIZE];
+  uint64_t snap;
 
-  blk_params_init (&p, "sha256", bs);
-  t = blk_table_new (&p, size);
-  ok (t != NULL && blk_table_blocks (t) == nblocks, "1000 block table");
+  t = blk_table_new (&p, SIZE);
+  ok (t != NULL && blk_table_blocks (t) == NBLOCKS, "1000 block table");
 
-  ok (blk_table_lookup (t, 0, nblocks, out, need, &snap) == nblocks &&
+  ok (blk_table_lookup (t, 0, NBLOCKS, out, need, &snap) == NBLOCKS &&
       need[0] && need[999], "everything unknown at first");
   ok (blk_table_root (t, root) == 0, "no root while blocks are unknown");
 
   /* Holes for all, then data for some: roots follow. */
-  blk_table_store_zero (t, 0, nblocks, snap);
+  blk_table_store_zero (t, 0, NBLOCKS, snap);
   blk_table_stats (t, &st);
-  ok (st.known == nblocks && st.data == 0, "all known zero");
+  ok (st.known == NBLOCKS && st.data == 0, "all known zero");
   ok (blk_table_root (t, root) == 1, "root once all are known");
   {
     /* Direct: a zero image of the same size. */
-    uint8_t *img = calloc (1, size);
+    uint8_t *img = calloc (1, SIZE);
     struct blk_stream s;
     blk_stream_init (&s, &p);
-    blk_stream_update (&s, img, size);
+    blk_stream_update (&s, img, SIZE);
     blk_stream_final (&s, want);
     blk_stream_free (&s);
     free (img);
@@ -101,16 +103,16 @@ main (void)
   ok (memcmp (root, want, L) == 0,
       "zero root equals a zero image, short tail included");
 
-  blk_table_lookup (t, 0, nblocks, all, need, &snap);
+  blk_table_lookup (t, 0, NBLOCKS, all, need, &snap);
   ok (!need[0] && !need[999], "zero blocks are known");
-  ok (blk_table_lookup (t, 0, nblocks, NULL, need, &snap) == 0 && !need[5],
+  ok (blk_table_lookup (t, 0, NBLOCKS, NULL, need, &snap) == 0 && !need[5],
       "lookup without copying counts no unknown block");
   for (uint64_t b = 100; b < 200; b++)
     fake (b, 1, all + b * L);
   /* Block 150 to 200 not yet: stored later, out of order. */
   blk_table_store (t, 100, 50, all + 100 * L, NULL, NULL, snap);
   ok (blk_table_root (t, root) == 1, "root after changing blocks");
-  expect_root (&p, nblocks, size, all, want);
+  expect_root (&p, NBLOCKS, SIZE, all, want);
   /* all[] has 150..199 changed but not stored yet. */
   ok (memcmp (root, want, L) != 0, "root does not count unstored digests");
   blk_table_store (t, 150, 50, all + 150 * L, NULL, NULL, snap);
@@ -118,7 +120,15 @@ main (void)
       "root equals the direct computation after a refold");
 
   blk_table_stats (t, &st);
-  ok (st.data == 100 && st.known == nblocks, "100 data blocks counted");
+  ok (st.data == 100 && st.known == NBLOCKS, "100 data blocks counted");
+}
+
+static void
+test_snapshots (void)
+{
+  uint8_t root[EVP_MAX_MD_SIZE], d[L];
+  uint64_t snap, snap2;
+  struct blk_write w;
 
   /* A write makes a snapshot taken before it useless. */
   blk_table_lookup (t, 0, 1, out, need, &snap);
@@ -152,6 +162,13 @@ main (void)
   blk_table_store (t, 6, 1, d, NULL, NULL, snap);
   blk_table_lookup (t, 6, 1, out, need, &snap2);
   ok (need[0], "no store after it with a snapshot from during it");
+}
+
+static void
+test_concurrent_writes (void)
+{
+  uint64_t snap2;
+  struct blk_write w, w2;
 
   /* Overlapping writes: nobody may store the block both touched. */
   for (uint64_t b = 10; b < 14; b++)
@@ -208,188 +225,238 @@ main (void)
     ok (!need[0] && !need[3] && !need[4] && !need[7],
         "adjacent concurrent writes in one chunk both store");
   }
+}
 
+/* After the writes above: blocks 6, 12, 13 and 20 are unknown. */
+static void
+test_next_unknown (void)
+{
   ok (blk_table_next_unknown (t, 0) == 5 + 1, "next unknown after 0");
   ok (blk_table_next_unknown (t, 7) == 12, "next unknown after 7");
   ok (blk_table_next_unknown (t, 14) == 20, "next unknown after 14");
-  ok (blk_table_next_unknown (t, 21) == nblocks, "none after 21");
+  ok (blk_table_next_unknown (t, 21) == NBLOCKS, "none after 21");
   blk_table_free (t);
+}
 
   /* Threads filling disjoint ranges with folds interleaved. */
-  {
-    enum { THREADS = 4 };
-    const uint64_t n = 5000;
-    pthread_t th[THREADS];
-    struct fill_arg args[THREADS];
-    uint8_t *exp = malloc (n * L);
+static void
+test_parallel_fill (void)
+{
+  uint8_t root[EVP_MAX_MD_SIZE], want[EVP_MAX_MD_SIZE];
+  enum { THREADS = 4 };
+  const uint64_t n = 5000;
+  pthread_t th[THREADS];
+  struct fill_arg args[THREADS];
+  uint8_t *exp = malloc (n * L);
 
-    t = blk_table_new (&p, n * bs);
-    for (int i = 0; i < THREADS; i++) {
-      args[i] = (struct fill_arg) { t, i * n / THREADS, n / THREADS, 7 };
-      pthread_create (&th[i], NULL, fill_range, &args[i]);
-    }
-    for (int i = 0; i < THREADS; i++)
-      pthread_join (th[i], NULL);
-    for (uint64_t b = 0; b < n; b++)
-      fake (b, 7, exp + b * L);
-    expect_root (&p, n, n * bs, exp, want);
-    ok (blk_table_root (t, root) == 1 && memcmp (root, want, L) == 0,
-        "parallel fill and fold give the direct root");
-    blk_table_free (t);
-    free (exp);
+  t = blk_table_new (&p, n * BS);
+  for (int i = 0; i < THREADS; i++) {
+    args[i] = (struct fill_arg) { t, i * n / THREADS, n / THREADS, 7 };
+    pthread_create (&th[i], NULL, fill_range, &args[i]);
   }
+  for (int i = 0; i < THREADS; i++)
+    pthread_join (th[i], NULL);
+  for (uint64_t b = 0; b < n; b++)
+    fake (b, 7, exp + b * L);
+  expect_root (&p, n, n * BS, exp, want);
+  ok (blk_table_root (t, root) == 1 && memcmp (root, want, L) == 0,
+      "parallel fill and fold give the direct root");
+  blk_table_free (t);
+  free (exp);
+}
 
   /* Memory follows data: a 4 TiB hole. */
-  {
-    const uint64_t big = 4ULL << 40;
-    uint64_t nb = big / 65536, first = 0;
-    struct blk_params p64;
-    blk_params_init (&p64, "sha256", 65536);
-    t = blk_table_new (&p64, big);
-    /* Stored in 64 MiB steps like the filter does. */
-    for (first = 0; first < nb; first += 1024) {
-      blk_table_lookup (t, first, 1, out, need, &snap);
-      blk_table_store_zero (t, first, 1024, snap);
-    }
-    blk_table_stats (t, &st);
-    ok (st.known == nb, "4 TiB of holes known");
-    ok (st.memory < 32 << 20, "4 TiB of holes in %llu bytes (< 32 MiB)",
-        (unsigned long long) st.memory);
-    blk_table_free (t);
-    blk_params_free (&p64);
+static void
+test_big_hole (void)
+{
+  struct blk_table_stats st;
+  uint64_t snap;
+
+  const uint64_t big = 4ULL << 40;
+  uint64_t nb = big / 65536, first = 0;
+  struct blk_params p64;
+  blk_params_init (&p64, "sha256", 65536);
+  t = blk_table_new (&p64, big);
+  /* Stored in 64 MiB steps like the filter does. */
+  for (first = 0; first < nb; first += 1024) {
+    blk_table_lookup (t, first, 1, out, need, &snap);
+    blk_table_store_zero (t, first, 1024, snap);
   }
-
-
+  blk_table_stats (t, &st);
+  ok (st.known == nb, "4 TiB of holes known");
+  ok (st.memory < 32 << 20, "4 TiB of holes in %llu bytes (< 32 MiB)",
+      (unsigned long long) st.memory);
+  blk_table_free (t);
+  blk_params_free (&p64);
+}
 
   /* Zero writes side by side: each stores its blocks; merging one
    * write's stamp into its neighbours must not make the next one look
    * contested (nbdcopy zeroes a sparse source's holes like this).
    */
-  {
-    struct blk_params p64;
-    struct blk_written zw = { 0 };
-    bool stored = true;
-    blk_params_init (&p64, "sha256", 65536);
-    t = blk_table_new (&p64, 1ULL << 30);
-    for (uint64_t k = 0; k < 8; k++) {
-      blk_table_write_begin (t, &w, k * 2048, 2048);
-      zw.first = k * 2048;
-      zw.count = 2048;
-      blk_table_write_end (t, &w, &zw);
-      blk_table_stats (t, &st);
-      stored &= st.known == (k + 1) * 2048;
-    }
-    ok (stored, "side by side zero writes are all stored");
-    ok (st.memory < 4096, "and fold back into one marker (%llu bytes)",
-        (unsigned long long) st.memory);
-    blk_table_free (t);
-    blk_params_free (&p64);
+static void
+test_zero_writes (void)
+{
+  struct blk_table_stats st;
+  struct blk_write w;
+
+  struct blk_params p64;
+  struct blk_written zw = { 0 };
+  bool stored = true;
+  blk_params_init (&p64, "sha256", 65536);
+  t = blk_table_new (&p64, 1ULL << 30);
+  for (uint64_t k = 0; k < 8; k++) {
+    blk_table_write_begin (t, &w, k * 2048, 2048);
+    zw.first = k * 2048;
+    zw.count = 2048;
+    blk_table_write_end (t, &w, &zw);
+    blk_table_stats (t, &st);
+    stored &= st.known == (k + 1) * 2048;
   }
+  ok (stored, "side by side zero writes are all stored");
+  ok (st.memory < 4096, "and fold back into one marker (%llu bytes)",
+      (unsigned long long) st.memory);
+  blk_table_free (t);
+  blk_params_free (&p64);
+}
 
   /* Any size nbdkit can serve: 2^63-1 bytes at 4K blocks, used at
    * scattered places, against a plain model of what each block holds.
    */
-  {
-    const uint64_t huge = INT64_MAX;
-    struct blk_params p4;
-    enum { NPOS = 64, ROUNDS = 4000 };
-    uint64_t pos[NPOS];
-    int model[NPOS];              /* -1 unknown, 0 zero, v>0 version */
-    unsigned seed = 12345, bad = 0;
-    uint8_t dd[L], got[L];
-    bool nd;
-    EVP_MD_CTX *ctx = EVP_MD_CTX_new ();
+static void
+test_huge (void)
+{
+  struct blk_table_stats st;
+  struct blk_write w;
+  uint64_t snap;
+  const uint64_t huge = INT64_MAX;
+  struct blk_params p4;
+  enum { NPOS = 64, ROUNDS = 4000 };
+  uint64_t pos[NPOS];
+  int model[NPOS];              /* -1 unknown, 0 zero, v>0 version */
+  unsigned seed = 12345, bad = 0;
+  uint8_t dd[L], got[L];
+  bool nd;
+  EVP_MD_CTX *ctx = EVP_MD_CTX_new ();
 
-    blk_params_init (&p4, "sha256", 4096);
-    t = blk_table_new (&p4, huge);
-    ok (t != NULL && blk_table_blocks (t) == huge / 4096 + 1,
-        "a 2^63-1 byte table opens");
-    /* Neighbours, chunk and node boundaries, and the very end. */
-    for (int i = 0; i < NPOS; i++) {
-      seed = seed * 1103515245 + 12345;
-      const uint64_t base = i < 8 ? (uint64_t) i * 64 * 512 - (i > 0)
-        : i < 16 ? blk_table_blocks (t) - 1 - (i - 8)
-        : ((uint64_t) seed << 24) % blk_table_blocks (t);
-      pos[i] = base;
-      model[i] = -1;
-    }
-    for (int r = 0; r < ROUNDS; r++) {
-      seed = seed * 1103515245 + 12345;
-      const int i = (seed >> 8) % NPOS, op = (seed >> 20) % 4;
-      const uint64_t b = pos[i];
-      blk_table_lookup (t, b, 1, NULL, &nd, &snap);
-      if (op == 0) {                    /* a data digest */
-        fake (b, r % 200 + 1, dd);
-        blk_table_store (t, b, 1, dd, NULL, NULL, snap);
-        for (int j = 0; j < NPOS; j++)
-          if (pos[j] == b)
-            model[j] = r % 200 + 1;
-      }
-      else if (op == 1) {               /* a run of zeros */
-        const uint64_t n = blk_table_blocks (t) - b < 300
-          ? blk_table_blocks (t) - b : 300;
-        blk_table_store_zero (t, b, n, snap);
-        for (int j = 0; j < NPOS; j++)
-          if (pos[j] >= b && pos[j] < b + n)
-            model[j] = 0;
-      }
-      else if (op == 2) {               /* a write forgets */
-        const uint64_t n = blk_table_blocks (t) - b < 100
-          ? blk_table_blocks (t) - b : 100;
-        blk_table_write_begin (t, &w, b, n);
-        blk_table_write_end (t, &w, NULL);
-        for (int j = 0; j < NPOS; j++)
-          if (pos[j] >= b && pos[j] < b + n)
-            model[j] = -1;
-      }
-      /* op 3: only check. */
-      for (int j = 0; j < NPOS; j++) {
-        const bool known = blk_table_lookup (t, pos[j], 1, got, &nd,
-                                             &snap) == 0;
-        if (model[j] == -1)
-          bad += known;
-        else if (!known)
-          bad++;
-        else {
-          if (model[j] == 0)
-            blk_zero_block_digest (&p4, ctx, blk_block_len (huge, 4096,
-                                                            pos[j]), dd);
-          else
-            fake (pos[j], model[j], dd);
-          bad += memcmp (got, dd, L) != 0;
-        }
-      }
-    }
-    ok (bad == 0, "4000 random stores, zero runs and writes agree with "
-        "the model (%u mismatches)", bad);
-    blk_table_stats (t, &st);
-    ok (st.memory < 16 << 20, "scattered use of 2^63-1 bytes costs %llu "
-        "bytes (< 16 MiB)", (unsigned long long) st.memory);
-    ok (blk_table_next_unknown (t, 0) == 0 || model[0] != -1,
-        "next unknown finds the first block");
-    blk_table_free (t);
-
-    /* 1 PiB known zero (16M blocks: three levels of nodes): the tree
-     * collapses to nothing.
-     */
-    blk_params_free (&p4);
-    blk_params_init (&p4, "sha256", 16 << 20);
-    t = blk_table_new (&p4, UINT64_C (1) << 50);
-    for (uint64_t b = 0; b < blk_table_blocks (t); b += 1000) {
-      const uint64_t n = blk_table_blocks (t) - b < 1000
-        ? blk_table_blocks (t) - b : 1000;
-      blk_table_lookup (t, b, 1, NULL, &nd, &snap);
-      blk_table_store_zero (t, b, n, snap);
-    }
-    blk_table_stats (t, &st);
-    ok (st.known == blk_table_blocks (t) && st.memory < 4096,
-        "1 PiB of zeros known in %llu bytes", (unsigned long long) st.memory);
-    ok (blk_table_next_unknown (t, 0) == blk_table_blocks (t),
-        "no unknown block in 1 PiB of zeros");
-    blk_table_free (t);
-    blk_params_free (&p4);
-    EVP_MD_CTX_free (ctx);
+  blk_params_init (&p4, "sha256", 4096);
+  t = blk_table_new (&p4, huge);
+  ok (t != NULL && blk_table_blocks (t) == huge / 4096 + 1,
+      "a 2^63-1 byte table opens");
+  /* Neighbours, chunk and node boundaries, and the very end. */
+  for (int i = 0; i < NPOS; i++) {
+    seed = seed * 1103515245 + 12345;
+    const uint64_t base = i < 8 ? (uint64_t) i * 64 * 512 - (i > 0)
+      : i < 16 ? blk_table_blocks (t) - 1 - (i - 8)
+      : ((uint64_t) seed << 24) % blk_table_blocks (t);
+    pos[i] = base;
+    model[i] = -1;
   }
+  for (int r = 0; r < ROUNDS; r++) {
+    seed = seed * 1103515245 + 12345;
+    const int i = (seed >> 8) % NPOS, op = (seed >> 20) % 4;
+    const uint64_t b = pos[i];
+    blk_table_lookup (t, b, 1, NULL, &nd, &snap);
+    if (op == 0) {                    /* a data digest */
+      fake (b, r % 200 + 1, dd);
+      blk_table_store (t, b, 1, dd, NULL, NULL, snap);
+      for (int j = 0; j < NPOS; j++)
+        if (pos[j] == b)
+          model[j] = r % 200 + 1;
+    }
+    else if (op == 1) {               /* a run of zeros */
+      const uint64_t n = blk_table_blocks (t) - b < 300
+        ? blk_table_blocks (t) - b : 300;
+      blk_table_store_zero (t, b, n, snap);
+      for (int j = 0; j < NPOS; j++)
+        if (pos[j] >= b && pos[j] < b + n)
+          model[j] = 0;
+    }
+    else if (op == 2) {               /* a write forgets */
+      const uint64_t n = blk_table_blocks (t) - b < 100
+        ? blk_table_blocks (t) - b : 100;
+      blk_table_write_begin (t, &w, b, n);
+      blk_table_write_end (t, &w, NULL);
+      for (int j = 0; j < NPOS; j++)
+        if (pos[j] >= b && pos[j] < b + n)
+          model[j] = -1;
+    }
+    /* op 3: only check. */
+    for (int j = 0; j < NPOS; j++) {
+      const bool known = blk_table_lookup (t, pos[j], 1, got, &nd,
+                                           &snap) == 0;
+      if (model[j] == -1)
+        bad += known;
+      else if (!known)
+        bad++;
+      else {
+        if (model[j] == 0)
+          blk_zero_block_digest (&p4, ctx, blk_block_len (huge, 4096,
+                                                          pos[j]), dd);
+        else
+          fake (pos[j], model[j], dd);
+        bad += memcmp (got, dd, L) != 0;
+      }
+    }
+  }
+  ok (bad == 0, "4000 random stores, zero runs and writes agree with "
+      "the model (%u mismatches)", bad);
+  blk_table_stats (t, &st);
+  ok (st.memory < 16 << 20, "scattered use of 2^63-1 bytes costs %llu "
+      "bytes (< 16 MiB)", (unsigned long long) st.memory);
+  ok (blk_table_next_unknown (t, 0) == 0 || model[0] != -1,
+      "next unknown finds the first block");
+  blk_table_free (t);
+  blk_params_free (&p4);
+  EVP_MD_CTX_free (ctx);
+}
+
+/* 1 PiB known zero (16M blocks: three levels of nodes): the tree
+ * collapses to nothing.
+ */
+static void
+test_petabyte_zeros (void)
+{
+  struct blk_params p4;
+  struct blk_table_stats st;
+  uint64_t snap;
+  bool nd;
+
+  blk_params_init (&p4, "sha256", 16 << 20);
+  t = blk_table_new (&p4, UINT64_C (1) << 50);
+  for (uint64_t b = 0; b < blk_table_blocks (t); b += 1000) {
+    const uint64_t n = blk_table_blocks (t) - b < 1000
+      ? blk_table_blocks (t) - b : 1000;
+    blk_table_lookup (t, b, 1, NULL, &nd, &snap);
+    blk_table_store_zero (t, b, n, snap);
+  }
+  blk_table_stats (t, &st);
+  ok (st.known == blk_table_blocks (t) && st.memory < 4096,
+      "1 PiB of zeros known in %llu bytes", (unsigned long long) st.memory);
+  ok (blk_table_next_unknown (t, 0) == blk_table_blocks (t),
+      "no unknown block in 1 PiB of zeros");
+  blk_table_free (t);
+  blk_params_free (&p4);
+}
+
+int
+main (void)
+{
+  blk_params_init (&p, "sha256", BS);
+  all = malloc (NBLOCKS * L);
+  out = malloc (NBLOCKS * L);
+  need = malloc (NBLOCKS);
+
+  test_roots ();
+  test_snapshots ();
+  test_concurrent_writes ();
+  test_next_unknown ();
+
+  test_parallel_fill ();
+  test_big_hole ();
+  test_zero_writes ();
+  test_huge ();
+  test_petabyte_zeros ();
 
   blk_params_free (&p);
   free (all);

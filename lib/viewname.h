@@ -1,0 +1,34 @@
+/* nbdkit-blkhash: view names, NAME@blkhash[:DIGEST[/BLOCKSIZE]], the
+ * export names that select a view (see nbdkit-blkhash-filter(1)).
+ * The view's contents are in header.h.
+ */
+#ifndef BLKHASH_VIEWNAME_H
+#define BLKHASH_VIEWNAME_H
+
+#include <stdint.h>
+
+/* "@blkhash", the marker that turns an export name into its view. */
+#define BLK_VIEW_MARKER "@blkhash"
+
+/* A view name NAME@blkhash[:DIGEST[/BLOCKSIZE]] split into its parts. */
+struct blk_view_name {
+  char *base;                   /* NAME, malloc'd */
+  char *digest;                 /* DIGEST or NULL (default), malloc'd */
+  uint64_t block_size;          /* 0 = default */
+};
+
+/* Returns 1 if name is a view name (parts filled, free with
+ * blk_view_name_free), 0 if it is not, -1 with *msg set if it is a
+ * malformed view name (or out of memory).
+ */
+extern int blk_view_name_parse (const char *name, struct blk_view_name *v,
+                                const char **msg);
+extern void blk_view_name_free (struct blk_view_name *v);
+
+/* Build NAME@blkhash[:DIGEST][/BLOCKSIZE] (malloc'd, NULL on ENOMEM).
+ * digest may be NULL and block_size 0 for the defaults.
+ */
+extern char *blk_view_name_build (const char *base, const char *digest,
+                                  uint64_t block_size);
+
+#endif /* BLKHASH_VIEWNAME_H */

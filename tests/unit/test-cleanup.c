@@ -1,0 +1,155 @@
+/* Unit tests: lib/cleanup.h */
+#include <config.h>
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+/* Count what CLEANUP_FREE frees: cleanup.h's free, and only its, is
+ * this one (stdlib.h is already included, so its declaration stays).
+ */
+static int frees;
+static void *last_freed;
+static void
+counting_free (void *ptr)
+{
+  frees++;
+  last_freed = ptr;
+  free (ptr);
+}
+#define free counting_free
+#include "cleanup.h"
+#undef free
+
+#include "tap.h"
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Is lock free?  (Taken and given back at once if so.) */
+static int
+unlocked (void)
+{
+  if (pthread_mutex_trylock (&lock) != 0)
+    return 0;
+  pthread_mutex_unlock (&lock);
+  return 1;
+}
+
+/* Returns from inside the locked scope, at either of two places. */
+static int
+locked_return (int early)
+{
+  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&lock);
+  if (early)
+    return !unlocked ();
+  return !unlocked () + 1;
+}
+
+static void *
+freed_on_return (int early)
+{
+  CLEANUP_FREE char *p = malloc (16);
+  void *addr = p;
+
+  if (early)
+    return addr;
+  p[0] = 'x';
+  return addr;
+}
+
+static void
+test_lock (void)
+{
+  int held = 0;
+
+  {
+    ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&lock);
+    held = !unlocked ();
+  }
+  ok (held, "the lock is held inside its scope");
+  ok (unlocked (), "and released at the end of the scope");
+
+  for (int i = 0; i < 3; i++) {
+    ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&lock);
+    if (i == 1)
+      continue;
+    if (i == 2)
+      break;
+  }
+  ok (unlocked (), "released by continue and break");
+
+  ok (locked_return (1) == 1 && unlocked (), "released by an early return");
+  ok (locked_return (0) == 2 && unlocked (), "released by the last return");
+
+  {
+    ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&lock);
+    {
+      pthread_mutex_t inner = PTHREAD_MUTEX_INITIALIZER;
+      ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&inner);
+      held = pthread_mutex_trylock (&inner) == EBUSY && !unlocked ();
+    }
+    held = held && !unlocked ();
+  }
+  ok (held && unlocked (), "nested scopes hold and release their own locks");
+}
+
+static void
+test_free (void)
+{
+  void *addr;
+
+  frees = 0;
+  {
+    CLEANUP_FREE char *p = malloc (32);
+    addr = p;
+    ok (frees == 0, "nothing freed inside the scope");
+  }
+  ok (frees == 1 && last_freed == addr, "freed at the end of the scope");
+
+  frees = 0;
+  addr = freed_on_return (1);
+  ok (frees == 1 && last_freed == addr, "freed by an early return");
+  frees = 0;
+  addr = freed_on_return (0);
+  ok (frees == 1 && last_freed == addr, "freed by the last return");
+
+  frees = 0;
+  {
+    CLEANUP_FREE char *p = NULL;
+    (void) p;
+  }
+  ok (frees == 1 && last_freed == NULL, "a NULL pointer is free (NULL)");
+
+  frees = 0;
+  {
+    CLEANUP_FREE char *p = malloc (8);
+    char *q = p;
+    p = realloc (q, 64);        /* the variable's value at scope exit */
+    addr = p;
+  }
+  ok (frees == 1 && last_freed == addr, "frees the pointer's last value");
+}
+
+static void
+test_minmax (void)
+{
+  int i = 0, j = 10;
+  uint64_t big = UINT64_MAX, small = 1;
+
+  ok (MIN (i++, j++) == 0 && i == 1 && j == 11, "MIN evaluates once");
+  ok (MAX (i++, j++) == 11 && i == 2 && j == 12, "MAX evaluates once");
+  ok (MIN (-1, 1) == -1 && MAX (-1, 1) == 1, "signed");
+  ok (MIN (big, small) == 1 && MAX (big, small) == UINT64_MAX, "uint64_t");
+  ok (MIN (MAX (5, 1), 3) == 3 && MAX (MIN (5, 1), 3) == 3, "nested");
+  ok (MIN (2, 2) == 2, "equal arguments");
+}
+
+int
+main (void)
+{
+  test_lock ();
+  test_free ();
+  test_minmax ();
+  return done_testing ();
+}

@@ -1,0 +1,144 @@
+/* Unit tests: lib/holes.c */
+#include <config.h>
+
+#include <string.h>
+
+#include "holes.h"
+#include "tap.h"
+
+#define BS 4096
+#define MAXB 16
+
+/* Mark [first, first+count) of an image of size bytes from one extent
+ * and compare with want, a string of '1' (hole) and '0' per block of
+ * the range.  The entries around the range must stay untouched.
+ */
+static int
+marks (uint64_t size, uint64_t first, uint64_t count,
+       uint64_t offset, uint64_t length, bool zero, const char *want)
+{
+  const struct blk_extent e = { offset, length, zero };
+  bool buf[MAXB + 2] = { false };
+  bool *hole = buf + 1;
+
+  blk_holes_mark (&e, 1, BS, size, first, count, hole);
+  if (buf[0] || buf[count + 1])
+    return 0;
+  for (uint64_t i = 0; i < count; i++)
+    if (hole[i] != (want[i] == '1'))
+      return 0;
+  return strlen (want) == count;
+}
+
+static void
+test_mark (void)
+{
+  const uint64_t size = 8 * BS;
+
+  ok (marks (size, 0, 8, BS, BS, true, "01000000"), "one aligned block");
+  ok (marks (size, 0, 8, BS, BS, false, "00000000"), "data is no hole");
+  ok (marks (size, 0, 8, 1000, 3 * BS + 500, true, "01100000"),
+      "unaligned extent: only the blocks wholly inside");
+  ok (marks (size, 0, 8, BS + 1, BS, true, "00000000"),
+      "less than a block across a boundary");
+  ok (marks (size, 0, 8, 2 * BS, BS - 1, true, "00000000"),
+      "one byte short of a block");
+  ok (marks (size, 0, 8, 3 * BS, 0, true, "00000000"), "empty extent");
+  ok (marks (size, 0, 8, 0, size, true, "11111111"), "the whole image");
+  ok (marks (size, 0, 8, 6 * BS, 10 * BS, true, "00000011"),
+      "an extent beyond the image end");
+
+  /* 3 blocks, the last one 1000 bytes. */
+  ok (marks (2 * BS + 1000, 0, 3, 2 * BS, 1000, true, "001"),
+      "short last block: the extent reaches the image end");
+  ok (marks (2 * BS + 1000, 0, 3, 2 * BS, 999, true, "000"),
+      "short last block: the extent stops a byte short");
+  ok (marks (2 * BS + 1000, 0, 3, 2 * BS, BS, true, "001"),
+      "short last block: the extent goes past the end");
+  ok (marks (2 * BS + 1000, 0, 3, BS + 1, 2 * BS, true, "001"),
+      "short last block: an unaligned extent covering it");
+
+  ok (marks (size, 2, 3, 0, size, true, "111"),
+      "an extent wider than the range marks only the range");
+  ok (marks (size, 2, 3, 0, 3 * BS, true, "100"),
+      "an extent ending inside the range");
+  ok (marks (size, 2, 3, 4 * BS, 4 * BS, true, "001"),
+      "an extent starting inside the range");
+  ok (marks (size, 2, 3, 0, 2 * BS, true, "000"),
+      "an extent before the range");
+  ok (marks (size, 2, 3, 5 * BS, 3 * BS, true, "000"),
+      "an extent after the range");
+  ok (marks (size, 6, 4, 0, size, true, "1100"),
+      "a range beyond the image end stops at its last block");
+  ok (marks (UINT64_C (1) << 62, 0, 2, (UINT64_C (1) << 62) - BS,
+             UINT64_MAX, true, "00"),
+      "a length that would overflow");
+}
+
+static void
+test_mark_several (void)
+{
+  const uint64_t size = 8 * BS;
+  const struct blk_extent exts[] = {
+    { 0, BS + 100, false },
+    { BS + 100, 3 * BS, true },       /* blocks 2, 3 */
+    { 2 * BS, 2 * BS, true },         /* overlapping: 2, 3 again */
+    { 4 * BS + 100, BS, false },
+    { 5 * BS, 3 * BS, true },         /* 5, 6, 7 */
+  };
+  const size_t n = sizeof exts / sizeof exts[0];
+  bool all[8] = { false }, windows[8] = { false }, kept[8] = { false };
+  int same = 1;
+
+  blk_holes_mark (exts, n, BS, size, 0, 8, all);
+  /* Overlapping windows of the range, and all extents to each. */
+  blk_holes_mark (exts, n, BS, size, 0, 4, windows);
+  blk_holes_mark (exts, n, BS, size, 3, 3, windows + 3);
+  blk_holes_mark (exts, n, BS, size, 5, 3, windows + 5);
+  for (int i = 0; i < 8; i++)
+    same &= all[i] == windows[i];
+  ok (!all[0] && !all[1] && all[2] && all[3] && !all[4] && all[5] &&
+      all[6] && all[7], "several extents, overlapping ones included");
+  ok (same, "windows mark what one call does");
+
+  kept[0] = true;
+  blk_holes_mark (exts, n, BS, size, 0, 8, kept);
+  ok (kept[0], "entries already set stay set");
+}
+
+static int
+runs (const char *a, const char *want)
+{
+  bool v[MAXB];
+  const uint64_t count = strlen (a);
+  char got[64] = "", *p = got;
+
+  for (uint64_t i = 0; i < count; i++)
+    v[i] = a[i] == '1';
+  for (uint64_t i = 0, n; blk_next_run (v, count, &i, &n); i += n)
+    p += sprintf (p, "%u+%u ", (unsigned) i, (unsigned) n);
+  return strcmp (got, want) == 0;
+}
+
+static void
+test_runs (void)
+{
+  uint64_t i = 5, n = 7;
+
+  ok (runs ("", ""), "no entries");
+  ok (runs ("0000", ""), "no run");
+  ok (runs ("1111", "0+4 "), "one run of everything");
+  ok (runs ("0110011", "1+2 5+2 "), "runs in the middle and at the end");
+  ok (runs ("1010", "0+1 2+1 "), "runs of one");
+  ok (!blk_next_run ((const bool[]) { true, false }, 2, &i, &n) &&
+      n == 0, "starting past the end finds nothing");
+}
+
+int
+main (void)
+{
+  test_mark ();
+  test_mark_several ();
+  test_runs ();
+  return done_testing ();
+}

@@ -1,0 +1,73 @@
+/* Unit tests: lib/viewname.c */
+#include <config.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "viewname.h"
+#include "tap.h"
+
+static int
+view_is (const char *name, const char *base, const char *digest,
+         uint64_t bs)
+{
+  struct blk_view_name v;
+  const char *msg = NULL;
+  int r = blk_view_name_parse (name, &v, &msg) == 1 &&
+    strcmp (v.base, base) == 0 &&
+    (digest ? v.digest && strcmp (v.digest, digest) == 0 : !v.digest) &&
+    v.block_size == bs;
+  blk_view_name_free (&v);
+  return r;
+}
+
+static int
+view_result (const char *name)
+{
+  struct blk_view_name v;
+  const char *msg = NULL;
+  int r = blk_view_name_parse (name, &v, &msg);
+  if (r == 1)
+    blk_view_name_free (&v);
+  return r;
+}
+
+int
+main (void)
+{
+  char *s;
+
+  ok (view_is ("disk@blkhash", "disk", NULL, 0), "NAME@blkhash");
+  ok (view_is ("@blkhash", "", NULL, 0), "default export view");
+  ok (view_is ("disk@blkhash:sha1", "disk", "sha1", 0), "digest suffix");
+  ok (view_is ("disk@blkhash:sha256/1M", "disk", "sha256", 1 << 20),
+      "digest and block size");
+  ok (view_is ("disk@blkhash:/128K", "disk", NULL, 131072),
+      "block size only");
+  ok (view_result ("a@blkhash@blkhash") == -1 &&
+      view_result ("@blkhash@blkhash") == -1 &&
+      view_result ("x@blkhash:sha1@blkhash") == -1,
+      "more than one marker is refused (a view has no view)");
+  ok (view_is ("a@blkhashes@blkhash", "a@blkhashes", NULL, 0),
+      "a base name may hold the marker's letters");
+  ok (view_result ("disk@blkhash:sha256/0") == -1 &&
+      view_result ("disk@blkhash:/0") == -1, "block size 0 is refused");
+  ok (view_is ("me@host@blkhash:md5", "me@host", "md5", 0),
+      "base names may contain @");
+  ok (view_result ("disk") == 0, "plain name is not a view");
+  ok (view_result ("disk@blkhashes") == 0, "marker must end the name");
+  ok (view_result ("disk@blkhash:") == -1, "empty options rejected");
+  ok (view_result ("disk@blkhash:sha1/zz") == -1, "bad block size rejected");
+
+  s = blk_view_name_build ("disk", NULL, 0);
+  ok (s && strcmp (s, "disk@blkhash") == 0, "build default view name");
+  free (s);
+  s = blk_view_name_build ("", "sha1", 1 << 20);
+  ok (s && strcmp (s, "@blkhash:sha1/1M") == 0, "build with options");
+  ok (s && view_is (s, "", "sha1", 1 << 20), "built name parses back");
+  free (s);
+  s = blk_view_name_build ("x", NULL, 65536);
+  ok (s && strcmp (s, "x@blkhash:/64K") == 0, "build with block size only");
+  free (s);
+  return done_testing ();
+}
