@@ -10,7 +10,11 @@
 #include <string.h>
 #include <strings.h>
 
-#include "nbdsum.h"
+#include "check.h"
+#include "checksum.h"
+#include "messages.h"
+#include "options.h"
+#include "signals.h"
 #include "sumline.h"
 
 struct tally {
@@ -30,7 +34,8 @@ report (const char *name, const char *verdict)
 }
 
 static int
-check_one_file (const char *path, size_t hexlen, struct tally *t)
+check_one_file (const char *path, const struct hash_spec *spec,
+                size_t hexlen, struct tally *t)
 {
   FILE *fp = strcmp (path, "-") == 0 ? stdin : fopen (path, "r");
   char *line = NULL, *hex, *name;
@@ -48,21 +53,21 @@ check_one_file (const char *path, size_t hexlen, struct tally *t)
     }
     lines++;
     struct result res;
-    const int r = checksum_one (name, &res);
+    const int r = checksum_one (name, spec, &res);
     /* Interrupted: this line has no verdict. */
     if (stop_signal ())
       break;
     if (r == -1) {
       t->unreadable++;
-      if (!opts.status)
+      if (!opts->status)
         report (name, "FAILED open or read");
     }
     else if (strcasecmp (res.hex, hex) != 0) {
       t->mismatched++;
-      if (!opts.status)
+      if (!opts->status)
         report (name, "FAILED");
     }
-    else if (!opts.quiet && !opts.status)
+    else if (!opts->quiet && !opts->status)
       report (name, "OK");
   }
   free (line);
@@ -82,12 +87,12 @@ check_one_file (const char *path, size_t hexlen, struct tally *t)
 static void
 warn (unsigned n, const char *one, const char *many)
 {
-  if (n && !opts.status)
+  if (n && !opts->status)
     fprintf (stderr, "%s: WARNING: %u %s\n", progname, n, n == 1 ? one : many);
 }
 
 int
-check_files (char **files, int n)
+check_files (char **files, int n, const struct hash_spec *spec)
 {
   struct tally t = { 0 };
   struct blk_digest d;
@@ -96,7 +101,7 @@ check_files (char **files, int n)
   int status = EXIT_SUCCESS;
 
   /* Lines must have the length of the digest in use. */
-  if ((msg = blk_digest_init (&d, opts.digest ? opts.digest
+  if ((msg = blk_digest_init (&d, spec->digest ? spec->digest
                               : BLK_DEFAULT_DIGEST)) != NULL) {
     fprintf (stderr, "%s: %s\n", progname, msg);
     return EXIT_FAILURE;
@@ -105,7 +110,7 @@ check_files (char **files, int n)
   blk_digest_free (&d);
 
   for (int i = 0; i < n && !stop_signal (); i++)
-    if (check_one_file (files[i], hexlen, &t) == -1)
+    if (check_one_file (files[i], spec, hexlen, &t) == -1)
       status = EXIT_FAILURE;
   if (stop_signal ())
     return EXIT_FAILURE;

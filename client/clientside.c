@@ -1,7 +1,7 @@
 /* nbdsum: hashing on the client, for servers without a blkhash view
  * (qemu-nbd, nbdkit without the filter, nbd-server), or --client-side.
  *
- * The image is cut into segments of 64 MiB.  A connection takes the
+ * The image is cut into segments of SPAN_BYTES.  A connection takes the
  * next segment, asks block status for it (holes and zero extents are
  * not read), and keeps up to R reads of 256 KiB in flight; each read
  * is hashed by the connection's thread as it completes, so C
@@ -16,20 +16,26 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cleanup.h"
+#include "endpoint.h"
 #include "holes.h"
-#include "nbdsum.h"
+#include "messages.h"
+#include "method.h"
+#include "table.h"
 
-#define SEGMENT_BYTES (UINT64_C (64) * 1024 * 1024)
-#define READ_BYTES (256 * 1024)
-/* Bound on the bytes in flight per connection, for large blocks. */
-#define IN_FLIGHT_BYTES (UINT64_C (64) * 1024 * 1024)
+/* Image bytes per read (or one block, if larger). */
+#define IMAGE_READ_BYTES (256 * 1024)
 #define FOLD_BUDGET (4 * 1024 * 1024)
 
 struct client_side {
+  struct endpoint ep;
+  struct blk_table *table;      /* digests, folded into the root */
   uint64_t seg_blocks, nsegs, read_blocks, snapshot;
   atomic_uint_fast64_t next_seg;
   bool extents;                 /* base:allocation negotiated */
 };
+
+static const struct method_ops client_side_ops;
 
 /* The segment a connection is working through. */
 struct cs_conn {
@@ -38,62 +44,69 @@ struct cs_conn {
   bool *hole;                   /* per block of the segment */
 };
 
-static int
-cs_open (struct endpoint *ep)
+struct endpoint *
+client_side_open (struct source *src, const struct hash_spec *spec,
+                  struct fallback *fb)
 {
-  struct nbd_handle *h = ep->negotiating;
+  struct nbd_handle *h = fb ? fb->h : NULL;
+  CLEANUP_FREE char *export_name = fb ? fb->export_name : NULL;
   struct client_side *cs;
+  struct endpoint *ep;
   const char *msg;
   int64_t size;
   unsigned i;
 
-  ep->negotiating = NULL;
-  if (h && (nbd_set_export_name (h, ep->base_name) == -1 ||
+  if (fb)
+    *fb = (struct fallback) { NULL, NULL };   /* ours now */
+  if (h && (nbd_set_export_name (h, export_name) == -1 ||
             nbd_opt_go (h) == -1)) {
-    error_at (ep->name, "%s", nbd_get_error ());
+    error_at (src->name, "%s", nbd_get_error ());
     nbd_close (h);
-    return -1;
+    return NULL;
   }
-  if (h == NULL && (h = endpoint_connect (ep, NULL, true)) == NULL)
-    return -1;
-  ep->ops = &client_side_ops;
-  ep->conns[0].h = h;
+  if (h == NULL && (h = source_connect (src, NULL, true)) == NULL)
+    return NULL;
+  if ((cs = calloc (1, sizeof *cs)) == NULL) {
+    error_at (src->name, "out of memory");
+    nbd_close (h);
+    return NULL;
+  }
+  ep = &cs->ep;
+  endpoint_init (ep, &client_side_ops, src, h);
   if ((size = nbd_get_size (h)) == -1) {
-    error_at (ep->name, "%s", nbd_get_error ());
-    return -1;
+    error_at (src->name, "%s", nbd_get_error ());
+    goto err;
   }
   if ((msg = blk_params_init (&ep->own_params,
-                              opts.digest ? opts.digest : BLK_DEFAULT_DIGEST,
-                              opts.block_size ? opts.block_size
+                              spec->digest ? spec->digest : BLK_DEFAULT_DIGEST,
+                              spec->block_size ? spec->block_size
                               : BLK_DEFAULT_BLOCK_SIZE)) != NULL) {
-    error_at (ep->name, "%s", msg);
-    return -1;
+    error_at (src->name, "%s", msg);
+    goto err;
   }
   ep->params = &ep->own_params;
   ep->size = size;
   ep->nblocks = blk_block_count (size, ep->params->block_size);
-  if ((ep->table = blk_table_new (ep->params, size)) == NULL ||
-      (cs = calloc (1, sizeof *cs)) == NULL) {
-    error_at (ep->name, "out of memory");
-    return -1;
+  if ((cs->table = blk_table_new (ep->params, size)) == NULL) {
+    error_at (src->name, "out of memory");
+    goto err;
   }
-  ep->priv = cs;
   cs->extents = nbd_can_meta_context (h, LIBNBD_CONTEXT_BASE_ALLOCATION) == 1;
-  cs->seg_blocks = SEGMENT_BYTES / ep->params->block_size
-    ? SEGMENT_BYTES / ep->params->block_size : 1;
+  cs->seg_blocks = MAX (SPAN_BYTES / ep->params->block_size, UINT64_C (1));
   cs->nsegs = (ep->nblocks + cs->seg_blocks - 1) / cs->seg_blocks;
-  cs->read_blocks = READ_BYTES / ep->params->block_size
-    ? READ_BYTES / ep->params->block_size : 1;
+  cs->read_blocks = MAX (IMAGE_READ_BYTES / ep->params->block_size, 1u);
   /* Nothing writes to our table: any snapshot will do. */
-  blk_table_lookup (ep->table, 0, 0, NULL, NULL, &cs->snapshot);
+  blk_table_lookup (cs->table, 0, 0, NULL, NULL, &cs->snapshot);
 
-  ep->requests = opts.requests;
-  if (ep->requests * cs->read_blocks * ep->params->block_size > IN_FLIGHT_BYTES)
+  /* Large blocks: no more than SPAN_BYTES of reads in flight per
+   * connection.
+   */
+  if (ep->requests * cs->read_blocks * ep->params->block_size > SPAN_BYTES)
     ep->requests =
-      IN_FLIGHT_BYTES / (cs->read_blocks * ep->params->block_size) ?: 1;
+      SPAN_BYTES / (cs->read_blocks * ep->params->block_size) ?: 1;
 
   if (endpoint_connect_rest (ep, NULL) == -1)
-    return -1;
+    goto err;
   for (i = 0; i < ep->nconns; i++) {
     struct cs_conn *cc = calloc (1, sizeof *cc);
     if (cc == NULL || (cc->ctx = EVP_MD_CTX_new ()) == NULL ||
@@ -101,17 +114,23 @@ cs_open (struct endpoint *ep)
       if (cc)
         EVP_MD_CTX_free (cc->ctx);
       free (cc);
-      error_at (ep->name, "out of memory");
-      return -1;
+      error_at (src->name, "out of memory");
+      goto err;
     }
     ep->conns[i].priv = cc;
   }
-  return 1;
+  return ep;
+
+ err:
+  endpoint_close (ep);
+  return NULL;
 }
 
 static void
 cs_close (struct endpoint *ep)
 {
+  struct client_side *cs = container_of (ep, struct client_side, ep);
+
   for (unsigned i = 0; i < MAX_CONNECTIONS; i++) {
     struct cs_conn *cc = ep->conns[i].priv;
     if (cc) {
@@ -120,10 +139,10 @@ cs_close (struct endpoint *ep)
       free (cc);
     }
   }
-  blk_table_free (ep->table);
+  blk_table_free (cs->table);
   if (ep->params)
     blk_params_free (&ep->own_params);
-  free (ep->priv);
+  free (cs);
 }
 
 struct extent_walk {
@@ -161,7 +180,7 @@ extent_cb (void *opaque, const char *metacontext, uint64_t offset,
 static int
 next_segment (struct endpoint *ep, struct conn *c)
 {
-  struct client_side *cs = ep->priv;
+  struct client_side *cs = container_of (ep, struct client_side, ep);
   struct cs_conn *cc = c->priv;
   const uint64_t seg = atomic_fetch_add (&cs->next_seg, 1);
   uint64_t start, len, holes = 0;
@@ -196,7 +215,7 @@ next_segment (struct endpoint *ep, struct conn *c)
 
   for (uint64_t i = 0, n; blk_next_run (cc->hole, cc->count, &i, &n);
        i += n) {
-    blk_table_store_zero (ep->table, cc->first + i, n, cs->snapshot);
+    blk_table_store_zero (cs->table, cc->first + i, n, cs->snapshot);
     holes += n;
   }
   if (holes) {
@@ -215,11 +234,11 @@ read_done (void *opaque, int *error)
 {
   struct request *r = opaque;
   struct endpoint *ep = r->ep;
-  struct client_side *cs = ep->priv;
+  struct client_side *cs = container_of (ep, struct client_side, ep);
   struct cs_conn *cc = r->c->priv;
   const struct blk_params *p = ep->params;
-  uint8_t digests[(READ_BYTES / 4096) * EVP_MAX_MD_SIZE];
-  bool zero[READ_BYTES / 4096];
+  uint8_t digests[(IMAGE_READ_BYTES / BLK_MIN_BLOCK_SIZE) * EVP_MAX_MD_SIZE];
+  bool zero[IMAGE_READ_BYTES / BLK_MIN_BLOCK_SIZE];
   uint64_t bytes = 0;
 
   r->c->in_flight--;
@@ -238,17 +257,17 @@ read_done (void *opaque, int *error)
     }
     bytes += len;
   }
-  blk_table_store (ep->table, r->first, r->count, digests, zero, NULL,
+  blk_table_store (cs->table, r->first, r->count, digests, zero, NULL,
                    cs->snapshot);
   atomic_fetch_add (&ep->progress.done, bytes);
-  blk_table_fold (ep->table, false, FOLD_BUDGET);
+  blk_table_fold (cs->table, false, FOLD_BUDGET);
   return 1;
 }
 
 static int
 cs_refill (struct endpoint *ep, unsigned i)
 {
-  struct client_side *cs = ep->priv;
+  struct client_side *cs = container_of (ep, struct client_side, ep);
   struct conn *c = &ep->conns[i];
   struct cs_conn *cc = c->priv;
   struct request *r;
@@ -290,10 +309,12 @@ cs_refill (struct endpoint *ep, unsigned i)
 static int
 cs_checksum (struct endpoint *ep, uint8_t *root)
 {
+  struct client_side *cs = container_of (ep, struct client_side, ep);
+
   if (endpoint_run (ep) == -1)
     return -1;
-  if (blk_table_root (ep->table, root) != 1) {
-    error_at (ep->name, "%s failed", ep->params->digest.name);
+  if (blk_table_root (cs->table, root) != 1) {
+    error_at (ep->src->name, "%s failed", ep->params->digest.name);
     return -1;
   }
   return 0;
@@ -303,25 +324,24 @@ static int
 cs_digests (struct endpoint *ep, uint64_t first, uint64_t count,
             uint8_t *out)
 {
-  bool *need = malloc (count * sizeof *need);
+  struct client_side *cs = container_of (ep, struct client_side, ep);
+  CLEANUP_FREE bool *need = malloc (count * sizeof *need);
   uint64_t snapshot, unknown;
 
   if (need == NULL) {
-    error_at (ep->name, "out of memory");
+    error_at (ep->src->name, "out of memory");
     return -1;
   }
-  unknown = blk_table_lookup (ep->table, first, count, out, need, &snapshot);
-  free (need);
+  unknown = blk_table_lookup (cs->table, first, count, out, need, &snapshot);
   if (unknown) {
-    error_at (ep->name, "%" PRIu64 " block digests missing", unknown);
+    error_at (ep->src->name, "%" PRIu64 " block digests missing", unknown);
     return -1;
   }
   return 0;
 }
 
-const struct method_ops client_side_ops = {
+static const struct method_ops client_side_ops = {
   .name = "client-side",
-  .open = cs_open,
   .close = cs_close,
   .checksum = cs_checksum,
   .digests = cs_digests,

@@ -9,20 +9,27 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "nbdsum.h"
+#include "checksum.h"
+#include "cleanup.h"
+#include "diff.h"
+#include "endpoint.h"
+#include "messages.h"
+#include "options.h"
+#include "signals.h"
 #include "util.h"
 
 /* Blocks compared or printed per round of digest reads. */
 #define WINDOW 65536
 
+/* Open name and hash it, for its block digests. */
 static struct endpoint *
-open_hashed (const char *name)
+open_hashed (const char *name, const struct hash_spec *spec)
 {
-  struct endpoint *ep = endpoint_open (name);
+  struct endpoint *ep = input_open (name, spec);
   uint8_t root[EVP_MAX_MD_SIZE];
 
   if (ep && ep->ops->checksum (ep, root) == -1) {
-    endpoint_close (ep);
+    input_close (ep);
     return NULL;
   }
   return ep;
@@ -38,7 +45,7 @@ flush_run (struct runs *r)
 {
   if (r->end == r->start)
     return;
-  if (opts.json)
+  if (opts->json)
     printf ("{\"offset\": %" PRIu64 ", \"length\": %" PRIu64 "}\n",
             r->start, r->end - r->start);
   else
@@ -59,23 +66,24 @@ add_range (struct runs *r, uint64_t start, uint64_t end)
 }
 
 int
-diff_images (const char *a, const char *b)
+diff_images (const char *a, const char *b, const struct hash_spec *spec)
 {
+  struct hash_spec spec_b;
   struct endpoint *ea = NULL, *eb = NULL;
-  uint8_t *da = NULL, *db = NULL;
+  CLEANUP_FREE uint8_t *da = NULL, *db = NULL;
   struct runs runs = { 0 };
   uint64_t common, bs, max_size;
   size_t L;
   int status = 2;
 
-  if ((ea = open_hashed (a)) == NULL)
+  if ((ea = open_hashed (a, spec)) == NULL)
     goto out;
-  /* B must be hashed the same way as A. */
-  if (opts.digest == NULL)
-    opts.digest = ea->params->digest.name;
-  if (opts.block_size == 0)
-    opts.block_size = ea->params->block_size;
-  if ((eb = open_hashed (b)) == NULL)
+  /* B must be hashed the same way as A (whatever A's server chose). */
+  spec_b = (struct hash_spec) {
+    spec->digest ? spec->digest : ea->params->digest.name,
+    spec->block_size ? spec->block_size : ea->params->block_size,
+  };
+  if ((eb = open_hashed (b, &spec_b)) == NULL)
     goto out;
   if (ea->params->digest.len != eb->params->digest.len ||
       ea->params->block_size != eb->params->block_size) {
@@ -86,8 +94,8 @@ diff_images (const char *a, const char *b)
 
   L = ea->params->digest.len;
   bs = ea->params->block_size;
-  common = ea->nblocks < eb->nblocks ? ea->nblocks : eb->nblocks;
-  max_size = ea->size > eb->size ? ea->size : eb->size;
+  common = MIN (ea->nblocks, eb->nblocks);
+  max_size = MAX (ea->size, eb->size);
   da = malloc (WINDOW * L);
   db = malloc (WINDOW * L);
   if (da == NULL || db == NULL) {
@@ -95,22 +103,20 @@ diff_images (const char *a, const char *b)
     goto out;
   }
   for (uint64_t w = 0; w < common; w += WINDOW) {
-    const uint64_t n = common - w < WINDOW ? common - w : WINDOW;
+    const uint64_t n = MIN (common - w, (uint64_t) WINDOW);
     if (stop_signal () || ea->ops->digests (ea, w, n, da) == -1 ||
         eb->ops->digests (eb, w, n, db) == -1)
       goto out;
     for (uint64_t i = 0; i < n; i++) {
       if (memcmp (da + i * L, db + i * L, L) != 0) {
         const uint64_t start = (w + i) * bs;
-        add_range (&runs, start,
-                   start + bs < max_size ? start + bs : max_size);
+        add_range (&runs, start, MIN (start + bs, max_size));
       }
     }
   }
   /* Whatever only the larger image has differs. */
   if (ea->size != eb->size) {
-    const uint64_t min_size = ea->size < eb->size ? ea->size : eb->size;
-    add_range (&runs, runs.end > min_size ? runs.end : min_size, max_size);
+    add_range (&runs, MAX (runs.end, MIN (ea->size, eb->size)), max_size);
   }
   flush_run (&runs);
   if (stop_signal ())
@@ -123,20 +129,18 @@ diff_images (const char *a, const char *b)
   status = runs.count ? 1 : 0;
 
  out:
-  free (da);
-  free (db);
-  endpoint_close (ea);
-  endpoint_close (eb);
+  input_close (ea);
+  input_close (eb);
   return status;
 }
 
 static void
 print_block_line (uint64_t offset, uint64_t length, const char *hex)
 {
-  if (opts.json && hex)
+  if (opts->json && hex)
     printf ("{\"offset\": %" PRIu64 ", \"length\": %" PRIu64
             ", \"digest\": \"%s\"}\n", offset, length, hex);
-  else if (opts.json)
+  else if (opts->json)
     printf ("{\"offset\": %" PRIu64 ", \"length\": %" PRIu64
             ", \"zero\": true}\n", offset, length);
   else
@@ -145,10 +149,10 @@ print_block_line (uint64_t offset, uint64_t length, const char *hex)
 }
 
 int
-print_blocks (const char *name)
+print_blocks (const char *name, const struct hash_spec *spec)
 {
-  struct endpoint *ep = open_hashed (name);
-  uint8_t *d = NULL;
+  struct endpoint *ep = open_hashed (name, spec);
+  CLEANUP_FREE uint8_t *d = NULL;
   char hex[2 * EVP_MAX_MD_SIZE + 1];
   uint64_t zero_start = 0, zero_len = 0;
   int status = EXIT_FAILURE;
@@ -159,11 +163,11 @@ print_blocks (const char *name)
     error_at (name, "out of memory");
     goto out;
   }
-  if (!opts.json)
+  if (!opts->json)
     printf ("# %s %" PRIu32 " %" PRIu64 "\n", ep->params->digest.name,
             ep->params->block_size, ep->size);
   for (uint64_t w = 0; w < ep->nblocks; w += WINDOW) {
-    const uint64_t n = ep->nblocks - w < WINDOW ? ep->nblocks - w : WINDOW;
+    const uint64_t n = MIN (ep->nblocks - w, (uint64_t) WINDOW);
     if (ep->ops->digests (ep, w, n, d) == -1)
       goto out;
     for (uint64_t i = 0; i < n; i++) {
@@ -195,7 +199,6 @@ print_blocks (const char *name)
     print_block_line (zero_start, zero_len, NULL);
   status = EXIT_SUCCESS;
  out:
-  free (d);
-  endpoint_close (ep);
+  input_close (ep);
   return status;
 }

@@ -1,8 +1,5 @@
-/* nbdsum: one input, its connections, and the worker loops.
- *
- * Each connection has a thread with its own poll loop that keeps up to
- * R requests in flight, asking the method (server-side or client-side)
- * for more work as requests complete.
+/* nbdsum: one input being hashed, its connections, and the worker
+ * loops (see endpoint.h).
  */
 #include <config.h>
 
@@ -15,169 +12,17 @@
 #include <string.h>
 #include <time.h>
 
-#include "nbdsum.h"
-#include "viewname.h"
+#include "cleanup.h"
+#include "endpoint.h"
+#include "local.h"
+#include "messages.h"
+#include "options.h"
+#include "signals.h"
 
 /* How long connections may take to finish their requests after a
  * signal before nbdsum gives up on them.
  */
 #define DRAIN_SECONDS 5
-
-/* Where the path of an NBD URI is: after "scheme://authority", up to
- * the query or the fragment.
- */
-static void
-uri_path (const char *uri, size_t *start, size_t *end)
-{
-  const char *p = strstr (uri, "://");
-
-  p = p ? p + 3 : uri;
-  *start = p - uri + strcspn (p, "/?#");
-  *end = *start + strcspn (uri + *start, "?#");
-}
-
-static int
-hex_value (char c)
-{
-  if (c >= '0' && c <= '9')
-    return c - '0';
-  if (c >= 'a' && c <= 'f')
-    return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F')
-    return c - 'A' + 10;
-  return -1;
-}
-
-/* The export name of an NBD URI as libnbd takes it: the path without
- * its leading '/', percent-decoded.  NULL if out of memory.
- */
-static char *
-uri_export_name (const char *uri)
-{
-  size_t start, end;
-  char *name, *q;
-
-  uri_path (uri, &start, &end);
-  if (start < end && uri[start] == '/')
-    start++;
-  if ((q = name = malloc (end - start + 1)) == NULL)
-    return NULL;
-  for (size_t i = start; i < end; i++) {
-    if (uri[i] == '%' && i + 2 < end && hex_value (uri[i + 1]) >= 0 &&
-        hex_value (uri[i + 2]) >= 0) {
-      *q++ = hex_value (uri[i + 1]) * 16 + hex_value (uri[i + 2]);
-      i += 2;
-    }
-    else
-      *q++ = uri[i];
-  }
-  *q = '\0';
-  return name;
-}
-
-/* uri with its export name replaced, percent-encoded.  NULL if out of
- * memory.
- */
-static char *
-uri_with_export (const char *uri, const char *export)
-{
-  static const char unreserved[] = "-._~/";
-  size_t start, end;
-  char *s, *q;
-
-  uri_path (uri, &start, &end);
-  s = malloc (start + 1 + 3 * strlen (export) + strlen (uri + end) + 1);
-  if (s == NULL)
-    return NULL;
-  memcpy (s, uri, start);
-  q = s + start;
-  *q++ = '/';
-  for (const unsigned char *p = (const unsigned char *) export; *p; p++) {
-    if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
-        (*p >= '0' && *p <= '9') || strchr (unreserved, *p))
-      *q++ = *p;
-    else
-      q += sprintf (q, "%%%02X", *p);
-  }
-  strcpy (q, uri + end);
-  return s;
-}
-
-/* " --block-size 1M", as blk_view_name_build spells sizes. */
-static void
-block_size_option (uint64_t bs, char *buf, size_t len)
-{
-  if (bs % (1 << 20) == 0)
-    snprintf (buf, len, " --block-size %" PRIu64 "M", bs >> 20);
-  else if (bs % 1024 == 0)
-    snprintf (buf, len, " --block-size %" PRIu64 "K", bs >> 10);
-  else
-    snprintf (buf, len, " --block-size %" PRIu64, bs);
-}
-
-/* If export, named by URI uri, is a view name (well formed or not),
- * say what to give instead and return true.
- */
-static bool
-refuse_view_export (const char *name, const char *uri, const char *export)
-{
-  struct blk_view_name v, inner;
-  const char *msg = NULL, *marker;
-  char *image, *image_uri = NULL, bs[48] = "";
-  int r;
-
-  r = blk_view_name_parse (export, &v, &msg);
-  if (r == 0)
-    return false;
-
-  /* The view's image: its base name, unless that is a view name too
-   * (NAME@blkhash@blkhash); then what comes before the first marker.
-   */
-  if (r == 1 && blk_view_name_parse (v.base, &inner, &msg) == 0)
-    image = strdup (v.base);
-  else {
-    if (r == 1)
-      blk_view_name_free (&inner);
-    marker = strstr (export, BLK_VIEW_MARKER);
-    image = strndup (export, marker ? (size_t) (marker - export)
-                     : strlen (export));
-  }
-  if (image)
-    image_uri = uri_with_export (uri, image);
-  if (r == 1 && v.block_size)
-    block_size_option (v.block_size, bs, sizeof bs);
-
-  error_at (name, "export '%s' is a blkhash view, not a disk image", export);
-  if (image_uri == NULL)
-    error_at (name, "out of memory");
-  else
-    error_at (name, "use the image's URI instead: '%s'%s%s%s%s", image_uri,
-              r == 1 && (v.digest || v.block_size) ? " with" : "",
-              r == 1 && v.digest ? " -d " : "",
-              r == 1 && v.digest ? v.digest : "", bs);
-  if (r == 1)
-    blk_view_name_free (&v);
-  free (image);
-  free (image_uri);
-  return true;
-}
-
-bool
-refuse_view (const char *name)
-{
-  char *export;
-  bool refused;
-
-  if (!is_uri (name))
-    return false;
-  if ((export = uri_export_name (name)) == NULL) {
-    error_at (name, "out of memory");
-    return true;
-  }
-  refused = refuse_view_export (name, name, export);
-  free (export);
-  return refused;
-}
 
 void
 endpoint_fail (struct endpoint *ep, const char *fmt, ...)
@@ -189,101 +34,26 @@ endpoint_fail (struct endpoint *ep, const char *fmt, ...)
   if (vasprintf (&msg, fmt, ap) == -1)
     msg = NULL;
   va_end (ap);
-  pthread_mutex_lock (&ep->lock);
-  if (ep->first_error == NULL)
-    ep->first_error = msg;
-  else
-    free (msg);
-  pthread_mutex_unlock (&ep->lock);
+  {
+    ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&ep->lock);
+    if (ep->first_error == NULL)
+      ep->first_error = msg;
+    else
+      free (msg);
+  }
   atomic_store (&ep->failed, true);
 }
 
-struct nbd_handle *
-endpoint_connect (struct endpoint *ep, const char *export_name, bool go)
+void
+endpoint_init (struct endpoint *ep, const struct method_ops *ops,
+               struct source *src, struct nbd_handle *h)
 {
-  struct nbd_handle *h = nbd_create ();
-
-  if (h == NULL) {
-    error_at (ep->name, "%s", nbd_get_error ());
-    return NULL;
-  }
-  if (nbd_set_opt_mode (h, true) == -1 ||
-      nbd_set_uri_allow_local_file (h, true) == -1 ||
-      nbd_add_meta_context (h, LIBNBD_CONTEXT_BASE_ALLOCATION) == -1 ||
-      nbd_connect_uri (h, ep->uri) == -1)
-    goto err;
-
-  /* refuse_view read the URI before connecting; libnbd has the last
-   * word on the export it names.
-   */
-  if (export_name == NULL && ep->server == NULL) {
-    char *export = nbd_get_export_name (h);
-    bool refused;
-
-    if (export == NULL)
-      goto err;
-    refused = refuse_view_export (ep->name, ep->uri, export);
-    free (export);
-    if (refused) {
-      nbd_close (h);
-      return NULL;
-    }
-  }
-
-  if ((export_name && nbd_set_export_name (h, export_name) == -1) ||
-      (go && nbd_opt_go (h) == -1))
-    goto err;
-  return h;
-
- err:
-  if (ep->server && local_server_exited (ep->server))
-    error_at (ep->name, "%s (the private nbdkit serving it exited: see "
-              "its messages above)", nbd_get_error ());
-  else
-    error_at (ep->name, "%s", nbd_get_error ());
-  nbd_close (h);
-  return NULL;
-}
-
-struct endpoint *
-endpoint_open (const char *name)
-{
-  struct endpoint *ep = calloc (1, sizeof *ep);
-  int r = 0;
-
-  if (ep == NULL) {
-    error_at (name, "out of memory");
-    return NULL;
-  }
-  ep->name = name;
+  ep->ops = ops;
+  ep->src = src;
+  ep->conns[0] = (struct conn) { .ep = ep, .index = 0, .h = h };
+  ep->nconns = 1;
+  ep->requests = opts->requests;
   pthread_mutex_init (&ep->lock, NULL);
-  if (refuse_view (name))
-    goto err;
-  if (is_uri (name))
-    ep->uri = strdup (name);
-  else {
-    ep->server = local_server_start (name, name);
-    if (ep->server == NULL)
-      goto err;
-    ep->uri = strdup (local_server_uri (ep->server));
-  }
-  if (ep->uri == NULL) {
-    error_at (name, "out of memory");
-    goto err;
-  }
-
-  /* The server hashes if it can; otherwise we do, and say so. */
-  if (!opts.client_side)
-    r = server_side_ops.open (ep);
-  if (r == -1)
-    goto err;
-  if (r == 0 && client_side_ops.open (ep) == -1)
-    goto err;
-  return ep;
-
- err:
-  endpoint_close (ep);
-  return NULL;
 }
 
 void
@@ -304,11 +74,11 @@ endpoint_close (struct endpoint *ep)
       stuck++;
   if (stuck) {
     if (stop_signal ())
-      error_at (ep->name, "%u connection%s still had requests in flight "
+      error_at (ep->src->name, "%u connection%s still had requests in flight "
                 "after %d seconds: closing %s anyway", stuck,
                 stuck == 1 ? "" : "s", DRAIN_SECONDS,
                 stuck == 1 ? "it" : "them");
-    local_server_kill (ep->server);
+    local_server_kill (ep->src->server);
   }
   for (unsigned i = 0; i < MAX_CONNECTIONS; i++) {
     struct nbd_handle *h = ep->conns[i].h;
@@ -319,33 +89,23 @@ endpoint_close (struct endpoint *ep)
       nbd_close (h);
     }
   }
-  if (ep->negotiating)
-    nbd_close (ep->negotiating);
-  /* After the handles: nothing can call back into the method now. */
-  if (ep->ops && ep->ops->close)
-    ep->ops->close (ep);
-  local_server_stop (ep->server);
-  free (ep->uri);
-  free (ep->base_name);
-  free (ep->view_name);
   free (ep->first_error);
   pthread_mutex_destroy (&ep->lock);
-  free (ep);
+  /* After the handles: nothing can call back into the method now.
+   * Last: it frees ep.
+   */
+  ep->ops->close (ep);
 }
 
-/* Open connections 1..C-1 like connection 0: C when the server allows
- * multi-conn, else just the one.
- */
 int
 endpoint_connect_rest (struct endpoint *ep, const char *export_name)
 {
   const unsigned want = nbd_can_multi_conn (ep->conns[0].h) == 1
-    ? opts.connections : 1;
+    ? opts->connections : 1;
 
-  ep->conns[0].ep = ep;
   for (ep->nconns = 1; ep->nconns < want; ep->nconns++) {
     struct conn *c = &ep->conns[ep->nconns];
-    c->h = endpoint_connect (ep, export_name, true);
+    c->h = source_connect (ep->src, export_name, true);
     if (c->h == NULL)
       return -1;
     c->ep = ep;
@@ -477,10 +237,9 @@ conn_loop (void *opaque)
     if (conn_poll (c, timeout) == -1)
       break;
   }
-  pthread_mutex_lock (&a->rs->lock);
+  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&a->rs->lock);
   a->rs->running--;
   pthread_cond_signal (&a->rs->cond);
-  pthread_mutex_unlock (&a->rs->lock);
   return NULL;
 }
 
@@ -495,18 +254,20 @@ endpoint_run (struct endpoint *ep)
   sigset_t saved;
   int r;
 
-  progress_init (&ep->progress, ep->name, ep->size);
+  progress_init (&ep->progress, ep->src->name, ep->size);
   /* Signals go to the main thread; the workers hear of them through
    * the pipe, and their syscalls are not interrupted.
    */
   stop_signals_block (&saved);
   for (unsigned i = 0; i < ep->nconns; i++) {
     args[i] = (struct worker_arg) { &ep->conns[i], &rs };
-    pthread_mutex_lock (&rs.lock);
-    rs.running++;
-    pthread_mutex_unlock (&rs.lock);
+    {
+      ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&rs.lock);
+      rs.running++;
+    }
     if ((r = pthread_create (&ep->conns[i].thread, NULL, conn_loop,
                              &args[i])) != 0) {
+      ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&rs.lock);
       rs.running--;
       endpoint_fail (ep, "pthread_create: %s", strerror (r));
       break;
@@ -536,14 +297,14 @@ endpoint_run (struct endpoint *ep)
 
   /* Interrupted: no checksum, and nothing to report. */
   if (stop_signal ()) {
-    if (opts.progress_bar)
+    if (opts->progress_bar)
       fputc ('\n', stderr);
     return -1;
   }
   if (atomic_load (&ep->failed)) {
-    if (opts.progress_bar)
+    if (opts->progress_bar)
       fputc ('\n', stderr);
-    error_at (ep->name, "%s", ep->first_error ? ep->first_error : "failed");
+    error_at (ep->src->name, "%s", ep->first_error ? ep->first_error : "failed");
     return -1;
   }
   progress_update (&ep->progress, true);

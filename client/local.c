@@ -25,7 +25,10 @@
 #include <sys/wait.h>
 #include <time.h>
 
-#include "nbdsum.h"
+#include "local.h"
+#include "messages.h"
+#include "options.h"
+#include "signals.h"
 
 /* How long the private server may take to exit on SIGTERM. */
 #define STOP_SECONDS 5
@@ -157,7 +160,7 @@ local_server_start (const char *name, const char *path)
     error_at (name, "not a regular file or block device");
     goto err;
   }
-  format = opts.format ? opts.format : probe_format (fd);
+  format = opts->format ? opts->format : probe_format (fd);
   close (fd);
   fd = -1;
 
@@ -211,7 +214,7 @@ local_server_start (const char *name, const char *path)
     int flags = fcntl (lfd, F_GETFD);
     fcntl (lfd, F_SETFD, flags & ~FD_CLOEXEC);
     /* Hashing client-side, the filter would only hash twice. */
-    exec_nbdkit (lfd, opts.client_side ? NULL : find_filter (), format, abs);
+    exec_nbdkit (lfd, opts->client_side ? NULL : find_filter (), format, abs);
   }
   err = errno;
   /* Also here, so that the group exists whichever runs first. */

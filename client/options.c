@@ -8,14 +8,17 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "nbdsum.h"
+#include "blkhash.h"
+#include "messages.h"
+#include "options.h"
 #include "util.h"
 
-struct options opts = {
+static struct options parsed = {
   .connections = 4,
   .requests = 16,
   .progress_fd = -1,
 };
+const struct options *const opts = &parsed;
 
 static void __attribute__ ((noreturn))
 usage (FILE *fp, int status)
@@ -165,11 +168,11 @@ parse_options (int argc, char **argv, int *first_arg)
          != -1) {
     switch (c) {
     case 'C':
-      opts.connections = parse_count ("--connections", optarg,
+      parsed.connections = parse_count ("--connections", optarg,
                                       MAX_CONNECTIONS);
       break;
     case 'R':
-      opts.requests = parse_count ("--requests", optarg, MAX_REQUESTS);
+      parsed.requests = parse_count ("--requests", optarg, MAX_REQUESTS);
       break;
     case 'd': {
       struct blk_digest d;
@@ -178,45 +181,45 @@ parse_options (int argc, char **argv, int *first_arg)
         exit (EXIT_FAILURE);
       }
       blk_digest_free (&d);
-      opts.digest = optarg;
+      parsed.digest = optarg;
       break;
     }
     case OPT_BLOCK_SIZE:
-      if ((msg = blk_parse_size (optarg, &opts.block_size)) != NULL ||
-          (msg = blk_check_block_size (opts.block_size)) != NULL) {
+      if ((msg = blk_parse_size (optarg, &parsed.block_size)) != NULL ||
+          (msg = blk_check_block_size (parsed.block_size)) != NULL) {
         fprintf (stderr, "%s: --block-size %s: %s\n", progname, optarg, msg);
         exit (EXIT_FAILURE);
       }
       break;
     case OPT_FORMAT:
-      opts.format = optarg;
+      parsed.format = optarg;
       break;
     case OPT_CLIENT_SIDE:
-      opts.client_side = true;
+      parsed.client_side = true;
       break;
     case 'c':
-      opts.check = "";
+      parsed.check = true;
       break;
     case OPT_QUIET:
-      opts.quiet = true;
+      parsed.quiet = true;
       break;
     case OPT_STATUS:
-      opts.status = true;
+      parsed.status = true;
       break;
     case OPT_JSON:
-      opts.json = true;
+      parsed.json = true;
       break;
     case 'p':
       if (optarg == NULL)
-        opts.progress_bar = isatty (STDERR_FILENO);
+        parsed.progress_bar = isatty (STDERR_FILENO);
       else
-        opts.progress_fd = parse_count ("--progress", optarg, INT_MAX);
+        parsed.progress_fd = parse_count ("--progress", optarg, INT_MAX);
       break;
     case OPT_DIFF:
-      opts.diff = true;
+      parsed.diff = true;
       break;
     case OPT_BLOCKS:
-      opts.blocks = true;
+      parsed.blocks = true;
       break;
     case OPT_LIST_DIGESTS:
       list_digests ();
@@ -232,29 +235,29 @@ parse_options (int argc, char **argv, int *first_arg)
   }
 
   nargs = argc - optind;
-  if ((opts.diff && (opts.check || opts.blocks)) ||
-      (opts.check && opts.blocks)) {
+  if ((parsed.diff && (parsed.check || parsed.blocks)) ||
+      (parsed.check && parsed.blocks)) {
     fprintf (stderr, "%s: --check, --diff and --blocks do not go together\n",
              progname);
     exit (EXIT_FAILURE);
   }
-  if ((opts.quiet || opts.status) && !opts.check) {
+  if ((parsed.quiet || parsed.status) && !parsed.check) {
     fprintf (stderr, "%s: --quiet and --status only go with --check\n",
              progname);
     exit (EXIT_FAILURE);
   }
-  if (opts.diff && nargs != 2) {
+  if (parsed.diff && nargs != 2) {
     fprintf (stderr, "%s: --diff needs two images\n", progname);
     exit (EXIT_FAILURE);
   }
-  if (opts.blocks && nargs != 1) {
+  if (parsed.blocks && nargs != 1) {
     fprintf (stderr, "%s: --blocks needs one image\n", progname);
     exit (EXIT_FAILURE);
   }
   if (nargs < 1) {
     fprintf (stderr, "%s: missing %s\n"
              "Try '%s --help' for more information.\n", progname,
-             opts.check ? "checksum file" : "URI or FILE", progname);
+             parsed.check ? "checksum file" : "URI or FILE", progname);
     exit (EXIT_FAILURE);
   }
   *first_arg = optind;

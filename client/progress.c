@@ -7,7 +7,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "nbdsum.h"
+#include "options.h"
+#include "progress.h"
+#include "signals.h"
 
 double
 now (void)
@@ -49,15 +51,15 @@ progress_update (struct progress *p, bool final)
   int percent;
 
   /* After a signal, not a word more: that pipe may be what broke. */
-  if ((!opts.progress_bar && opts.progress_fd < 0) || stop_signal ())
+  if ((!opts->progress_bar && opts->progress_fd < 0) || stop_signal ())
     return;
   percent = final || p->total == 0 ? 100
     : (int) (done >= p->total ? 100 : done * 100 / p->total);
 
-  if (opts.progress_fd >= 0 && percent != p->last_percent)
-    dprintf (opts.progress_fd, "%d/100\n", percent);
+  if (opts->progress_fd >= 0 && percent != p->last_percent)
+    dprintf (opts->progress_fd, "%d/100\n", percent);
 
-  if (opts.progress_bar) {
+  if (opts->progress_bar) {
     const double elapsed = now () - p->start;
     const double rate = elapsed > 0 ? done / elapsed : 0;
     const int width = 30, filled = percent * width / 100;

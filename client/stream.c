@@ -9,23 +9,27 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "nbdsum.h"
+#include "messages.h"
+#include "progress.h"
+#include "signals.h"
+#include "stream.h"
 
-#define READ_BYTES (1024 * 1024)
+/* Bytes read from the stream at a time. */
+#define STREAM_READ_BYTES (1024 * 1024)
 
 int
-stream_checksum (const char *name, int fd, uint8_t *root, uint64_t *size,
-                 struct blk_params *p)
+stream_checksum (const char *name, int fd, const struct hash_spec *spec,
+                 uint8_t *root, uint64_t *size, struct blk_params *p)
 {
   struct blk_stream s;
   struct progress prog;
-  uint8_t *buf = malloc (READ_BYTES);
+  uint8_t *buf = malloc (STREAM_READ_BYTES);
   const char *msg;
   int ret = -1;
 
-  if ((msg = blk_params_init (p, opts.digest ? opts.digest
+  if ((msg = blk_params_init (p, spec->digest ? spec->digest
                               : BLK_DEFAULT_DIGEST,
-                              opts.block_size ? opts.block_size
+                              spec->block_size ? spec->block_size
                               : BLK_DEFAULT_BLOCK_SIZE)) != NULL) {
     error_at (name, "%s", msg);
     free (buf);
@@ -50,7 +54,7 @@ stream_checksum (const char *name, int fd, uint8_t *root, uint64_t *size,
     }
     if (stop_signal ())
       goto out;
-    ssize_t n = read (fd, buf, READ_BYTES);
+    ssize_t n = read (fd, buf, STREAM_READ_BYTES);
     if (n == -1 && errno == EINTR)
       continue;
     if (n == -1) {

@@ -1,0 +1,12 @@
+/* nbdsum: --check, like sha256sum -c. */
+#ifndef NBDSUM_CHECK_H
+#define NBDSUM_CHECK_H
+
+#include "options.h"
+
+/* Check the lines of each file, hashing their inputs as spec says.
+ * Returns the exit status.
+ */
+extern int check_files (char **files, int n, const struct hash_spec *spec);
+
+#endif /* NBDSUM_CHECK_H */

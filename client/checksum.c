@@ -1,0 +1,87 @@
+/* nbdsum: the checksum of one input, and the choice of method. */
+#include <config.h>
+
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "checksum.h"
+#include "method.h"
+#include "options.h"
+#include "progress.h"
+#include "source.h"
+#include "stream.h"
+#include "util.h"
+
+struct endpoint *
+input_open (const char *name, const struct hash_spec *spec)
+{
+  struct source *src = source_open (name);
+  struct fallback fb = { NULL, NULL };
+  struct endpoint *ep = NULL;
+  int r = 0;
+
+  if (src == NULL)
+    return NULL;
+  /* The server hashes if it can; otherwise we do, going on with the
+   * connection it left (it said so).
+   */
+  if (!opts->client_side)
+    r = server_side_open (src, spec, &ep, &fb);
+  if (r == 0)
+    ep = client_side_open (src, spec, &fb);
+  if (ep == NULL)
+    source_close (src);
+  return ep;
+}
+
+void
+input_close (struct endpoint *ep)
+{
+  struct source *src;
+
+  if (ep == NULL)
+    return;
+  src = ep->src;
+  endpoint_close (ep);
+  source_close (src);
+}
+
+int
+checksum_one (const char *name, const struct hash_spec *spec,
+              struct result *res)
+{
+  uint8_t root[EVP_MAX_MD_SIZE];
+  const double start = now ();
+  struct endpoint *ep;
+
+  memset (res, 0, sizeof *res);
+  res->name = name;
+  if (strcmp (name, "-") == 0) {
+    struct blk_params p;
+    if (stream_checksum (name, STDIN_FILENO, spec, root, &res->size,
+                         &p) == -1)
+      return -1;
+    blk_hex (root, p.digest.len, res->hex);
+    snprintf (res->digest, sizeof res->digest, "%s", p.digest.name);
+    res->block_size = p.block_size;
+    res->method = "stream";
+    blk_params_free (&p);
+  }
+  else {
+    if ((ep = input_open (name, spec)) == NULL)
+      return -1;
+    if (ep->ops->checksum (ep, root) == -1) {
+      input_close (ep);
+      return -1;
+    }
+    blk_hex (root, ep->params->digest.len, res->hex);
+    snprintf (res->digest, sizeof res->digest, "%s", ep->params->digest.name);
+    res->block_size = ep->params->block_size;
+    res->size = ep->size;
+    res->method = ep->ops->name;
+    input_close (ep);
+  }
+  res->seconds = now () - start;
+  return 0;
+}

@@ -1,0 +1,36 @@
+/* nbdsum: the checksum of one input, and the choice of method. */
+#ifndef NBDSUM_CHECKSUM_H
+#define NBDSUM_CHECKSUM_H
+
+#include <stdint.h>
+
+#include "blkhash.h"
+#include "endpoint.h"
+#include "options.h"
+
+/* Output of one checksum. */
+struct result {
+  const char *name;
+  char hex[2 * EVP_MAX_MD_SIZE + 1];
+  char digest[BLK_DIGEST_NAME_MAX + 1];
+  uint32_t block_size;
+  uint64_t size;
+  const char *method;           /* server-side, client-side, stream */
+  double seconds;
+};
+
+/* Compute the checksum of name ("-": standard input) as spec says.
+ * 0 or -1 (error printed).
+ */
+extern int checksum_one (const char *name, const struct hash_spec *spec,
+                         struct result *res);
+
+/* Open name (a URI or a file) with the method that can hash it,
+ * ready for ep->ops->checksum.  NULL on error (printed).
+ */
+extern struct endpoint *input_open (const char *name,
+                                    const struct hash_spec *spec);
+/* Close the endpoint, and its source. */
+extern void input_close (struct endpoint *ep);
+
+#endif /* NBDSUM_CHECKSUM_H */

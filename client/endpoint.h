@@ -1,0 +1,131 @@
+/* nbdsum: one input being hashed by one method, its connections, and
+ * the loop that keeps each connection busy.
+ *
+ * Each method (serverside.c, clientside.c) has an ops table and
+ * private state that embeds struct endpoint, as nbdcopy's backends
+ * embed struct rw.  endpoint_run gives each connection a thread with
+ * its own poll loop keeping up to R requests in flight, asking the
+ * method to refill it as requests complete.
+ */
+#ifndef NBDSUM_ENDPOINT_H
+#define NBDSUM_ENDPOINT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <libnbd.h>
+
+#include "blkhash.h"
+#include "options.h"
+#include "progress.h"
+#include "source.h"
+
+/* Image bytes a connection takes on at a time: one NBD_CMD_CACHE
+ * request server-side, one block status segment client-side.  It also
+ * bounds the bytes of reads in flight per connection, and so the size
+ * of any request buffer.
+ */
+#define SPAN_BYTES (UINT64_C (64) * 1024 * 1024)
+
+/* The method's state that embeds ep, of type type, as member member. */
+#define container_of(ep, type, member) \
+  ((type *) ((char *) (ep) - offsetof (type, member)))
+
+struct endpoint;
+
+/* What a hashing method does.  Members are all required. */
+struct method_ops {
+  /* "server-side" or "client-side", as --json prints it. */
+  const char *name;
+
+  /* Free the method's state, the endpoint embedded in it included.
+   * Called last by endpoint_close, once the connections are closed and
+   * nothing can call back into the method.
+   */
+  void (*close) (struct endpoint *ep);
+
+  /* Hash the whole image (by endpoint_run) and put its root in root.
+   * Returns 0, or -1 (error printed).
+   */
+  int (*checksum) (struct endpoint *ep, uint8_t *root);
+
+  /* After checksum: the digests of blocks [first, first+count), one
+   * after another in out.  Returns 0, or -1 (error printed).
+   */
+  int (*digests) (struct endpoint *ep, uint64_t first, uint64_t count,
+                  uint8_t *out);
+
+  /* Called in connection i's thread while it has fewer than
+   * ep->requests in flight: issue one more request on it.  Returns 1
+   * if it did, 0 when there is nothing left to do, -1 on error (after
+   * failing the endpoint).
+   */
+  int (*refill) (struct endpoint *ep, unsigned i);
+};
+
+struct conn {
+  struct endpoint *ep;
+  unsigned index;
+  struct nbd_handle *h;
+  unsigned in_flight;           /* only its own thread touches it */
+  pthread_t thread;
+  void *priv;                   /* the method's per-connection state */
+};
+
+struct endpoint {
+  const struct method_ops *ops;
+  struct source *src;           /* where the input is; not owned */
+  struct conn conns[MAX_CONNECTIONS];
+  unsigned nconns;
+  unsigned requests;            /* in flight per connection */
+
+  /* The digest and block size in use: points to own_params once it is
+   * initialised (from the view header, or from the hash spec).
+   */
+  const struct blk_params *params;
+  struct blk_params own_params;
+  uint64_t size, nblocks;       /* the image's */
+
+  struct progress progress;
+  atomic_bool failed;
+  pthread_mutex_t lock;         /* first_error */
+  char *first_error;
+};
+
+/* An asynchronous request on blocks [first, first+count), freed by
+ * request_free when libnbd retires it.
+ */
+struct request {
+  struct endpoint *ep;
+  struct conn *c;
+  uint64_t first, count;
+  uint8_t *buf;                 /* read requests only */
+};
+extern struct request *request_new (struct conn *c, uint64_t first,
+                                    uint64_t count, size_t buf_size);
+extern void request_free (void *opaque);
+
+/* Set up the common part of a method's state; h is connection 0. */
+extern void endpoint_init (struct endpoint *ep, const struct method_ops *ops,
+                           struct source *src, struct nbd_handle *h);
+/* Close the connections (killing a private server first if requests
+ * are still in flight), then ops->close.  src is left open.
+ */
+extern void endpoint_close (struct endpoint *ep);
+/* Record the first error; the loops stop issuing requests. */
+extern void endpoint_fail (struct endpoint *ep, const char *fmt, ...)
+  __attribute__ ((format (printf, 2, 3)));
+/* Open connections 1..C-1 like connection 0, to export_name (NULL:
+ * the URI's): C when the server allows multi-conn, else just the one.
+ */
+extern int endpoint_connect_rest (struct endpoint *ep,
+                                  const char *export_name);
+/* Run the method's refill/poll loop on every connection until done,
+ * updating progress.  Returns 0 or -1 (error printed).
+ */
+extern int endpoint_run (struct endpoint *ep);
+
+#endif /* NBDSUM_ENDPOINT_H */

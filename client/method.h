@@ -1,0 +1,40 @@
+/* nbdsum: opening an input with a hashing method.  The server hashes
+ * when it serves a blkhash view of the image; otherwise the client
+ * does, going on with the connection the server-side attempt left.
+ */
+#ifndef NBDSUM_METHOD_H
+#define NBDSUM_METHOD_H
+
+#include <libnbd.h>
+
+#include "endpoint.h"
+#include "options.h"
+#include "source.h"
+
+/* What server_side_open hands to client_side_open when the server has
+ * no view of the input.
+ */
+struct fallback {
+  /* The first connection, still negotiating (option mode) after the
+   * server refused the view, or NULL: client-side connects anew.
+   */
+  struct nbd_handle *h;
+  /* The image's export name as libnbd had it, to go to with h. */
+  char *export_name;
+};
+
+/* serverside.c: returns 1 with *ep ready, 0 when the server has no
+ * view of src (said on stderr, and *fb filled in), -1 on error
+ * (printed).
+ */
+extern int server_side_open (struct source *src, const struct hash_spec *spec,
+                             struct endpoint **ep, struct fallback *fb);
+
+/* clientside.c: takes what fb holds (NULL or empty: connect anew).
+ * NULL on error (printed).
+ */
+extern struct endpoint *client_side_open (struct source *src,
+                                          const struct hash_spec *spec,
+                                          struct fallback *fb);
+
+#endif /* NBDSUM_METHOD_H */

@@ -1,0 +1,44 @@
+/* nbdsum: the command line, parsed once and read-only afterwards. */
+#ifndef NBDSUM_OPTIONS_H
+#define NBDSUM_OPTIONS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define MAX_CONNECTIONS 64
+#define MAX_REQUESTS 1024
+
+struct options {
+  unsigned connections;         /* -C, default 4 */
+  unsigned requests;            /* -R, default 16 */
+  const char *digest;           /* -d, NULL: the server's default */
+  uint64_t block_size;          /* --block-size, 0: the server's default */
+  const char *format;           /* --format for local files, NULL: probe */
+  bool client_side;             /* --client-side */
+  bool json;                    /* --json */
+  bool progress_bar;            /* -p on a terminal */
+  int progress_fd;              /* --progress=FD, or -1 */
+  bool check;                   /* -c: the arguments are checksum files */
+  bool quiet, status;           /* with --check */
+  bool diff;                    /* --diff A B */
+  bool blocks;                  /* --blocks */
+};
+
+/* Set by parse_options, before anything else runs. */
+extern const struct options *const opts;
+
+/* How one input is hashed: the options' -d and --block-size, except
+ * for --diff's image B, hashed like A.  NULL and 0 mean the server's
+ * choice server-side, the defaults client-side.
+ */
+struct hash_spec {
+  const char *digest;
+  uint64_t block_size;
+};
+
+/* Parse argv (exits on errors, --help, --version, --list-digests);
+ * *first_arg is the first input.
+ */
+extern void parse_options (int argc, char **argv, int *first_arg);
+
+#endif /* NBDSUM_OPTIONS_H */
