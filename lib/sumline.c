@@ -9,7 +9,7 @@
 bool
 blk_name_needs_escape (const char *name)
 {
-  return strpbrk (name, "\\\n") != NULL;
+  return strpbrk (name, "\\\n\r") != NULL;
 }
 
 void
@@ -20,6 +20,8 @@ blk_fput_name (FILE *fp, const char *name, bool escape)
       fputs ("\\\\", fp);
     else if (escape && *p == '\n')
       fputs ("\\n", fp);
+    else if (escape && *p == '\r')     /* as sha256sum: a CR ends lines */
+      fputs ("\\r", fp);
     else
       fputc (*p, fp);
   }

@@ -8,8 +8,9 @@
 #include <stddef.h>
 #include <stdio.h>
 
-/* A NAME containing '\\' or a newline is written with "\\\\" and "\\n"
- * escapes, and the line then starts with '\\'.
+/* A NAME containing '\\', a newline or a carriage return is written
+ * with "\\\\", "\\n" and "\\r" escapes, as sha256sum does, and the
+ * line then starts with '\\'.
  */
 extern bool blk_name_needs_escape (const char *name);
 extern void blk_fput_name (FILE *fp, const char *name, bool escape);

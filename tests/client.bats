@@ -184,6 +184,19 @@ name\img' > SUMS
   [ "$output" = '\odd\nname\\img: OK' ]
 }
 
+@test "client: a name ending in a carriage return is escaped and checked" {
+  local cr=$'disk\r'
+  cp "$disk" "$cr"
+  run "$NBDSUM" "$cr"
+  [ "$status" -eq 0 ]
+  [ "$output" = "\\$want  disk\\r" ]
+  "$NBDSUM" "$cr" > SUMS
+  run "$NBDSUM" -c SUMS
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$output" = '\disk\r: OK' ]
+}
+
 @test "client: --json gives name, checksum, digest, block size, size, seconds" {
   run bash -c '"$NBDSUM" --json -d sha1 "$disk" - < /dev/null > out.json'
   cat out.json

@@ -58,9 +58,11 @@ main (void)
     FILE *fp = open_memstream (&buf, &len);
     blk_fput_sum_line (fp, "abcd", "plain.img");
     blk_fput_sum_line (fp, "abcd", "a\\b\nc");
+    blk_fput_sum_line (fp, "abcd", "c\r");
     fclose (fp);
-    ok (strcmp (buf, "abcd  plain.img\n\\abcd  a\\\\b\\nc\n") == 0,
-        "sum lines escape like sha256sum");
+    ok (strcmp (buf, "abcd  plain.img\n\\abcd  a\\\\b\\nc\n"
+                "\\abcd  c\\r\n") == 0,
+        "sum lines escape like sha256sum, carriage returns too");
     ok (!blk_name_needs_escape ("x y") && blk_name_needs_escape ("x\n"),
         "only backslash and newline need escaping");
     free (buf);
