@@ -1,10 +1,11 @@
 /* nbdsum: checksums computed by the server through its blkhash view.
  *
- * The digest area of the view is cut into spans covering SPAN_BYTES of
- * image.  Connections take spans in order from a shared counter and
- * send one NBD_CMD_CACHE for each: the server hashes the C x R spans
- * in flight at once (as many as nbdkit has threads for) and folds the
- * completed prefix into the root as it goes.  Then the root is read:
+ * The digest area of the view is cut into spans of up to SPAN_BYTES of
+ * image, at least one per request in flight (span_size).  Connections
+ * take spans in order from a shared counter and send one
+ * NBD_CMD_CACHE for each: the server hashes the C x R spans in flight
+ * at once (as many as nbdkit has threads for) and folds the completed
+ * prefix into the root as it goes.  Then the root is read:
  * almost nothing crosses the network.
  */
 #include <config.h>
@@ -36,6 +37,24 @@ struct server_side {
 };
 
 static const struct method_ops server_side_ops;
+
+static bool
+same_digest (const char *a, const char *b)
+{
+  struct blk_digest da, db;
+  bool same;
+
+  if (blk_digest_init (&da, a) != NULL)
+    return false;
+  if (blk_digest_init (&db, b) != NULL) {
+    blk_digest_free (&da);
+    return false;
+  }
+  same = strcmp (da.name, db.name) == 0;
+  blk_digest_free (&da);
+  blk_digest_free (&db);
+  return same;
+}
 
 /* Read the header into hdr and check it against what spec asks.
  * Returns 1 if valid, 0 if the export is not a view at all, -1 if it
@@ -86,7 +105,8 @@ read_header (const char *name, const struct hash_spec *spec,
               blk_view_size (hdr));
     return -1;
   }
-  if (spec->digest && strcasecmp (spec->digest, hdr->digest_name) != 0) {
+  /* Digest names are canonical on both sides (sha-256 is sha256). */
+  if (spec->digest && !same_digest (spec->digest, hdr->digest_name)) {
     error_at (name, "the server hashed with %s, not %s",
               hdr->digest_name, spec->digest);
     return -1;
@@ -97,6 +117,27 @@ read_header (const char *name, const struct hash_spec *spec,
     return -1;
   }
   return 1;
+}
+
+/* Blocks per span.  Each request in flight has the server read and
+ * hash one span, one read at a time: for the storage to see the queue
+ * depth asked for (C x R) whatever the image size, the image is cut
+ * into at least that many spans, each at most SPAN_BYTES (so that no
+ * request runs long) and at least MIN_SPAN_BYTES (so that per-request
+ * costs stay small).
+ */
+#define MIN_SPAN_BYTES (UINT64_C (1) << 20)
+
+static uint64_t
+span_size (const struct endpoint *ep)
+{
+  const uint32_t bs = ep->params->block_size;
+  const uint64_t in_flight = (uint64_t) ep->nconns * ep->requests;
+  const uint64_t most = MAX (SPAN_BYTES / bs, UINT64_C (1));
+  const uint64_t least = MAX (MIN_SPAN_BYTES / bs, UINT64_C (1));
+  const uint64_t even = (ep->nblocks + in_flight - 1) / in_flight;
+
+  return MIN (most, MAX (least, even));
 }
 
 int
@@ -179,12 +220,12 @@ server_side_open (struct source *src, const struct hash_spec *spec,
   }
   ep->params = &ep->own_params;
   ss->use_cache = nbd_can_cache (h) == 1;
-  ss->span_blocks = MAX (SPAN_BYTES / ep->params->block_size, UINT64_C (1));
-  ss->nspans = (ep->nblocks + ss->span_blocks - 1) / ss->span_blocks;
   if (endpoint_connect_rest (ep, ss->view_name) == -1) {
     endpoint_close (ep);
     return -1;
   }
+  ss->span_blocks = span_size (ep);
+  ss->nspans = (ep->nblocks + ss->span_blocks - 1) / ss->span_blocks;
   *epp = ep;
   return 1;
 }

@@ -110,6 +110,19 @@ PY
   [ "${output%% *}" = "$(reference sha512 65536 "$disk")" ]
 }
 
+@test "nbdsum: digest aliases (SHA-256, sha2-256) are sha256, both ways" {
+  local want alias
+  want=$(reference sha256 65536 "$disk")
+  for alias in SHA-256 sha2-256 sha256; do
+    run serve file "$disk" -- "\"\$NBDSUM\" -d $alias \"\$uri\" &&
+      \"\$NBDSUM\" --client-side -d $alias \"\$uri\""
+    echo "$alias: $output"
+    [ "$status" -eq 0 ]
+    [ "${lines[0]%% *}" = "$want" ]
+    [ "${lines[1]%% *}" = "$want" ]
+  done
+}
+
 @test "nbdsum: several URIs, one failing: the others print, exit 1" {
   run serve file "$disk" -- '
     "$NBDSUM" "$uri" "nbd+unix:///?socket=/nonexistent/sock" "$uri"'
