@@ -92,9 +92,9 @@ client_side_open (struct source *src, const struct hash_spec *spec,
     goto err;
   }
   cs->extents = nbd_can_meta_context (h, LIBNBD_CONTEXT_BASE_ALLOCATION) == 1;
-  cs->seg_blocks = MAX (SPAN_BYTES / ep->params->block_size, UINT64_C (1));
+  cs->seg_blocks = blk_blocks_per (SPAN_BYTES, ep->params->block_size);
   cs->nsegs = (ep->nblocks + cs->seg_blocks - 1) / cs->seg_blocks;
-  cs->read_blocks = MAX (IMAGE_READ_BYTES / ep->params->block_size, 1u);
+  cs->read_blocks = blk_blocks_per (IMAGE_READ_BYTES, ep->params->block_size);
   /* Nothing writes to our table: any snapshot will do. */
   blk_table_lookup (cs->table, 0, 0, NULL, NULL, &cs->snapshot);
 

@@ -133,8 +133,8 @@ span_size (const struct endpoint *ep)
 {
   const uint32_t bs = ep->params->block_size;
   const uint64_t in_flight = (uint64_t) ep->nconns * ep->requests;
-  const uint64_t most = MAX (SPAN_BYTES / bs, UINT64_C (1));
-  const uint64_t least = MAX (MIN_SPAN_BYTES / bs, UINT64_C (1));
+  const uint64_t most = blk_blocks_per (SPAN_BYTES, bs);
+  const uint64_t least = blk_blocks_per (MIN_SPAN_BYTES, bs);
   const uint64_t even = (ep->nblocks + in_flight - 1) / in_flight;
 
   return MIN (most, MAX (least, even));
