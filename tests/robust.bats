@@ -174,6 +174,20 @@ view_root () {
   timeout 120 "$NBD_PYTHON" "$BATS_FILE_TMPDIR/view_root.py" "$sock" "$1"
 }
 
+# nbdsum on $uri, server-side and client-side, prints the reference
+# checksum of IMG (left in $want).
+both_methods_match () {
+  want=$(reference sha256 65536 "$1")
+  run timeout 120 "$NBDSUM" "$uri"
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$(first_sum "$output")" = "$want" ]
+  run timeout 120 "$NBDSUM" --client-side "$uri"
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$(first_sum "$output")" = "$want" ]
+}
+
 # The first checksum nbdsum printed, from its stdout.
 first_sum () {
   grep -Eo '^[0-9a-f]{32,128}' <<< "$1" | head -n 1 || true
@@ -356,14 +370,7 @@ campaign () {
       [[ "${lines[0]}" = "round 0: ok "* ]]
 
       # The writers have stopped: everything equals the file on disk.
-      want=$(reference sha256 65536 "$img")
-      run timeout 120 "$NBDSUM" "$uri"
-      echo "$output"
-      [ "$status" -eq 0 ]
-      [ "$(first_sum "$output")" = "$want" ]
-      run timeout 120 "$NBDSUM" --client-side "$uri"
-      [ "$status" -eq 0 ]
-      [ "$(first_sum "$output")" = "$want" ]
+      both_methods_match "$img"
       [ "$(view_root @blkhash)" = "$want" ]
       run timeout 120 "$NBDSUM" -d sha1 --block-size 4K "$uri"
       [ "$status" -eq 0 ]
@@ -437,14 +444,7 @@ campaign () {
     done
     # Let the server finish what the killed clients had sent.
     sleep 1
-    want=$(reference sha256 65536 "$img")
-    run timeout 120 "$NBDSUM" "$uri"
-    echo "$output"
-    [ "$status" -eq 0 ]
-    [ "$(first_sum "$output")" = "$want" ]
-    run timeout 120 "$NBDSUM" --client-side "$uri"
-    [ "$status" -eq 0 ]
-    [ "$(first_sum "$output")" = "$want" ]
+    both_methods_match "$img"
     [ "$(view_root @blkhash:sha1/4K)" = "$(reference sha1 4096 "$img")" ]
     [ "$(view_root @blkhash:md5/8K)" = "$(reference md5 8192 "$img")" ]
     stop_server
