@@ -26,6 +26,7 @@ NBDKIT_DLL_PUBLIC int blkhash_debug_stats;
 struct blkhash_stats blkhash_stats;
 const struct blk_params *blkhash_default_params;
 const char *blkhash_file;
+const char *blkhash_file_name = "-";
 bool blkhash_passive = true;
 unsigned blkhash_workers;
 
@@ -96,6 +97,14 @@ blkhash_config (nbdkit_next_config *next, nbdkit_backend *nxdata,
     }
     return 0;
   }
+  else if (strcmp (key, "blkhash-file-name") == 0) {
+    if (value[0] == '\0') {
+      nbdkit_error ("blkhash-file-name: the name must not be empty");
+      return -1;
+    }
+    blkhash_file_name = value;
+    return 0;
+  }
   else if (strcmp (key, "blkhash-cache") == 0) {
     int r = nbdkit_parse_bool (value);
     if (r == -1) {
@@ -125,6 +134,7 @@ blkhash_config_complete (nbdkit_next_config_complete *next,
   "blkhash-digest=NAME        OpenSSL digest (default sha256).\n" \
   "blkhash-block-size=SIZE    Block size, power of two 4K..16M (default 64K).\n" \
   "blkhash-file=PATH          Write 'HEX  NAME' checksums when clients leave.\n" \
+  "blkhash-file-name=NAME     The default export's NAME there (default -).\n" \
   "blkhash-cache=BOOL         Hash data passing through (default true).\n" \
   "blkhash-workers=N          Threads for a root that needs everything\n" \
   "                           (default: online CPUs)."

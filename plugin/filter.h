@@ -27,6 +27,7 @@ extern struct blkhash_stats blkhash_stats;
 /* Parameters (blkhash.c). */
 extern const struct blk_params *blkhash_default_params;
 extern const char *blkhash_file;
+extern const char *blkhash_file_name;   /* the default export's name there */
 extern bool blkhash_passive;            /* blkhash-cache=true */
 /* Threads computing a root that needs everything (blkhash-workers,
  * 1 unless the plugin takes parallel requests).

@@ -166,9 +166,8 @@ write_file (struct result **lines, size_t n)
     goto out;
   fd = -1;
   for (size_t i = 0; i < n; i++)
-    /* The default export is called "-". */
-    blk_fput_sum_line (fp, lines[i]->hex,
-                       lines[i]->name[0] ? lines[i]->name : "-");
+    blk_fput_sum_line (fp, lines[i]->hex, lines[i]->name[0]
+                       ? lines[i]->name : blkhash_file_name);
   if (fflush (fp) == EOF || fsync (fileno (fp)) == -1)
     goto out;
   if (fclose (fp) == EOF) {

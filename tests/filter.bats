@@ -182,6 +182,11 @@ setup () {
   [ "$status" -ne 0 ]
   [[ "$output" = *"blkhash-file"*"/nonexistent/dir"* ]]
 
+  run nbdkit -U - --filter="$BLKHASH_FILTER" null 1M blkhash-file-name= \
+    --run true
+  [ "$status" -ne 0 ]
+  [[ "$output" = *"blkhash-file-name"* ]]
+
   for w in 0 65 x; do
     run nbdkit -U - --filter="$BLKHASH_FILTER" null 1M \
       blkhash-workers=$w --run true
@@ -202,8 +207,8 @@ setup () {
 @test "filter: --help lists the parameters" {
   run nbdkit --filter="$BLKHASH_FILTER" null --help
   [ "$status" -eq 0 ]
-  for p in blkhash-digest blkhash-block-size blkhash-file blkhash-cache \
-           blkhash-workers; do
+  for p in blkhash-digest blkhash-block-size blkhash-file blkhash-file-name \
+           blkhash-cache blkhash-workers; do
     [[ "$output" = *"$p="* ]]
   done
 }

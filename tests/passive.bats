@@ -36,6 +36,25 @@ plugin_reads () {
   [ "$(reference sha256 65536 "$BATS_TEST_TMPDIR/copy.img")" = "$want" ]
 }
 
+@test "passive: blkhash-file-name names the copy: nbdsum -c checks it as is" {
+  cd "$BATS_TEST_TMPDIR"
+  run serve file "$odd" blkhash-file="$sums" blkhash-file-name=copy.img -- \
+    'nbdcopy "$uri" copy.img'
+  [ "$status" -eq 0 ]
+  cat "$sums"
+  [ "$(cat "$sums")" = "$(reference sha256 65536 "$odd")  copy.img" ]
+  run "$NBDSUM" -c "$sums"
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$output" = "copy.img: OK" ]
+  # And a copy that differs fails.
+  printf x | dd of=copy.img bs=1 seek=100 conv=notrunc status=none
+  run "$NBDSUM" -c "$sums"
+  [ "$status" -ne 0 ]
+  echo "$output"
+  [ "${lines[0]}" = "copy.img: FAILED" ]
+}
+
 @test "passive: a copy out reads each block once; holes come from extents" {
   run nbdkit -D blkhash.stats=1 -v -U - --filter="$BLKHASH_FILTER" \
     --filter=log file "$aligned" logfile="$log" blkhash-file="$sums" \
