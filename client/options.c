@@ -121,6 +121,19 @@ list_digests (void)
   exit (EXIT_SUCCESS);
 }
 
+/* Usage errors exit 1, or 2 with --diff, where 1 means "the images
+ * differ" (as cmp and diff do).
+ */
+static int usage_status = EXIT_FAILURE;
+
+static void
+set_usage_status (int argc, char **argv)
+{
+  for (int i = 1; i < argc && strcmp (argv[i], "--") != 0; i++)
+    if (strcmp (argv[i], "--diff") == 0)
+      usage_status = 2;
+}
+
 static unsigned
 parse_count (const char *opt, const char *arg, unsigned max)
 {
@@ -130,7 +143,7 @@ parse_count (const char *opt, const char *arg, unsigned max)
   if (*arg == '\0' || *end != '\0' || v < 1 || v > (long) max) {
     fprintf (stderr, "%s: %s must be a number from 1 to %u: '%s'\n",
              progname, opt, max, arg);
-    exit (EXIT_FAILURE);
+    exit (usage_status);
   }
   return v;
 }
@@ -164,6 +177,9 @@ parse_options (int argc, char **argv, int *first_arg)
   const char *msg;
   int c, nargs;
 
+  set_usage_status (argc, argv);
+  /* getopt names the program from argv[0]: nbdsum, not its path. */
+  argv[0] = (char *) progname;
   while ((c = getopt_long (argc, argv, "C:R:d:cphV", long_options, NULL))
          != -1) {
     switch (c) {
@@ -178,7 +194,7 @@ parse_options (int argc, char **argv, int *first_arg)
       struct blk_digest d;
       if ((msg = blk_digest_init (&d, optarg)) != NULL) {
         fprintf (stderr, "%s: --digest %s: %s\n", progname, optarg, msg);
-        exit (EXIT_FAILURE);
+        exit (usage_status);
       }
       blk_digest_free (&d);
       parsed.digest = optarg;
@@ -188,7 +204,7 @@ parse_options (int argc, char **argv, int *first_arg)
       if ((msg = blk_parse_size (optarg, &parsed.block_size)) != NULL ||
           (msg = blk_check_block_size (parsed.block_size)) != NULL) {
         fprintf (stderr, "%s: --block-size %s: %s\n", progname, optarg, msg);
-        exit (EXIT_FAILURE);
+        exit (usage_status);
       }
       break;
     case OPT_FORMAT:
@@ -230,7 +246,7 @@ parse_options (int argc, char **argv, int *first_arg)
       exit (EXIT_SUCCESS);
     default:
       fprintf (stderr, "Try '%s --help' for more information.\n", progname);
-      exit (EXIT_FAILURE);
+      exit (usage_status);
     }
   }
 
@@ -239,26 +255,26 @@ parse_options (int argc, char **argv, int *first_arg)
       (parsed.check && parsed.blocks)) {
     fprintf (stderr, "%s: --check, --diff and --blocks do not go together\n",
              progname);
-    exit (EXIT_FAILURE);
+    exit (usage_status);
   }
   if ((parsed.quiet || parsed.status) && !parsed.check) {
     fprintf (stderr, "%s: --quiet and --status only go with --check\n",
              progname);
-    exit (EXIT_FAILURE);
+    exit (usage_status);
   }
   if (parsed.diff && nargs != 2) {
     fprintf (stderr, "%s: --diff needs two images\n", progname);
-    exit (EXIT_FAILURE);
+    exit (usage_status);
   }
   if (parsed.blocks && nargs != 1) {
     fprintf (stderr, "%s: --blocks needs one image\n", progname);
-    exit (EXIT_FAILURE);
+    exit (usage_status);
   }
   if (nargs < 1) {
     fprintf (stderr, "%s: missing %s\n"
              "Try '%s --help' for more information.\n", progname,
              parsed.check ? "checksum file" : "URI or FILE", progname);
-    exit (EXIT_FAILURE);
+    exit (usage_status);
   }
   *first_arg = optind;
 }

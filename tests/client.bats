@@ -264,8 +264,9 @@ PY
   [ "$(grep -E '^[0-9]+ [0-9]+$' <<< "$output")" = "41943040 1048576" ]
   run "$NBDSUM" --diff a.img nosuch.img
   [ "$status" -eq 2 ]
+  # A usage error is an error (2), not "differ" (1).
   run "$NBDSUM" --diff a.img
-  [ "$status" -eq 1 ]
+  [ "$status" -eq 2 ]
   [[ "$output" = *"--diff needs two images"* ]]
 }
 
@@ -323,6 +324,8 @@ PY
   grep -qE '^sha256, .* 32 bytes$' <<< "$output"
   grep -qE '^blake2b512, .* 64 bytes$' <<< "$output"
   run "$NBDSUM" --diff --blocks a b
+  [ "$status" -eq 2 ]
+  run "$NBDSUM" --check --blocks a
   [ "$status" -eq 1 ]
   run "$NBDSUM" --quiet "$disk"
   [ "$status" -eq 1 ]

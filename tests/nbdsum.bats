@@ -55,6 +55,20 @@ PY
   [[ "$output" = *"block size must be between 4K and 16M"* ]]
   run "$NBDSUM" --bogus nbd://localhost
   [ "$status" -eq 1 ]
+  # nbdsum's own name, not the path it was run by.
+  [ "${lines[0]}" = "nbdsum: unrecognized option '--bogus'" ]
+}
+
+@test "nbdsum: with --diff, usage errors exit 2 (1 means the images differ)" {
+  run "$NBDSUM" --diff a.img
+  [ "$status" -eq 2 ]
+  [[ "$output" = *"--diff needs two images"* ]]
+  run "$NBDSUM" -C 0 --diff a.img b.img
+  [ "$status" -eq 2 ]
+  run "$NBDSUM" --bogus --diff a.img b.img
+  [ "$status" -eq 2 ]
+  run "$NBDSUM" --diff --blocks a.img b.img
+  [ "$status" -eq 2 ]
 }
 
 @test "nbdsum: an unknown digest fails before connecting" {
