@@ -5,13 +5,16 @@
  */
 #include <config.h>
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "checksum.h"
+#include "local.h"
 #include "messages.h"
 #include "options.h"
 #include "signals.h"
@@ -33,6 +36,14 @@ report (const char *name, const char *verdict)
   fflush (stdout);
 }
 
+/* --ignore-missing: a local file that does not exist. */
+static bool
+missing (const char *name)
+{
+  return !is_uri (name) && strcmp (name, "-") != 0 &&
+    access (name, F_OK) == -1 && errno == ENOENT;
+}
+
 static int
 check_one_file (const char *path, const struct hash_spec *spec,
                 size_t hexlen, struct tally *t)
@@ -40,18 +51,25 @@ check_one_file (const char *path, const struct hash_spec *spec,
   FILE *fp = strcmp (path, "-") == 0 ? stdin : fopen (path, "r");
   char *line = NULL, *hex, *name;
   size_t size = 0;
-  unsigned lines = 0;
+  unsigned lines = 0, lineno = 0, verified = 0;
 
   if (fp == NULL) {
     fprintf (stderr, "%s: %s: %m\n", progname, path);
     return -1;
   }
   while (!stop_signal () && getline (&line, &size, fp) != -1) {
+    lineno++;
     if (blk_sum_line_parse (line, hexlen, &hex, &name) == -1) {
       t->malformed++;
+      if (opts->warn)
+        fprintf (stderr, "%s: %s: %u: improperly formatted checksum line\n",
+                 progname, path, lineno);
       continue;
     }
     lines++;
+    if (opts->ignore_missing && missing (name))
+      continue;
+    verified++;
     struct result res;
     const int r = checksum_one (name, spec, &res);
     /* Interrupted: this line has no verdict. */
@@ -79,6 +97,10 @@ check_one_file (const char *path, const struct hash_spec *spec,
   if (lines == 0) {
     fprintf (stderr, "%s: %s: no properly formatted checksum lines found\n",
              progname, path);
+    return -1;
+  }
+  if (verified == 0) {
+    fprintf (stderr, "%s: %s: no file was verified\n", progname, path);
     return -1;
   }
   return 0;
@@ -120,7 +142,7 @@ check_files (char **files, int n, const struct hash_spec *spec)
         "listed files could not be read");
   warn (t.mismatched, "computed checksum did NOT match",
         "computed checksums did NOT match");
-  if (t.mismatched || t.unreadable)
+  if (t.mismatched || t.unreadable || (opts->strict && t.malformed))
     status = EXIT_FAILURE;
   return status;
 }

@@ -72,7 +72,9 @@ any_view (char **names, int n)
 int
 main (int argc, char **argv)
 {
-  int first, i, status = EXIT_SUCCESS;
+  int first, i, nargs, status = EXIT_SUCCESS;
+  char *stdin_only[] = { (char *) "-" };
+  char **args;
 
   /* Request buffers (never more than a span) are reused instead of
    * mapped and faulted in anew.
@@ -85,18 +87,25 @@ main (int argc, char **argv)
   /* Inputs are hashed as the options say (--diff: B as A was). */
   const struct hash_spec spec = { opts->digest, opts->block_size };
 
+  /* No input: standard input, as sha256sum does. */
+  args = &argv[first];
+  nargs = argc - first;
+  if (nargs == 0) {
+    args = stdin_only;
+    nargs = 1;
+  }
   if (opts->check)
-    status = check_files (&argv[first], argc - first, &spec);
-  else if (any_view (&argv[first], argc - first))
+    status = check_files (args, nargs, &spec);
+  else if (any_view (args, nargs))
     status = opts->diff ? 2 : EXIT_FAILURE;
   else if (opts->diff)
-    status = diff_images (argv[first], argv[first + 1], &spec);
+    status = diff_images (args[0], args[1], &spec);
   else if (opts->blocks)
-    status = print_blocks (argv[first], &spec);
+    status = print_blocks (args[0], &spec);
   else {
-    for (i = first; i < argc && !stop_signal (); i++) {
+    for (i = 0; i < nargs && !stop_signal (); i++) {
       struct result res;
-      if (checksum_one (argv[i], &spec, &res) == -1)
+      if (checksum_one (args[i], &spec, &res) == -1)
         status = EXIT_FAILURE;
       /* A signal may have come after the last request. */
       else if (!stop_signal ())

@@ -27,7 +27,7 @@ usage (FILE *fp, int status)
 "Print or check blkhash checksums of disk images, computed next to the\n"
 "storage by nbdkit's blkhash filter.\n"
 "\n"
-"Usage: %s [OPTION]... URI|FILE|-...\n"
+"Usage: %s [OPTION]... [URI|FILE|-]...\n"
 "       %s -c [OPTION]... CHECKSUM-FILE...\n"
 "       %s --diff [OPTION]... A B\n"
 "       %s --blocks [OPTION]... URI|FILE\n"
@@ -38,7 +38,8 @@ usage (FILE *fp, int status)
 "                        refused: nbdsum asks for the view itself)\n"
 "  FILE                  a local image, served by a private nbdkit (raw;\n"
 "                        qcow2 and other formats through qemu-nbd)\n"
-"  -                     a raw image read from standard input\n"
+"  -                     a raw image read from standard input (also\n"
+"                        when no input is given)\n"
 "\n"
 "Options:\n"
 "  -C, --connections=N   connections to open (default 4; 1 when the\n"
@@ -54,6 +55,9 @@ usage (FILE *fp, int status)
 "                        check them, like sha256sum -c\n"
 "      --quiet           with --check, do not print OK lines\n"
 "      --status          with --check, print nothing; the exit status says\n"
+"      --ignore-missing  with --check, skip lines naming missing files\n"
+"      --strict          with --check, fail on improperly formatted lines\n"
+"  -w, --warn            with --check, warn about each such line\n"
 "      --json            one JSON object per input\n"
 "  -p, --progress        show a progress bar on standard error\n"
 "      --progress=FD     write 'N/100' progress lines to file descriptor FD\n"
@@ -153,7 +157,7 @@ parse_options (int argc, char **argv, int *first_arg)
 {
   enum {
     OPT_BLOCK_SIZE = CHAR_MAX + 1, OPT_FORMAT, OPT_CLIENT_SIDE, OPT_JSON,
-    OPT_QUIET, OPT_STATUS, OPT_DIFF, OPT_BLOCKS, OPT_LIST_DIGESTS,
+    OPT_QUIET, OPT_STATUS, OPT_IGNORE_MISSING, OPT_STRICT, OPT_DIFF, OPT_BLOCKS, OPT_LIST_DIGESTS,
   };
   static const struct option long_options[] = {
     { "connections", required_argument, NULL, 'C' },
@@ -165,6 +169,9 @@ parse_options (int argc, char **argv, int *first_arg)
     { "check", no_argument, NULL, 'c' },
     { "quiet", no_argument, NULL, OPT_QUIET },
     { "status", no_argument, NULL, OPT_STATUS },
+    { "ignore-missing", no_argument, NULL, OPT_IGNORE_MISSING },
+    { "strict", no_argument, NULL, OPT_STRICT },
+    { "warn", no_argument, NULL, 'w' },
     { "json", no_argument, NULL, OPT_JSON },
     { "progress", optional_argument, NULL, 'p' },
     { "diff", no_argument, NULL, OPT_DIFF },
@@ -180,7 +187,7 @@ parse_options (int argc, char **argv, int *first_arg)
   set_usage_status (argc, argv);
   /* getopt names the program from argv[0]: nbdsum, not its path. */
   argv[0] = (char *) progname;
-  while ((c = getopt_long (argc, argv, "C:R:d:cphV", long_options, NULL))
+  while ((c = getopt_long (argc, argv, "C:R:d:cphVw", long_options, NULL))
          != -1) {
     switch (c) {
     case 'C':
@@ -222,6 +229,15 @@ parse_options (int argc, char **argv, int *first_arg)
     case OPT_STATUS:
       parsed.status = true;
       break;
+    case OPT_IGNORE_MISSING:
+      parsed.ignore_missing = true;
+      break;
+    case OPT_STRICT:
+      parsed.strict = true;
+      break;
+    case 'w':
+      parsed.warn = true;
+      break;
     case OPT_JSON:
       parsed.json = true;
       break;
@@ -257,9 +273,10 @@ parse_options (int argc, char **argv, int *first_arg)
              progname);
     exit (usage_status);
   }
-  if ((parsed.quiet || parsed.status) && !parsed.check) {
-    fprintf (stderr, "%s: --quiet and --status only go with --check\n",
-             progname);
+  if ((parsed.quiet || parsed.status || parsed.ignore_missing ||
+       parsed.strict || parsed.warn) && !parsed.check) {
+    fprintf (stderr, "%s: --quiet, --status, --ignore-missing, --strict "
+             "and --warn only go with --check\n", progname);
     exit (usage_status);
   }
   if (parsed.diff && nargs != 2) {
@@ -268,12 +285,6 @@ parse_options (int argc, char **argv, int *first_arg)
   }
   if (parsed.blocks && nargs != 1) {
     fprintf (stderr, "%s: --blocks needs one image\n", progname);
-    exit (usage_status);
-  }
-  if (nargs < 1) {
-    fprintf (stderr, "%s: missing %s\n"
-             "Try '%s --help' for more information.\n", progname,
-             parsed.check ? "checksum file" : "URI or FILE", progname);
     exit (usage_status);
   }
   *first_arg = optind;

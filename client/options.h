@@ -20,6 +20,7 @@ struct options {
   int progress_fd;              /* --progress=FD, or -1 */
   bool check;                   /* -c: the arguments are checksum files */
   bool quiet, status;           /* with --check */
+  bool ignore_missing, strict, warn;    /* with --check */
   bool diff;                    /* --diff A B */
   bool blocks;                  /* --blocks */
 };

@@ -149,6 +149,41 @@ bad.img: OK" ]
   [[ "$output" = *"WARNING: 1 listed file could not be read"* ]]
 }
 
+@test "client: --check --ignore-missing, --strict and --warn, like sha256sum" {
+  cp "$disk" a.img
+  "$NBDSUM" a.img > SUMS
+  sed 's/  a.img$/  gone.img/' SUMS >> SUMS
+  echo "not a checksum line" >> SUMS
+  # Plain: the missing file fails, the bad line only warns at the end.
+  run "$NBDSUM" -c SUMS
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"gone.img: FAILED open or read"* ]]
+  # --ignore-missing: skipped, neither reported nor failed.
+  run "$NBDSUM" -c --ignore-missing SUMS
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "${lines[0]}" = "a.img: OK" ]
+  [[ "$output" != *gone.img* ]]
+  # ... but --strict fails on the bad line, and -w says which.
+  run "$NBDSUM" -c --ignore-missing --strict -w SUMS
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"SUMS: 3: improperly formatted checksum line"* ]]
+  # Nothing verified at all is an error.
+  grep gone.img SUMS > ONLY_GONE
+  run "$NBDSUM" -c --ignore-missing ONLY_GONE
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"no file was verified"* ]]
+  # No file argument: the lines come from standard input.
+  run "$NBDSUM" -c < <(head -n 1 SUMS)
+  [ "$status" -eq 0 ]
+  [ "$output" = "a.img: OK" ]
+  run "$NBDSUM" --strict a.img
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"only go with --check"* ]]
+}
+
 @test "client: --check reads blkhash-file's format and warns on bad lines" {
   local dir="$BATS_TEST_TMPDIR/d"
   mkdir "$dir"
@@ -329,7 +364,7 @@ PY
   [ "$status" -eq 1 ]
   run "$NBDSUM" --quiet "$disk"
   [ "$status" -eq 1 ]
-  [[ "$output" = *"--quiet and --status only go with --check"* ]]
+  [[ "$output" = *"--quiet, --status, --ignore-missing, --strict and --warn only go with --check"* ]]
 }
 
 @test "client: --help covers every option" {
