@@ -348,13 +348,29 @@ blkhash_prepare (nbdkit_next *next, void *handle, int readonly)
   return 0;
 }
 
-/* The view's table, taken at its first request. */
-static struct blk_table *
-view_table (struct handle *h, int *err)
+/* The view's table in *t, taken by its first request that reaches
+ * past the header (*t stays NULL for the header alone).
+ */
+static int
+view_table (struct handle *h, uint32_t count, uint64_t offset,
+            struct blk_table **t, int *err)
 {
+  *t = NULL;
+  if (offset + count <= BLK_VIEW_HEADER_SIZE)
+    return 0;
   ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&h->lock);
   if (h->table == NULL)
     h->table = blkhash_table_get (h->e, h->params, err);
+  if (h->table == NULL)
+    return -1;
+  *t = h->table->t;
+  return 0;
+}
+
+/* A data export's passive table, or NULL. */
+static struct blk_table *
+data_table (const struct handle *h)
+{
   return h->table ? h->table->t : NULL;
 }
 
@@ -524,14 +540,13 @@ blkhash_pread (nbdkit_next *next, void *handle, void *buf, uint32_t count,
   struct handle *h = handle;
 
   if (is_view (h)) {
-    struct blk_table *t = NULL;
-    if (offset + count > BLK_VIEW_HEADER_SIZE &&
-        (t = view_table (h, err)) == NULL)
+    struct blk_table *t;
+    if (view_table (h, count, offset, &t, err) == -1)
       return -1;
     return blkhash_view_pread (next, h->view, t, buf, count, offset, err);
   }
-  if (h->table)
-    return blkhash_passive_pread (next, h->table->t, buf, count, offset,
+  if (data_table (h))
+    return blkhash_passive_pread (next, data_table (h), buf, count, offset,
                                   flags, err);
   return next->pread (next, buf, count, offset, flags, err);
 }
@@ -553,8 +568,8 @@ blkhash_pwrite (nbdkit_next *next, void *handle, const void *buf,
 
   if (is_view (h))
     return view_is_read_only (err);
-  return blkhash_passive_pwrite (next, h->e, h->table ? h->table->t : NULL,
-                                 buf, count, offset, flags, err);
+  return blkhash_passive_pwrite (next, h->e, data_table (h), buf, count,
+                                 offset, flags, err);
 }
 
 static int
@@ -565,8 +580,8 @@ blkhash_zero (nbdkit_next *next, void *handle, uint32_t count,
 
   if (is_view (h))
     return view_is_read_only (err);
-  return blkhash_passive_zero (next, h->e, h->table ? h->table->t : NULL,
-                               count, offset, flags, err);
+  return blkhash_passive_zero (next, h->e, data_table (h), count, offset,
+                               flags, err);
 }
 
 static int
@@ -587,9 +602,8 @@ blkhash_cache_request (nbdkit_next *next, void *handle, uint32_t count,
   struct handle *h = handle;
 
   if (is_view (h)) {
-    struct blk_table *t = NULL;
-    if (offset + count > BLK_VIEW_HEADER_SIZE &&
-        (t = view_table (h, err)) == NULL)
+    struct blk_table *t;
+    if (view_table (h, count, offset, &t, err) == -1)
       return -1;
     return blkhash_view_cache (next, h->view, t, count, offset, err);
   }

@@ -407,13 +407,16 @@ static int
 root_job_run (nbdkit_next *next, struct blk_table *t, uint64_t step,
               int *err)
 {
+  /* The scan starts where the first unknown block is: nothing to do
+   * (the usual case after a client cached everything) starts no thread.
+   */
   struct root_job j = {
     .next = next, .t = t, .step = step, .nblocks = blk_table_blocks (t),
+    .cursor = blk_table_next_unknown (t, 0),
   };
   pthread_t threads[BLKHASH_MAX_WORKERS];
   unsigned nthreads = 0, want = blkhash_workers;
-  const uint64_t steps = (j.nblocks - blk_table_next_unknown (t, 0)
-                          + step - 1) / step;
+  const uint64_t steps = (j.nblocks - j.cursor + step - 1) / step;
 
   if (steps == 0)
     return 0;
