@@ -176,6 +176,25 @@ wait_for () {
   grep -Ev 'injecting' "$err" | grep -Eqi 'blkhash.*(checksum|blkhash-file)'
 }
 
+@test "trust: a failed first completion also removes a line left from before" {
+  local img="$BATS_TEST_TMPDIR/rw.img" old
+  cp "$small" "$img"
+  # A line for the default export from an earlier run, now stale.
+  old=$(reference sha256 65536 "$img")
+  printf '%s  -\n' "$old" > "$sums"
+  start_server oldline file "$img" blkhash-file="$sums" \
+    --filter=error error-pread=EIO error-pread-rate=100%
+  # A partial-block write: its block cannot be read back to hash it.
+  pwrite_bytes "$uri" 70000 100 121
+  kill "$pid"
+  wait_exit "$pid" 20
+  cat "$err"
+  cat "$sums"
+  [ "$(reference sha256 65536 "$img")" != "$old" ]
+  [ -z "$(grep -- "^$old" "$sums")" ]
+  grep -q "cannot compute its checksum" "$err"
+}
+
 # 3. NAME@blkhash...@blkhash... is not a view of a view.
 @test "trust: view names with more than one @blkhash marker are refused" {
   local dir="$BATS_TEST_TMPDIR/dir" n
