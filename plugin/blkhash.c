@@ -411,23 +411,36 @@ blkhash_write_result (nbdkit_next *next, struct blkhash_export *e)
   blkhash_results_write ();
 }
 
+/* Once per export when its last client leaves, not per connection:
+ * the counters are for the whole server.
+ */
+static void
+blkhash_log_stats (struct blkhash_export *e)
+{
+  if (blkhash_debug_stats)
+    nbdkit_debug ("blkhash: stats: passive %" PRIu64 " blocks, computed %"
+                  PRIu64 " blocks reading %" PRIu64 " bytes, holes %"
+                  PRIu64 " blocks (since start; the last client of '%s' "
+                  "left)",
+                  blkhash_stats.passive_blocks, blkhash_stats.computed_blocks,
+                  blkhash_stats.read_bytes, blkhash_stats.hole_blocks,
+                  blkhash_export_name (e));
+}
+
 static int
 blkhash_finalize (nbdkit_next *next, void *handle)
 {
   struct handle *h = handle;
 
-  if (blkhash_debug_stats)
-    nbdkit_debug ("blkhash: stats: passive %" PRIu64 " blocks, computed %"
-                  PRIu64 " blocks reading %" PRIu64 " bytes, holes %"
-                  PRIu64 " blocks",
-                  blkhash_stats.passive_blocks, blkhash_stats.computed_blocks,
-                  blkhash_stats.read_bytes, blkhash_stats.hole_blocks);
   if (h->e == NULL)
     return 0;
   blkhash_table_put (h->e, h->table);
   h->table = NULL;
-  if (blkhash_export_put (h->e) == 0 && blkhash_file)
-    blkhash_write_result (next, h->e);
+  if (blkhash_export_put (h->e) == 0) {
+    if (blkhash_file)
+      blkhash_write_result (next, h->e);
+    blkhash_log_stats (h->e);
+  }
   if (!blkhash_passive)
     blkhash_export_release_tables (h->e);
   h->e = NULL;

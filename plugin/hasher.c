@@ -184,6 +184,7 @@ hash_run (nbdkit_next *next, struct blk_table *t, struct worker *w,
         if (blk_block_final (&bh, out + (b - first) * p->digest.len,
                              &zero[b - first]) == -1)
           goto hash_failed;
+        blkhash_stats.computed_blocks++;
         blk_block_begin (&bh, p, w->ctx);
       }
     }

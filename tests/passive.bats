@@ -249,3 +249,14 @@ print(h.hexdigest())')
   [ "${output%% *}" = "$want" ]
   [ "$rss" -lt $((64 * 1024)) ]
 }
+
+@test "passive: -D blkhash.stats=1 counts computed blocks, once per export" {
+  # nbdsum opens several connections to the view: one stats line when
+  # the last of them leaves, counting the 13 MiB it had to read.
+  run nbdkit -D blkhash.stats=1 -v -U - --filter="$BLKHASH_FILTER" \
+    file "$aligned" --run '"$NBDSUM" "$uri"'
+  [ "$status" -eq 0 ]
+  grep 'stats' <<< "$output"
+  [ "$(grep -c 'blkhash: stats' <<< "$output")" -eq 1 ]
+  grep -q "stats: passive 0 blocks, computed 208 blocks reading 13631488 bytes, holes [0-9]* blocks (since start; the last client of '' left)" <<< "$output"
+}
