@@ -625,7 +625,10 @@ blkhash_cache_request (nbdkit_next *next, void *handle, uint32_t count,
 
 static struct nbdkit_filter filter = {
   .name               = "blkhash",
-  .longname           = "nbdkit blkhash filter",
+  /* nbdkit prints its own version for every filter (and refuses a
+   * filter built for another), so ours goes where --help shows it.
+   */
+  .longname           = "nbdkit blkhash filter " PACKAGE_VERSION,
   .description        = "Serve blkhash checksums of every export",
   .load               = blkhash_load,
   .unload             = blkhash_unload,

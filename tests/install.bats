@@ -19,3 +19,23 @@ load "$top_srcdir/tests/helpers"
   [ "$status" -eq 0 ]
   [[ "$output" = *'export="@blkhash"'* ]]
 }
+
+@test "install: make uninstall removes every installed file" {
+  local root="$BATS_TEST_TMPDIR/root"
+  make -C "$top_builddir" install DESTDIR="$root" >/dev/null
+  [ -n "$(find "$root" -type f)" ]
+  make -C "$top_builddir" uninstall DESTDIR="$root" >/dev/null
+  echo "left: $(find "$root" -type f)"
+  [ -z "$(find "$root" -type f)" ]
+}
+
+@test "install: the filter says its own version where nbdkit lets it" {
+  local version
+  version=$("$NBDSUM" --version | awk '{ print $2 }')
+  [ -n "$version" ]
+  run nbdkit --filter="$BLKHASH_FILTER" null --help
+  [ "$status" -eq 0 ]
+  [[ "$output" = *"filter: blkhash (nbdkit blkhash filter $version)"* ]]
+  grep -q "nbdkit-blkhash $version" "$top_srcdir/man/nbdkit-blkhash-filter.pod"
+  grep -q "nbdkit blkhash filter $version" "$top_srcdir/man/nbdkit-blkhash-filter.pod"
+}
