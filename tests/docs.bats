@@ -33,3 +33,11 @@ load "$top_srcdir/tests/helpers"
     grep -q "^=item B<$p=" "$top_srcdir/man/nbdkit-blkhash-filter.pod"
   done
 }
+
+@test "docs: dd in README and man page examples prints no records noise" {
+  local bad
+  bad=$(grep -nE '\| *dd |^ *dd ' "$top_srcdir/README.md" \
+        "$top_srcdir"/man/*.pod | grep -v 'status=none' || true)
+  echo "$bad"
+  [ -z "$bad" ]
+}
