@@ -224,7 +224,7 @@ next_segment (struct endpoint *ep, struct conn *c)
     uint64_t bytes = holes * ep->params->block_size;
     if (end > ep->size && cc->hole[cc->count - 1])
       bytes -= end - ep->size;
-    atomic_fetch_add (&ep->progress.done, bytes);
+    progress_add (&ep->progress, bytes, 0);
   }
   return 1;
 }
@@ -259,7 +259,7 @@ read_done (void *opaque, int *error)
   }
   blk_table_store (cs->table, r->first, r->count, digests, zero, NULL,
                    cs->snapshot);
-  atomic_fetch_add (&ep->progress.done, bytes);
+  progress_add (&ep->progress, bytes, bytes);
   blk_table_fold (cs->table, false, FOLD_BUDGET);
   return 1;
 }

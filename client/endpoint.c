@@ -90,6 +90,8 @@ endpoint_close (struct endpoint *ep)
     }
   }
   free (ep->first_error);
+  free (ep->data_export);
+  progress_free (&ep->progress);
   pthread_mutex_destroy (&ep->lock);
   /* After the handles: nothing can call back into the method now.
    * Last: it frees ep.
@@ -243,6 +245,36 @@ conn_loop (void *opaque)
   return NULL;
 }
 
+/* For the bar: the image's extents, from connection 0 unless that is
+ * a view, else from a connection of their own, closed at once.
+ * Quietly: without them the bar counts all bytes.
+ */
+static void
+scan_extents (struct endpoint *ep)
+{
+  struct nbd_handle *h = ep->conns[0].h;
+
+  if (ep->data_export) {
+    if ((h = nbd_create ()) == NULL)
+      return;
+    if (nbd_set_opt_mode (h, true) == -1 ||
+        nbd_set_uri_allow_local_file (h, true) == -1 ||
+        nbd_add_meta_context (h, LIBNBD_CONTEXT_BASE_ALLOCATION) == -1 ||
+        nbd_connect_uri (h, ep->src->uri) == -1 ||
+        nbd_set_export_name (h, ep->data_export) == -1 ||
+        nbd_opt_go (h) == -1 ||
+        nbd_get_size (h) != (int64_t) ep->size) {
+      nbd_close (h);
+      return;
+    }
+  }
+  progress_scan (&ep->progress, h, ep->params->block_size);
+  if (h != ep->conns[0].h) {
+    nbd_shutdown (h, 0);
+    nbd_close (h);
+  }
+}
+
 int
 endpoint_run (struct endpoint *ep)
 {
@@ -255,6 +287,8 @@ endpoint_run (struct endpoint *ep)
   int r;
 
   progress_init (&ep->progress, ep->src->name, ep->size);
+  if (opts->progress_bar)
+    scan_extents (ep);
   /* Signals go to the main thread; the workers hear of them through
    * the pipe, and their syscalls are not interrupted.
    */

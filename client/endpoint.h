@@ -89,6 +89,10 @@ struct endpoint {
   struct blk_params own_params;
   uint64_t size, nblocks;       /* the image's */
 
+  /* The image's export, for its extents when connection 0 is not it
+   * (server-side: a view has none).  NULL: connection 0's.  Owned.
+   */
+  char *data_export;
   struct progress progress;
   atomic_bool failed;
   pthread_mutex_t lock;         /* first_error */
@@ -124,7 +128,8 @@ extern void endpoint_fail (struct endpoint *ep, const char *fmt, ...)
 extern int endpoint_connect_rest (struct endpoint *ep,
                                   const char *export_name);
 /* Run the method's refill/poll loop on every connection until done,
- * updating progress.  Returns 0 or -1 (error printed).
+ * updating progress (with the bar, after learning the image's data
+ * bytes from its extents).  Returns 0 or -1 (error printed).
  */
 extern int endpoint_run (struct endpoint *ep);
 

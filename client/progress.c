@@ -1,15 +1,46 @@
 /* nbdsum: progress on standard error (a bar on a terminal) or as
  * "N/100" lines on a file descriptor, like nbdcopy.
+ *
+ * Holes cost nothing to hash, so the bar's rate, time left and
+ * percentage go by data bytes when the image's extents tell where its
+ * data is: a sparse image's bar then says how fast data is read, not
+ * how fast holes are skipped.  --progress=FD goes by position in the
+ * image, as it always did.
  */
 #include <config.h>
 
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "cleanup.h"
 #include "options.h"
 #include "progress.h"
 #include "signals.h"
+
+/* Block status is asked for this much image at a time: under the
+ * 4 GiB that one NBD request can describe, in whole MiB.
+ */
+#define SCAN_BYTES (UINT64_C (4095) << 20)
+/* Listing extents is given up after this long, or beyond this many
+ * runs of holes (16 bytes each): then the bar counts all bytes.
+ */
+#define SCAN_SECONDS 2
+#define SCAN_MAX_RUNS (1 << 20)
+
+/* The bar: at least BAR_MIN cells or none, at most BAR_MAX.  A name
+ * is shortened to no fewer than NAME_MIN columns.  Lines are never
+ * longer than LINE_MAX_COLS, nor than the terminal's width less one
+ * (a line filling the last column wraps on some terminals).
+ */
+#define BAR_MIN 10
+#define BAR_MAX 50
+#define NAME_MIN 8
+#define LINE_MAX_COLS 512
 
 double
 now (void)
@@ -23,11 +54,171 @@ now (void)
 void
 progress_init (struct progress *p, const char *name, uint64_t total)
 {
+  memset (p, 0, sizeof *p);
   p->name = name;
   p->total = total;
   atomic_store (&p->done, 0);
+  atomic_store (&p->data, 0);
   p->start = now ();
   p->last_percent = -1;
+}
+
+void
+progress_free (struct progress *p)
+{
+  free (p->holes);
+  p->holes = NULL;
+  p->nholes = p->holes_alloc = 0;
+  p->known = false;
+}
+
+/* Append the hole [start, end), after all earlier ones.  -1 when there
+ * are too many to keep.
+ */
+static int
+add_hole (struct progress *p, uint64_t start, uint64_t end)
+{
+  struct hole_run *last = p->nholes ? &p->holes[p->nholes - 1] : NULL;
+
+  if (last && start < last->end)
+    start = last->end;
+  if (start >= end)
+    return 0;
+  if (last && last->end == start) {
+    last->end = end;
+    return 0;
+  }
+  if (p->nholes == p->holes_alloc) {
+    const size_t n = p->holes_alloc ? 2 * p->holes_alloc : 64;
+    struct hole_run *runs;
+
+    if (n > SCAN_MAX_RUNS || (runs = realloc (p->holes,
+                                              n * sizeof *runs)) == NULL)
+      return -1;
+    p->holes = runs;
+    p->holes_alloc = n;
+  }
+  p->holes[p->nholes++] = (struct hole_run) { start, end };
+  return 0;
+}
+
+struct scan {
+  struct progress *p;
+  uint64_t block_size;
+  uint64_t covered;             /* image bytes described so far */
+  bool in_zero;                 /* zero from zero_start to covered */
+  uint64_t zero_start;
+  bool failed;
+};
+
+/* The zero bytes just before s->covered end here: keep the blocks
+ * wholly inside them, the blocks the methods skip (the short last
+ * block counts when they reach the image end).  A run of zero extents
+ * counts as one: servers cut extents where they like (nbdkit, at
+ * 4 GiB - 1 bytes).
+ */
+static void
+end_zero (struct scan *s)
+{
+  const uint64_t bs = s->block_size, size = s->p->total;
+  const uint64_t end = s->covered;
+
+  if (!s->in_zero)
+    return;
+  s->in_zero = false;
+  if (add_hole (s->p, (s->zero_start + bs - 1) / bs * bs,
+                end >= size ? size : end / bs * bs) == -1)
+    s->failed = true;
+}
+
+static int
+scan_extent (void *opaque, const char *metacontext, uint64_t offset,
+             uint32_t *entries, size_t nr_entries, int *error)
+{
+  struct scan *s = opaque;
+  const uint64_t size = s->p->total;
+
+  if (strcmp (metacontext, LIBNBD_CONTEXT_BASE_ALLOCATION) != 0 ||
+      offset != s->covered)
+    return 0;
+  for (size_t i = 0; i + 1 < nr_entries && s->covered < size; i += 2) {
+    const bool zero = entries[i + 1] & LIBNBD_STATE_ZERO;
+
+    if (!zero)
+      end_zero (s);
+    else if (!s->in_zero) {
+      s->in_zero = true;
+      s->zero_start = s->covered;
+    }
+    s->covered = MIN (s->covered + entries[i], size);
+  }
+  return 0;
+}
+
+void
+progress_scan (struct progress *p, struct nbd_handle *h,
+               uint32_t block_size)
+{
+  const double deadline = now () + SCAN_SECONDS;
+  struct scan s = { .p = p, .block_size = block_size };
+  uint64_t holes = 0;
+
+  progress_free (p);
+  if (block_size == 0 ||
+      nbd_can_meta_context (h, LIBNBD_CONTEXT_BASE_ALLOCATION) != 1)
+    goto out;
+  while (s.covered < p->total) {
+    const uint64_t before = s.covered;
+
+    if (stop_signal () || now () > deadline ||
+        nbd_block_status (h, MIN (p->total - s.covered, SCAN_BYTES),
+                          s.covered, (nbd_extent_callback) {
+                            .callback = scan_extent, .user_data = &s },
+                          0) == -1 ||
+        s.failed || s.covered == before)
+      goto out;
+  }
+  end_zero (&s);
+  if (s.failed)
+    goto out;
+  for (size_t i = 0; i < p->nholes; i++)
+    holes += p->holes[i].end - p->holes[i].start;
+  p->data_total = p->total - holes;
+  p->known = true;
+ out:
+  if (!p->known)
+    progress_free (p);
+  /* The rate is the hashing's. */
+  p->start = now ();
+}
+
+void
+progress_add (struct progress *p, uint64_t bytes, uint64_t data)
+{
+  atomic_fetch_add (&p->done, bytes);
+  atomic_fetch_add (&p->data, data);
+}
+
+void
+progress_add_range (struct progress *p, uint64_t offset, uint64_t length)
+{
+  const uint64_t end = offset + length;
+  uint64_t data = length;
+
+  if (p->known) {
+    /* The first hole ending after offset, and those after it. */
+    size_t lo = 0, hi = p->nholes;
+    while (lo < hi) {
+      const size_t mid = lo + (hi - lo) / 2;
+      if (p->holes[mid].end <= offset)
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+    for (size_t i = lo; i < p->nholes && p->holes[i].start < end; i++)
+      data -= MIN (end, p->holes[i].end) - MAX (offset, p->holes[i].start);
+  }
+  progress_add (p, length, data);
 }
 
 static const char *
@@ -44,6 +235,180 @@ human (double bytes, char *buf, size_t len)
   return buf;
 }
 
+/* H:MM:SS, at most 99:59:59 (then prefixed by '>'). */
+static void
+hms (double seconds, const char *prefix, char *buf, size_t len)
+{
+  const unsigned most = 99 * 3600 + 59 * 60 + 59;
+  const unsigned t = seconds > most ? most : (unsigned) seconds;
+
+  snprintf (buf, len, "%s%s%u:%02u:%02u", prefix, seconds > most ? ">" : "",
+            t / 3600, t / 60 % 60, t % 60);
+}
+
+/* The terminal's width: as it says, else $COLUMNS, else 80. */
+static size_t
+terminal_columns (void)
+{
+  struct winsize ws;
+  const char *env = getenv ("COLUMNS");
+  char *end;
+  long n;
+
+  if (ioctl (STDERR_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0)
+    return ws.ws_col;
+  if (env && *env) {
+    errno = 0;
+    n = strtol (env, &end, 10);
+    if (errno == 0 && *end == '\0' && n > 0)
+      return n;
+  }
+  return 80;
+}
+
+/* Write name in at most room columns (room >= 4 if it must be
+ * shortened): its end, after "...", when too long.  Control bytes
+ * become '?', so that a name cannot move the cursor.  Other bytes
+ * count a column each, which is never less than they take (UTF-8).
+ * Returns the columns written.
+ */
+static size_t
+put_name (char *out, const char *name, size_t room)
+{
+  size_t len = strlen (name), n = 0;
+
+  if (len > room) {
+    memcpy (out, "...", 3);
+    n = 3;
+    name += len - (room - 3);
+    /* Not from the middle of a UTF-8 character. */
+    while ((*name & 0xc0) == 0x80)
+      name++;
+  }
+  for (; *name; name++)
+    out[n++] = (unsigned char) *name < 0x20 || *name == 0x7f ? '?' : *name;
+  return n;
+}
+
+/* The bar's line, at most width columns, into out (width + 1 bytes):
+ * NAME [####......] PCT% RATE ETA.  The narrower the terminal, the
+ * shorter the name (down to NAME_MIN), then the bar, the rate, the
+ * time and the name go, in that order.
+ */
+static size_t
+bar_line (const struct progress *p, char *out, size_t width, int percent,
+          const char *rate, const char *eta)
+{
+  char pct[16];
+  const size_t name_len = strlen (p->name);
+  const size_t name_min = MIN (name_len, (size_t) NAME_MIN);
+  size_t np, nr = strlen (rate), ne = strlen (eta), fixed, cells = 0, n;
+  bool with_name = true;
+
+  snprintf (pct, sizeof pct, "%3d%%", percent);
+  np = strlen (pct);
+  fixed = np + 1 + nr + 1 + ne;
+  if (width >= name_min + 1 + BAR_MIN + 3 + fixed) {
+    const size_t room = width - fixed - 3 - 1;     /* name and cells */
+    cells = MIN (room - MIN (name_len, room - BAR_MIN), (size_t) BAR_MAX);
+  }
+  else if (width >= name_min + 1 + fixed)
+    ;
+  else if (width >= name_min + 1 + np + 1 + ne)
+    nr = 0;
+  else if (width >= name_min + 1 + np)
+    nr = ne = 0;
+  else if (width >= np) {
+    nr = ne = 0;
+    with_name = false;
+  }
+  else
+    return 0;
+
+  n = 0;
+  if (with_name) {
+    /* All the room the other parts leave. */
+    size_t others = np + (nr ? nr + 1 : 0) + (ne ? ne + 1 : 0)
+      + (cells ? cells + 3 : 0);
+    n = put_name (out, p->name, MIN (name_len, width - others - 1));
+    out[n++] = ' ';
+  }
+  if (cells) {
+    const size_t filled = percent * cells / 100;
+    out[n++] = '[';
+    for (size_t i = 0; i < cells; i++)
+      out[n++] = i < filled ? '#' : '.';
+    out[n++] = ']';
+    out[n++] = ' ';
+  }
+  memcpy (out + n, pct, np);
+  n += np;
+  if (nr) {
+    out[n++] = ' ';
+    memcpy (out + n, rate, nr);
+    n += nr;
+  }
+  if (ne) {
+    out[n++] = ' ';
+    memcpy (out + n, eta, ne);
+    n += ne;
+  }
+  out[n] = '\0';
+  return n;
+}
+
+static void
+draw_bar (struct progress *p, bool final, uint64_t done)
+{
+  /* Holes cost nothing: rate and time left go by data bytes when the
+   * extents said how many there are, else by all bytes.
+   */
+  const uint64_t data = p->known ? atomic_load (&p->data) : done;
+  const uint64_t data_total = p->known ? p->data_total : p->total;
+  const uint64_t left = data_total - MIN (data, data_total);
+  const double elapsed = now () - p->start;
+  const double rate = elapsed > 0 ? data / elapsed : 0;
+  const size_t cols = terminal_columns ();
+  const size_t width = MIN (cols - 1, (size_t) LINE_MAX_COLS);
+  char rbuf[32], rate_s[40], eta[40], line[1 + LINE_MAX_COLS + 2];
+  int percent;
+  size_t n;
+
+  if (final)
+    percent = 100;
+  else {
+    /* In floating point: bytes * 100 may not fit in 64 bits. */
+    if (data_total > 0)
+      percent = 100.0 * MIN (data, data_total) / data_total;
+    else                        /* only holes: by all bytes */
+      percent = p->total == 0 ? 0 : 100.0 * MIN (done, p->total) / p->total;
+    /* 100% is for the end: the last holes may still be going. */
+    percent = MIN (percent, 99);
+  }
+  human (rate, rbuf, sizeof rbuf);
+  snprintf (rate_s, sizeof rate_s, "%10s/s", rbuf);
+  if (final)
+    hms (elapsed, "in ", rbuf, sizeof rbuf);
+  else if (left == 0)
+    hms (0, "ETA ", rbuf, sizeof rbuf);
+  else if (rate > 0)
+    hms (left / rate, "ETA ", rbuf, sizeof rbuf);
+  else
+    snprintf (rbuf, sizeof rbuf, "ETA -:--:--");
+  snprintf (eta, sizeof eta, "%11s", rbuf);
+
+  line[0] = '\r';
+  n = 1 + bar_line (p, line + 1, width, percent, rate_s, eta);
+  /* Cover what is left of a longer line before it. */
+  while (n - 1 < MIN (p->last_len, width))
+    line[n++] = ' ';
+  p->last_len = n - 1;
+  if (final)
+    line[n++] = '\n';
+  fwrite (line, 1, n, stderr);
+  fflush (stderr);
+}
+
 void
 progress_update (struct progress *p, bool final)
 {
@@ -58,29 +423,7 @@ progress_update (struct progress *p, bool final)
 
   if (opts->progress_fd >= 0 && percent != p->last_percent)
     dprintf (opts->progress_fd, "%d/100\n", percent);
-
-  if (opts->progress_bar) {
-    const double elapsed = now () - p->start;
-    const double rate = elapsed > 0 ? done / elapsed : 0;
-    const int width = 30, filled = percent * width / 100;
-    char rbuf[32], bar[64];
-    int i;
-
-    for (i = 0; i < width; i++)
-      bar[i] = i < filled ? '#' : '.';
-    bar[width] = '\0';
-    fprintf (stderr, "\r[%s] %3d%% %s/s", bar, percent,
-             human (rate, rbuf, sizeof rbuf));
-    if (!final && rate > 0 && done < p->total) {
-      const unsigned eta = (p->total - done) / rate;
-      fprintf (stderr, " ETA %u:%02u:%02u ", eta / 3600, eta / 60 % 60,
-               eta % 60);
-    }
-    else
-      fputs ("              ", stderr);
-    if (final)
-      fputc ('\n', stderr);
-    fflush (stderr);
-  }
+  if (opts->progress_bar)
+    draw_bar (p, final, done);
   p->last_percent = percent;
 }

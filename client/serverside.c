@@ -186,13 +186,13 @@ server_side_open (struct source *src, const struct hash_spec *spec,
     *fb = (struct fallback) { .h = h, .export_name = base };
     return 0;
   }
-  free (base);
   r = read_header (src->name, spec, h, &hdr);
   if (r == 0)
     fprintf (stderr, "%s: %s: the server has no blkhash view (is it running "
              "nbdkit --filter=blkhash?); hashing client-side\n",
              progname, src->name);
   if (r <= 0) {
+    free (base);
     free (view_name);
     nbd_close (h);
     return r;
@@ -200,6 +200,7 @@ server_side_open (struct source *src, const struct hash_spec *spec,
 
   if ((ss = calloc (1, sizeof *ss)) == NULL) {
     error_at (src->name, "out of memory");
+    free (base);
     free (view_name);
     nbd_close (h);
     return -1;
@@ -207,6 +208,7 @@ server_side_open (struct source *src, const struct hash_spec *spec,
   ep = &ss->ep;
   endpoint_init (ep, &server_side_ops, src, h);
   ss->view_name = view_name;
+  ep->data_export = base;       /* for the bar: the view has no extents */
   ep->size = hdr.image_size;
   ep->nblocks = hdr.block_count;
   /* The header's digest and block size, checked above; the zero
@@ -261,7 +263,7 @@ request_done (void *opaque, int *error)
     endpoint_fail (ep, "server failed to hash image bytes from %" PRIu64
                    ": %s", start, strerror (*error));
   else
-    atomic_fetch_add (&ep->progress.done, MIN (end, ep->size) - start);
+    progress_add_range (&ep->progress, start, MIN (end, ep->size) - start);
   r->c->in_flight--;
   return 1;
 }

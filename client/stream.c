@@ -67,6 +67,7 @@ stream_checksum (const char *name, int fd, const struct hash_spec *spec,
       error_at (name, "%s failed", p->digest.name);
       goto out;
     }
+    progress_add (&prog, n, n);
   }
   if (blk_stream_final (&s, root) == -1) {
     error_at (name, "%s failed", p->digest.name);
@@ -78,6 +79,7 @@ stream_checksum (const char *name, int fd, const struct hash_spec *spec,
  out:
   blk_stream_free (&s);
   free (buf);
+  progress_free (&prog);
   if (ret == -1)
     blk_params_free (p);
   return ret;

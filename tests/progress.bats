@@ -1,0 +1,276 @@
+#!/usr/bin/env bats
+# nbdsum -p: the progress bar on a terminal (a pseudo-terminal made by
+# tests/ptyrun.py): fitted to the width, naming its input, its rate
+# and time left counting data bytes, not holes.
+
+load "$top_srcdir/tests/helpers"
+
+# 2 GiB, of which 48 MiB of data in three pieces.
+DATA_BYTES=$((48 * 1024 * 1024))
+
+setup_file () {
+  "$MKIMAGE" '2G;d:0+16M:a;d:1G+16M:b;d:2032M+16M:c' \
+    "$BATS_FILE_TMPDIR/sparse.img"
+  reference sha256 65536 "$BATS_FILE_TMPDIR/sparse.img" \
+    > "$BATS_FILE_TMPDIR/want"
+}
+
+setup () {
+  sparse="$BATS_FILE_TMPDIR/sparse.img"
+  want=$(cat "$BATS_FILE_TMPDIR/want")
+  cd "$BATS_TEST_TMPDIR"
+  export sparse want
+}
+
+# ptyrun COLUMNS FILE COMMAND...: COMMAND's standard error on a
+# terminal COLUMNS wide (0: of unknown size), saved in FILE.
+ptyrun () {
+  "$PYTHON" "$top_srcdir/tests/ptyrun.py" "$@"
+}
+
+# The lines of the terminal output in FILE as they were drawn, one per
+# line, empty ones left out: the bar is redrawn after each \r.
+drawn () {
+  tr '\r' '\n' < "$1" | grep -v '^$' || true
+}
+
+# Fail if a line drawn in FILE is WIDTH columns or longer (the cursor
+# would wrap on some terminals when the last column is written).
+fits () {
+  LC_ALL=C awk -v w="$2" 'length ($0) >= w {
+      printf "too long for %d columns: %d: %s\n", w, length ($0), $0; bad = 1 }
+    END { exit bad }' < <(drawn "$1")
+}
+
+# The rate of a drawn line, in bytes per second.
+rate_of () {
+  LC_ALL=C awk '{
+    for (i = 2; i <= NF; i++)
+      if ($i ~ /^(B|KiB|MiB|GiB|TiB)\/s$/) {
+        m = 1; u = $i; sub (/\/s$/, "", u)
+        if (u == "KiB") m = 1024; else if (u == "MiB") m = 1024 ^ 2
+        else if (u == "GiB") m = 1024 ^ 3; else if (u == "TiB") m = 1024 ^ 4
+        printf "%.0f\n", $(i - 1) * m; exit
+      }
+  }' <<< "$1"
+}
+
+# The percentage of a drawn line.
+percent_of () {
+  grep -oE '[0-9]+%' <<< "$1" | head -n 1 | tr -d %
+}
+
+# Hash URI's image, with the bar, on a terminal 100 columns wide,
+# slowly (below the filter, every read takes 10 ms), and check what the
+# bar said against the data bytes and the time taken.  $1: nbdsum's
+# options.
+check_data_rate () {
+  serve --filter=delay file "$sparse" rdelay=10ms -- '
+    start=$(date +%s.%N)
+    "$PYTHON" "$top_srcdir/tests/ptyrun.py" 100 bar "$NBDSUM" '"$1"' -p \
+      "$uri" > out
+    echo $? > status
+    end=$(date +%s.%N)
+    echo "$start $end" > times'
+  cat out
+  drawn bar
+  [ "$(cat status)" -eq 0 ]
+  [ "$(cut -d' ' -f1 out)" = "$want" ]
+  fits bar 100
+
+  local last first rate seconds
+  last=$(drawn bar | tail -n 1)
+  first=$(drawn bar | head -n 1)
+  # Intermediate bars were drawn, and the last is the end.
+  [ "$(drawn bar | wc -l)" -ge 3 ]
+  [ "$(percent_of "$last")" -eq 100 ]
+  [[ "$last" = *" in 0:00:"* ]]
+  # Holes are not progress: server-side, the first bar is drawn (after
+  # 0.2 s) while the data is still being read (0.64 s at least), and is
+  # not far along; by position it would be nearly all done.
+  if [ -z "$1" ]; then
+    [ "$(percent_of "$first")" -le 50 ]
+  fi
+  # The last rate is the data's: not larger than the data bytes over
+  # the time nbdsum ran by much (the rate leaves out its start-up), nor
+  # smaller.  Counting holes would make it 42 times larger.
+  rate=$(rate_of "$last")
+  seconds=$(awk '{ print $2 - $1 }' times)
+  echo "rate $rate B/s, $DATA_BYTES data bytes in $seconds s"
+  awk -v r="$rate" -v d="$DATA_BYTES" -v s="$seconds" \
+    'BEGIN { exit !(r <= 10 * d / s && r >= 0.95 * d / s) }'
+}
+
+@test "progress: server-side, rate and percentage count data bytes, not holes" {
+  check_data_rate ""
+}
+
+@test "progress: client-side, rate and percentage count data bytes, not holes" {
+  check_data_rate "--client-side -C 1 -R 2"
+}
+
+@test "progress: until data is done, no time left is made up" {
+  serve --filter=delay file "$sparse" rdelay=10ms -- '
+    "$PYTHON" "$top_srcdir/tests/ptyrun.py" 100 bar "$NBDSUM" -p "$uri" \
+      > out'
+  drawn bar
+  # Server-side, nothing is known until the first piece is hashed:
+  # then the time left is unknown, not 0:00:00.
+  run drawn bar
+  [[ "${lines[0]}" = *"   0%      0.0 B/s ETA -:--:--" ]]
+  ! grep -E ' [0-9] *% .*ETA 0:00:00' < <(drawn bar) || false
+}
+
+@test "progress: lines fit terminals of any width, from TIOCGWINSZ" {
+  local dir="long-directory-name-number-one/long-directory-name-number-two"
+  local name="$dir/sparse-image.img" w
+  mkdir -p "$dir"
+  cp --sparse=always "$sparse" "$name"
+  for w in 1 4 5 12 13 14 20 30 45 60 80 200; do
+    run ptyrun "$w" bar "$NBDSUM" -p "$name"
+    [ "$status" -eq 0 ]
+    [ "$output" = "$want  $name" ]
+    echo "== $w columns"
+    drawn bar
+    fits bar "$w"
+    last=$(drawn bar | tail -n 1)
+    # Every line ends in the terminal, once.
+    [ "$(tr -cd '\n' < bar | wc -c)" -eq 1 ]
+    if [ "$w" -ge 5 ]; then
+      [[ "$last" = *"100%"* ]]
+    fi
+    if [ "$w" -ge 14 ]; then
+      # At least 8 columns of the name, its end.
+      [[ "$last" = *".img "*"100%"* ]]
+      [ "$w" -ge 150 ] || [[ "$last" = "..."* ]]
+    fi
+    if [ "$w" -ge 60 ]; then
+      # All parts; a name too long shortened at its start.
+      [[ "$last" = *".img ["*"] 100% "*"/s  in 0:00:0"? ]]
+      [ "$w" -ge 150 ] || [[ "$last" = "..."*"-image.img ["* ]]
+    fi
+    if [ "$w" -ge 80 ]; then
+      [ "$w" -ge 150 ] ||
+        [[ "$last" = "..."*"-two/sparse-image.img ["* ]]
+    fi
+    if [ "$w" -ge 150 ]; then
+      [[ "$last" = "$name ["* ]]
+    fi
+  done
+}
+
+@test "progress: COLUMNS when the terminal does not say its size, else 80" {
+  local name="a-long-input-name-to-see-the-bar-use-all-the-width.img" last
+  cp --sparse=always "$sparse" "$name"
+  COLUMNS=200 ptyrun 0 bar "$NBDSUM" -p "$name"
+  drawn bar
+  last=$(drawn bar | tail -n 1)
+  fits bar 200
+  # The whole name and a bar of more than the 10 cells of 80 columns.
+  [[ "$last" = "$name [####################"*"] 100%"* ]]
+  COLUMNS=30 ptyrun 0 bar "$NBDSUM" -p "$name"
+  drawn bar
+  fits bar 30
+  [[ "$(drawn bar | tail -n 1)" = "...width.img 100%"* ]]
+  # Nonsense is ignored.
+  for c in "" 0 -5 abc 12x; do
+    COLUMNS=$c ptyrun 0 bar "$NBDSUM" -p "$name"
+    drawn bar
+    fits bar 80
+    [ "$(LC_ALL=C awk '{ print length ($0) }' < <(drawn bar | tail -n 1))" -gt 60 ]
+  done
+  # The terminal's own width comes first.
+  COLUMNS=200 ptyrun 40 bar "$NBDSUM" -p "$name"
+  fits bar 40
+}
+
+@test "progress: several inputs, each line names its own" {
+  head -c 300000 /dev/urandom > other.img
+  run ptyrun 80 bar "$NBDSUM" -p "$sparse" other.img - < other.img
+  [ "$status" -eq 0 ]
+  drawn bar
+  fits bar 80
+  # One final line per input, in order, each with its name.
+  run grep -a '100%' < <(drawn bar)
+  [ "${#lines[@]}" -eq 3 ]
+  [[ "${lines[0]}" = *"sparse.img ["* ]]
+  [[ "${lines[1]}" = "other.img ["* ]]
+  # Standard input, of unknown size: one line at the end, with a rate.
+  [[ "${lines[2]}" = "- ["*"100%"* ]]
+  [ "$(rate_of "${lines[2]}")" -ge 0 ]
+}
+
+@test "progress: control characters in a name cannot move the cursor" {
+  local name=$'bad\033[2J\tname.img'
+  cp --sparse=always "$sparse" "$name"
+  run ptyrun 80 bar "$NBDSUM" -p "$name"
+  [ "$status" -eq 0 ]
+  drawn bar
+  [[ "$(drawn bar | tail -n 1)" = "bad?[2J?name.img ["* ]]
+  ! grep -q $'\033' bar || false
+  ! grep -q $'\t' bar || false
+}
+
+@test "progress: a server without extents: the bar counts all bytes" {
+  # nbdkit --no-sr offers no base:allocation.  256 MiB, 8 MiB of data.
+  "$MKIMAGE" '256M;d:0+8M:a' small.img
+  serve --no-sr --filter=delay file small.img rdelay=10ms -- '
+    start=$(date +%s.%N)
+    "$PYTHON" "$top_srcdir/tests/ptyrun.py" 100 bar "$NBDSUM" -p "$uri" \
+      > out
+    end=$(date +%s.%N)
+    echo "$start $end" > times'
+  drawn bar
+  [ "$(cut -d' ' -f1 out)" = "$(reference sha256 65536 small.img)" ]
+  local rate seconds
+  rate=$(rate_of "$(drawn bar | tail -n 1)")
+  seconds=$(awk '{ print $2 - $1 }' times)
+  echo "rate $rate B/s in $seconds s"
+  # All 256 MiB counted: far more than the 8 MiB of data.
+  awk -v r="$rate" -v s="$seconds" \
+    'BEGIN { exit !(r >= 0.95 * 2 ^ 28 / s) }'
+}
+
+@test "progress: -p and --progress=FD together: the FD lines as without -p" {
+  serve --filter=delay file "$sparse" rdelay=10ms -- '
+    "$PYTHON" "$top_srcdir/tests/ptyrun.py" 80 bar "$NBDSUM" -p \
+      --progress=3 "$uri" 3>fd > out'
+  cat fd
+  drawn bar
+  # N/100 lines only, rising to 100/100, by all bytes: the holes (95%
+  # of the image) are done long before the data (0.64 s at least), so
+  # some line says 9N/100.  By data bytes there would be none.
+  ! grep -v -E '^[0-9]+/100$' fd || false
+  [ "$(tail -n 1 fd)" = "100/100" ]
+  sort -n -c -t/ -k1 fd
+  grep -E '^9[0-9]/100$' fd
+  [ "$(percent_of "$(drawn bar | head -n 1)")" -le 50 ]
+  [[ "$(drawn bar | tail -n 1)" = *"100%"* ]]
+}
+
+@test "progress: extents too slow to list: the bar counts all bytes" {
+  # Over 4095 MiB takes two block status requests, each delayed 3 s
+  # above the filter: listing them is given up after 2 s.  Below it,
+  # the data is read at 32 MiB/s at most.
+  "$MKIMAGE" '4100M;d:0+32M:a' big.img
+  nbdkit -U - --filter=delay --filter="$BLKHASH_FILTER" --filter=rate \
+    file big.img delay-extents=3 rate=256M burstiness=0.2 --run '
+    "$PYTHON" "$top_srcdir/tests/ptyrun.py" 100 bar "$NBDSUM" -p "$uri" \
+      > out'
+  drawn bar
+  [ "$(cut -d' ' -f1 out)" = "$(reference sha256 65536 big.img)" ]
+  # The time is the hashing's, after the extents: under 4 s.  Then the
+  # rate counting all 4100 MiB is over 1 GiB/s; counting the data it
+  # would be 32 MiB/s at most.
+  local last
+  last=$(drawn bar | tail -n 1)
+  [[ "$last" = *" 100% "*" GiB/s  in 0:00:0"[0-3] ]]
+  [ "$(rate_of "$last")" -ge $((1024 ** 3)) ]
+}
+
+@test "progress: without a terminal, -p draws nothing" {
+  run bash -c '"$NBDSUM" -p "$sparse" 2>err'
+  [ "$status" -eq 0 ]
+  [ "$output" = "$want  $sparse" ]
+  [ ! -s err ]
+}
