@@ -58,7 +58,7 @@ usage (FILE *fp, int status)
 "      --ignore-missing  with --check, skip lines naming missing files\n"
 "      --strict          with --check, fail on improperly formatted lines\n"
 "  -w, --warn            with --check, warn about each such line\n"
-"      --json            one JSON object per input\n"
+"      --json            print one JSON document (in every mode)\n"
 "  -p, --progress        show a progress bar on standard error\n"
 "      --progress=FD     write 'N/100' progress lines to file descriptor FD\n"
 "      --diff            print the byte ranges where images A and B differ\n"
