@@ -1,6 +1,7 @@
 /* nbdsum: --diff (where do two images differ?) and --blocks (the
  * per-block manifest).  Both compare or print block digests; through
- * blkhash views only digests cross the network.
+ * blkhash views only digests cross the network.  --diff --manifest
+ * compares a saved manifest (manifest.c) with an image.
  */
 #include <config.h>
 
@@ -14,6 +15,7 @@
 #include "diff.h"
 #include "endpoint.h"
 #include "json.h"
+#include "manifest.h"
 #include "messages.h"
 #include "options.h"
 #include "signals.h"
@@ -36,10 +38,13 @@ open_hashed (const char *name, const struct hash_spec *spec)
   return ep;
 }
 
-/* One side of a comparison: an image, hashed. */
+/* One side of a comparison: an image, hashed, or (A only) a saved
+ * manifest.
+ */
 struct side {
   const char *name;
   struct endpoint *ep;
+  struct manifest *m;
   const struct blk_params *params;
   uint64_t size, nblocks;
 };
@@ -47,6 +52,8 @@ struct side {
 static int
 side_digests (struct side *s, uint64_t first, uint64_t count, uint8_t *out)
 {
+  if (s->m)
+    return manifest_digests (s->m, first, count, out);
   return s->ep->ops->digests (s->ep, first, count, out);
 }
 
@@ -54,6 +61,7 @@ static void
 side_close (struct side *s)
 {
   input_close (s->ep);
+  manifest_close (s->m);
 }
 
 /* --json: what was opened, or why it could not be (not when a signal
@@ -66,10 +74,13 @@ json_side (const char *key, const struct side *s, const char *error)
     return;
   json_begin_object (key, true);
   json_name ("name", s->name);
-  if (s->ep == NULL)
+  if (s->ep == NULL && s->m == NULL)
     json_string ("error", error ? error : "failed");
   else {
-    json_string ("method", s->ep->ops->name);
+    if (s->m)
+      json_bool ("manifest", true);
+    else
+      json_string ("method", s->ep->ops->name);
     json_uint ("size", s->size);
   }
   json_end ();
@@ -95,6 +106,61 @@ open_image_side (const char *key, struct side *s, const char *name,
   if (opts->json)
     json_side (key, s, error);
   return s->ep ? 0 : -1;
+}
+
+static int
+open_manifest_side (struct side *s, const char *path)
+{
+  CLEANUP_FREE char *error = NULL;
+
+  s->name = path;
+  if (opts->json)
+    messages_capture (path);
+  s->m = manifest_open (path);
+  if (opts->json)
+    error = messages_captured ();
+  if (s->m) {
+    s->params = manifest_params (s->m);
+    s->size = manifest_size (s->m);
+    s->nblocks = blk_block_count (s->size, s->params->block_size);
+  }
+  if (opts->json)
+    json_side ("a", s, error);
+  return s->m ? 0 : -1;
+}
+
+/* B is hashed as A was: a manifest's digest and block size, which -d
+ * and --block-size may only repeat.
+ */
+static int
+manifest_spec (const struct side *a, const struct hash_spec *spec,
+               struct hash_spec *spec_b)
+{
+  const struct blk_params *p = a->params;
+
+  if (spec->digest) {
+    struct blk_digest d;
+    bool same;
+
+    if (blk_digest_init (&d, spec->digest) != NULL)
+      same = false;
+    else {
+      same = strcmp (d.name, p->digest.name) == 0;
+      blk_digest_free (&d);
+    }
+    if (!same) {
+      error_at (a->name, "the manifest was made with %s, not %s",
+                p->digest.name, spec->digest);
+      return -1;
+    }
+  }
+  if (spec->block_size && spec->block_size != p->block_size) {
+    error_at (a->name, "the manifest was made with %" PRIu32 " byte blocks, "
+              "not %" PRIu64, p->block_size, spec->block_size);
+    return -1;
+  }
+  *spec_b = (struct hash_spec) { p->digest.name, p->block_size };
+  return 0;
 }
 
 struct runs {
@@ -192,8 +258,10 @@ compare (struct side *a, struct side *b)
   return runs.count ? 1 : 0;
 }
 
-int
-diff_images (const char *a, const char *b, const struct hash_spec *spec)
+/* A is image a, or the manifest at path manifest when a is NULL. */
+static int
+diff (const char *manifest, const char *a, const char *b,
+      const struct hash_spec *spec)
 {
   struct side sa = { 0 }, sb = { 0 };
   struct hash_spec spec_b;
@@ -202,13 +270,25 @@ diff_images (const char *a, const char *b, const struct hash_spec *spec)
 
   if (opts->json)
     json_begin_object (NULL, false);
-  if (open_image_side ("a", &sa, a, spec) == -1)
-    goto out;
-  /* B must be hashed the same way as A (whatever A's server chose). */
-  spec_b = (struct hash_spec) {
-    spec->digest ? spec->digest : sa.params->digest.name,
-    spec->block_size ? spec->block_size : sa.params->block_size,
-  };
+  if (manifest) {
+    if (open_manifest_side (&sa, manifest) == -1)
+      goto out;
+    if (opts->json)
+      messages_capture (NULL);
+    if (manifest_spec (&sa, spec, &spec_b) == -1)
+      goto out;
+  }
+  else {
+    if (open_image_side ("a", &sa, a, spec) == -1)
+      goto out;
+    /* B must be hashed the same way as A (whatever A's server chose). */
+    spec_b = (struct hash_spec) {
+      spec->digest ? spec->digest : sa.params->digest.name,
+      spec->block_size ? spec->block_size : sa.params->block_size,
+    };
+  }
+  if (opts->json)
+    free (messages_captured ());
   if (open_image_side ("b", &sb, b, &spec_b) == -1)
     goto out;
   if (opts->json)
@@ -219,7 +299,7 @@ diff_images (const char *a, const char *b, const struct hash_spec *spec)
   if (opts->json) {
     error = messages_captured ();
     if (!stop_signal ()) {
-      /* An error of neither image alone (those are in theirs). */
+      /* An error of neither input alone (those are in theirs). */
       if (status == 2 && error) {
         json_end_to (1);
         json_string ("error", error);
@@ -230,6 +310,19 @@ diff_images (const char *a, const char *b, const struct hash_spec *spec)
   side_close (&sa);
   side_close (&sb);
   return status;
+}
+
+int
+diff_images (const char *a, const char *b, const struct hash_spec *spec)
+{
+  return diff (NULL, a, b, spec);
+}
+
+int
+diff_manifest (const char *manifest, const char *b,
+               const struct hash_spec *spec)
+{
+  return diff (manifest, NULL, b, spec);
 }
 
 static void

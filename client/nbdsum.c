@@ -67,7 +67,7 @@ json_refused (char **names, int n, char **errors)
   json_begin_object (NULL, false);
   if (opts->diff)
     for (int i = 0; i < n; i++)
-      json_failed (i == 1 ? "b" : "a", names[i],
+      json_failed (i == 1 || opts->manifest ? "b" : "a", names[i],
                    errors[i] ? errors[i] : NOT_HASHED);
   else if (opts->blocks) {
     json_name ("name", names[0]);
@@ -184,6 +184,8 @@ main (int argc, char **argv)
     status = check_files (args, nargs, &spec);
   else if (any_view (args, nargs))
     status = opts->diff ? 2 : EXIT_FAILURE;
+  else if (opts->diff && opts->manifest)
+    status = diff_manifest (opts->manifest, args[0], &spec);
   else if (opts->diff)
     status = diff_images (args[0], args[1], &spec);
   else if (opts->blocks)
