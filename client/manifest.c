@@ -23,6 +23,7 @@
 #include "cleanup.h"
 #include "manifest.h"
 #include "messages.h"
+#include "signals.h"
 #include "util.h"
 
 /* Longer text lines are not a manifest's. */
@@ -87,6 +88,9 @@ fail (struct manifest *m, const char *fmt, ...)
   va_list ap;
   char *msg;
 
+  /* Reads cut short by SIGINT are no news: nbdsum is stopping. */
+  if (stop_signal ())
+    return -1;
   va_start (ap, fmt);
   if (vasprintf (&msg, fmt, ap) == -1)
     msg = NULL;
@@ -747,7 +751,7 @@ manifest_open (const char *path)
 {
   struct manifest *m = calloc (1, sizeof *m);
   struct entry e;
-  int first = 0, r;
+  int first = 0, r = 0;
 
   if (m == NULL || (m->tok.text = malloc (TEXT_MAX)) == NULL) {
     error_at (path, "out of memory");
@@ -756,7 +760,7 @@ manifest_open (const char *path)
   m->path = path;
   m->fp = strcmp (path, "-") == 0 ? stdin : fopen (path, "r");
   if (m->fp == NULL) {
-    error_at (path, "%m");
+    fail (m, "%s", strerror (errno));
     goto err;
   }
   if (sniff (m, &first) == -1)
@@ -767,9 +771,9 @@ manifest_open (const char *path)
   /* All of it first. */
   if (read_header (m) == -1)
     goto err;
-  while ((r = next_entry (m, &e)) == 1)
+  while (!stop_signal () && (r = next_entry (m, &e)) == 1)
     ;
-  if (r == -1 || (m->json && json_members (m, true) == -1))
+  if (stop_signal () || r == -1 || (m->json && json_members (m, true) == -1))
     goto err;
   if (m->pos != m->size) {
     m->lineno = 0;

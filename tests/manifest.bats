@@ -421,3 +421,23 @@ PY
     [ "$output" = "65536 65536" ]
   done
 }
+
+@test "manifest: SIGINT while reading a manifest from a pipe" {
+  local pid st=0
+  mkfifo fifo
+  env --default-signal=INT "$NBDSUM" --json --diff --manifest=fifo \
+    "$base" >out.json 2>err &
+  pid=$!
+  # A writer that never writes: nbdsum waits in the manifest.
+  exec 4>fifo
+  sleep 0.3
+  kill -s INT "$pid"
+  wait "$pid" || st=$?
+  exec 4>&-
+  echo "status $st; stdout: $(cat out.json); stderr: $(cat err)"
+  [ "$st" -eq 130 ]
+  [ ! -s err ]
+  "$PYTHON" -c '
+import json
+assert json.load(open("out.json")) == {"interrupted": "SIGINT"}'
+}
