@@ -14,6 +14,8 @@
 
 #include "check.h"
 #include "checksum.h"
+#include "cleanup.h"
+#include "json.h"
 #include "local.h"
 #include "messages.h"
 #include "options.h"
@@ -36,6 +38,53 @@ report (const char *name, const char *verdict)
   fflush (stdout);
 }
 
+/* --json, unless --status silences everything. */
+static bool
+json_out (void)
+{
+  return opts->json && !opts->status;
+}
+
+/* One line's verdict: as sha256sum -c prints it, or with --json an
+ * element of its file's "results" (res: the checksum computed, or NULL
+ * and why not).
+ */
+static void
+verdict (unsigned lineno, const char *name, const char *expected,
+         const char *v, const struct result *res, const char *error)
+{
+  if (!json_out ()) {
+    report (name, v);
+    return;
+  }
+  json_begin_object (NULL, true);
+  json_uint ("line", lineno);
+  json_name ("name", name);
+  json_string ("result", v);
+  json_string ("expected", expected);
+  if (res) {
+    json_string ("checksum", res->hex);
+    json_string ("digest", res->digest);
+    json_uint ("block-size", res->block_size);
+    json_uint ("size", res->size);
+    json_string ("method", res->method);
+    json_seconds ("seconds", res->seconds);
+  }
+  else
+    json_string ("error", error ? error : "failed");
+  json_end ();
+  fflush (stdout);
+}
+
+/* An error of the checksum file itself. */
+static void
+file_error (const char *path, const char *msg)
+{
+  error_at (path, "%s", msg);
+  if (json_out ())
+    json_string ("error", msg);
+}
+
 /* --ignore-missing: a local file that does not exist. */
 static bool
 missing (const char *name)
@@ -49,14 +98,24 @@ check_one_file (const char *path, const struct hash_spec *spec,
                 size_t hexlen, struct tally *t)
 {
   FILE *fp = strcmp (path, "-") == 0 ? stdin : fopen (path, "r");
+  const int open_errno = errno;
   char *line = NULL, *hex, *name;
   size_t size = 0;
   unsigned lines = 0, lineno = 0, verified = 0;
+  const unsigned malformed = t->malformed;
 
+  if (json_out ()) {
+    json_begin_object (NULL, false);
+    json_name ("file", path);
+  }
   if (fp == NULL) {
-    fprintf (stderr, "%s: %s: %m\n", progname, path);
+    file_error (path, strerror (open_errno));
+    if (json_out ())
+      json_end ();
     return -1;
   }
+  if (json_out ())
+    json_begin_array ("results", false);
   while (!stop_signal () && getline (&line, &size, fp) != -1) {
     lineno++;
     if (blk_sum_line_parse (line, hexlen, &hex, &name) == -1) {
@@ -71,22 +130,27 @@ check_one_file (const char *path, const struct hash_spec *spec,
       continue;
     verified++;
     struct result res;
+    CLEANUP_FREE char *error = NULL;
+    if (json_out ())
+      messages_capture (name);
     const int r = checksum_one (name, spec, &res);
+    if (json_out ())
+      error = messages_captured ();
     /* Interrupted: this line has no verdict. */
     if (stop_signal ())
       break;
     if (r == -1) {
       t->unreadable++;
       if (!opts->status)
-        report (name, "FAILED open or read");
+        verdict (lineno, name, hex, "FAILED open or read", NULL, error);
     }
     else if (strcasecmp (res.hex, hex) != 0) {
       t->mismatched++;
       if (!opts->status)
-        report (name, "FAILED");
+        verdict (lineno, name, hex, "FAILED", &res, NULL);
     }
     else if (!opts->quiet && !opts->status)
-      report (name, "OK");
+      verdict (lineno, name, hex, "OK", &res, NULL);
   }
   free (line);
   if (fp != stdin)
@@ -94,16 +158,19 @@ check_one_file (const char *path, const struct hash_spec *spec,
   t->lines += lines;
   if (stop_signal ())
     return -1;
-  if (lines == 0) {
-    fprintf (stderr, "%s: %s: no properly formatted checksum lines found\n",
-             progname, path);
-    return -1;
+  if (json_out ()) {
+    json_end ();
+    json_uint ("lines", lines);
+    json_uint ("verified", verified);
+    json_uint ("malformed", t->malformed - malformed);
   }
-  if (verified == 0) {
-    fprintf (stderr, "%s: %s: no file was verified\n", progname, path);
-    return -1;
-  }
-  return 0;
+  if (lines == 0)
+    file_error (path, "no properly formatted checksum lines found");
+  else if (verified == 0)
+    file_error (path, "no file was verified");
+  if (json_out ())
+    json_end ();
+  return lines == 0 || verified == 0 ? -1 : 0;
 }
 
 static void
@@ -131,11 +198,22 @@ check_files (char **files, int n, const struct hash_spec *spec)
   hexlen = 2 * d.len;
   blk_digest_free (&d);
 
+  if (json_out ()) {
+    json_begin_object (NULL, false);
+    json_begin_array ("files", false);
+  }
   for (int i = 0; i < n && !stop_signal (); i++)
     if (check_one_file (files[i], spec, hexlen, &t) == -1)
       status = EXIT_FAILURE;
   if (stop_signal ())
     return EXIT_FAILURE;
+  if (json_out ()) {
+    json_end ();
+    json_uint ("mismatched", t.mismatched);
+    json_uint ("unreadable", t.unreadable);
+    json_uint ("malformed", t.malformed);
+    json_end ();
+  }
   warn (t.malformed, "line is improperly formatted",
         "lines are improperly formatted");
   warn (t.unreadable, "listed file could not be read",

@@ -1,6 +1,7 @@
 /* nbdsum: --diff (where do two images differ?) and --blocks (the
  * per-block manifest).  Both compare or print block digests; through
- * blkhash views only digests cross the network.
+ * blkhash views only digests cross the network.  --diff --manifest
+ * compares a saved manifest (manifest.c) with an image.
  */
 #include <config.h>
 
@@ -13,6 +14,8 @@
 #include "cleanup.h"
 #include "diff.h"
 #include "endpoint.h"
+#include "json.h"
+#include "manifest.h"
 #include "messages.h"
 #include "options.h"
 #include "signals.h"
@@ -35,6 +38,131 @@ open_hashed (const char *name, const struct hash_spec *spec)
   return ep;
 }
 
+/* One side of a comparison: an image, hashed, or (A only) a saved
+ * manifest.
+ */
+struct side {
+  const char *name;
+  struct endpoint *ep;
+  struct manifest *m;
+  const struct blk_params *params;
+  uint64_t size, nblocks;
+};
+
+static int
+side_digests (struct side *s, uint64_t first, uint64_t count, uint8_t *out)
+{
+  if (s->m)
+    return manifest_digests (s->m, first, count, out);
+  return s->ep->ops->digests (s->ep, first, count, out);
+}
+
+static void
+side_close (struct side *s)
+{
+  input_close (s->ep);
+  manifest_close (s->m);
+}
+
+/* --json: what was opened, or why it could not be (not when a signal
+ * stopped it: the document then ends "interrupted").
+ */
+static void
+json_side (const char *key, const struct side *s, const char *error)
+{
+  if (stop_signal ())
+    return;
+  json_begin_object (key, true);
+  json_name ("name", s->name);
+  if (s->ep == NULL && s->m == NULL)
+    json_string ("error", error ? error : "failed");
+  else {
+    if (s->m)
+      json_bool ("manifest", true);
+    else
+      json_string ("method", s->ep->ops->name);
+    json_uint ("size", s->size);
+  }
+  json_end ();
+}
+
+static int
+open_image_side (const char *key, struct side *s, const char *name,
+                 const struct hash_spec *spec)
+{
+  CLEANUP_FREE char *error = NULL;
+
+  s->name = name;
+  if (opts->json)
+    messages_capture (name);
+  s->ep = open_hashed (name, spec);
+  if (opts->json)
+    error = messages_captured ();
+  if (s->ep) {
+    s->params = s->ep->params;
+    s->size = s->ep->size;
+    s->nblocks = s->ep->nblocks;
+  }
+  if (opts->json)
+    json_side (key, s, error);
+  return s->ep ? 0 : -1;
+}
+
+static int
+open_manifest_side (struct side *s, const char *path)
+{
+  CLEANUP_FREE char *error = NULL;
+
+  s->name = path;
+  if (opts->json)
+    messages_capture (path);
+  s->m = manifest_open (path);
+  if (opts->json)
+    error = messages_captured ();
+  if (s->m) {
+    s->params = manifest_params (s->m);
+    s->size = manifest_size (s->m);
+    s->nblocks = blk_block_count (s->size, s->params->block_size);
+  }
+  if (opts->json)
+    json_side ("a", s, error);
+  return s->m ? 0 : -1;
+}
+
+/* B is hashed as A was: a manifest's digest and block size, which -d
+ * and --block-size may only repeat.
+ */
+static int
+manifest_spec (const struct side *a, const struct hash_spec *spec,
+               struct hash_spec *spec_b)
+{
+  const struct blk_params *p = a->params;
+
+  if (spec->digest) {
+    struct blk_digest d;
+    bool same;
+
+    if (blk_digest_init (&d, spec->digest) != NULL)
+      same = false;
+    else {
+      same = strcmp (d.name, p->digest.name) == 0;
+      blk_digest_free (&d);
+    }
+    if (!same) {
+      error_at (a->name, "the manifest was made with %s, not %s",
+                p->digest.name, spec->digest);
+      return -1;
+    }
+  }
+  if (spec->block_size && spec->block_size != p->block_size) {
+    error_at (a->name, "the manifest was made with %" PRIu32 " byte blocks, "
+              "not %" PRIu64, p->block_size, spec->block_size);
+    return -1;
+  }
+  *spec_b = (struct hash_spec) { p->digest.name, p->block_size };
+  return 0;
+}
+
 struct runs {
   uint64_t start, end;          /* current run, empty if equal */
   uint64_t bytes, count;
@@ -45,9 +173,12 @@ flush_run (struct runs *r)
 {
   if (r->end == r->start)
     return;
-  if (opts->json)
-    printf ("{\"offset\": %" PRIu64 ", \"length\": %" PRIu64 "}\n",
-            r->start, r->end - r->start);
+  if (opts->json) {
+    json_begin_object (NULL, true);
+    json_uint ("offset", r->start);
+    json_uint ("length", r->end - r->start);
+    json_end ();
+  }
   else
     printf ("%" PRIu64 " %" PRIu64 "\n", r->start, r->end - r->start);
   r->bytes += r->end - r->start;
@@ -65,48 +196,41 @@ add_range (struct runs *r, uint64_t start, uint64_t end)
   r->end = end;
 }
 
-int
-diff_images (const char *a, const char *b, const struct hash_spec *spec)
+/* Print where a and b differ.  Returns the exit status. */
+static int
+compare (struct side *a, struct side *b)
 {
-  struct hash_spec spec_b;
-  struct endpoint *ea = NULL, *eb = NULL;
   CLEANUP_FREE uint8_t *da = NULL, *db = NULL;
   struct runs runs = { 0 };
   uint64_t common, bs, max_size;
   size_t L;
-  int status = 2;
 
-  if ((ea = open_hashed (a, spec)) == NULL)
-    goto out;
-  /* B must be hashed the same way as A (whatever A's server chose). */
-  spec_b = (struct hash_spec) {
-    spec->digest ? spec->digest : ea->params->digest.name,
-    spec->block_size ? spec->block_size : ea->params->block_size,
-  };
-  if ((eb = open_hashed (b, &spec_b)) == NULL)
-    goto out;
-  if (ea->params->digest.len != eb->params->digest.len ||
-      ea->params->block_size != eb->params->block_size) {
-    fprintf (stderr, "%s: %s and %s were hashed differently\n",
-             progname, a, b);
-    goto out;
+  if (a->params->digest.len != b->params->digest.len ||
+      a->params->block_size != b->params->block_size) {
+    error_msg ("%s and %s were hashed differently", a->name, b->name);
+    return 2;
   }
 
-  L = ea->params->digest.len;
-  bs = ea->params->block_size;
-  common = MIN (ea->nblocks, eb->nblocks);
-  max_size = MAX (ea->size, eb->size);
+  L = a->params->digest.len;
+  bs = a->params->block_size;
+  common = MIN (a->nblocks, b->nblocks);
+  max_size = MAX (a->size, b->size);
   da = malloc (WINDOW * L);
   db = malloc (WINDOW * L);
   if (da == NULL || db == NULL) {
-    fprintf (stderr, "%s: out of memory\n", progname);
-    goto out;
+    error_msg ("out of memory");
+    return 2;
+  }
+  if (opts->json) {
+    json_string ("digest", a->params->digest.name);
+    json_uint ("block-size", bs);
+    json_begin_array ("ranges", false);
   }
   for (uint64_t w = 0; w < common; w += WINDOW) {
     const uint64_t n = MIN (common - w, (uint64_t) WINDOW);
-    if (stop_signal () || ea->ops->digests (ea, w, n, da) == -1 ||
-        eb->ops->digests (eb, w, n, db) == -1)
-      goto out;
+    if (stop_signal () || side_digests (a, w, n, da) == -1 ||
+        side_digests (b, w, n, db) == -1)
+      return 2;
     for (uint64_t i = 0; i < n; i++) {
       if (memcmp (da + i * L, db + i * L, L) != 0) {
         const uint64_t start = (w + i) * bs;
@@ -115,34 +239,105 @@ diff_images (const char *a, const char *b, const struct hash_spec *spec)
     }
   }
   /* Whatever only the larger image has differs. */
-  if (ea->size != eb->size) {
-    add_range (&runs, MAX (runs.end, MIN (ea->size, eb->size)), max_size);
+  if (a->size != b->size) {
+    add_range (&runs, MAX (runs.end, MIN (a->size, b->size)), max_size);
   }
   flush_run (&runs);
   if (stop_signal ())
-    goto out;
+    return 2;
+  if (opts->json) {
+    json_end ();
+    json_uint ("differing-bytes", runs.bytes);
+    json_uint ("differing-ranges", runs.count);
+  }
   if (runs.count)
     fprintf (stderr, "%s: %s and %s differ in %" PRIu64 " bytes "
              "(%" PRIu64 " range%s, compared in %" PRIu64 " byte blocks)\n",
-             progname, a, b, runs.bytes, runs.count,
+             progname, a->name, b->name, runs.bytes, runs.count,
              runs.count == 1 ? "" : "s", bs);
-  status = runs.count ? 1 : 0;
+  return runs.count ? 1 : 0;
+}
+
+/* A is image a, or the manifest at path manifest when a is NULL. */
+static int
+diff (const char *manifest, const char *a, const char *b,
+      const struct hash_spec *spec)
+{
+  struct side sa = { 0 }, sb = { 0 };
+  struct hash_spec spec_b;
+  CLEANUP_FREE char *error = NULL;
+  int status = 2;
+
+  if (opts->json)
+    json_begin_object (NULL, false);
+  if (manifest) {
+    if (open_manifest_side (&sa, manifest) == -1)
+      goto out;
+    if (opts->json)
+      messages_capture (NULL);
+    if (manifest_spec (&sa, spec, &spec_b) == -1)
+      goto out;
+  }
+  else {
+    if (open_image_side ("a", &sa, a, spec) == -1)
+      goto out;
+    /* B must be hashed the same way as A (whatever A's server chose). */
+    spec_b = (struct hash_spec) {
+      spec->digest ? spec->digest : sa.params->digest.name,
+      spec->block_size ? spec->block_size : sa.params->block_size,
+    };
+  }
+  if (opts->json)
+    free (messages_captured ());
+  if (open_image_side ("b", &sb, b, &spec_b) == -1)
+    goto out;
+  if (opts->json)
+    messages_capture (NULL);
+  status = compare (&sa, &sb);
 
  out:
-  input_close (ea);
-  input_close (eb);
+  if (opts->json) {
+    error = messages_captured ();
+    if (!stop_signal ()) {
+      /* An error of neither input alone (those are in theirs). */
+      if (status == 2 && error) {
+        json_end_to (1);
+        json_string ("error", error);
+      }
+      json_end_to (0);
+    }
+  }
+  side_close (&sa);
+  side_close (&sb);
   return status;
+}
+
+int
+diff_images (const char *a, const char *b, const struct hash_spec *spec)
+{
+  return diff (NULL, a, b, spec);
+}
+
+int
+diff_manifest (const char *manifest, const char *b,
+               const struct hash_spec *spec)
+{
+  return diff (manifest, NULL, b, spec);
 }
 
 static void
 print_block_line (uint64_t offset, uint64_t length, const char *hex)
 {
-  if (opts->json && hex)
-    printf ("{\"offset\": %" PRIu64 ", \"length\": %" PRIu64
-            ", \"digest\": \"%s\"}\n", offset, length, hex);
-  else if (opts->json)
-    printf ("{\"offset\": %" PRIu64 ", \"length\": %" PRIu64
-            ", \"zero\": true}\n", offset, length);
+  if (opts->json) {
+    json_begin_object (NULL, true);
+    json_uint ("offset", offset);
+    json_uint ("length", length);
+    if (hex)
+      json_string ("hash", hex);
+    else
+      json_bool ("zero", true);
+    json_end ();
+  }
   else
     printf ("%" PRIu64 " %" PRIu64 " %s\n", offset, length,
             hex ? hex : "zero");
@@ -151,19 +346,34 @@ print_block_line (uint64_t offset, uint64_t length, const char *hex)
 int
 print_blocks (const char *name, const struct hash_spec *spec)
 {
-  struct endpoint *ep = open_hashed (name, spec);
+  struct endpoint *ep;
   CLEANUP_FREE uint8_t *d = NULL;
+  CLEANUP_FREE char *error = NULL;
   char hex[2 * EVP_MAX_MD_SIZE + 1];
   uint64_t zero_start = 0, zero_len = 0;
   int status = EXIT_FAILURE;
 
-  if (ep == NULL)
-    return EXIT_FAILURE;
+  if (opts->json) {
+    json_begin_object (NULL, false);
+    json_name ("name", name);
+    messages_capture (name);
+  }
+  if ((ep = open_hashed (name, spec)) == NULL)
+    goto out;
   if ((d = malloc (WINDOW * ep->params->digest.len)) == NULL) {
     error_at (name, "out of memory");
     goto out;
   }
-  if (!opts->json)
+  if (opts->json) {
+    json_string ("digest", ep->params->digest.name);
+    json_uint ("block-size", ep->params->block_size);
+    json_uint ("size", ep->size);
+    json_string ("method", ep->ops->name);
+    blk_hex (ep->params->zero_digest, ep->params->digest.len, hex);
+    json_string ("zero-hash", hex);
+    json_begin_array ("blocks", false);
+  }
+  else
     printf ("# %s %" PRIu32 " %" PRIu64 "\n", ep->params->digest.name,
             ep->params->block_size, ep->size);
   for (uint64_t w = 0; w < ep->nblocks; w += WINDOW) {
@@ -199,6 +409,16 @@ print_blocks (const char *name, const struct hash_spec *spec)
     print_block_line (zero_start, zero_len, NULL);
   status = EXIT_SUCCESS;
  out:
+  if (opts->json) {
+    error = messages_captured ();
+    if (!stop_signal ()) {
+      if (status != EXIT_SUCCESS) {
+        json_end_to (1);
+        json_string ("error", error ? error : "failed");
+      }
+      json_end_to (0);
+    }
+  }
   input_close (ep);
   return status;
 }

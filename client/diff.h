@@ -10,6 +10,11 @@
  */
 extern int diff_images (const char *a, const char *b,
                         const struct hash_spec *spec);
+/* The same, with A's digests from the manifest at path manifest (as
+ * --blocks printed them), b hashed with its digest and block size.
+ */
+extern int diff_manifest (const char *manifest, const char *b,
+                          const struct hash_spec *spec);
 /* Print the digest of every block of name.  Returns the exit status. */
 extern int print_blocks (const char *name, const struct hash_spec *spec);
 

@@ -7,5 +7,18 @@ extern const char *progname;
 /* Print "nbdsum: NAME: message" on stderr. */
 extern void error_at (const char *name, const char *fmt, ...)
   __attribute__ ((format (printf, 2, 3)));
+/* Print "nbdsum: message" on stderr. */
+extern void error_msg (const char *fmt, ...)
+  __attribute__ ((format (printf, 1, 2)));
+
+/* For --json: also keep the messages printed from now on, until
+ * messages_captured.  Those about subject are kept without the name,
+ * others (or all, if subject is NULL) as "NAME: message".
+ */
+extern void messages_capture (const char *subject);
+/* Stop keeping them: the messages kept, one per line, to be freed by
+ * the caller; NULL if there were none (or no memory for them).
+ */
+extern char *messages_captured (void);
 
 #endif /* NBDSUM_MESSAGES_H */

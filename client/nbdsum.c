@@ -14,45 +14,73 @@
 
 #include "check.h"
 #include "checksum.h"
+#include "cleanup.h"
 #include "diff.h"
 #include "endpoint.h"
+#include "json.h"
+#include "messages.h"
 #include "options.h"
 #include "signals.h"
 #include "source.h"
 #include "sumline.h"
 
-static void
-json_string (const char *s)
-{
-  putchar ('"');
-  for (; *s; s++) {
-    const unsigned char c = *s;
-    if (c == '"' || c == '\\')
-      printf ("\\%c", c);
-    else if (c < 0x20)
-      printf ("\\u%04x", c);
-    else
-      putchar (c);
-  }
-  putchar ('"');
-}
-
-/* Print res as 'HEX  NAME' or, with --json, as a JSON object. */
+/* Print res as 'HEX  NAME' or, with --json, as an element of
+ * "inputs".
+ */
 static void
 print_result (const struct result *res)
 {
   if (opts->json) {
-    fputs ("{\"name\": ", stdout);
-    json_string (res->name);
-    printf (", \"checksum\": \"%s\", \"digest\": ", res->hex);
-    json_string (res->digest);
-    printf (", \"block_size\": %" PRIu32 ", \"size\": %" PRIu64
-            ", \"method\": \"%s\", \"seconds\": %.3f}\n",
-            res->block_size, res->size, res->method, res->seconds);
+    json_begin_object (NULL, true);
+    json_name ("name", res->name);
+    json_string ("checksum", res->hex);
+    json_string ("digest", res->digest);
+    json_uint ("block-size", res->block_size);
+    json_uint ("size", res->size);
+    json_string ("method", res->method);
+    json_seconds ("seconds", res->seconds);
+    json_end ();
   }
   else
     blk_fput_sum_line (stdout, res->hex, res->name);
   fflush (stdout);
+}
+
+/* --json: an input without a checksum, and why. */
+static void
+json_failed (const char *key, const char *name, const char *error)
+{
+  json_begin_object (key, true);
+  json_name ("name", name);
+  json_string ("error", error ? error : "failed");
+  json_end ();
+}
+
+#define NOT_HASHED "not hashed: an input is a blkhash view"
+
+/* --json: the document when views among the inputs stopped the run,
+ * with every input and why it was not hashed.
+ */
+static void
+json_refused (char **names, int n, char **errors)
+{
+  json_begin_object (NULL, false);
+  if (opts->diff)
+    for (int i = 0; i < n; i++)
+      json_failed (i == 1 || opts->manifest ? "b" : "a", names[i],
+                   errors[i] ? errors[i] : NOT_HASHED);
+  else if (opts->blocks) {
+    json_name ("name", names[0]);
+    json_string ("error", errors[0] ? errors[0] : NOT_HASHED);
+  }
+  else {
+    json_begin_array ("inputs", false);
+    for (int i = 0; i < n; i++)
+      json_failed (NULL, names[i], errors[i] ? errors[i] : NOT_HASHED);
+    json_end ();
+    json_uint ("failed", n);
+  }
+  json_end ();
 }
 
 /* Refuse views among the inputs before anything is hashed (inputs in
@@ -61,18 +89,76 @@ print_result (const struct result *res)
 static bool
 any_view (char **names, int n)
 {
+  char **errors = NULL;
   bool found = false;
 
-  for (int i = 0; i < n; i++)
+  if (opts->json && (errors = calloc (n, sizeof *errors)) == NULL) {
+    error_msg ("out of memory");
+    exit (opts->diff ? 2 : EXIT_FAILURE);
+  }
+  for (int i = 0; i < n; i++) {
+    if (errors)
+      messages_capture (names[i]);
     if (refuse_view (names[i]))
       found = true;
+    if (errors)
+      errors[i] = messages_captured ();
+  }
+  if (errors) {
+    if (found)
+      json_refused (names, n, errors);
+    for (int i = 0; i < n; i++)
+      free (errors[i]);
+    free (errors);
+  }
   return found;
+}
+
+/* The checksum of each input.  Returns the exit status. */
+static int
+checksum_inputs (char **args, int nargs, const struct hash_spec *spec)
+{
+  unsigned failed = 0;
+
+  if (opts->json) {
+    json_begin_object (NULL, false);
+    json_begin_array ("inputs", false);
+  }
+  for (int i = 0; i < nargs && !stop_signal (); i++) {
+    CLEANUP_FREE char *error = NULL;
+    struct result res;
+    int r;
+
+    if (opts->json)
+      messages_capture (args[i]);
+    r = checksum_one (args[i], spec, &res);
+    if (opts->json)
+      error = messages_captured ();
+    /* A signal may have come after the last request. */
+    if (stop_signal ())
+      break;
+    if (r == -1) {
+      failed++;
+      if (opts->json) {
+        json_failed (NULL, args[i], error);
+        fflush (stdout);
+      }
+    }
+    else
+      print_result (&res);
+  }
+  if (opts->json && !stop_signal ()) {
+    json_end ();
+    json_uint ("failed", failed);
+    json_end ();
+  }
+  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }
 
 int
 main (int argc, char **argv)
 {
-  int first, i, nargs, status = EXIT_SUCCESS;
+  int first, nargs, status;
   char *stdin_only[] = { (char *) "-" };
   char **args;
 
@@ -98,22 +184,22 @@ main (int argc, char **argv)
     status = check_files (args, nargs, &spec);
   else if (any_view (args, nargs))
     status = opts->diff ? 2 : EXIT_FAILURE;
+  else if (opts->diff && opts->manifest)
+    status = diff_manifest (opts->manifest, args[0], &spec);
   else if (opts->diff)
     status = diff_images (args[0], args[1], &spec);
   else if (opts->blocks)
     status = print_blocks (args[0], &spec);
-  else {
-    for (i = 0; i < nargs && !stop_signal (); i++) {
-      struct result res;
-      if (checksum_one (args[i], &spec, &res) == -1)
-        status = EXIT_FAILURE;
-      /* A signal may have come after the last request. */
-      else if (!stop_signal ())
-        print_result (&res);
+  else
+    status = checksum_inputs (args, nargs, &spec);
+  if (stop_signal ()) {
+    /* The document ends, valid, saying so. */
+    if (opts->json) {
+      json_interrupted (stop_signal ());
+      fflush (stdout);
     }
-  }
-  if (stop_signal ())
     die_of_signal (stop_signal ());
+  }
   if (fflush (stdout) == EOF || ferror (stdout)) {
     perror ("nbdsum: stdout");
     status = EXIT_FAILURE;

@@ -30,6 +30,7 @@ usage (FILE *fp, int status)
 "Usage: %s [OPTION]... [URI|FILE|-]...\n"
 "       %s -c [OPTION]... CHECKSUM-FILE...\n"
 "       %s --diff [OPTION]... A B\n"
+"       %s --diff --manifest=FILE [OPTION]... B\n"
 "       %s --blocks [OPTION]... URI|FILE\n"
 "\n"
 "Inputs:\n"
@@ -58,10 +59,12 @@ usage (FILE *fp, int status)
 "      --ignore-missing  with --check, skip lines naming missing files\n"
 "      --strict          with --check, fail on improperly formatted lines\n"
 "  -w, --warn            with --check, warn about each such line\n"
-"      --json            one JSON object per input\n"
+"      --json            print one JSON document (in every mode)\n"
 "  -p, --progress        show a progress bar on standard error\n"
 "      --progress=FD     write 'N/100' progress lines to file descriptor FD\n"
 "      --diff            print the byte ranges where images A and B differ\n"
+"      --manifest=FILE   with --diff, compare B with FILE, the output\n"
+"                        of an earlier --blocks (text or JSON)\n"
 "      --blocks          print the digest of every block (zero runs merged)\n"
 "      --list-digests    list the digests OpenSSL provides\n"
 "  -h, --help            print this help and exit\n"
@@ -86,7 +89,7 @@ usage (FILE *fp, int status)
 "\n"
 "See nbdsum(1) and nbdkit-blkhash-filter(1).\n",
            progname, progname, progname, progname, progname, progname,
-           progname, progname);
+           progname, progname, progname);
   exit (status);
 }
 
@@ -134,7 +137,8 @@ static void
 set_usage_status (int argc, char **argv)
 {
   for (int i = 1; i < argc && strcmp (argv[i], "--") != 0; i++)
-    if (strcmp (argv[i], "--diff") == 0)
+    if (strcmp (argv[i], "--diff") == 0 ||
+        strncmp (argv[i], "--manifest", 10) == 0)
       usage_status = 2;
 }
 
@@ -158,6 +162,7 @@ parse_options (int argc, char **argv, int *first_arg)
   enum {
     OPT_BLOCK_SIZE = CHAR_MAX + 1, OPT_FORMAT, OPT_CLIENT_SIDE, OPT_JSON,
     OPT_QUIET, OPT_STATUS, OPT_IGNORE_MISSING, OPT_STRICT, OPT_DIFF, OPT_BLOCKS, OPT_LIST_DIGESTS,
+    OPT_MANIFEST,
   };
   static const struct option long_options[] = {
     { "connections", required_argument, NULL, 'C' },
@@ -175,6 +180,7 @@ parse_options (int argc, char **argv, int *first_arg)
     { "json", no_argument, NULL, OPT_JSON },
     { "progress", optional_argument, NULL, 'p' },
     { "diff", no_argument, NULL, OPT_DIFF },
+    { "manifest", required_argument, NULL, OPT_MANIFEST },
     { "blocks", no_argument, NULL, OPT_BLOCKS },
     { "list-digests", no_argument, NULL, OPT_LIST_DIGESTS },
     { "help", no_argument, NULL, 'h' },
@@ -250,6 +256,9 @@ parse_options (int argc, char **argv, int *first_arg)
     case OPT_DIFF:
       parsed.diff = true;
       break;
+    case OPT_MANIFEST:
+      parsed.manifest = optarg;
+      break;
     case OPT_BLOCKS:
       parsed.blocks = true;
       break;
@@ -279,7 +288,16 @@ parse_options (int argc, char **argv, int *first_arg)
              "and --warn only go with --check\n", progname);
     exit (usage_status);
   }
-  if (parsed.diff && nargs != 2) {
+  if (parsed.manifest && !parsed.diff) {
+    fprintf (stderr, "%s: --manifest only goes with --diff\n", progname);
+    exit (usage_status);
+  }
+  if (parsed.diff && parsed.manifest && nargs != 1) {
+    fprintf (stderr, "%s: --diff --manifest=FILE needs one image\n",
+             progname);
+    exit (usage_status);
+  }
+  if (parsed.diff && !parsed.manifest && nargs != 2) {
     fprintf (stderr, "%s: --diff needs two images\n", progname);
     exit (usage_status);
   }

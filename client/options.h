@@ -22,6 +22,7 @@ struct options {
   bool quiet, status;           /* with --check */
   bool ignore_missing, strict, warn;    /* with --check */
   bool diff;                    /* --diff A B */
+  const char *manifest;         /* --diff --manifest=FILE B */
   bool blocks;                  /* --blocks */
 };
 

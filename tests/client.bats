@@ -238,12 +238,12 @@ name\img' > SUMS
   [ "$status" -eq 0 ]
   "$PYTHON" - "$disk" "$(reference sha1 65536 "$disk")" <<'PY'
 import json, sys
-rows = [json.loads(line) for line in open("out.json")]
+rows = json.load(open("out.json"))["inputs"]
 assert len(rows) == 2, rows
 r = rows[0]
 assert r["name"] == sys.argv[1], r
 assert r["checksum"] == sys.argv[2], r
-assert r["digest"] == "sha1" and r["block_size"] == 65536, r
+assert r["digest"] == "sha1" and r["block-size"] == 65536, r
 assert r["size"] == 40 * 1024 * 1024 and r["seconds"] >= 0, r
 assert r["method"] == "server-side", r
 assert rows[1]["name"] == "-" and rows[1]["size"] == 0, rows[1]
