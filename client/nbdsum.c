@@ -37,7 +37,23 @@ json_string (const char *s)
   putchar ('"');
 }
 
-/* Print res as 'HEX  NAME' or, with --json, as a JSON object. */
+/* A checksum line says how to verify it: tagged with its digest and
+ * block size unless they are the defaults (or as --tag, --untagged).
+ */
+static void
+print_sum_line (const struct result *res)
+{
+  unsigned flags = opts->zero ? BLK_SUM_ZERO : 0;
+
+  if (opts->tag == TAG_ALWAYS ||
+      (opts->tag == TAG_AUTO &&
+       blk_sum_needs_tag (res->digest, res->block_size)))
+    flags |= BLK_SUM_TAGGED;
+  blk_fput_sum_line (stdout, flags, res->digest, res->block_size, res->hex,
+                     res->name);
+}
+
+/* Print res as a checksum line or, with --json, as a JSON object. */
 static void
 print_result (const struct result *res)
 {
@@ -51,7 +67,7 @@ print_result (const struct result *res)
             res->block_size, res->size, res->method, res->seconds);
   }
   else
-    blk_fput_sum_line (stdout, res->hex, res->name);
+    print_sum_line (res);
   fflush (stdout);
 }
 
