@@ -3,10 +3,10 @@
  * One line per export whose checksum is known to be current, in
  * nbdsum's forms (lib/sumline.c): 'HEX  NAME' for sha256 and 64K
  * blocks, else tagged with the digest and block size, so that a plain
- * nbdsum -c verifies every line.  A line
- * that can no longer be vouched for is removed, never left stale, and
- * the file is only rewritten when its lines changed: a server that
- * served nobody leaves an existing file alone.
+ * nbdsum -c verifies every line.  A line that can no longer be vouched
+ * for is removed, never left stale, and the file is only rewritten when
+ * its lines changed: a server that served nobody leaves an existing
+ * file alone.  The file is never read: it holds this server's lines.
  */
 #include <config.h>
 
