@@ -1,7 +1,10 @@
 /* nbdsum: --check, like sha256sum -c.
  *
- * Lines are 'CHECKSUM  NAME' (nbdsum's and blkhash-file's format),
- * read by blk_sum_line_parse in lib/sumline.c.
+ * Lines are 'CHECKSUM  NAME' or 'BLKHASH-DIGEST/BLOCKSIZE (NAME) =
+ * CHECKSUM' (nbdsum's and blkhash-file's formats), mixed in any order,
+ * read by blk_sum_line_parse in lib/sumline.c.  A tagged line is
+ * hashed as its tag says; -d and --block-size only apply to untagged
+ * lines, which mean sha256 and 64K without them.
  */
 #include <config.h>
 
@@ -94,12 +97,13 @@ missing (const char *name)
 }
 
 static int
-check_one_file (const char *path, const struct hash_spec *spec,
+check_one_file (const char *path, const struct hash_spec *untagged,
                 size_t hexlen, struct tally *t)
 {
   FILE *fp = strcmp (path, "-") == 0 ? stdin : fopen (path, "r");
   const int open_errno = errno;
-  char *line = NULL, *hex, *name;
+  struct blk_sum_line sl;
+  char *line = NULL, *name;
   size_t size = 0;
   unsigned lines = 0, lineno = 0, verified = 0;
   const unsigned malformed = t->malformed;
@@ -118,14 +122,18 @@ check_one_file (const char *path, const struct hash_spec *spec,
     json_begin_array ("results", false);
   while (!stop_signal () && getline (&line, &size, fp) != -1) {
     lineno++;
-    if (blk_sum_line_parse (line, hexlen, &hex, &name) == -1) {
+    if (blk_sum_line_parse (line, hexlen, &sl) == -1) {
       t->malformed++;
       if (opts->warn)
-        fprintf (stderr, "%s: %s: %u: improperly formatted checksum line\n",
-                 progname, path, lineno);
+        fprintf (stderr, "%s: %s: %u: improperly formatted checksum line "
+                 "(%s)\n", progname, path, lineno, sl.error);
       continue;
     }
     lines++;
+    name = sl.name;
+    /* The tag says how the line was made: it wins over -d. */
+    const struct hash_spec tagged = { sl.digest, sl.block_size };
+    const struct hash_spec *spec = sl.tagged ? &tagged : untagged;
     if (opts->ignore_missing && missing (name))
       continue;
     verified++;
@@ -142,15 +150,15 @@ check_one_file (const char *path, const struct hash_spec *spec,
     if (r == -1) {
       t->unreadable++;
       if (!opts->status)
-        verdict (lineno, name, hex, "FAILED open or read", NULL, error);
+        verdict (lineno, name, sl.hex, "FAILED open or read", NULL, error);
     }
-    else if (strcasecmp (res.hex, hex) != 0) {
+    else if (strcasecmp (res.hex, sl.hex) != 0) {
       t->mismatched++;
       if (!opts->status)
-        verdict (lineno, name, hex, "FAILED", &res, NULL);
+        verdict (lineno, name, sl.hex, "FAILED", &res, NULL);
     }
     else if (!opts->quiet && !opts->status)
-      verdict (lineno, name, hex, "OK", &res, NULL);
+      verdict (lineno, name, sl.hex, "OK", &res, NULL);
   }
   free (line);
   if (fp != stdin)
@@ -188,10 +196,16 @@ check_files (char **files, int n, const struct hash_spec *spec)
   const char *msg;
   size_t hexlen;
   int status = EXIT_SUCCESS;
+  /* An untagged line was made with the defaults, whatever the server's
+   * are now, unless -d and --block-size say otherwise.
+   */
+  const struct hash_spec untagged = {
+    spec->digest ? spec->digest : BLK_DEFAULT_DIGEST,
+    spec->block_size ? spec->block_size : BLK_DEFAULT_BLOCK_SIZE,
+  };
 
-  /* Lines must have the length of the digest in use. */
-  if ((msg = blk_digest_init (&d, spec->digest ? spec->digest
-                              : BLK_DEFAULT_DIGEST)) != NULL) {
+  /* Untagged lines must have the length of that digest. */
+  if ((msg = blk_digest_init (&d, untagged.digest)) != NULL) {
     fprintf (stderr, "%s: %s\n", progname, msg);
     return EXIT_FAILURE;
   }
@@ -203,7 +217,7 @@ check_files (char **files, int n, const struct hash_spec *spec)
     json_begin_array ("files", false);
   }
   for (int i = 0; i < n && !stop_signal (); i++)
-    if (check_one_file (files[i], spec, hexlen, &t) == -1)
+    if (check_one_file (files[i], &untagged, hexlen, &t) == -1)
       status = EXIT_FAILURE;
   if (stop_signal ())
     return EXIT_FAILURE;

@@ -24,7 +24,23 @@
 #include "source.h"
 #include "sumline.h"
 
-/* Print res as 'HEX  NAME' or, with --json, as an element of
+/* A checksum line says how to verify it: tagged with its digest and
+ * block size unless they are the defaults (or as --tag, --untagged).
+ */
+static void
+print_sum_line (const struct result *res)
+{
+  unsigned flags = opts->zero ? BLK_SUM_ZERO : 0;
+
+  if (opts->tag == TAG_ALWAYS ||
+      (opts->tag == TAG_AUTO &&
+       blk_sum_needs_tag (res->digest, res->block_size)))
+    flags |= BLK_SUM_TAGGED;
+  blk_fput_sum_line (stdout, flags, res->digest, res->block_size, res->hex,
+                     res->name);
+}
+
+/* Print res as a checksum line or, with --json, as an element of
  * "inputs".
  */
 static void
@@ -42,7 +58,7 @@ print_result (const struct result *res)
     json_end ();
   }
   else
-    blk_fput_sum_line (stdout, res->hex, res->name);
+    print_sum_line (res);
   fflush (stdout);
 }
 

@@ -46,14 +46,26 @@ usage (FILE *fp, int status)
 "  -C, --connections=N   connections to open (default 4; 1 when the\n"
 "                        server does not allow multi-conn)\n"
 "  -R, --requests=N      requests in flight per connection (default 16)\n"
-"  -d, --digest=NAME     OpenSSL digest (default sha256)\n"
-"      --block-size=SIZE blkhash block size, e.g. 64K or 1M (default 64K)\n"
+"  -d, --digest=NAME     OpenSSL digest (default: the server's default,\n"
+"                        sha256 unless it was started with blkhash-digest=;\n"
+"                        sha256 for local files and client-side)\n"
+"      --block-size=SIZE blkhash block size, e.g. 64K or 1M (default: the\n"
+"                        server's, 64K unless blkhash-block-size= says;\n"
+"                        64K for local files and client-side)\n"
 "      --format=FMT      format of local FILEs: raw, qcow2, or any qemu\n"
 "                        format (default: qcow2 if it looks like one, else\n"
 "                        raw)\n"
 "      --client-side     hash here even if the server has a blkhash view\n"
-"  -c, --check           read 'CHECKSUM  NAME' lines from the FILEs and\n"
-"                        check them, like sha256sum -c\n"
+"      --tag             always print tagged lines\n"
+"                        'BLKHASH-DIGEST/BLOCKSIZE (NAME) = CHECKSUM'\n"
+"      --untagged        always print 'CHECKSUM  NAME', as sha256sum (to\n"
+"                        verify, give -c the same -d and --block-size)\n"
+"  -z, --zero            end each output line with NUL, not newline, and\n"
+"                        do not escape names\n"
+"  -c, --check           read checksum lines from the FILEs and check\n"
+"                        them, like sha256sum -c; a tagged line gives its\n"
+"                        own digest and block size, -d and --block-size\n"
+"                        apply to untagged lines (default sha256, 64K)\n"
 "      --quiet           with --check, do not print OK lines\n"
 "      --status          with --check, print nothing; the exit status says\n"
 "      --ignore-missing  with --check, skip lines naming missing files\n"
@@ -70,7 +82,10 @@ usage (FILE *fp, int status)
 "  -h, --help            print this help and exit\n"
 "  -V, --version         print the version and exit\n"
 "\n"
-"Each input prints 'CHECKSUM  NAME', like sha256sum.  When the server\n"
+"Each input prints 'CHECKSUM  NAME', like sha256sum, when it was hashed\n"
+"with sha256 and 64K blocks, and otherwise a line tagged with its digest\n"
+"and block size, like cksum --tag, 'BLKHASH-SHA1/1M (NAME) = CHECKSUM',\n"
+"so that 'nbdsum -c' verifies any line without options.  When the server\n"
 "runs 'nbdkit --filter=blkhash', it computes the checksum next to the\n"
 "storage and only digests cross the network; otherwise nbdsum hashes\n"
 "the image itself over the same connections and says so.\n"
@@ -163,6 +178,7 @@ parse_options (int argc, char **argv, int *first_arg)
     OPT_BLOCK_SIZE = CHAR_MAX + 1, OPT_FORMAT, OPT_CLIENT_SIDE, OPT_JSON,
     OPT_QUIET, OPT_STATUS, OPT_IGNORE_MISSING, OPT_STRICT, OPT_DIFF, OPT_BLOCKS, OPT_LIST_DIGESTS,
     OPT_MANIFEST,
+    OPT_TAG, OPT_UNTAGGED,
   };
   static const struct option long_options[] = {
     { "connections", required_argument, NULL, 'C' },
@@ -171,6 +187,9 @@ parse_options (int argc, char **argv, int *first_arg)
     { "block-size", required_argument, NULL, OPT_BLOCK_SIZE },
     { "format", required_argument, NULL, OPT_FORMAT },
     { "client-side", no_argument, NULL, OPT_CLIENT_SIDE },
+    { "tag", no_argument, NULL, OPT_TAG },
+    { "untagged", no_argument, NULL, OPT_UNTAGGED },
+    { "zero", no_argument, NULL, 'z' },
     { "check", no_argument, NULL, 'c' },
     { "quiet", no_argument, NULL, OPT_QUIET },
     { "status", no_argument, NULL, OPT_STATUS },
@@ -193,7 +212,7 @@ parse_options (int argc, char **argv, int *first_arg)
   set_usage_status (argc, argv);
   /* getopt names the program from argv[0]: nbdsum, not its path. */
   argv[0] = (char *) progname;
-  while ((c = getopt_long (argc, argv, "C:R:d:cphVw", long_options, NULL))
+  while ((c = getopt_long (argc, argv, "C:R:d:cphVwz", long_options, NULL))
          != -1) {
     switch (c) {
     case 'C':
@@ -225,6 +244,15 @@ parse_options (int argc, char **argv, int *first_arg)
       break;
     case OPT_CLIENT_SIDE:
       parsed.client_side = true;
+      break;
+    case OPT_TAG:               /* the last of --tag and --untagged wins */
+      parsed.tag = TAG_ALWAYS;
+      break;
+    case OPT_UNTAGGED:
+      parsed.tag = TAG_NEVER;
+      break;
+    case 'z':
+      parsed.zero = true;
       break;
     case 'c':
       parsed.check = true;
@@ -286,6 +314,20 @@ parse_options (int argc, char **argv, int *first_arg)
        parsed.strict || parsed.warn) && !parsed.check) {
     fprintf (stderr, "%s: --quiet, --status, --ignore-missing, --strict "
              "and --warn only go with --check\n", progname);
+    exit (usage_status);
+  }
+  /* As sha256sum: -c reads lines of either form, ending with newlines
+   * (coreutils 9.1 refuses --zero when verifying, too).
+   */
+  if ((parsed.tag != TAG_AUTO || parsed.zero) && parsed.check) {
+    fprintf (stderr, "%s: --tag, --untagged and --zero are not supported "
+             "when verifying checksums\n", progname);
+    exit (usage_status);
+  }
+  if ((parsed.tag != TAG_AUTO || parsed.zero) &&
+      (parsed.diff || parsed.blocks || parsed.json)) {
+    fprintf (stderr, "%s: --tag, --untagged and --zero only change checksum "
+             "lines: not with --diff, --blocks or --json\n", progname);
     exit (usage_status);
   }
   if (parsed.manifest && !parsed.diff) {

@@ -16,6 +16,12 @@ struct options {
   const char *format;           /* --format for local files, NULL: probe */
   bool client_side;             /* --client-side */
   bool json;                    /* --json */
+  enum {
+    TAG_AUTO,                   /* tagged unless sha256 and 64K */
+    TAG_ALWAYS,                 /* --tag */
+    TAG_NEVER,                  /* --untagged */
+  } tag;
+  bool zero;                    /* -z: lines end with NUL, no escapes */
   bool progress_bar;            /* -p on a terminal */
   int progress_fd;              /* --progress=FD, or -1 */
   bool check;                   /* -c: the arguments are checksum files */

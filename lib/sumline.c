@@ -3,8 +3,11 @@
 
 #include <ctype.h>
 #include <string.h>
+#include <strings.h>
 
+#include "blkhash.h"
 #include "sumline.h"
+#include "util.h"
 
 bool
 blk_name_needs_escape (const char *name)
@@ -27,14 +30,38 @@ blk_fput_name (FILE *fp, const char *name, bool escape)
   }
 }
 
-void
-blk_fput_sum_line (FILE *fp, const char *hex, const char *name)
+bool
+blk_sum_needs_tag (const char *digest, uint64_t block_size)
 {
-  const bool escape = blk_name_needs_escape (name);
+  return strcmp (digest, BLK_DEFAULT_DIGEST) != 0 ||
+    block_size != BLK_DEFAULT_BLOCK_SIZE;
+}
 
-  fprintf (fp, "%s%s  ", escape ? "\\" : "", hex);
-  blk_fput_name (fp, name, escape);
-  fputc ('\n', fp);
+void
+blk_fput_sum_line (FILE *fp, unsigned flags, const char *digest,
+                   uint64_t block_size, const char *hex, const char *name)
+{
+  /* -z: a NUL ends the line, so names go out as they are. */
+  const bool zero = flags & BLK_SUM_ZERO;
+  const bool escape = !zero && blk_name_needs_escape (name);
+
+  if (escape)
+    fputc ('\\', fp);
+  if (flags & BLK_SUM_TAGGED) {
+    char bs[BLK_BLOCK_SIZE_STR_MAX];
+
+    fputs (BLK_SUM_TAG_PREFIX, fp);
+    for (const char *p = digest; *p; p++)
+      fputc (toupper ((unsigned char) *p), fp);
+    fprintf (fp, "/%s (", blk_format_block_size (block_size, bs));
+    blk_fput_name (fp, name, escape);
+    fprintf (fp, ") = %s", hex);
+  }
+  else {
+    fprintf (fp, "%s  ", hex);
+    blk_fput_name (fp, name, escape);
+  }
+  fputc (zero ? '\0' : '\n', fp);
 }
 
 /* Files edited elsewhere may end lines with "\r\n". */
@@ -71,22 +98,111 @@ unescape (char *name)
   return 0;
 }
 
-int
-blk_sum_line_parse (char *line, size_t hexlen, char **hex, char **name)
+static int
+bad (struct blk_sum_line *sl, const char *why)
 {
-  const int escaped = line[0] == '\\';
-  char *p = line + escaped;
-  size_t n = 0;
+  sl->error = why;
+  return -1;
+}
 
-  chomp (line);
-  while (isxdigit ((unsigned char) p[n]))
-    n++;
+#define HEX_DIGITS "0123456789abcdefABCDEF"
+/* What blk_digest_init allows in a digest name. */
+#define DIGEST_CHARS \
+  "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_."
+
+/* "HEX  NAME" or "HEX *NAME", from p. */
+static int
+parse_untagged (char *p, size_t hexlen, struct blk_sum_line *sl)
+{
+  const size_t n = strspn (p, HEX_DIGITS);
+
   /* Two spaces, or a space and '*' (binary mode), then the name. */
-  if (n != hexlen || p[n] != ' ' || (p[n + 1] != ' ' && p[n + 1] != '*') ||
-      p[n + 2] == '\0')
-    return -1;
+  if (n == 0 || p[n] != ' ' || (p[n + 1] != ' ' && p[n + 1] != '*'))
+    return bad (sl, "neither 'CHECKSUM  NAME' nor "
+                "'BLKHASH-DIGEST/BLOCKSIZE (NAME) = CHECKSUM'");
+  if (n != hexlen)
+    return bad (sl, "the checksum's length is not the digest's (an untagged "
+                "line is sha256 unless -d says otherwise)");
+  if (p[n + 2] == '\0')
+    return bad (sl, "no name");
   p[n] = '\0';
-  *hex = p;
-  *name = p + n + 2;
-  return escaped ? unescape (*name) : 0;
+  sl->hex = p;
+  sl->name = p + n + 2;
+  return 0;
+}
+
+/* "BLKHASH-DIGEST/BLOCKSIZE (NAME) = HEX", from p. */
+static int
+parse_tagged (char *p, struct blk_sum_line *sl)
+{
+  char *digest = p + strlen (BLK_SUM_TAG_PREFIX), *size, *name, *close;
+  char size_str[32];
+  struct blk_digest d;
+  uint64_t block_size;
+  size_t n, hexlen;
+  const char *msg;
+
+  n = strspn (digest, DIGEST_CHARS);
+  if (n == 0 || digest[n] != '/')
+    return bad (sl, "the tag is not BLKHASH-DIGEST/BLOCKSIZE");
+  if (n >= sizeof sl->digest)
+    return bad (sl, "digest name is too long");
+  digest[n] = '\0';
+  if ((msg = blk_digest_init (&d, digest)) != NULL)
+    return bad (sl, msg);
+  memcpy (sl->digest, d.name, sizeof sl->digest);
+  hexlen = 2 * d.len;
+  blk_digest_free (&d);
+
+  size = digest + n + 1;
+  n = strspn (size, DIGEST_CHARS);
+  if (n == 0 || size[n] != ' ' || size[n + 1] != '(')
+    return bad (sl, "the tag is not followed by ' (NAME) = '");
+  if (n >= sizeof size_str)
+    return bad (sl, "block size is too long");
+  memcpy (size_str, size, n);
+  size_str[n] = '\0';
+  if ((msg = blk_parse_size (size_str, &block_size)) != NULL ||
+      (msg = blk_check_block_size (block_size)) != NULL)
+    return bad (sl, msg);
+  sl->block_size = block_size;
+
+  /* Names are not escaped for ')': the hex has none, so the last one
+   * ends the name (as cksum -c reads it).
+   */
+  name = size + n + 2;
+  close = strrchr (name, ')');
+  if (close == NULL || strncmp (close, ") = ", 4) != 0)
+    return bad (sl, "no ') = ' before the checksum");
+  if (close == name)
+    return bad (sl, "no name");
+  n = strspn (close + 4, HEX_DIGITS);
+  if (close[4 + n] != '\0')
+    return bad (sl, "the checksum is not hex digits");
+  if (n != hexlen)
+    return bad (sl, "the checksum's length is not the tag's digest's");
+  *close = '\0';
+  sl->hex = close + 4;
+  sl->name = name;
+  sl->tagged = true;
+  return 0;
+}
+
+int
+blk_sum_line_parse (char *line, size_t hexlen, struct blk_sum_line *sl)
+{
+  const bool escaped = line[0] == '\\';
+  char *p = line + escaped;
+  int r;
+
+  memset (sl, 0, sizeof *sl);
+  chomp (line);
+  /* No hex digit is an 'L': never the start of an untagged line. */
+  if (strncasecmp (p, BLK_SUM_TAG_PREFIX, strlen (BLK_SUM_TAG_PREFIX)) == 0)
+    r = parse_tagged (p, sl);
+  else
+    r = parse_untagged (p, hexlen, sl);
+  if (r == 0 && escaped && unescape (sl->name) == -1)
+    return bad (sl, "a '\\' in the name that is not \\\\, \\n or \\r");
+  return r;
 }

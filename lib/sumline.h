@@ -1,32 +1,80 @@
-/* nbdkit-blkhash: checksum lines, written as sha256sum writes them and
- * read as sha256sum -c reads them.
+/* nbdkit-blkhash: checksum lines, written as sha256sum and cksum
+ * write them and read as sha256sum -c and cksum -c read them.
+ *
+ * Two forms (see "CHECKSUM LINES" in nbdsum(1)):
+ *
+ *   HEX  NAME                                  untagged, sha256sum's
+ *   BLKHASH-DIGEST/BLOCKSIZE (NAME) = HEX      tagged, cksum --tag's
+ *
+ * An untagged line says nothing of how it was made: it means the
+ * default digest and block size (sha256, 64K) unless the reader is
+ * told otherwise.  A tagged line carries both.
  */
 #ifndef BLKHASH_SUMLINE_H
 #define BLKHASH_SUMLINE_H
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
+
+#include "digest.h"
+
+/* The start of a tagged line, any case when read. */
+#define BLK_SUM_TAG_PREFIX "BLKHASH-"
 
 /* A NAME containing '\\', a newline or a carriage return is written
  * with "\\\\", "\\n" and "\\r" escapes, as sha256sum does, and the
- * line then starts with '\\'.
+ * line then starts with '\\' (tagged lines too).
  */
 extern bool blk_name_needs_escape (const char *name);
 extern void blk_fput_name (FILE *fp, const char *name, bool escape);
-/* "HEX  NAME\n" */
-extern void blk_fput_sum_line (FILE *fp, const char *hex, const char *name);
 
-/* Split one line of a checksum file in place into its hex and its
- * name: "HEX  NAME" or "HEX *NAME", where a line starting with '\\'
- * has "\\\\", "\\n" and "\\r" escapes in NAME.  line is
- * NUL-terminated; trailing '\n' and '\r' are dropped first.  HEX must
- * be exactly hexlen hex digits and NAME must not be empty.
+/* Does a checksum of this digest (canonical name, as blk_digest_init
+ * spells it) and block size need a tag to be verified without
+ * options?  Yes unless they are the defaults, sha256 and 64K.
+ */
+extern bool blk_sum_needs_tag (const char *digest, uint64_t block_size);
+
+/* Flags of blk_fput_sum_line. */
+#define BLK_SUM_TAGGED 1        /* "BLKHASH-DIGEST/BLOCKSIZE (NAME) = HEX" */
+#define BLK_SUM_ZERO   2        /* end with NUL, names not escaped (-z) */
+
+/* Write one line: "HEX  NAME\n", or tagged with digest (upper-cased)
+ * and block_size, which only tagged lines use.
+ */
+extern void blk_fput_sum_line (FILE *fp, unsigned flags, const char *digest,
+                               uint64_t block_size, const char *hex,
+                               const char *name);
+
+/* One line as read. */
+struct blk_sum_line {
+  char *hex;                    /* into the line */
+  char *name;                   /* into the line, unescaped */
+  bool tagged;
+  /* Tagged lines only: the digest, by its canonical lower-case name
+   * (blk_digest_init's), and the block size.
+   */
+  char digest[BLK_DIGEST_NAME_MAX];
+  uint32_t block_size;
+  const char *error;            /* why a line is malformed, static */
+};
+
+/* Parse one line of a checksum file in place.  line is NUL-terminated;
+ * trailing '\n' and '\r' are dropped first.
  *
- * Returns 0 with *hex and *name pointing into line, or -1 if the line
- * is not well formed (line may then be changed).
+ * Untagged: "HEX  NAME" or "HEX *NAME" (binary mode), HEX exactly
+ * hexlen hex digits.  Tagged: "BLKHASH-DIGEST/BLOCKSIZE (NAME) = HEX"
+ * where BLKHASH- and DIGEST may be in any case, DIGEST is a digest
+ * blk_digest_init knows, BLOCKSIZE is read by blk_parse_size and
+ * passes blk_check_block_size, NAME ends at the last ')' of the line,
+ * and HEX has the digest's length.  In both, a line starting with '\\'
+ * has "\\\\", "\\n" and "\\r" escapes in NAME, and NAME is not empty.
+ *
+ * Returns 0 with *sl filled, or -1 with sl->error set if the line is
+ * not well formed (line may then be changed).
  */
 extern int blk_sum_line_parse (char *line, size_t hexlen,
-                               char **hex, char **name);
+                               struct blk_sum_line *sl);
 
 #endif /* BLKHASH_SUMLINE_H */

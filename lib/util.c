@@ -2,6 +2,8 @@
 #include <config.h>
 
 #include <ctype.h>
+#include <inttypes.h>
+#include <stdio.h>
 
 #include "util.h"
 
@@ -39,6 +41,18 @@ blk_parse_size (const char *s, uint64_t *out)
     return "size is too large";
   *out = v * mult;
   return NULL;
+}
+
+char *
+blk_format_block_size (uint64_t size, char out[BLK_BLOCK_SIZE_STR_MAX])
+{
+  if (size && size % (1 << 20) == 0)
+    snprintf (out, BLK_BLOCK_SIZE_STR_MAX, "%" PRIu64 "M", size >> 20);
+  else if (size && size % 1024 == 0)
+    snprintf (out, BLK_BLOCK_SIZE_STR_MAX, "%" PRIu64 "K", size >> 10);
+  else
+    snprintf (out, BLK_BLOCK_SIZE_STR_MAX, "%" PRIu64, size);
+  return out;
 }
 
 void

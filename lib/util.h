@@ -10,6 +10,18 @@
  */
 extern const char *blk_parse_size (const char *s, uint64_t *out);
 
+/* Longest spelling of a block size by blk_format_block_size, with
+ * its NUL.
+ */
+#define BLK_BLOCK_SIZE_STR_MAX 24
+
+/* The shortest exact spelling of a size, as view names and checksum
+ * lines spell block sizes: "1M", "64K", "96K", or bytes ("4095").
+ * blk_parse_size reads it back.  Returns out.
+ */
+extern char *blk_format_block_size (uint64_t size,
+                                    char out[BLK_BLOCK_SIZE_STR_MAX]);
+
 /* Lower-case hex of len bytes into out (2*len+1 bytes). */
 extern void blk_hex (const uint8_t *buf, size_t len, char *out);
 

@@ -91,17 +91,12 @@ blk_view_name_build (const char *base, const char *digest,
                      uint64_t block_size)
 {
   char *s = NULL;
-  char bs[32] = "";
+  char bs[BLK_BLOCK_SIZE_STR_MAX];
   int r;
 
-  /* The shortest exact spelling: 64K, 1M, or bytes. */
-  if (block_size && block_size % (1 << 20) == 0)
-    snprintf (bs, sizeof bs, "/%" PRIu64 "M", block_size >> 20);
-  else if (block_size && block_size % 1024 == 0)
-    snprintf (bs, sizeof bs, "/%" PRIu64 "K", block_size >> 10);
-  else if (block_size)
-    snprintf (bs, sizeof bs, "/%" PRIu64, block_size);
-  r = asprintf (&s, "%s" BLK_VIEW_MARKER "%s%s%s", base,
-                digest || block_size ? ":" : "", digest ? digest : "", bs);
+  r = asprintf (&s, "%s" BLK_VIEW_MARKER "%s%s%s%s", base,
+                digest || block_size ? ":" : "", digest ? digest : "",
+                block_size ? "/" : "",
+                block_size ? blk_format_block_size (block_size, bs) : "");
   return r == -1 ? NULL : s;
 }

@@ -1,9 +1,12 @@
 /* nbdkit-blkhash filter: the checksums written to blkhash-file.
  *
- * One line per export whose checksum is known to be current.  A line
- * that can no longer be vouched for is removed, never left stale, and
- * the file is only rewritten when its lines changed: a server that
- * served nobody leaves an existing file alone.
+ * One line per export whose checksum is known to be current, in
+ * nbdsum's forms (lib/sumline.c): 'HEX  NAME' for sha256 and 64K
+ * blocks, else tagged with the digest and block size, so that a plain
+ * nbdsum -c verifies every line.  A line that can no longer be vouched
+ * for is removed, never left stale, and the file is only rewritten when
+ * its lines changed: a server that served nobody leaves an existing
+ * file alone.  The file is never read: it holds this server's lines.
  */
 #include <config.h>
 
@@ -22,6 +25,7 @@
 
 struct result {
   char *name;
+  const struct blk_params *p;   /* how hex was computed */
   char hex[2 * EVP_MAX_MD_SIZE + 1];
   struct result *next;
 };
@@ -65,7 +69,9 @@ blkhash_result_set (const char *name, const uint8_t *root)
         *rp = r;
     }
     if (r) {
-      blk_hex (root, blkhash_default_params->digest.len, r->hex);
+      /* Results are always of the default view's table. */
+      r->p = blkhash_default_params;
+      blk_hex (root, r->p->digest.len, r->hex);
       dirty = true;
     }
   }
@@ -125,6 +131,7 @@ snapshot (size_t *n)
       lines[i] = calloc (1, sizeof *r);
       if (lines[i] == NULL || (lines[i]->name = strdup (r->name)) == NULL)
         break;
+      lines[i]->p = r->p;
       memcpy (lines[i]->hex, r->hex, sizeof r->hex);
       i++;
     }
@@ -165,9 +172,13 @@ write_file (struct result **lines, size_t n)
   if ((fp = fdopen (fd, "w")) == NULL)
     goto out;
   fd = -1;
-  for (size_t i = 0; i < n; i++)
-    blk_fput_sum_line (fp, lines[i]->hex, lines[i]->name[0]
+  for (size_t i = 0; i < n; i++) {
+    const struct blk_params *p = lines[i]->p;
+    blk_fput_sum_line (fp, blk_sum_needs_tag (p->digest.name, p->block_size)
+                       ? BLK_SUM_TAGGED : 0, p->digest.name, p->block_size,
+                       lines[i]->hex, lines[i]->name[0]
                        ? lines[i]->name : blkhash_file_name);
+  }
   if (fflush (fp) == EOF || fsync (fileno (fp)) == -1)
     goto out;
   if (fclose (fp) == EOF) {

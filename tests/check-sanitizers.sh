@@ -112,7 +112,7 @@ echo "== check-sanitizers: unit tests, fuzz drivers, nbdsum suites (ASan, UBSan)
   for t in $UNIT_TESTS; do
     tap "${t##*/}" "$build/$t"
   done
-  for s in nbdsum client nbdsum-trust json manifest; do
+  for s in nbdsum client sumlines nbdsum-trust json manifest; do
     tap "$s.bats" bats --tap "$build/tests/$s.bats"
   done
   echo "$passed $failed $skipped" > "$logs/counts"

@@ -14,6 +14,16 @@ reference () {
   "$PYTHON" "$top_srcdir/tests/reference.py" "$@"
 }
 
+# The checksum of one line of nbdsum's output or of a blkhash-file,
+# tagged ('BLKHASH-DIGEST/BLOCKSIZE (NAME) = HEX') or not ('HEX  NAME').
+sum_hex () {
+  local line=${1#\\}
+  case $line in
+    [Bb][Ll][Kk][Hh][Aa][Ss][Hh]-*) echo "${line##*) = }" ;;
+    *) echo "${line%% *}" ;;
+  esac
+}
+
 # Serve through the filter and run a command: $uri and $unixsocket are
 # set by nbdkit.  serve [NBDKIT ARGS...] -- COMMAND
 serve () {

@@ -190,7 +190,8 @@ both_methods_match () {
 
 # The first checksum nbdsum printed, from its stdout.
 first_sum () {
-  grep -Eo '^[0-9a-f]{32,128}' <<< "$1" | head -n 1 || true
+  grep -Eo '^[0-9a-f]{32,128}|^BLKHASH-.* = [0-9a-f]{32,128}$' <<< "$1" |
+    head -n 1 | sed 's/.* = //' || true
 }
 
 #----------------------------------------------------------------------

@@ -39,7 +39,7 @@ check_nbdsum_and_view () {
   local len=$(( ${#want} / 2 ))
   echo "$output"
   [ "$status" -eq 0 ]
-  [ "${lines[0]%% *}" = "$want" ]
+  [ "$(sum_hex "${lines[0]}")" = "$want" ]
   [ "$(hexdump_at "$view" 4096 "$len")" = "$want" ]
 }
 
@@ -68,5 +68,6 @@ check_client_side () {
   echo "$output"
   [ "$status" -eq 0 ]
   [[ "$output" = *"hashing client-side"* ]]
-  [ "$(grep -E '^[0-9a-f]+  nbd' <<< "$output" | cut -d' ' -f1)" = "$want" ]
+  [ "$(sum_hex "$(grep -E '^([0-9a-f]+  |BLKHASH-.* \()nbd' <<< "$output")")" = \
+    "$want" ]
 }

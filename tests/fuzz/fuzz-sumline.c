@@ -1,13 +1,18 @@
 /* Fuzz target: checksum lines, as nbdsum -c reads them from a file.
  *
- * A line that parses must have exactly the hex length asked for and a
- * name, and what blk_fput_sum_line writes must parse back to the same
- * hex and name.  The input is also tried as a name to write.
+ * A line that parses must be well formed: an untagged line has exactly
+ * the hex length asked for, a tagged line a digest OpenSSL knows (by
+ * its canonical name), a valid block size and the digest's hex length;
+ * both have a name.  What blk_fput_sum_line writes, tagged or not, is
+ * one line and parses back to the same digest, block size, hex and
+ * name.  The input is also tried as a name to write, in both forms
+ * and with -z.
  */
 #include <config.h>
 
 #include <stdbool.h>
 
+#include "blkhash.h"
 #include "sumline.h"
 #include "fuzz.h"
 
@@ -22,42 +27,112 @@ writable (const char *name)
   return len > 0;
 }
 
-/* Write hex and name as nbdsum does, and read the line back. */
+/* Write a line as nbdsum does (tagged when digest is not NULL), and
+ * read it back.
+ */
 static void
-round_trip (const char *hex, const char *name)
+round_trip (const char *digest, uint32_t block_size, const char *hex,
+            const char *name)
 {
-  char *line = NULL, *hex2, *name2;
+  const unsigned flags = digest ? BLK_SUM_TAGGED : 0;
+  char *line = NULL;
   size_t len = 0;
   FILE *fp = open_memstream (&line, &len);
+  struct blk_sum_line sl;
 
   PROPERTY (fp != NULL);
-  blk_fput_sum_line (fp, hex, name);
+  blk_fput_sum_line (fp, flags, digest, block_size, hex, name);
   PROPERTY (fclose (fp) == 0);
   /* One line, whatever is in the name. */
   PROPERTY (len > 0 && memchr (line, '\n', len) == line + len - 1);
-  PROPERTY (blk_sum_line_parse (line, strlen (hex), &hex2, &name2) == 0);
-  PROPERTY (strcmp (hex, hex2) == 0);
-  PROPERTY (strcmp (name, name2) == 0);
+  PROPERTY (blk_sum_line_parse (line, strlen (hex), &sl) == 0);
+  PROPERTY (sl.tagged == (digest != NULL));
+  if (digest) {
+    PROPERTY (strcmp (sl.digest, digest) == 0);
+    PROPERTY (sl.block_size == block_size);
+  }
+  PROPERTY (strcmp (hex, sl.hex) == 0);
+  PROPERTY (strcmp (name, sl.name) == 0);
   free (line);
+}
+
+/* -z: the same line, unescaped, ending with its only NUL. */
+static void
+zero_line (const char *digest, uint32_t block_size, const char *hex,
+           const char *name)
+{
+  const unsigned flags = digest ? BLK_SUM_TAGGED : 0;
+  char *line = NULL, *zline = NULL;
+  size_t len = 0, zlen = 0;
+  FILE *fp = open_memstream (&line, &len);
+  FILE *zfp = open_memstream (&zline, &zlen);
+
+  PROPERTY (fp != NULL && zfp != NULL);
+  blk_fput_sum_line (fp, flags, digest, block_size, hex, name);
+  blk_fput_sum_line (zfp, flags | BLK_SUM_ZERO, digest, block_size, hex,
+                     name);
+  PROPERTY (fclose (fp) == 0 && fclose (zfp) == 0);
+  PROPERTY (zlen > 0 && memchr (zline, '\0', zlen) == zline + zlen - 1);
+  PROPERTY (strstr (zline, name) != NULL);
+  if (!blk_name_needs_escape (name))
+    PROPERTY (zlen == len && memcmp (line, zline, len - 1) == 0);
+  free (line);
+  free (zline);
 }
 
 static void
 check_line (const char *text, size_t hexlen)
 {
-  char *line = fuzz_strdup (text), *hex, *name;
+  char *line = fuzz_strdup (text);
+  struct blk_sum_line sl;
 
-  if (blk_sum_line_parse (line, hexlen, &hex, &name) == 0) {
-    PROPERTY (strlen (hex) == hexlen);
-    PROPERTY (strspn (hex, HEX_DIGITS) == hexlen);
-    PROPERTY (*name != '\0');
+  if (blk_sum_line_parse (line, hexlen, &sl) == 0) {
+    const size_t n = strlen (sl.hex);
+
+    PROPERTY (strspn (sl.hex, HEX_DIGITS) == n);
+    PROPERTY (*sl.name != '\0');
     /* Both point into the line. */
-    PROPERTY (hex >= line && hex <= line + 1);
-    PROPERTY (name > hex + hexlen && name < line + strlen (text));
-    if (writable (name))
-      round_trip (hex, name);
+    PROPERTY (sl.hex >= line && sl.hex < line + strlen (text));
+    PROPERTY (sl.name > line && sl.name < line + strlen (text));
+    if (sl.tagged) {
+      struct blk_digest d;
+      /* The tag's digest by its canonical name, and its length. */
+      PROPERTY (blk_digest_init (&d, sl.digest) == NULL);
+      PROPERTY (strcmp (d.name, sl.digest) == 0);
+      PROPERTY (n == 2 * d.len);
+      blk_digest_free (&d);
+      PROPERTY (blk_check_block_size (sl.block_size) == NULL);
+      PROPERTY (sl.hex > sl.name);
+    }
+    else {
+      PROPERTY (n == hexlen);
+      PROPERTY (sl.hex <= line + 1 && sl.name > sl.hex + hexlen);
+    }
+    if (writable (sl.name)) {
+      round_trip (sl.tagged ? sl.digest : NULL, sl.block_size, sl.hex,
+                  sl.name);
+      zero_line (sl.tagged ? sl.digest : NULL, sl.block_size, sl.hex,
+                 sl.name);
+    }
   }
+  else
+    PROPERTY (sl.error != NULL);
   free (line);
 }
+
+/* Tags to write the input under, as nbdsum would. */
+static const struct {
+  const char *digest;
+  uint32_t block_size;
+  const char *hex;
+} tags[] = {
+  { "sha256", 65536,
+    "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855" },
+  { "sha1", 1 << 20, "da39a3ee5e6b4b0d3255bfef95601890afd80709" },
+  { "md5", 4096, "d41d8cd98f00b204e9800998ecf8427e" },
+  { "sha512-256", 16 << 20,
+    "c672b8d1ef56ed28ab87c3622c5114069bdd3ad7b8f9737498d0c01ecef0967a" },
+};
 
 int
 LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
@@ -69,8 +144,13 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
   check_line (text, n);
   if (n != 64)
     check_line (text, 64);      /* sha256, nbdsum's default */
-  if (writable (text))
-    round_trip ("0123456789abcdef", text);
+  if (writable (text)) {
+    const size_t t = size ? data[0] % (sizeof tags / sizeof tags[0]) : 0;
+
+    round_trip (NULL, 0, "0123456789abcdef", text);
+    round_trip (tags[t].digest, tags[t].block_size, tags[t].hex, text);
+    zero_line (tags[t].digest, tags[t].block_size, tags[t].hex, text);
+  }
   free (text);
   return 0;
 }

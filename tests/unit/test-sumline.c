@@ -8,27 +8,66 @@
 #include "tap.h"
 
 #define HEX8 "0123abCD"
+#define SHA1_HEX "da39a3ee5e6b4b0d3255bfef95601890afd80709"
+#define MD5_HEX "d41d8cd98f00b204e9800998ecf8427e"
+#define SHA512_256_HEX \
+  "c672b8d1ef56ed28ab87c3622c5114069bdd3ad7b8f9737498d0c01ecef0967a"
 
-/* Does line parse (hex length 8) to want_name? */
+/* Does line parse (hex length 8 for untagged lines) to want_name? */
 static int
 parses (const char *line, const char *want_name)
 {
-  char *copy = strdup (line), *hex, *name;
-  int r = copy && blk_sum_line_parse (copy, 8, &hex, &name) == 0 &&
-    strcmp (hex, HEX8) == 0 && strcmp (name, want_name) == 0;
+  char *copy = strdup (line);
+  struct blk_sum_line sl;
+  int r = copy && blk_sum_line_parse (copy, 8, &sl) == 0 &&
+    !sl.tagged && strcmp (sl.hex, HEX8) == 0 &&
+    strcmp (sl.name, want_name) == 0;
 
   free (copy);
   return r;
 }
 
+/* Does a tagged line parse to these parts? */
 static int
-malformed (const char *line)
+parses_tagged (const char *line, const char *digest, uint32_t block_size,
+               const char *hex, const char *name)
 {
-  char *copy = strdup (line), *hex, *name;
-  int r = copy && blk_sum_line_parse (copy, 8, &hex, &name) == -1;
+  char *copy = strdup (line);
+  struct blk_sum_line sl;
+  int r = copy && blk_sum_line_parse (copy, 64, &sl) == 0 && sl.tagged &&
+    strcmp (sl.digest, digest) == 0 && sl.block_size == block_size &&
+    strcmp (sl.hex, hex) == 0 && strcmp (sl.name, name) == 0;
 
   free (copy);
   return r;
+}
+
+/* Malformed, with a reason. */
+static int
+malformed (const char *line)
+{
+  char *copy = strdup (line);
+  struct blk_sum_line sl;
+  int r = copy && blk_sum_line_parse (copy, 8, &sl) == -1 &&
+    sl.error != NULL && *sl.error;
+
+  free (copy);
+  return r;
+}
+
+/* What blk_fput_sum_line writes. */
+static char *
+written (unsigned flags, const char *digest, uint64_t block_size,
+         const char *hex, const char *name, size_t *len)
+{
+  char *buf = NULL;
+  FILE *fp = open_memstream (&buf, len);
+
+  if (fp == NULL)
+    abort ();
+  blk_fput_sum_line (fp, flags, digest, block_size, hex, name);
+  fclose (fp);
+  return buf;
 }
 
 int
@@ -41,6 +80,9 @@ main (void)
   ok (parses (HEX8 "  a b\\c", "a b\\c"), "no escapes without '\\'");
   ok (parses ("\\" HEX8 "  a\\\\b\\nc", "a\\b\nc"), "escapes");
   ok (parses ("\\" HEX8 "  a\\r", "a\r"), "sha256sum's \\r escape");
+  ok (parses (HEX8 "  BLKHASH-SHA1/1M (x) = " SHA1_HEX,
+              "BLKHASH-SHA1/1M (x) = " SHA1_HEX),
+      "an untagged line whose name looks like a tagged line");
   ok (malformed ("\\" HEX8 "  a\\b"), "unknown escape");
   ok (malformed ("\\" HEX8 "  a\\"), "escape at the end");
   ok (malformed (HEX8 "0  disk.img"), "hex too long");
@@ -52,20 +94,95 @@ main (void)
   ok (malformed (""), "empty line");
   ok (malformed ("\\"), "lone backslash");
 
+  /* Tagged lines. */
+  ok (parses_tagged ("BLKHASH-SHA1/1M (disk.img) = " SHA1_HEX "\n",
+                     "sha1", 1 << 20, SHA1_HEX, "disk.img"),
+      "tagged: sha1/1M");
+  ok (parses_tagged ("blkhash-Sha1/1m (disk.img) = " SHA1_HEX,
+                     "sha1", 1 << 20, SHA1_HEX, "disk.img"),
+      "tagged: prefix, digest and size suffix in any case");
+  ok (parses_tagged ("BLKHASH-SHA-1/1048576 (d) = " SHA1_HEX "\r\n",
+                     "sha1", 1 << 20, SHA1_HEX, "d"),
+      "tagged: an alias is the canonical digest; size in bytes; CRLF");
+  ok (parses_tagged ("BLKHASH-SHA512-256/64KiB (x) = " SHA512_256_HEX,
+                     "sha512-256", 65536, SHA512_256_HEX, "x"),
+      "tagged: a digest with '-' in its name, KiB");
+  ok (parses_tagged ("BLKHASH-MD5/4K (a (b)) = c) = " MD5_HEX,
+                     "md5", 4096, MD5_HEX, "a (b)) = c"),
+      "tagged: the name ends at the last ')'");
+  ok (parses_tagged ("\\BLKHASH-MD5/4K (a\\\\b\\nc\\r) = " MD5_HEX,
+                     "md5", 4096, MD5_HEX, "a\\b\nc\r"),
+      "tagged: escapes");
+  ok (parses_tagged ("BLKHASH-MD5/4K (a\\b) = " MD5_HEX,
+                     "md5", 4096, MD5_HEX, "a\\b"),
+      "tagged: no escapes without '\\'");
+  ok (parses_tagged ("BLKHASH-MD5/4K (x) = " "D41D8CD98F00B204E9800998ECF8427E",
+                     "md5", 4096, "D41D8CD98F00B204E9800998ECF8427E", "x"),
+      "tagged: upper-case hex");
+  ok (malformed ("BLKHASH-NOSUCH/64K (x) = " SHA1_HEX), "unknown digest");
+  ok (malformed ("BLKHASH-SHA1/1000 (x) = " SHA1_HEX), "bad block size");
+  ok (malformed ("BLKHASH-SHA1/0 (x) = " SHA1_HEX), "block size 0");
+  ok (malformed ("BLKHASH-SHA1/64Q (x) = " SHA1_HEX), "bad size suffix");
+  ok (malformed ("BLKHASH-SHA1/ (x) = " SHA1_HEX), "no block size");
+  ok (malformed ("BLKHASH-SHA1 (x) = " SHA1_HEX), "no '/'");
+  ok (malformed ("BLKHASH-/64K (x) = " SHA1_HEX), "no digest");
+  ok (malformed ("BLKHASH-SHA1/64K (x) " SHA1_HEX), "no ') = '");
+  ok (malformed ("BLKHASH-SHA1/64K (x)= " SHA1_HEX), "no space before '='");
+  ok (malformed ("BLKHASH-SHA1/64K  (x) = " SHA1_HEX), "two spaces");
+  ok (malformed ("BLKHASH-SHA1/64K x = " SHA1_HEX), "no '('");
+  ok (malformed ("BLKHASH-SHA1/64K () = " SHA1_HEX), "empty name");
+  ok (malformed ("BLKHASH-SHA1/64K (x) = " MD5_HEX), "hex of another digest");
+  ok (malformed ("BLKHASH-SHA1/64K (x) = " SHA1_HEX " "), "trailing space");
+  ok (malformed ("BLKHASH-SHA1/64K (x) = " SHA1_HEX "0"), "hex too long");
+  ok (malformed ("BLKHASH-SHA1/64K (x) = "), "no hex");
+  ok (malformed ("\\BLKHASH-SHA1/64K (a\\q) = " SHA1_HEX), "bad escape");
+  ok (malformed ("BLAKHASH-SHA1/64K (x) = " SHA1_HEX), "another prefix");
+  ok (malformed ("BLKHASH-SHA1/99999999999999999999999999999999999 (x) = "
+                 SHA1_HEX), "a block size too long to read");
+
   {
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *fp = open_memstream (&buf, &len);
-    blk_fput_sum_line (fp, "abcd", "plain.img");
-    blk_fput_sum_line (fp, "abcd", "a\\b\nc");
-    blk_fput_sum_line (fp, "abcd", "c\r");
-    fclose (fp);
-    ok (strcmp (buf, "abcd  plain.img\n\\abcd  a\\\\b\\nc\n"
-                "\\abcd  c\\r\n") == 0,
-        "sum lines escape like sha256sum, carriage returns too");
-    ok (!blk_name_needs_escape ("x y") && blk_name_needs_escape ("x\n"),
-        "only backslash and newline need escaping");
+    size_t len;
+    char *buf;
+
+    buf = written (0, "sha256", 65536, "abcd", "plain.img", &len);
+    ok (strcmp (buf, "abcd  plain.img\n") == 0, "untagged line");
+    free (buf);
+    buf = written (0, "sha256", 65536, "abcd", "a\\b\nc", &len);
+    ok (strcmp (buf, "\\abcd  a\\\\b\\nc\n") == 0,
+        "sum lines escape like sha256sum");
+    free (buf);
+    buf = written (0, "sha256", 65536, "abcd", "c\r", &len);
+    ok (strcmp (buf, "\\abcd  c\\r\n") == 0, "carriage returns too");
+    free (buf);
+    buf = written (BLK_SUM_TAGGED, "sha1", 1 << 20, "abcd", "disk.img", &len);
+    ok (strcmp (buf, "BLKHASH-SHA1/1M (disk.img) = abcd\n") == 0,
+        "tagged line");
+    free (buf);
+    buf = written (BLK_SUM_TAGGED, "sha512-256", 98304, "abcd", "x", &len);
+    ok (strcmp (buf, "BLKHASH-SHA512-256/96K (x) = abcd\n") == 0,
+        "tagged line: 96K");
+    free (buf);
+    buf = written (BLK_SUM_TAGGED, "md5", 4096, "abcd", "a\nb", &len);
+    ok (strcmp (buf, "\\BLKHASH-MD5/4K (a\\nb) = abcd\n") == 0,
+        "tagged line escaped, '\\' first as cksum writes it");
+    free (buf);
+    buf = written (BLK_SUM_ZERO, "sha256", 65536, "abcd", "a\\b\nc", &len);
+    ok (len == 12 && memcmp (buf, "abcd  a\\b\nc\0", 12) == 0,
+        "-z: NUL ends the line, no escapes");
+    free (buf);
+    buf = written (BLK_SUM_ZERO | BLK_SUM_TAGGED, "sha1", 4096, "abcd",
+                   "a\nb", &len);
+    ok (len == sizeof "BLKHASH-SHA1/4K (a\nb) = abcd" &&
+        memcmp (buf, "BLKHASH-SHA1/4K (a\nb) = abcd", len) == 0,
+        "-z tagged: NUL ends the line, no escapes");
     free (buf);
   }
+  ok (!blk_name_needs_escape ("x y") && blk_name_needs_escape ("x\n"),
+      "only backslash, newline and CR need escaping");
+  ok (!blk_sum_needs_tag ("sha256", 65536) &&
+      blk_sum_needs_tag ("sha1", 65536) &&
+      blk_sum_needs_tag ("sha256", 1 << 20) &&
+      blk_sum_needs_tag ("sha512", 65536),
+      "a tag unless sha256 and 64K");
   return done_testing ();
 }

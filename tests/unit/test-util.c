@@ -1,6 +1,7 @@
 /* Unit tests: lib/util.c */
 #include <config.h>
 
+#include <stdbool.h>
 #include <string.h>
 
 #include "util.h"
@@ -41,6 +42,25 @@ main (void)
   ok (size_bad ("-1"), "negative");
   ok (size_bad ("99999999999999999999"), "overflow");
   ok (size_bad ("9000000T"), "overflow after suffix");
+
+  {
+    char bs[BLK_BLOCK_SIZE_STR_MAX];
+    const uint64_t sizes[] = { 4096, 65536, 98304, 1 << 20, 3 << 20,
+                               (1 << 20) + 4096, 4095, 1, INT64_MAX };
+    ok (strcmp (blk_format_block_size (65536, bs), "64K") == 0, "64K spelt");
+    ok (strcmp (blk_format_block_size (1 << 20, bs), "1M") == 0, "1M spelt");
+    ok (strcmp (blk_format_block_size (98304, bs), "96K") == 0, "96K spelt");
+    ok (strcmp (blk_format_block_size (4095, bs), "4095") == 0,
+        "bytes when not a multiple of 1K");
+    bool all = true;
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+      uint64_t v = 0;
+      if (blk_parse_size (blk_format_block_size (sizes[i], bs), &v) != NULL ||
+          v != sizes[i])
+        all = false;
+    }
+    ok (all, "blk_parse_size reads every spelling back");
+  }
 
   blk_hex (bytes, 4, hex);
   ok (strcmp (hex, "007fabff") == 0, "hex");

@@ -1,0 +1,403 @@
+#!/usr/bin/env bats
+# Checksum lines: tagged BLKHASH-DIGEST/BLOCKSIZE (NAME) = HEX when the
+# digest or block size is not sha256/64K, untagged otherwise, and
+# nbdsum -c with no option verifies whatever made them (see "CHECKSUM
+# LINES" in nbdsum(1)).
+
+load "$top_srcdir/tests/helpers"
+load "$top_srcdir/tests/servers"
+
+setup_file () {
+  "$MKIMAGE" '9M;d:0+1M:a;d:5M+300000:b;d:8M+4097:c' \
+    "$BATS_FILE_TMPDIR/disk.img"
+}
+
+setup () {
+  cd "$BATS_TEST_TMPDIR"
+  cp "$BATS_FILE_TMPDIR/disk.img" disk.img
+}
+
+teardown () {
+  kill_servers
+}
+
+# One byte changed inside the first data extent of disk.img (or $1).
+corrupt () {
+  printf 'Z' | dd of="${1:-disk.img}" bs=1 seek=70000 conv=notrunc status=none
+}
+
+# Change one hex digit of the checksum of every line of file $1: the
+# last character of a tagged line, the first of an untagged one.
+flip_hex () {
+  "$PYTHON" - "$1" <<'PY'
+import sys
+path = sys.argv[1]
+out = []
+for line in open(path, newline="").read().split("\n"):
+    if line:
+        i = 1 if line.startswith("\\") else 0
+        if line[i:].upper().startswith("BLKHASH-"):
+            i = len(line) - 1
+        line = line[:i] + ("1" if line[i] == "0" else "0") + line[i + 1:]
+    out.append(line)
+open(path, "w", newline="").write("\n".join(out))
+PY
+}
+
+# verify_then_fail SUMS IMAGE NAME: nbdsum -c SUMS, with no option,
+# says NAME: OK; with IMAGE corrupted, or the hex edited, NAME: FAILED
+# and exit 1.
+verify_then_fail () {
+  local sums=$1 img=$2 name=$3
+  cp "$img" "$img.orig"
+  run "$NBDSUM" -c "$sums"
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$output" = "$name: OK" ]
+  corrupt "$img"
+  run "$NBDSUM" -c "$sums"
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [ "${lines[0]}" = "$name: FAILED" ]
+  mv "$img.orig" "$img"
+  cp "$sums" "$sums.edited"
+  flip_hex "$sums.edited"
+  run "$NBDSUM" -c "$sums.edited"
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [ "${lines[0]}" = "$name: FAILED" ]
+}
+
+@test "sumlines: -d and --block-size give a tagged line -c verifies alone" {
+  local spec digest bs bytes line want
+  for spec in sha1:1M:1048576 md5:4K:4096 sha512-256:16M:16777216 \
+              sha256:1M:1048576 sha512:64K:65536 SHA-1:64K:65536 \
+              sha384:8K:8192; do
+    IFS=: read -r digest bs bytes <<< "$spec"
+    want=$(reference "$digest" "$bytes" disk.img)
+    line=$("$NBDSUM" -d "$digest" --block-size "$bs" disk.img)
+    echo "$spec: $line"
+    # Canonical digest names, upper-cased: SHA-1 is SHA1.
+    [ "$line" = "BLKHASH-$(tr a-z A-Z <<< "${digest/SHA-1/sha1}")/$bs (disk.img) = $want" ]
+    echo "$line" > SUMS
+    verify_then_fail SUMS disk.img disk.img
+  done
+}
+
+@test "sumlines: --block-size in bytes or KiB is tagged as view names spell it" {
+  [ "$("$NBDSUM" --block-size 1048576 disk.img)" = \
+    "BLKHASH-SHA256/1M (disk.img) = $(reference sha256 1048576 disk.img)" ]
+  [ "$("$NBDSUM" --block-size 8KiB disk.img)" = \
+    "BLKHASH-SHA256/8K (disk.img) = $(reference sha256 8192 disk.img)" ]
+  # The default, spelt otherwise, is still the default: untagged.
+  [ "$("$NBDSUM" -d SHA2-256 --block-size 65536 disk.img)" = \
+    "$(reference sha256 65536 disk.img)  disk.img" ]
+}
+
+@test "sumlines: a server's blkhash-digest= and blkhash-block-size= are tagged" {
+  local want
+  want=$(reference sha512 1048576 disk.img)
+  start_server defaults file disk.img blkhash-digest=sha512 \
+    blkhash-block-size=1M
+  run "$NBDSUM" "$uri"
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$output" = "BLKHASH-SHA512/1M ($uri) = $want" ]
+  echo "$output" > SUMS
+  run "$NBDSUM" -c SUMS
+  [ "$status" -eq 0 ]
+  [ "$output" = "$uri: OK" ]
+  flip_hex SUMS
+  run "$NBDSUM" -c SUMS
+  [ "$status" -eq 1 ]
+  [ "${lines[0]}" = "$uri: FAILED" ]
+  kill_servers
+
+  # Only the digest: the block size is the default, still in the tag.
+  start_server digest file disk.img blkhash-digest=sha1
+  run "$NBDSUM" "$uri"
+  [ "$output" = "BLKHASH-SHA1/64K ($uri) = $(reference sha1 65536 disk.img)" ]
+  # Only the block size.
+  start_server bs file disk.img blkhash-block-size=4K
+  run "$NBDSUM" "$uri"
+  [ "$output" = "BLKHASH-SHA256/4K ($uri) = $(reference sha256 4096 disk.img)" ]
+}
+
+@test "sumlines: a tagged line is checked with its tag, not the server's default" {
+  # A plain server (sha256/64K) asked for the tag's view.
+  start_server plain file disk.img
+  echo "BLKHASH-SHA512/1M ($uri) = $(reference sha512 1048576 disk.img)" > SUMS
+  run "$NBDSUM" -c SUMS
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$output" = "$uri: OK" ]
+  kill_servers
+  # A corrupted image, served afresh: FAILED.
+  corrupt disk.img
+  start_server plain2 file disk.img
+  sed -i "s|(.*)|($uri)|" SUMS
+  run "$NBDSUM" -c SUMS
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [ "$output" = "$uri: FAILED
+nbdsum: WARNING: 1 computed checksum did NOT match" ]
+}
+
+@test "sumlines: an untagged line is sha256/64K, whatever the server's default" {
+  local want
+  want=$(reference sha256 65536 disk.img)
+  start_server sha512 file disk.img blkhash-digest=sha512 blkhash-block-size=1M
+  echo "$want  $uri" > SUMS
+  run "$NBDSUM" -c SUMS
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$output" = "$uri: OK" ]
+  flip_hex SUMS
+  run "$NBDSUM" -c SUMS
+  [ "$status" -eq 1 ]
+  [ "${lines[0]}" = "$uri: FAILED" ]
+}
+
+@test "sumlines: client-side, without the filter and with --client-side" {
+  local want
+  want=$(reference sha1 1048576 disk.img)
+  start_nbdkit nofilter file disk.img
+  run "$NBDSUM" -d sha1 --block-size 1M "$uri"
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" = *"hashing client-side"* ]]
+  [ "${lines[-1]}" = "BLKHASH-SHA1/1M ($uri) = $want" ]
+  echo "${lines[-1]}" > SUMS
+  run "$NBDSUM" -c SUMS
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "${lines[-1]}" = "$uri: OK" ]
+  flip_hex SUMS
+  run "$NBDSUM" -c SUMS
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"$uri: FAILED"* ]]
+
+  # --client-side on a local file: the same line, and it verifies.
+  [ "$("$NBDSUM" --client-side -d md5 --block-size 4K disk.img)" = \
+    "BLKHASH-MD5/4K (disk.img) = $(reference md5 4096 disk.img)" ]
+  "$NBDSUM" --client-side -d md5 --block-size 4K disk.img > SUMS2
+  verify_then_fail SUMS2 disk.img disk.img
+}
+
+@test "sumlines: blkhash-file written by the filter verifies with a plain -c" {
+  local img="$BATS_TEST_TMPDIR/src.img"
+  cp disk.img "$img"
+  export img
+  run serve file "$img" blkhash-file="$BATS_TEST_TMPDIR/file.sums" \
+    blkhash-digest=sha1 blkhash-block-size=1M blkhash-file-name=copy.img -- \
+    'nbdcopy "$uri" copy.img'
+  [ "$status" -eq 0 ]
+  cat file.sums
+  [ "$(cat file.sums)" = \
+    "BLKHASH-SHA1/1M (copy.img) = $(reference sha1 1048576 "$img")" ]
+  verify_then_fail file.sums copy.img copy.img
+
+  # Block size only, and a name that needs escapes.
+  run serve file "$img" blkhash-file="$BATS_TEST_TMPDIR/file2.sums" \
+    blkhash-block-size=4K blkhash-file-name=$'odd\nname' -- \
+    'nbdcopy "$uri" "odd
+name"'
+  [ "$status" -eq 0 ]
+  cat file2.sums
+  [ "$(cat file2.sums)" = \
+    "\\BLKHASH-SHA256/4K (odd\\nname) = $(reference sha256 4096 "$img")" ]
+  run "$NBDSUM" -c file2.sums
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$output" = '\odd\nname: OK' ]
+
+  # The defaults: untagged, as sha256sum.
+  run serve file "$img" blkhash-file="$BATS_TEST_TMPDIR/file3.sums" \
+    blkhash-file-name=copy.img -- 'nbdcopy "$uri" copy.img'
+  [ "$(cat file3.sums)" = "$(reference sha256 65536 "$img")  copy.img" ]
+  verify_then_fail file3.sums copy.img copy.img
+}
+
+@test "sumlines: --tag tags the defaults, and -c verifies it" {
+  local want
+  want=$(reference sha256 65536 disk.img)
+  run "$NBDSUM" --tag disk.img
+  [ "$status" -eq 0 ]
+  [ "$output" = "BLKHASH-SHA256/64K (disk.img) = $want" ]
+  echo "$output" > SUMS
+  verify_then_fail SUMS disk.img disk.img
+  # The last of --tag and --untagged wins.
+  [ "$("$NBDSUM" --untagged --tag disk.img)" = \
+    "BLKHASH-SHA256/64K (disk.img) = $want" ]
+  [ "$("$NBDSUM" --tag --untagged disk.img)" = "$want  disk.img" ]
+}
+
+@test "sumlines: --untagged is sha256sum's form: -c needs the same -d and --block-size" {
+  local want
+  want=$(reference sha1 1048576 disk.img)
+  run "$NBDSUM" --untagged -d sha1 --block-size 1M disk.img
+  [ "$status" -eq 0 ]
+  [ "$output" = "$want  disk.img" ]
+  echo "$output" > SUMS
+  # Alone: 40 hex digits are not sha256's 64.
+  run "$NBDSUM" -c -w SUMS
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"SUMS: 1: improperly formatted checksum line"* ]]
+  [[ "$output" = *"no properly formatted checksum lines found"* ]]
+  # With -d only: hashed with 64K blocks, another checksum.
+  run "$NBDSUM" -c -d sha1 SUMS
+  [ "$status" -eq 1 ]
+  [ "${lines[0]}" = "disk.img: FAILED" ]
+  run "$NBDSUM" -c -d sha1 --block-size 1M SUMS
+  [ "$status" -eq 0 ]
+  [ "$output" = "disk.img: OK" ]
+}
+
+@test "sumlines: -c reads tagged and untagged lines mixed; a tag wins over -d" {
+  local odd=$'odd\nname\\img'
+  cp disk.img b.img
+  cp disk.img "$odd"
+  corrupt b.img
+  {
+    "$NBDSUM" disk.img
+    "$NBDSUM" -d sha1 --block-size 1M b.img
+    "$NBDSUM" -d md5 --block-size 4K "$odd"
+    "$NBDSUM" --tag disk.img
+    "$NBDSUM" b.img
+  } > SUMS
+  cat SUMS
+  [ "$(sed -n 3p SUMS)" = \
+    "\\BLKHASH-MD5/4K (odd\\nname\\\\img) = $(reference md5 4096 "$odd")" ]
+  run "$NBDSUM" -c SUMS
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$output" = 'disk.img: OK
+b.img: OK
+\odd\nname\\img: OK
+disk.img: OK
+b.img: OK' ]
+  # -d md5 for untagged lines: theirs are now the wrong length, the
+  # tagged ones are still checked as tagged.
+  run "$NBDSUM" -c -d md5 SUMS
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$output" = 'b.img: OK
+\odd\nname\\img: OK
+disk.img: OK
+nbdsum: WARNING: 2 lines are improperly formatted' ]
+  # A tagged line whose image changed fails, the others do not.
+  cp disk.img b.img
+  run "$NBDSUM" -c SUMS
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [ "$output" = 'disk.img: OK
+b.img: FAILED
+\odd\nname\\img: OK
+disk.img: OK
+b.img: FAILED
+nbdsum: WARNING: 2 computed checksums did NOT match' ]
+}
+
+@test "sumlines: tags are read in any case, with any spelling of the size" {
+  local sha1
+  sha1=$(reference sha1 1048576 disk.img)
+  printf '%s\n' "blkhash-sha1/1m (disk.img) = $sha1" \
+    "BLKHASH-SHA-1/1048576 (disk.img) = $sha1" \
+    "BlkHash-Sha1/1024KiB (disk.img) = ${sha1^^}" \
+    "BLKHASH-SHA1/1M (disk.img) = $sha1"$'\r' > SUMS
+  run "$NBDSUM" -c --strict SUMS
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$output" = "disk.img: OK
+disk.img: OK
+disk.img: OK
+disk.img: OK" ]
+}
+
+@test "sumlines: malformed tags are improperly formatted lines, --warn and --strict" {
+  local sha1 sha256
+  sha1=$(reference sha1 1048576 disk.img)
+  sha256=$(reference sha256 65536 disk.img)
+  printf '%s\n' "BLKHASH-SHA1/1M (disk.img) = $sha1" \
+    "BLKHASH-NOSUCH/1M (disk.img) = $sha1" \
+    "BLKHASH-SHA1/1000 (disk.img) = $sha1" \
+    "BLKHASH-SHA1/32M (disk.img) = $sha1" \
+    "BLKHASH-SHA1/1M (disk.img) $sha1" \
+    "BLKHASH-SHA1/1M (disk.img) = $sha256" \
+    "BLKHASH-SHA1 (disk.img) = $sha1" \
+    "BLKHASH-SHA1/1M  (disk.img) = $sha1" \
+    "BLKHASH-SHA1/1M () = $sha1" > SUMS
+  # Plain: the good line is checked, the bad ones only counted.
+  run "$NBDSUM" -c SUMS
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$output" = "disk.img: OK
+nbdsum: WARNING: 8 lines are improperly formatted" ]
+  # -w: each, with its line number and why.
+  run "$NBDSUM" -c -w SUMS
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" = *"SUMS: 2: improperly formatted checksum line (unknown digest"* ]]
+  [[ "$output" = *"SUMS: 3: improperly formatted checksum line (block size must be"* ]]
+  [[ "$output" = *"SUMS: 4: improperly formatted checksum line (block size must be between 4K and 16M)"* ]]
+  [[ "$output" = *"SUMS: 5: improperly formatted checksum line (no ') = ' before the checksum)"* ]]
+  [[ "$output" = *"SUMS: 6: improperly formatted checksum line (the checksum's length is not the tag's digest's)"* ]]
+  for n in 7 8 9; do
+    [[ "$output" = *"SUMS: $n: improperly formatted checksum line ("* ]]
+  done
+  [ "$(grep -c 'improperly formatted checksum line' <<< "$output")" -eq 8 ]
+  # --strict: they fail the run.
+  run "$NBDSUM" -c --strict SUMS
+  [ "$status" -eq 1 ]
+  [ "${lines[0]}" = "disk.img: OK" ]
+  # Only bad lines: nothing to check.
+  sed 1d SUMS > BAD
+  run "$NBDSUM" -c BAD
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"BAD: no properly formatted checksum lines found"* ]]
+}
+
+@test "sumlines: -z ends lines with NUL and does not escape names" {
+  local odd=$'odd\nname\\img'
+  cp disk.img "$odd"
+  "$NBDSUM" -z disk.img "$odd" > Z
+  printf '%s  disk.img\0%s  %s\0' "$(reference sha256 65536 disk.img)" \
+    "$(reference sha256 65536 disk.img)" "$odd" > WANT
+  cmp Z WANT
+  "$NBDSUM" --zero -d sha1 "$odd" > Z
+  printf 'BLKHASH-SHA1/64K (%s) = %s\0' "$odd" \
+    "$(reference sha1 65536 disk.img)" > WANT
+  cmp Z WANT
+  # As sha256sum (coreutils 9.1): not when verifying.
+  run "$NBDSUM" -c -z Z
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"--zero are not supported when verifying checksums"* ]]
+}
+
+@test "sumlines: --tag, --untagged and -z with other modes are usage errors" {
+  local opt mode
+  for opt in --tag --untagged -z; do
+    run "$NBDSUM" -c "$opt" SUMS
+    [ "$status" -eq 1 ]
+    [[ "$output" = *"not supported when verifying checksums"* ]]
+    for mode in --json --blocks; do
+      run "$NBDSUM" "$mode" "$opt" disk.img
+      [ "$status" -eq 1 ]
+      [[ "$output" = *"only change checksum lines"* ]]
+    done
+    run "$NBDSUM" --diff "$opt" disk.img disk.img
+    [ "$status" -eq 2 ]
+    [[ "$output" = *"only change checksum lines"* ]]
+  done
+}
+
+@test "sumlines: --help says what the default digest is when a server chooses" {
+  run "$NBDSUM" --help
+  [ "$status" -eq 0 ]
+  [[ "$output" = *"--tag"*"--untagged"*"-z, --zero"* ]]
+  [[ "$output" = *"blkhash-digest="* ]]
+  [[ "$output" = *"blkhash-block-size="* ]]
+  [[ "$output" != *"OpenSSL digest (default sha256)"* ]]
+  grep -q '^=head1 CHECKSUM LINES' "$top_srcdir/man/nbdsum.pod"
+}
