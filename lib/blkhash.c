@@ -15,10 +15,9 @@ static int update_zeros (EVP_MD_CTX *ctx, uint64_t n);
 const char *
 blk_check_block_size (uint64_t block_size)
 {
-  if (block_size < BLK_MIN_BLOCK_SIZE || block_size > BLK_MAX_BLOCK_SIZE)
-    return "block size must be between 4K and 16M";
-  if (block_size & (block_size - 1))
-    return "block size must be a power of two";
+  if (block_size < BLK_MIN_BLOCK_SIZE || block_size > BLK_MAX_BLOCK_SIZE ||
+      block_size % BLK_MIN_BLOCK_SIZE != 0)
+    return BLK_BLOCK_SIZE_RULE;
   return NULL;
 }
 
@@ -64,7 +63,7 @@ hash_zeros (const struct blk_digest *d, EVP_MD_CTX *ctx, size_t len,
   if (EVP_DigestInit_ex (ctx, d->md, NULL) != 1 ||
       update_zeros (ctx, len) == -1)
     return -1;
-  return EVP_DigestFinal_ex (ctx, out, NULL) == 1 ? 0 : -1;
+  return blk_digest_final (d, ctx, out);
 }
 
 int
@@ -127,7 +126,7 @@ blk_block_final (struct blk_block_hasher *bh, uint8_t *out, bool *zero)
   *zero = !bh->started;
   if (*zero)
     return blk_zero_block_digest (bh->p, bh->ctx, bh->len, out);
-  return EVP_DigestFinal_ex (bh->ctx, out, NULL) == 1 ? 0 : -1;
+  return blk_digest_final (&bh->p->digest, bh->ctx, out);
 }
 
 int
@@ -182,7 +181,7 @@ blk_root_final (struct blk_root *r, uint64_t size, uint8_t *out)
     le[i] = size >> (8 * i);
   if (EVP_MD_CTX_copy_ex (copy, r->ctx) == 1 &&
       EVP_DigestUpdate (copy, le, sizeof le) == 1 &&
-      EVP_DigestFinal_ex (copy, out, NULL) == 1)
+      blk_digest_final (&r->p->digest, copy, out) == 0)
     ret = 0;
   EVP_MD_CTX_free (copy);
   return ret;

@@ -17,8 +17,12 @@
 
 #define BLK_DEFAULT_DIGEST "sha256"
 #define BLK_DEFAULT_BLOCK_SIZE (64 * 1024)
+/* Block sizes: any multiple of 4K from 4K to 16M, powers of two or
+ * not (blksum takes 96K as well as 64K).
+ */
 #define BLK_MIN_BLOCK_SIZE 4096
 #define BLK_MAX_BLOCK_SIZE (16 * 1024 * 1024)
+#define BLK_BLOCK_SIZE_RULE "block size must be a multiple of 4K from 4K to 16M"
 
 struct blk_params {
   struct blk_digest digest;

@@ -10,6 +10,35 @@
 
 #include "digest.h"
 
+/* Extendable-output digests at a fixed length: OpenSSL 3.0's defaults,
+ * what blksum gets from EVP_DigestFinal_ex.  They are finished with
+ * EVP_DigestFinalXOF at this length, so a later OpenSSL's default (or
+ * its lack of one) changes nothing.
+ */
+static const struct {
+  const char *name;             /* an OpenSSL name, for EVP_MD_is_a */
+  size_t len;
+} xof_lengths[] = {
+  { "SHAKE-128", 16 },
+  { "SHAKE-256", 32 },
+};
+
+/* The length blkhash uses for md, or 0 if it has none. */
+static size_t
+digest_length (const EVP_MD *md)
+{
+  int len;
+
+  if (EVP_MD_get_flags (md) & EVP_MD_FLAG_XOF) {
+    for (size_t i = 0; i < sizeof xof_lengths / sizeof xof_lengths[0]; i++)
+      if (EVP_MD_is_a (md, xof_lengths[i].name))
+        return xof_lengths[i].len;
+    return 0;
+  }
+  len = EVP_MD_get_size (md);
+  return len > 0 && len <= EVP_MAX_MD_SIZE ? (size_t) len : 0;
+}
+
 /* Keep name, lower-case, as the canonical one if it can appear in a
  * view name (no '/', not an OID) and is shorter than best (ties: the
  * first in alphabetical order).
@@ -38,7 +67,6 @@ const char *
 blk_digest_init (struct blk_digest *d, const char *name)
 {
   size_t i, n = strlen (name);
-  int len;
 
   memset (d, 0, sizeof *d);
   if (n == 0)
@@ -69,17 +97,16 @@ blk_digest_init (struct blk_digest *d, const char *name)
     if (best[0])
       memcpy (d->name, best, sizeof best);
   }
-  /* Extendable-output functions have no fixed length to store. */
-  if (EVP_MD_get_flags (d->md) & EVP_MD_FLAG_XOF) {
+  d->xof = EVP_MD_get_flags (d->md) & EVP_MD_FLAG_XOF;
+  d->len = digest_length (d->md);
+  if (d->len == 0) {
+    const char *msg = d->xof
+      ? "of the extendable-output digests only shake128 and shake256 are "
+        "supported"
+      : "digest has no usable fixed length";
     blk_digest_free (d);
-    return "extendable-output digests (shake) are not supported";
+    return msg;
   }
-  len = EVP_MD_get_size (d->md);
-  if (len <= 0 || len > EVP_MAX_MD_SIZE) {
-    blk_digest_free (d);
-    return "digest has no usable fixed length";
-  }
-  d->len = len;
   return NULL;
 }
 
@@ -91,14 +118,22 @@ blk_digest_free (struct blk_digest *d)
 }
 
 int
+blk_digest_final (const struct blk_digest *d, EVP_MD_CTX *ctx, uint8_t *out)
+{
+  const int r = d->xof ? EVP_DigestFinalXOF (ctx, out, d->len)
+    : EVP_DigestFinal_ex (ctx, out, NULL);
+
+  return r == 1 ? 0 : -1;
+}
+
+int
 blk_digest_buf (const struct blk_digest *d, EVP_MD_CTX *ctx,
                 const void *buf, size_t len, uint8_t *out)
 {
   if (EVP_DigestInit_ex (ctx, d->md, NULL) != 1 ||
-      EVP_DigestUpdate (ctx, buf, len) != 1 ||
-      EVP_DigestFinal_ex (ctx, out, NULL) != 1)
+      EVP_DigestUpdate (ctx, buf, len) != 1)
     return -1;
-  return 0;
+  return blk_digest_final (d, ctx, out);
 }
 
 struct list_state {
@@ -144,9 +179,9 @@ list_one (EVP_MD *md, void *opaque)
   struct list_state *st = opaque;
   struct names n = { .n = 0 };
   char joined[MAX_NAMES * (BLK_DIGEST_NAME_MAX + 2)] = "";
-  int len = EVP_MD_get_size (md);
+  const size_t len = digest_length (md);
 
-  if (len <= 0 || (EVP_MD_get_flags (md) & EVP_MD_FLAG_XOF))
+  if (len == 0)
     return;
   EVP_MD_names_do_all (md, add_name, &n);
   if (n.n == 0)

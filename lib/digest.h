@@ -2,6 +2,7 @@
 #ifndef BLKHASH_DIGEST_H
 #define BLKHASH_DIGEST_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <openssl/evp.h>
@@ -12,14 +13,23 @@
 struct blk_digest {
   EVP_MD *md;                      /* fetched once, shared read-only */
   size_t len;                      /* digest length in bytes */
-  char name[BLK_DIGEST_NAME_MAX];  /* lower-case name as given */
+  bool xof;                        /* extendable output, cut at len */
+  char name[BLK_DIGEST_NAME_MAX];  /* canonical lower-case name */
 };
 
 /* Look up a digest by OpenSSL name.  Returns NULL on success, else a
- * static message saying why the name is unusable.
+ * static message saying why the name is unusable.  Extendable-output
+ * digests are shake128 (16 bytes) and shake256 (32 bytes), OpenSSL
+ * 3.0's default lengths, which blksum uses.
  */
 extern const char *blk_digest_init (struct blk_digest *d, const char *name);
 extern void blk_digest_free (struct blk_digest *d);
+
+/* Finish the digest in ctx into out (d->len bytes).  Returns 0 or -1
+ * (OpenSSL failure).
+ */
+extern int blk_digest_final (const struct blk_digest *d, EVP_MD_CTX *ctx,
+                             uint8_t *out);
 
 /* One-shot digest of buf using a caller-owned, reusable context.
  * Returns 0 or -1 (OpenSSL failure).
@@ -27,8 +37,9 @@ extern void blk_digest_free (struct blk_digest *d);
 extern int blk_digest_buf (const struct blk_digest *d, EVP_MD_CTX *ctx,
                            const void *buf, size_t len, uint8_t *out);
 
-/* Call fn for every fixed-length digest OpenSSL provides, with all its
- * names, lower-case, joined by ", ".
+/* Call fn for every digest OpenSSL provides that blk_digest_init
+ * accepts, with all its names, lower-case, joined by ", ", and its
+ * length.
  */
 extern void blk_digest_list (void (*fn) (const char *names, size_t len,
                                          void *opaque),

@@ -92,7 +92,7 @@ blk_header_decode (const uint8_t *buf, size_t len, struct blk_header *h)
   h->digest_len = get_le (buf + OFF_DIGEST_LEN, 4);
 
   if (blk_check_block_size (h->block_size) != NULL)
-    return "invalid block size (must be a power of two, 4K to 16M)";
+    return "invalid block size (must be a multiple of 4K from 4K to 16M)";
   if (h->digest_len == 0 || h->digest_len > EVP_MAX_MD_SIZE)
     return "invalid digest length";
   if (h->image_size > INT64_MAX)

@@ -340,7 +340,7 @@ nbdsum: WARNING: 8 lines are improperly formatted" ]
   [ "$status" -eq 0 ]
   [[ "$output" = *"SUMS: 2: improperly formatted checksum line (unknown digest"* ]]
   [[ "$output" = *"SUMS: 3: improperly formatted checksum line (block size must be"* ]]
-  [[ "$output" = *"SUMS: 4: improperly formatted checksum line (block size must be between 4K and 16M)"* ]]
+  [[ "$output" = *"SUMS: 4: improperly formatted checksum line (block size must be a multiple of 4K from 4K to 16M)"* ]]
   [[ "$output" = *"SUMS: 5: improperly formatted checksum line (no ') = ' before the checksum)"* ]]
   [[ "$output" = *"SUMS: 6: improperly formatted checksum line (the checksum's length is not the tag's digest's)"* ]]
   for n in 7 8 9; do

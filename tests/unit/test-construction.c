@@ -8,27 +8,45 @@
 #include "util.h"
 #include "tap.h"
 
-/* The construction written out the obvious way, for comparison. */
+/* The construction written out the obvious way, for comparison;
+ * xof_len > 0 finishes every digest at that length.
+ */
 static void
-direct (const char *digest, uint32_t bs, const uint8_t *img, uint64_t size,
-        uint8_t *out)
+direct_xof (const char *digest, size_t xof_len, uint32_t bs,
+            const uint8_t *img, uint64_t size, uint8_t *out)
 {
   const EVP_MD *md = EVP_get_digestbyname (digest);
-  EVP_MD_CTX *outer = EVP_MD_CTX_new ();
+  EVP_MD_CTX *outer = EVP_MD_CTX_new (), *inner = EVP_MD_CTX_new ();
   uint8_t d[EVP_MAX_MD_SIZE], le[8];
-  unsigned dlen;
+  unsigned dlen = xof_len;
 
   EVP_DigestInit_ex (outer, md, NULL);
   for (uint64_t off = 0; off < size; off += bs) {
     uint64_t len = size - off < bs ? size - off : bs;
-    EVP_Digest (img + off, len, d, &dlen, md, NULL);
+    EVP_DigestInit_ex (inner, md, NULL);
+    EVP_DigestUpdate (inner, img + off, len);
+    if (xof_len)
+      EVP_DigestFinalXOF (inner, d, xof_len);
+    else
+      EVP_DigestFinal_ex (inner, d, &dlen);
     EVP_DigestUpdate (outer, d, dlen);
   }
   for (int i = 0; i < 8; i++)
     le[i] = size >> (8 * i);
   EVP_DigestUpdate (outer, le, 8);
-  EVP_DigestFinal_ex (outer, out, NULL);
+  if (xof_len)
+    EVP_DigestFinalXOF (outer, out, xof_len);
+  else
+    EVP_DigestFinal_ex (outer, out, NULL);
+  EVP_MD_CTX_free (inner);
   EVP_MD_CTX_free (outer);
+}
+
+static void
+direct (const char *digest, uint32_t bs, const uint8_t *img, uint64_t size,
+        uint8_t *out)
+{
+  direct_xof (digest, 0, bs, img, size, out);
 }
 
 static void
@@ -74,7 +92,24 @@ main (void)
   ok (blk_check_block_size (16 << 20) == NULL, "16M block size is valid");
   ok (blk_check_block_size (2048) != NULL, "2K is too small");
   ok (blk_check_block_size (32 << 20) != NULL, "32M is too large");
-  ok (blk_check_block_size (12288) != NULL, "12K is not a power of two");
+  ok (blk_check_block_size (12288) == NULL, "12K is valid");
+  ok (blk_check_block_size (96 * 1024) == NULL, "96K is valid");
+  ok (blk_check_block_size (4096 * 3 * 5 * 7) == NULL, "4K*3*5*7 is valid");
+  ok (blk_check_block_size ((16 << 20) - 4096) == NULL, "16M-4K is valid");
+  {
+    static const uint64_t bad[] = {
+      0, 3072, 4095, 4097, 100000, 98305, (16 << 20) + 4096, 32 << 20,
+      UINT64_C (1) << 32, UINT64_MAX,
+    };
+    bool all = true;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+      const char *msg = blk_check_block_size (bad[i]);
+      all &= msg && strcmp (msg, "block size must be a multiple of 4K from "
+                            "4K to 16M") == 0;
+    }
+    ok (all, "0, 3K, 4095, 4097, 100000, 96K+1, 16M+4K, 32M, 4G, 2^64-1 "
+        "are refused, saying the rule");
+  }
   ok (blk_params_init (&p, "nosuch", 65536) != NULL, "bad digest refused");
 
   ok (blk_params_init (&p, "sha256", bs) == NULL, "sha256 with 4K blocks");
@@ -130,6 +165,78 @@ main (void)
   ok (stream (&p, img, size, 777, a) == 0 && memcmp (a, b, 20) == 0,
       "sha1 matches the direct computation");
   blk_params_free (&p);
+
+  /* 96K blocks: 3.5 of them, data, zeros, data, short data, hashed in
+   * pieces that are not whole blocks.
+   */
+  {
+    const uint32_t b96 = 96 * 1024;
+    const uint64_t s96 = 3 * b96 + b96 / 2;
+    uint8_t *big = calloc (1, 4 * b96);
+    uint8_t z[EVP_MAX_MD_SIZE];
+    struct blk_block_hasher bh;
+    bool all = true;
+
+    fill (big, b96, 3);
+    fill (big + 2 * b96, b96 + b96 / 2, 4);
+    ok (blk_params_init (&p, "sha256", b96) == NULL, "sha256 with 96K blocks");
+    EVP_Digest (big + b96, b96, z, NULL, EVP_sha256 (), NULL);
+    ok (memcmp (p.zero_digest, z, 32) == 0, "zero digest is H(96K zeros)");
+    direct ("sha256", b96, big, s96, b);
+    static const size_t pieces[] = { 1000, 4096, 65536, 256 * 1024, 3 << 20 };
+    for (size_t i = 0; i < sizeof pieces / sizeof pieces[0]; i++)
+      all &= stream (&p, big, s96, pieces[i], a) == 0 &&
+        memcmp (a, b, 32) == 0;
+    ok (all, "96K blocks in 1000, 4K, 64K, 256K and whole pieces match the "
+        "direct computation");
+    /* A block fed as 64K + 32K, as a 64K-aligned reader would. */
+    EVP_Digest (big + 2 * b96, b96, z, NULL, EVP_sha256 (), NULL);
+    blk_block_begin (&bh, &p, ctx);
+    ok (blk_block_update (&bh, big + 2 * b96, 65536) == 0 &&
+        blk_block_update (&bh, big + 2 * b96 + 65536, b96 - 65536) == 0 &&
+        blk_block_final (&bh, a, &zero) == 0 && !zero &&
+        memcmp (a, z, 32) == 0, "a 96K block in two pieces");
+    ok (blk_block_count (s96, b96) == 4 &&
+        blk_block_len (s96, b96, 3) == b96 / 2 &&
+        blk_blocks_per (256 * 1024, b96) == 2,
+        "96K: 4 blocks, the last 48K; 2 whole blocks in 256K");
+    blk_params_free (&p);
+
+    /* 4K*3*5*7 = 420K blocks over the same bytes. */
+    ok (blk_params_init (&p, "sha1", 4096 * 105) == NULL,
+        "sha1 with 420K blocks");
+    direct ("sha1", 4096 * 105, big, s96, b);
+    ok (stream (&p, big, s96, 65536, a) == 0 && memcmp (a, b, 20) == 0,
+        "420K blocks match the direct computation");
+    blk_params_free (&p);
+
+    /* shake at 16 and 32 bytes, 96K blocks. */
+    ok (blk_params_init (&p, "shake128", b96) == NULL &&
+        p.digest.len == 16, "shake128 with 96K blocks");
+    direct_xof ("shake128", 16, b96, big, s96, b);
+    ok (stream (&p, big, s96, 5000, a) == 0 && memcmp (a, b, 16) == 0,
+        "shake128 matches the direct computation at 16 bytes");
+    blk_params_free (&p);
+    ok (blk_params_init (&p, "shake256", 65536) == NULL &&
+        p.digest.len == 32, "shake256 with 64K blocks");
+    direct_xof ("shake256", 32, 65536, big, s96, b);
+    ok (stream (&p, big, s96, 4096, a) == 0 && memcmp (a, b, 32) == 0,
+        "shake256 matches the direct computation at 32 bytes");
+    /* The empty image: blksum's vectors. */
+    ok (stream (&p, big, 0, 1, a) == 0, "shake256 empty image");
+    blk_hex (a, 32, hex);
+    ok (strcmp (hex, "119141dce89807096095d9729b0da804"
+                "81a492498e235346efc58aa73335a351") == 0,
+        "shake256 empty image equals the vector");
+    blk_params_free (&p);
+    ok (blk_params_init (&p, "shake128", 65536) == NULL &&
+        stream (&p, big, 0, 1, a) == 0, "shake128 empty image");
+    blk_hex (a, 16, hex);
+    ok (strcmp (hex, "7a24b666da345c98c3a400aafd14a51a") == 0,
+        "shake128 empty image equals the vector");
+    blk_params_free (&p);
+    free (big);
+  }
 
   ok (blk_blocks_per (64 << 20, 65536) == 1024 &&
       blk_blocks_per (100000, 4096) == 24, "blocks per step: whole blocks");

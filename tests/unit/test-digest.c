@@ -8,11 +8,47 @@
 #include "util.h"
 #include "tap.h"
 
+struct listed {
+  bool sha256, shake128, shake256, kmac;
+};
+
 static void
-find_sha256 (const char *names, size_t len, void *opaque)
+find_listed (const char *names, size_t len, void *opaque)
 {
+  struct listed *l = opaque;
+
   if (strstr (names, "sha256") && len == 32)
-    *(bool *) opaque = true;
+    l->sha256 = true;
+  if (strncmp (names, "shake128, ", 10) == 0 && len == 16)
+    l->shake128 = true;
+  if (strncmp (names, "shake256, ", 10) == 0 && len == 32)
+    l->shake256 = true;
+  if (strstr (names, "kmac"))
+    l->kmac = true;
+}
+
+/* Hex of name(msg) through the wrapper, with a guard after the digest:
+ * exactly d.len bytes are written.  NULL if the name is refused.
+ */
+static const char *
+digest_hex (const char *name, EVP_MD_CTX *ctx, const char *msg, size_t *len)
+{
+  static char hex[2 * EVP_MAX_MD_SIZE + 1];
+  uint8_t out[EVP_MAX_MD_SIZE + 8];
+  struct blk_digest d;
+
+  if (blk_digest_init (&d, name) != NULL)
+    return NULL;
+  memset (out, 0xa5, sizeof out);
+  *len = d.len;
+  if (blk_digest_buf (&d, ctx, msg, strlen (msg), out) == -1 ||
+      out[d.len] != 0xa5 || out[d.len + 7] != 0xa5) {
+    blk_digest_free (&d);
+    return "failed";
+  }
+  blk_hex (out, d.len, hex);
+  blk_digest_free (&d);
+  return hex;
 }
 
 int
@@ -22,7 +58,9 @@ main (void)
   uint8_t out[EVP_MAX_MD_SIZE];
   char hex[2 * EVP_MAX_MD_SIZE + 1];
   EVP_MD_CTX *ctx = EVP_MD_CTX_new ();
-  bool found = false;
+  struct listed listed = { false };
+  const char *msg, *h;
+  size_t len = 0;
 
   ok (blk_digest_init (&d, "sha256") == NULL && d.len == 32,
       "sha256 is 32 bytes");
@@ -54,14 +92,52 @@ main (void)
   ok (blk_digest_init (&d, "nosuchdigest") != NULL && d.md == NULL,
       "unknown digest rejected");
   ok (blk_digest_init (&d, "") != NULL, "empty name rejected");
-  ok (blk_digest_init (&d, "shake128") != NULL && d.md == NULL,
-      "extendable-output digest rejected");
+
+  /* shake at OpenSSL 3.0's default lengths, whatever the version. */
+  ok (blk_digest_init (&d, "shake128") == NULL && d.len == 16 && d.xof &&
+      strcmp (d.name, "shake128") == 0, "shake128 is 16 bytes");
+  blk_digest_free (&d);
+  ok (blk_digest_init (&d, "shake256") == NULL && d.len == 32 && d.xof &&
+      strcmp (d.name, "shake256") == 0, "shake256 is 32 bytes");
+  blk_digest_free (&d);
+  ok (blk_digest_init (&d, "SHAKE-128") == NULL && d.len == 16 &&
+      strcmp (d.name, "shake128") == 0, "SHAKE-128 is shake128");
+  blk_digest_free (&d);
+  ok (blk_digest_init (&d, "2.16.840.1.101.3.4.2.12") == NULL &&
+      d.len == 32 && strcmp (d.name, "shake256") == 0,
+      "shake256's OID is shake256");
+  blk_digest_free (&d);
+  ok (blk_digest_init (&d, "sha256") == NULL && !d.xof,
+      "sha256 is not extendable-output");
+  blk_digest_free (&d);
+  /* FIPS 202 answers, cut at 16 and 32 bytes. */
+  h = digest_hex ("shake128", ctx, "", &len);
+  ok (h && len == 16 && strcmp (h, "7f9c2ba4e88f827d616045507605853e") == 0,
+      "shake128('') is 16 bytes of the FIPS 202 answer");
+  h = digest_hex ("shake256", ctx, "", &len);
+  ok (h && len == 32 && strcmp (h, "46b9dd2b0ba88d13233b3feb743eeb24"
+                                "3fcd52ea62b81b82b50c27646ed5762f") == 0,
+      "shake256('') is 32 bytes of the FIPS 202 answer");
+  h = digest_hex ("shake128", ctx, "abc", &len);
+  ok (h && strcmp (h, "5881092dd818bf5cf8a3ddb793fbcba7") == 0,
+      "shake128(abc)");
+  /* A context finished as an XOF serves a fixed-length digest next. */
+  h = digest_hex ("sha256", ctx, "abc", &len);
+  ok (h && strcmp (h, "ba7816bf8f01cfea414140de5dae2223"
+                   "b00361a396177a9cb410ff61f20015ad") == 0,
+      "sha256 after shake with the same context");
+  msg = blk_digest_init (&d, "keccak-kmac-128");
+  ok (msg && strstr (msg, "only shake128 and shake256") && d.md == NULL,
+      "another extendable-output digest is refused: %s", msg);
   ok (blk_digest_init (&d, "sha256;rm") != NULL, "odd characters rejected");
   ok (blk_digest_init (&d, "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa")
       != NULL, "over-long name rejected");
 
-  blk_digest_list (find_sha256, &found);
-  ok (found, "the digest list names sha256, 32 bytes");
+  blk_digest_list (find_listed, &listed);
+  ok (listed.sha256, "the digest list names sha256, 32 bytes");
+  ok (listed.shake128 && listed.shake256,
+      "the digest list names shake128, 16 bytes, and shake256, 32 bytes");
+  ok (!listed.kmac, "the digest list leaves out what is refused");
 
   EVP_MD_CTX_free (ctx);
   return done_testing ();

@@ -66,6 +66,24 @@ main (void)
       d.block_size == 65536 && d.digest_len == 32 &&
       strcmp (d.digest_name, "sha256") == 0, "decode what was encoded");
 
+  /* shake128 with 96K blocks: 16 byte digests, 3 blocks of 5 x 64K. */
+  {
+    uint8_t b2[BLK_VIEW_HEADER_SIZE];
+    blk_header_init (&h, 5 * 65536, 98304, "shake128", 16);
+    blk_header_encode (&h, b2);
+    ok (le (b2 + 24, 8) == 4 && le (b2 + 32, 4) == 98304 &&
+        le (b2 + 36, 4) == 16 && strcmp ((char *) b2 + 56, "shake128") == 0,
+        "shake128, 96K: 4 blocks, 16 byte digests, the name");
+    ok (blk_view_size (&h) == 8192 + 4 * 16, "shake128, 96K: view size");
+    ok (blk_header_decode (b2, sizeof b2, &d) == NULL &&
+        d.block_size == 98304 && d.block_count == 4 && d.digest_len == 16 &&
+        strcmp (d.digest_name, "shake128") == 0,
+        "shake128, 96K: decode what was encoded");
+    put (b2 + 24, 3, 8);
+    ok (blk_header_decode (b2, sizeof b2, &d) != NULL,
+        "96K: block count 3 for 5 x 64K rejected");
+  }
+
   blk_header_init (&h, 0, 4096, "blake2b512", 64);
   {
     uint8_t b2[BLK_VIEW_HEADER_SIZE];
@@ -81,7 +99,8 @@ main (void)
   ok (corrupt (buf, 12, 512, 4) != NULL, "other header size rejected");
   ok (corrupt (buf, 40, 0, 8) != NULL, "other root offset rejected");
   ok (corrupt (buf, 48, 4096, 8) != NULL, "other digests offset rejected");
-  ok (corrupt (buf, 32, 65535, 4) != NULL, "block size not a power of two");
+  ok (corrupt (buf, 32, 65535, 4) != NULL, "block size not a multiple of 4K");
+  ok (corrupt (buf, 32, 100000, 4) != NULL, "block size 100000 rejected");
   ok (corrupt (buf, 32, 1024, 4) != NULL, "block size too small");
   ok (corrupt (buf, 36, 0, 4) != NULL, "digest length 0 rejected");
   ok (corrupt (buf, 36, EVP_MAX_MD_SIZE + 1, 4) != NULL,

@@ -14,20 +14,46 @@
  * the range.  The entries around the range must stay untouched.
  */
 static int
-marks (uint64_t size, uint64_t first, uint64_t count,
-       uint64_t offset, uint64_t length, bool zero, const char *want)
+marks_bs (uint32_t bs, uint64_t size, uint64_t first, uint64_t count,
+          uint64_t offset, uint64_t length, bool zero, const char *want)
 {
   const struct blk_extent e = { offset, length, zero };
   bool buf[MAXB + 2] = { false };
   bool *hole = buf + 1;
 
-  blk_holes_mark (&e, 1, BS, size, first, count, hole);
+  blk_holes_mark (&e, 1, bs, size, first, count, hole);
   if (buf[0] || buf[count + 1])
     return 0;
   for (uint64_t i = 0; i < count; i++)
     if (hole[i] != (want[i] == '1'))
       return 0;
   return strlen (want) == count;
+}
+
+static int
+marks (uint64_t size, uint64_t first, uint64_t count,
+       uint64_t offset, uint64_t length, bool zero, const char *want)
+{
+  return marks_bs (BS, size, first, count, offset, length, zero, want);
+}
+
+/* Blocks that are not a power of two: 96K, and 12K. */
+static void
+test_mark_96k (void)
+{
+  const uint32_t K = 1024, B = 96 * K;
+  const uint64_t size = 5 * B + 1000;
+
+  ok (marks_bs (B, size, 0, 6, 64 * K, 256 * K, true, "011000"),
+      "96K: a 64K-aligned extent holds blocks 1 and 2 only");
+  ok (marks_bs (B, size, 0, 6, B, 2 * B - 1, true, "010000"),
+      "96K: a byte short of block 2");
+  ok (marks_bs (B, size, 0, 6, 128 * K, size, true, "001111"),
+      "96K: to the end, the short last block included");
+  ok (marks_bs (B, size, 2, 3, 0, 3 * B, true, "100"),
+      "96K: a range from block 2");
+  ok (marks_bs (12 * K, 10 * 12 * K, 0, 10, 16 * K, 32 * K, true,
+                "0011000000"), "12K: 16K+32K holds blocks 2 and 3");
 }
 
 static void
@@ -139,6 +165,7 @@ main (void)
 {
   test_mark ();
   test_mark_several ();
+  test_mark_96k ();
   test_runs ();
   return done_testing ();
 }

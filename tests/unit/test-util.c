@@ -21,6 +21,15 @@ size_bad (const char *s)
   return blk_parse_size (s, &v) != NULL;
 }
 
+/* blk_format_block_size spells size as want, which reads back. */
+static int
+spelt (uint64_t size, const char *want)
+{
+  char buf[BLK_BLOCK_SIZE_STR_MAX];
+  return blk_format_block_size (size, buf) == buf &&
+    strcmp (buf, want) == 0 && size_is (buf, size);
+}
+
 int
 main (void)
 {
@@ -60,6 +69,19 @@ main (void)
         all = false;
     }
     ok (all, "blk_parse_size reads every spelling back");
+  }
+  ok (spelt (4096, "4K") && spelt (12288, "12K") && spelt (4096 * 105, "420K"),
+      "block sizes in K: 4K 12K 420K");
+  ok (spelt (1 << 20, "1M") && spelt (16 << 20, "16M") &&
+      spelt (1572864, "1536K"), "block sizes in M: 1M 16M, and 1536K");
+  ok (spelt (4097, "4097") && spelt (100000, "100000") && spelt (0, "0"),
+      "sizes not in K are bytes");
+  {
+    char buf[BLK_BLOCK_SIZE_STR_MAX];
+    ok (strcmp (blk_format_block_size (UINT64_MAX, buf),
+                "18446744073709551615") == 0 &&
+        spelt (INT64_MAX & ~INT64_C (1023), "9007199254740991K"),
+        "the largest sizes fit");
   }
 
   blk_hex (bytes, 4, hex);

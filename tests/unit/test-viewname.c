@@ -58,6 +58,10 @@ main (void)
   ok (view_result ("disk@blkhashes") == 0, "marker must end the name");
   ok (view_result ("disk@blkhash:") == -1, "empty options rejected");
   ok (view_result ("disk@blkhash:sha1/zz") == -1, "bad block size rejected");
+  ok (view_is ("disk@blkhash:shake128/96K", "disk", "shake128", 98304),
+      "shake128 with 96K blocks");
+  ok (view_is ("disk@blkhash:SHAKE-256/12288", "disk", "SHAKE-256", 12288),
+      "the digest as given, the block size in bytes");
 
   s = blk_view_name_build ("disk", NULL, 0);
   ok (s && strcmp (s, "disk@blkhash") == 0, "build default view name");
@@ -68,6 +72,15 @@ main (void)
   free (s);
   s = blk_view_name_build ("x", NULL, 65536);
   ok (s && strcmp (s, "x@blkhash:/64K") == 0, "build with block size only");
+  free (s);
+  s = blk_view_name_build ("", "shake256", 96 * 1024);
+  ok (s && strcmp (s, "@blkhash:shake256/96K") == 0,
+      "build shake256 with 96K blocks");
+  free (s);
+  s = blk_view_name_build ("d", "shake128", 1572864);
+  ok (s && strcmp (s, "d@blkhash:shake128/1536K") == 0,
+      "1.5M blocks are spelt 1536K");
+  ok (s && view_is (s, "d", "shake128", 1572864), "and parse back");
   free (s);
   return done_testing ();
 }
