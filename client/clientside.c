@@ -3,7 +3,8 @@
  *
  * The image is cut into segments of SPAN_BYTES.  A connection takes the
  * next segment, asks block status for it (holes and zero extents are
- * not read), and keeps up to R reads of 256 KiB in flight; each read
+ * not read), and keeps up to R reads in flight, each of as many whole
+ * blocks as fit in 256 KiB (or one larger block); each read
  * is hashed by the connection's thread as it completes, so C
  * connections hash on as many cores.  Digests go to a block table like
  * the filter's, which folds the root as the prefix completes.
@@ -23,7 +24,9 @@
 #include "method.h"
 #include "table.h"
 
-/* Image bytes per read (or one block, if larger). */
+/* Image bytes per read at most: whole blocks, 192K of 96K blocks (or
+ * one block, if larger).
+ */
 #define IMAGE_READ_BYTES (256 * 1024)
 #define FOLD_BUDGET (4 * 1024 * 1024)
 

@@ -3,7 +3,6 @@
  */
 #include <config.h>
 
-#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +10,7 @@
 #include "local.h"
 #include "messages.h"
 #include "source.h"
+#include "util.h"
 #include "viewname.h"
 
 /* Where the path of an NBD URI is: after "scheme://authority", up to
@@ -93,18 +93,6 @@ uri_with_export (const char *uri, const char *export)
   return s;
 }
 
-/* " --block-size 1M", as blk_view_name_build spells sizes. */
-static void
-block_size_option (uint64_t bs, char *buf, size_t len)
-{
-  if (bs % (1 << 20) == 0)
-    snprintf (buf, len, " --block-size %" PRIu64 "M", bs >> 20);
-  else if (bs % 1024 == 0)
-    snprintf (buf, len, " --block-size %" PRIu64 "K", bs >> 10);
-  else
-    snprintf (buf, len, " --block-size %" PRIu64, bs);
-}
-
 /* If export, named by URI uri, is a view name (well formed or not),
  * say what to give instead and return true.
  */
@@ -134,8 +122,11 @@ refuse_view_export (const char *name, const char *uri, const char *export)
   }
   if (image)
     image_uri = uri_with_export (uri, image);
-  if (r == 1 && v.block_size)
-    block_size_option (v.block_size, bs, sizeof bs);
+  if (r == 1 && v.block_size) {
+    char spelt[BLK_BLOCK_SIZE_STR_MAX];
+    snprintf (bs, sizeof bs, " --block-size %s",
+              blk_format_block_size (v.block_size, spelt));
+  }
 
   error_at (name, "export '%s' is a blkhash view, not a disk image", export);
   if (image_uri == NULL)

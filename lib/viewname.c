@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "blkhash.h"
 #include "util.h"
 #include "viewname.h"
 
@@ -60,7 +61,7 @@ blk_view_name_parse (const char *name, struct blk_view_name *v,
         goto bad;
       /* 0 means "the default" inside, never on the wire. */
       if (v->block_size == 0) {
-        *msg = "block size 0";
+        *msg = BLK_BLOCK_SIZE_RULE;
         goto bad;
       }
     }

@@ -132,7 +132,8 @@ blkhash_config_complete (nbdkit_next_config_complete *next,
 
 #define blkhash_config_help \
   "blkhash-digest=NAME        OpenSSL digest (default sha256).\n" \
-  "blkhash-block-size=SIZE    Block size, power of two 4K..16M (default 64K).\n" \
+  "blkhash-block-size=SIZE    Block size, a multiple of 4K from 4K to 16M\n" \
+  "                           (default 64K).\n" \
   "blkhash-file=PATH          Write checksum lines when clients leave.\n" \
   "blkhash-file-name=NAME     The default export's NAME there (default -).\n" \
   "blkhash-cache=BOOL         Hash data passing through (default true).\n" \

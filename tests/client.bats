@@ -285,6 +285,31 @@ PY
   [[ "$output" = *"differ in 262144 bytes (3 ranges"* ]]
 }
 
+@test "client: --diff with shake256 and 96K blocks gives 96K ranges" {
+  cp "$disk" a.img
+  cp "$disk" b.img
+  # A byte in block 0, 100K across blocks 53 and 54, the last byte (in
+  # the short last block, 64K).
+  qemu-io -f raw b.img -c 'write -P 1 100 1' -c 'write -P 2 5M 100K' \
+    -c 'write -P 3 41943039 1' >/dev/null
+  run "$NBDSUM" --diff -d shake256 --block-size 96K a.img b.img
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [ "$(grep -E '^[0-9]+ [0-9]+$' <<< "$output")" = "0 98304
+5210112 196608
+41877504 65536" ]
+  [[ "$output" = *"differ in 360448 bytes (3 ranges, compared in 98304 byte blocks)"* ]]
+  # B hashed client-side, the same way A was.
+  qemu-nbd -r -f raw -k "$BATS_TEST_TMPDIR/q.sock" b.img &
+  for i in $(seq 50); do [ -S q.sock ] && break; sleep 0.1; done
+  run "$NBDSUM" --diff -d shake256 --block-size 96K a.img \
+    "nbd+unix:///?socket=$BATS_TEST_TMPDIR/q.sock"
+  wait
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"differ in 360448 bytes (3 ranges"* ]]
+}
+
 @test "client: --diff across servers and sizes, and its errors" {
   cp "$disk" a.img
   truncate -s 41M b.img
@@ -305,30 +330,57 @@ PY
   [[ "$output" = *"--diff needs two images"* ]]
 }
 
-@test "client: --blocks prints every block, zero runs merged" {
-  run "$NBDSUM" --blocks "$disk"
-  [ "$status" -eq 0 ]
-  echo "$output" | head -n 5
-  [ "${lines[0]}" = "# sha256 65536 41943040" ]
-  # Data blocks carry their digest, in order; zero blocks are runs.
-  blocks=$(reference --blocks sha256 65536 "$disk")
-  zero=$("$PYTHON" -c 'import hashlib; print(hashlib.sha256(bytes(65536)).hexdigest())')
-  n=0
-  while read -r off len digest; do
+# check_blocks DIGEST BLOCK_SIZE: the output of nbdsum --blocks on
+# $disk has a line per data block with its digest, in order, and runs
+# of zero blocks, every block covered once; the block count is left in
+# $nblocks.
+check_blocks () {
+  local digest=$1 bs=$2 blocks zero L n=0 next=0 off len d b
+  blocks=$(reference --blocks "$digest" "$bs" "$disk")
+  zero=$(head -c "$bs" /dev/zero | reference --blocks "$digest" "$bs" -)
+  L=${#zero}
+  [ "${lines[0]}" = "# $digest $bs $(stat -c %s "$disk")" ]
+  while read -r off len d; do
     [ "$off" = "#" ] && continue
-    [ $((off % 65536)) -eq 0 ]
-    for ((b = off / 65536; b < (off + len + 65535) / 65536; b++)); do
-      d=${blocks:$((b * 64)):64}
-      if [ "$digest" = zero ]; then
-        [ "$d" = "$zero" ]
+    [ "$off" -eq "$next" ]
+    [ $((off % bs)) -eq 0 ]
+    next=$((off + len))
+    for ((b = off / bs; b < (off + len + bs - 1) / bs; b++)); do
+      if [ "$d" = zero ]; then
+        [ "${blocks:$((b * L)):L}" = "$zero" ]
       else
-        [ "$d" = "$digest" ]
+        [ "${blocks:$((b * L)):L}" = "$d" ]
       fi
       n=$((n + 1))
     done
   done <<< "$output"
-  [ "$n" -eq 640 ]
+  [ "$next" -eq "$(stat -c %s "$disk")" ]
+  [ "$n" -eq $(( ${#blocks} / L )) ]
+  nblocks=$n
+}
+
+@test "client: --blocks prints every block, zero runs merged" {
+  run "$NBDSUM" --blocks "$disk"
+  [ "$status" -eq 0 ]
+  echo "$output" | head -n 5
+  # Data blocks carry their digest, in order; zero blocks are runs.
+  check_blocks sha256 65536
+  [ "$nblocks" -eq 640 ]
   [[ "$output" = *$'\n3145728 7340032 zero\n'* ]]
+}
+
+@test "client: --blocks with shake128 and 96K blocks, server-side and client-side" {
+  local opt
+  for opt in "" --client-side; do
+    run "$NBDSUM" --blocks $opt -d SHAKE-128 --block-size 96K "$disk"
+    [ "$status" -eq 0 ]
+    echo "$output" | head -n 5
+    # 40M in 96K blocks: 426 and a 64K one.
+    check_blocks shake128 98304
+    [ "$nblocks" -eq 427 ]
+    [ "${lines[-1]%% *}" = 41877504 ]
+    [[ "${lines[-1]}" =~ ^41877504\ 65536\ [0-9a-f]{32}$ ]]
+  done
 }
 
 @test "client: TLS with a pre-shared key" {
@@ -358,6 +410,10 @@ PY
   [ "$status" -eq 0 ]
   grep -qE '^sha256, .* 32 bytes$' <<< "$output"
   grep -qE '^blake2b512, .* 64 bytes$' <<< "$output"
+  grep -qE '^shake128, shake-128 +16 bytes$' <<< "$output"
+  grep -qE '^shake256, shake-256 +32 bytes$' <<< "$output"
+  # Only what -d accepts.
+  ! grep -q kmac <<< "$output"
   run "$NBDSUM" --diff --blocks a b
   [ "$status" -eq 2 ]
   run "$NBDSUM" --check --blocks a

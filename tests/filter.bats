@@ -164,12 +164,13 @@ setup () {
     blkhash-block-size=3000 --run true
   echo "$output"
   [ "$status" -ne 0 ]
-  [[ "$output" = *"block size must be between 4K and 16M"* ]]
+  [[ "$output" = *"block size must be a multiple of 4K from 4K to 16M"* ]]
 
   run nbdkit -U - --filter="$BLKHASH_FILTER" null 1M \
-    blkhash-block-size=96K --run true
+    blkhash-digest=keccak-kmac-128 --run true
+  echo "$output"
   [ "$status" -ne 0 ]
-  [[ "$output" = *"power of two"* ]]
+  [[ "$output" = *"only shake128 and shake256 are supported"* ]]
 
   run nbdkit -U - --filter="$BLKHASH_FILTER" null 1M \
     blkhash-cache=maybe --run true
@@ -202,6 +203,94 @@ setup () {
   echo "$output"
   [ "$status" -eq 0 ]
   [[ "$output" = "BLKHASH-SHA512/1M ("*") = $(reference sha512 1048576 "$disk")" ]]
+}
+
+@test "filter: blkhash-block-size=3K, 100000, 32M or 0 is refused, saying the rule" {
+  local bs
+  for bs in 3K 100000 32M 0; do
+    run nbdkit -U - --filter="$BLKHASH_FILTER" null 1M \
+      blkhash-block-size=$bs --run true
+    echo "blkhash-block-size=$bs: status $status: $output"
+    [ "$status" -ne 0 ]
+    [[ "$output" = *"block size must be a multiple of 4K from 4K to 16M"* ]]
+  done
+}
+
+@test "filter: block sizes that are not powers of two: 96K, 12K, 4K*3*5*7" {
+  local bs
+  for bs in 96K 12K $((4096 * 3 * 5 * 7)); do
+    export bs
+    # The server's default, and the same hashed by nbdsum.
+    run serve file "$disk" blkhash-block-size=$bs -- \
+      '"$NBDSUM" "$uri" && "$NBDSUM" --client-side --block-size $bs "$uri"'
+    echo "blkhash-block-size=$bs: $output"
+    [ "$status" -eq 0 ]
+    want=$(reference sha256 "$(numfmt --from=iec "$bs")" "$disk")
+    [ "$(sum_hex "${lines[0]}")" = "$want" ]
+    [ "$(sum_hex "${lines[1]}")" = "$want" ]
+  done
+}
+
+# The plugin's reads in --filter=log's file $1, one "OFFSET COUNT" a line.
+plugin_read_ranges () {
+  sed -nE 's/.* Read id=[0-9]+ offset=(0x[0-9a-f]+) count=(0x[0-9a-f]+) .*/\1 \2/p' \
+    "$1" | while read -r o c; do echo "$((o)) $((c))"; done
+}
+
+@test "filter: hashing reads whole blocks up to 256K, larger blocks in pieces within one" {
+  local log="$BATS_TEST_TMPDIR/log" size bs B off count n end
+  size=$(stat -c %s "$disk")
+  for bs in 96K 12K 420K; do
+    B=$(numfmt --from=iec "$bs")
+    rm -f "$log"
+    run serve --filter=log file "$disk" logfile="$log" blkhash-block-size=$bs \
+      -- '"$NBDSUM" "$uri"'
+    [ "$status" -eq 0 ]
+    [ "$(sum_hex "$output")" = "$(reference sha256 "$B" "$disk")" ]
+    n=0
+    while read -r off count; do
+      n=$((n + 1))
+      [ "$count" -le 262144 ]
+      if [ "$B" -le 262144 ]; then
+        # Whole blocks: 2 of 96K (192K), 21 of 12K (252K); a short
+        # last block only at the end.
+        end=$((off + count))
+        [ $((off % B)) -eq 0 ]
+        [ $((count % B)) -eq 0 ] || [ "$end" -eq "$size" ]
+        [ "$count" -le $((262144 / B * B)) ]
+      else
+        # 420K blocks: 256K, then the 164K left of the block.
+        [ $((off / B)) -eq $(((off + count - 1) / B)) ]
+        case $((off % B)) in
+          0) [ "$count" -eq 262144 ] ;;
+          262144) [ "$count" -eq $((B - 262144)) ] ;;
+          *) false ;;
+        esac
+      fi
+    done < <(plugin_read_ranges "$log")
+    echo "$bs: $n reads"
+    [ "$n" -gt 0 ]
+  done
+}
+
+@test "filter: blkhash-digest=shake128 and shake256, the default view's digest" {
+  run serve file "$disk" blkhash-digest=shake128 blkhash-block-size=96K -- \
+    '"$NBDSUM" "$uri"'
+  echo "$output"
+  [ "$status" -eq 0 ]
+  # Tagged with the server's digest and block size.
+  [[ "$output" = "BLKHASH-SHAKE128/96K ("*") = "* ]]
+  [[ "$(sum_hex "$output")" =~ ^[0-9a-f]{32}$ ]]
+  [ "$(sum_hex "$output")" = "$(reference shake128 98304 "$disk")" ]
+  # Any spelling OpenSSL knows; nbdsum's -d names the same digest.
+  run serve file "$disk" blkhash-digest=SHAKE-256 -- \
+    '"$NBDSUM" "$uri" && "$NBDSUM" -d shake256 "$uri"'
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "${lines[0]}" = "BLKHASH-SHAKE256/64K ("* ]]
+  [[ "$(sum_hex "${lines[0]}")" =~ ^[0-9a-f]{64}$ ]]
+  [ "$(sum_hex "${lines[0]}")" = "$(reference shake256 65536 "$disk")" ]
+  [ "${lines[1]}" = "${lines[0]}" ]
 }
 
 @test "filter: --help lists the parameters" {

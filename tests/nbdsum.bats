@@ -54,7 +54,7 @@ PY
   [[ "$output" = *"--requests"* ]]
   run "$NBDSUM" --block-size 1000 nbd://localhost
   [ "$status" -eq 1 ]
-  [[ "$output" = *"block size must be between 4K and 16M"* ]]
+  [[ "$output" = *"block size must be a multiple of 4K from 4K to 16M"* ]]
   run "$NBDSUM" --bogus nbd://localhost
   [ "$status" -eq 1 ]
   # nbdsum's own name, not the path it was run by.
@@ -126,6 +126,61 @@ PY
   [[ "$output" = "BLKHASH-SHA512/64K ("*") = $(reference sha512 65536 "$disk")" ]]
 }
 
+@test "nbdsum: --block-size 3K, 100000, 32M or 0 is refused, saying the rule" {
+  local bs
+  for bs in 3K 100000 32M 0; do
+    run "$NBDSUM" --block-size $bs "$disk"
+    echo "--block-size $bs: status $status: $output"
+    [ "$status" -eq 1 ]
+    [ "$output" = "nbdsum: --block-size $bs: block size must be a multiple of 4K from 4K to 16M" ]
+    run "$NBDSUM" --diff --block-size $bs "$disk" "$disk"
+    [ "$status" -eq 2 ]
+    [[ "$output" = *"block size must be a multiple of 4K from 4K to 16M"* ]]
+  done
+}
+
+@test "nbdsum: block sizes that are not powers of two, server-side and client-side" {
+  local bs want
+  for bs in 96K 12K 1536K 420K; do
+    export bs
+    want=$(reference sha1 "$(numfmt --from=iec "$bs")" "$disk")
+    run serve file "$disk" -- '
+      "$NBDSUM" -d sha1 --block-size $bs "$uri" &&
+      "$NBDSUM" --client-side -d sha1 --block-size $bs "$uri"'
+    echo "$bs: $output"
+    [ "$status" -eq 0 ]
+    [ "$(sum_hex "${lines[0]}")" = "$want" ]
+    [ "$(sum_hex "${lines[1]}")" = "$want" ]
+    # Tagged with the size as the view name spells it.
+    [[ "${lines[0]}" = "BLKHASH-SHA1/$bs ("* ]]
+  done
+}
+
+@test "nbdsum: shake128 and shake256 in any spelling, 16 and 32 bytes, both ways" {
+  local alias want tag
+  for alias in shake128 SHAKE-128 shake-128 shake256 SHAKE256 shake-256; do
+    case $alias in
+      *128) want=$(reference shake128 65536 "$disk") tag=SHAKE128 ;;
+      *) want=$(reference shake256 65536 "$disk") tag=SHAKE256 ;;
+    esac
+    export alias
+    run serve file "$disk" -- '"$NBDSUM" -d $alias "$uri" &&
+      "$NBDSUM" --client-side -d $alias "$uri" &&
+      "$NBDSUM" -d $alias - < "$disk"'
+    echo "$alias: $output"
+    [ "$status" -eq 0 ]
+    [ "$(sum_hex "${lines[0]}")" = "$want" ]
+    [ "$(sum_hex "${lines[1]}")" = "$want" ]
+    # The tag names the digest by its canonical name.
+    [ "${lines[2]}" = "BLKHASH-$tag/64K (-) = $want" ]
+  done
+  [ "${#want}" -eq 64 ]
+  [ "$(reference shake128 65536 "$disk" | wc -c)" -eq 33 ]
+  run "$NBDSUM" -d keccak-kmac-128 "$disk"
+  [ "$status" -eq 1 ]
+  [ "$output" = "nbdsum: --digest keccak-kmac-128: of the extendable-output digests only shake128 and shake256 are supported" ]
+}
+
 @test "nbdsum: digest aliases (SHA-256, sha2-256) are sha256, both ways" {
   local want alias
   want=$(reference sha256 65536 "$disk")
@@ -169,6 +224,21 @@ PY
   check_rejected "does not match the header"
   craft_view "$f" 1048576 16 65535 32 sha256
   check_rejected "invalid block size"
+  craft_view "$f" 1048576 11 100000 32 sha256
+  check_rejected "invalid block size"
+  # shake128 is 16 bytes, shake256 32, whatever the server says.
+  craft_view "$f" 1048576 11 98304 32 shake128
+  check_rejected "shake128 digests are 16 bytes, not 32"
+  craft_view "$f" 1048576 11 98304 64 shake256
+  check_rejected "shake256 digests are 32 bytes, not 64"
+  craft_view "$f" 1048576 16 98304 16 shake128
+  check_rejected "block count does not match image size"
+  # The control: a well-formed shake128 view of 96K blocks is read as it
+  # is (its root is zeros).
+  craft_view "$f" 1048576 11 98304 16 shake128
+  run nbdkit -U - file "$f" --run '"$NBDSUM" "$uri"'
+  [ "$status" -eq 0 ]
+  [ "$(sum_hex "$output")" = "$(printf '%032d' 0)" ]
 }
 
 @test "nbdsum: an export too small for a view is hashed client-side" {

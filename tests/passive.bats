@@ -178,6 +178,52 @@ plugin_reads () {
   [ "${lines[-1]}" = "$(reference sha256 65536 "$BATS_TEST_TMPDIR/final.img")" ]
 }
 
+@test "passive: unaligned writes in 96K blocks: full blocks hashed, the checksum right" {
+  # 1M in 96K blocks: 10 and a 64K one.  Full blocks written: 2 and 3,
+  # 5 and 6, the short last one 10; block 8 written zero; 0, 1, 4 and 7
+  # only in part; 9 never.
+  local writes=(-c 'write -P 1 0 64K' -c 'write -P 2 64K 64K'
+                -c 'write -P 3 192K 192K' -c 'write -P 4 400000 300000'
+                -c 'write -z 786432 96K' -c 'write -P 5 983040 64K')
+  local want="$BATS_TEST_TMPDIR/want.img"
+  truncate -s 1M "$want"
+  qemu-io -f raw "$want" "${writes[@]}" >/dev/null
+  printf -v cmds '%q ' "${writes[@]}"
+  export cmds
+  run nbdkit -D blkhash.stats=1 -v -U - --filter="$BLKHASH_FILTER" memory 1M \
+    blkhash-block-size=96K blkhash-digest=shake128 --run '
+    eval "qemu-io -f raw \"\$uri\" $cmds" >/dev/null &&
+    "$NBDSUM" "$uri" && "$NBDSUM" -d sha256 --block-size 96K "$uri" &&
+    nbdcopy "$uri" "$BATS_TEST_TMPDIR/back.img"'
+  [ "$status" -eq 0 ]
+  grep 'stats:' <<< "$output" | head -n 2
+  cmp "$want" "$BATS_TEST_TMPDIR/back.img"
+  [ "$(sum_hex "$(grep '^BLKHASH-SHAKE128/96K ' <<< "$output")")" = \
+    "$(reference shake128 98304 "$want")" ]
+  [ "$(sum_hex "$(grep '^BLKHASH-SHA256/96K ' <<< "$output")")" = \
+    "$(reference sha256 98304 "$want")" ]
+  # The writes hashed the 5 full blocks; the checksum then computed
+  # only the 4 partly written blocks, reading them whole (96K each),
+  # block 9 a hole.
+  grep 'stats:' <<< "$output" | head -n 1 |
+    grep -q 'passive 5 blocks, computed 0 blocks reading 0 bytes, holes 0 '
+  grep 'stats:' <<< "$output" | sed -n 2p |
+    grep -q 'passive 5 blocks, computed 4 blocks reading 393216 bytes, holes 1 '
+}
+
+@test "passive: concurrent unaligned writers with 96K blocks and shake128 never leave a stale digest" {
+  local rounds=$(( (${STRESS_ROUNDS:-20} + 3) / 4 ))
+  export rounds
+  run serve memory 64M blkhash-block-size=96K blkhash-digest=shake128 -- '
+    "$STRESS" -b 96K -d shake128 "nbd+unix:///?socket=$unixsocket" \
+              "nbd+unix:///@blkhash?socket=$unixsocket" "$rounds" \
+              "$BATS_TEST_TMPDIR/final.img"'
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$(grep -c ': ok ' <<< "$output")" -eq "$rounds" ]
+  [ "${lines[-1]}" = "$(reference shake128 98304 "$BATS_TEST_TMPDIR/final.img")" ]
+}
+
 @test "passive: blkhash-cache=false hashes nothing in passing" {
   run nbdkit -D blkhash.stats=1 -v -U - --filter="$BLKHASH_FILTER" \
     --filter=log memory 96M logfile="$log" blkhash-cache=false \
@@ -221,6 +267,19 @@ $(reference sha256 65536 "$dir/b.img")  b.img" ]
     blkhash-block-size=1M -- 'nbdcopy "$uri" null:'
   [ "$status" -eq 0 ]
   [ "$(cat "$sums")" = "BLKHASH-SHA1/1M (-) = $(reference sha1 1048576 "$aligned")" ]
+}
+
+@test "passive: blkhash-file with shake256 and 96K blocks" {
+  run serve file "$odd" blkhash-file="$sums" blkhash-digest=SHAKE-256 \
+    blkhash-block-size=96K -- 'nbdcopy "$uri" null:'
+  [ "$status" -eq 0 ]
+  cat "$sums"
+  [ "$(cat "$sums")" = "BLKHASH-SHAKE256/96K (-) = $(reference shake256 98304 "$odd")" ]
+  # The tag says how to check it.
+  run "$NBDSUM" -c "$sums" < "$odd"
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$output" = "-: OK" ]
 }
 
 @test "memory: a 4 TiB empty image costs the filter under 64 MiB" {

@@ -4,8 +4,10 @@
     reference.py [--blocks] DIGEST BLOCK_SIZE FILE
 
 digest = H(H(b1) || ... || H(bn) || le64(size)), blocks of BLOCK_SIZE
-bytes, the last one at its real length.  Prints the hex digest, or with
---blocks the block digests H(b1) || ... || H(bn) in hex.
+bytes (any size, a power of two or not), the last one at its real
+length.  Prints the hex digest, or with --blocks the block digests
+H(b1) || ... || H(bn) in hex.  The extendable-output shake128 and
+shake256 are cut at 16 and 32 bytes, as blksum has them.
 """
 import hashlib
 import struct
@@ -15,11 +17,36 @@ import sys
 NAMES = {"blake2b512": "blake2b", "blake2s256": "blake2s",
          "sha3-224": "sha3_224", "sha3-256": "sha3_256",
          "sha3-384": "sha3_384", "sha3-512": "sha3_512",
-         "sha512-256": "sha512_256", "sha512-224": "sha512_224"}
+         "sha512-256": "sha512_256", "sha512-224": "sha512_224",
+         "shake-128": "shake128", "shake-256": "shake256"}
+
+# Extendable-output digests: hashlib's class and the output length.
+XOF = {"shake128": (hashlib.shake_128, 16),
+       "shake256": (hashlib.shake_256, 32)}
+
+
+class Shake:
+    """A shake hash with a fixed output length, like the others."""
+
+    def __init__(self, cls, length):
+        self.h = cls()
+        self.length = length
+
+    def update(self, data):
+        self.h.update(data)
+
+    def digest(self):
+        return self.h.digest(self.length)
+
+    def hexdigest(self):
+        return self.h.hexdigest(self.length)
 
 
 def new(name):
-    return hashlib.new(NAMES.get(name.lower(), name.lower()))
+    name = NAMES.get(name.lower(), name.lower())
+    if name in XOF:
+        return Shake(*XOF[name])
+    return hashlib.new(name)
 
 
 def blkhash(name, block_size, f, blocks=False):

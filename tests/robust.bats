@@ -499,10 +499,13 @@ PY
   errf="$BATS_TEST_TMPDIR/nbdsum.err"
   start_nbdkit hostile file dir="$dir"
 
-  # The control: a well-formed crafted view is accepted as it is.
+  # The controls: well-formed crafted views are accepted as they are.
   craft "$dir/x@blkhash"
   out=$(timeout 30 "$NBDSUM" "$(uri_of x)")
   [ "$(first_sum "$out")" = "$(printf '%064d' 0)" ]
+  craft "$dir/x@blkhash" bs=98304 count=11 dlen=16 name=shake128
+  out=$(timeout 30 "$NBDSUM" "$(uri_of x)")
+  [ "$(first_sum "$out")" = "$(printf '%032d' 0)" ]
 
   # FIELDS|expected message
   while IFS='|' read -r case_ msg; do
@@ -546,7 +549,11 @@ root=4097|unexpected root or digests offset
 digests=4096|unexpected root or digests offset
 digests=0|unexpected root or digests offset
 bs=0|invalid block size
-bs=12288|invalid block size
+bs=12289|invalid block size
+bs=100000 count=11|invalid block size
+bs=98304|block count does not match image size
+bs=98304 count=11 dlen=32 name=shake128|shake128 digests are 16 bytes, not 32
+bs=98304 count=11 dlen=16 name=shake256|shake256 digests are 32 bytes, not 16
 bs=2147483648|invalid block size
 bs=33554432 count=1|invalid block size
 extra=-1|does not match the header

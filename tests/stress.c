@@ -2,13 +2,15 @@
  * after the writers finish and flush, the view's root must equal the
  * checksum of the final content.  Repeated for several rounds.
  *
- *   stress [-s SEED] DATA-URI VIEW-URI ROUNDS [DUMP-FILE]
+ *   stress [-s SEED] [-d DIGEST] [-b BLOCK-SIZE] DATA-URI VIEW-URI ROUNDS
+ *          [DUMP-FILE]
  *
- * DATA-URI is a writable export served through the blkhash filter with
- * sha256 and 64K blocks, VIEW-URI its view.  The final content of the
- * last round is written to DUMP-FILE for an independent check.  Prints
- * one line per round and the last root; exits 1 on a mismatch.  -s
- * SEED (default 0) varies the operations between runs.
+ * DATA-URI is a writable export served through the blkhash filter,
+ * VIEW-URI its view, with DIGEST (default sha256) and BLOCK-SIZE
+ * (default 64K).  The final content of the last round is written to
+ * DUMP-FILE for an independent check.  Prints one line per round and
+ * the last root; exits 1 on a mismatch.  -s SEED (default 0) varies the
+ * operations between runs.
  */
 #include <config.h>
 
@@ -31,9 +33,9 @@
 #define DATA_READERS 2
 #define VIEW_READERS 2
 #define OPS_PER_WRITER 300
-#define BS 65536
 
 static const char *data_uri, *view_uri;
+static uint64_t bs = 65536;
 static int64_t size;
 static atomic_bool writers_done;
 static unsigned base_seed;
@@ -68,8 +70,8 @@ static void
 pick (unsigned *seed, uint64_t *off, uint64_t *len, uint64_t max)
 {
   if (rnd (seed, 2)) {
-    *off = rnd (seed, size / BS) * BS;
-    *len = (1 + rnd (seed, 4)) * BS;
+    *off = rnd (seed, size / bs) * bs;
+    *len = (1 + rnd (seed, 4)) * bs;
   }
   else {
     *off = rnd (seed, size);
@@ -84,7 +86,7 @@ writer (void *arg)
 {
   unsigned seed = (uintptr_t) arg;
   struct nbd_handle *h = open_uri (data_uri);
-  uint8_t *buf = malloc (4 * BS + 200000);
+  uint8_t *buf = malloc (4 * bs + 200000);
   uint64_t off, len;
 
   for (int i = 0; i < OPS_PER_WRITER; i++) {
@@ -102,8 +104,8 @@ writer (void *arg)
       for (uint64_t j = 0; j < len; j++)
         buf[j] = rand_r (&seed);
       /* Some blocks of zeros in data writes too. */
-      if (len > BS && rnd (&seed, 3) == 0)
-        memset (buf, 0, BS);
+      if (len > bs && rnd (&seed, 3) == 0)
+        memset (buf, 0, bs);
       if (nbd_pwrite (h, buf, len, off, 0) == -1)
         die ("pwrite", h);
     }
@@ -122,7 +124,7 @@ data_reader (void *arg)
 {
   unsigned seed = (uintptr_t) arg;
   struct nbd_handle *h = open_uri (data_uri);
-  uint8_t *buf = malloc (4 * BS + 300000);
+  uint8_t *buf = malloc (4 * bs + 300000);
   uint64_t off, len;
 
   while (!atomic_load (&writers_done)) {
@@ -162,7 +164,7 @@ view_reader (void *arg)
         die ("pread view", h);
       break;
     default:
-      if (nbd_pread (h, buf, 32, 4096, 0) == -1)
+      if (nbd_pread (h, buf, 16, 4096, 0) == -1)
         die ("pread root", h);
     }
   }
@@ -208,34 +210,52 @@ main (int argc, char **argv)
 {
   struct blk_params p;
   struct nbd_handle *h;
+  const char *digest = "sha256", *msg;
   int rounds, failures = 0;
-  char hex_view[65], hex_content[65];
+  char hex_view[2 * EVP_MAX_MD_SIZE + 1], hex_content[2 * EVP_MAX_MD_SIZE + 1];
 
-  for (int c; (c = getopt (argc, argv, "s:")) != -1; ) {
-    if (c != 's')
+  for (int c; (c = getopt (argc, argv, "s:d:b:")) != -1; ) {
+    switch (c) {
+    case 's':
+      base_seed = strtoul (optarg, NULL, 10) * 1000;
+      break;
+    case 'd':
+      digest = optarg;
+      break;
+    case 'b':
+      if ((msg = blk_parse_size (optarg, &bs)) != NULL) {
+        fprintf (stderr, "stress: -b %s: %s\n", optarg, msg);
+        return EXIT_FAILURE;
+      }
+      break;
+    default:
       goto usage;
-    base_seed = strtoul (optarg, NULL, 10) * 1000;
+    }
   }
   argc -= optind - 1;
   argv += optind - 1;
   if (argc < 4) {
   usage:
-    fprintf (stderr, "usage: stress [-s SEED] DATA-URI VIEW-URI ROUNDS "
-             "[DUMP]\n");
+    fprintf (stderr, "usage: stress [-s SEED] [-d DIGEST] [-b BLOCK-SIZE] "
+             "DATA-URI VIEW-URI ROUNDS [DUMP]\n");
     return EXIT_FAILURE;
   }
   data_uri = argv[1];
   view_uri = argv[2];
   rounds = atoi (argv[3]);
-  if (blk_params_init (&p, "sha256", BS) != NULL)
-    die ("params", NULL);
+  if ((msg = blk_params_init (&p, digest, bs)) != NULL) {
+    fprintf (stderr, "stress: %s with block size %" PRIu64 ": %s\n", digest,
+             bs, msg);
+    return EXIT_FAILURE;
+  }
   h = open_uri (data_uri);
   size = nbd_get_size (h);
   nbd_close (h);
 
   for (int r = 0; r < rounds; r++) {
     pthread_t w[WRITERS], d[DATA_READERS], v[VIEW_READERS];
-    uint8_t root[32], want[32];
+    uint8_t root[EVP_MAX_MD_SIZE], want[EVP_MAX_MD_SIZE];
+    const size_t L = p.digest.len;
 
     atomic_store (&writers_done, false);
     for (int i = 0; i < WRITERS; i++)
@@ -257,13 +277,13 @@ main (int argc, char **argv)
 
     /* Writers have finished and flushed: the view must be exact. */
     h = open_uri (view_uri);
-    if (nbd_pread (h, root, 32, 4096, 0) == -1)
+    if (nbd_pread (h, root, L, 4096, 0) == -1)
       die ("root", h);
     nbd_close (h);
     content_checksum (&p, want, r == rounds - 1 ? argv[4] : NULL);
-    blk_hex (root, 32, hex_view);
-    blk_hex (want, 32, hex_content);
-    if (memcmp (root, want, 32) != 0) {
+    blk_hex (root, L, hex_view);
+    blk_hex (want, L, hex_content);
+    if (memcmp (root, want, L) != 0) {
       printf ("round %d: MISMATCH view %s content %s\n", r, hex_view,
               hex_content);
       failures++;

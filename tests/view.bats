@@ -143,9 +143,62 @@ setup () {
   [ "$status" -ne 0 ]
   [[ "$output" = *"digest 'nosuch'"*"unknown digest"* ]]
   run serve memory 1M -- \
-    'nbdinfo "nbd+unix:///@blkhash:sha256/3K?socket=$unixsocket"'
+    'nbdinfo "nbd+unix:///@blkhash:keccak-kmac-256?socket=$unixsocket"'
   [ "$status" -ne 0 ]
-  [[ "$output" = *"block size must be between 4K and 16M"* ]]
+  [[ "$output" = *"only shake128 and shake256 are supported"* ]]
+}
+
+@test "view: block sizes 3K, 100000, 32M and 0 in a view name are refused, saying the rule" {
+  local bs
+  for bs in 3K 100000 32M 0; do
+    run serve memory 1M -- \
+      "nbdinfo \"nbd+unix:///@blkhash:sha256/$bs?socket=\$unixsocket\""
+    echo "/$bs: status $status: $output"
+    [ "$status" -ne 0 ]
+    [[ "$output" = *"block size must be a multiple of 4K from 4K to 16M"* ]]
+    run serve memory 1M -- \
+      "nbdinfo \"nbd+unix:///@blkhash:/$bs?socket=\$unixsocket\""
+    [ "$status" -ne 0 ]
+    [[ "$output" = *"block size must be a multiple of 4K from 4K to 16M"* ]]
+  done
+}
+
+@test "view: shake128 and shake256 with 96K blocks: header, root, block digests" {
+  local d L n
+  for d in shake128:16 SHAKE-256:32; do
+    L=${d#*:}
+    d=${d%:*}
+    run serve file "$medium" -- \
+      "nbdcopy \"nbd+unix:///@blkhash:$d/96K?socket=\$unixsocket\" \"\$view\""
+    [ "$status" -eq 0 ]
+    n=$(( (40 * 1048576 + 98303) / 98304 ))
+    [ "$(le_at "$view" 16 8)" -eq $((40 * 1048576)) ]
+    [ "$(le_at "$view" 24 8)" -eq "$n" ]
+    [ "$(le_at "$view" 32 4)" -eq 98304 ]
+    [ "$(le_at "$view" 36 4)" -eq "$L" ]
+    # The canonical name, whatever the spelling asked for.
+    [ "$(dd if="$view" bs=1 skip=56 count=64 status=none | tr -d '\0')" = \
+      "shake$((L * 8))" ]
+    [ "$(stat -c %s "$view")" -eq $((8192 + n * L)) ]
+    [ "$(hexdump_at "$view" 4096 "$L")" = \
+      "$(reference "shake$((L * 8))" 98304 "$medium")" ]
+    [ -z "$(hexdump_at "$view" $((4096 + L)) $((4096 - L)) | tr -d 0)" ]
+    [ "$(hexdump_at "$view" 8192 $((n * L)))" = \
+      "$(reference --blocks "shake$((L * 8))" 98304 "$medium")" ]
+  done
+}
+
+@test "view: unaligned reads of 96K block digests through qemu-io" {
+  local blocks
+  blocks=$(reference --blocks shake128 98304 "$medium")
+  # 37 bytes from byte 3 of the digest of block 10 (960K to 1056K, where
+  # the data at 1M starts) to the middle of block 12's.
+  run serve file "$medium" -- \
+    'qemu-io -r -f raw "nbd+unix:///@blkhash:shake128/96K?socket=$unixsocket" \
+       -c "read -v $((8192 + 10 * 16 + 3)) 37"'
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$(qemu_io_hex 37 <<< "$output")" = "${blocks:$(( (10 * 16 + 3) * 2 )):74}" ]
 }
 
 @test "view: empty image" {

@@ -21,6 +21,8 @@ view_is (const char *name, const char *base, const char *digest,
   return r;
 }
 
+static const char *last_msg;
+
 static int
 view_result (const char *name)
 {
@@ -29,6 +31,7 @@ view_result (const char *name)
   int r = blk_view_name_parse (name, &v, &msg);
   if (r == 1)
     blk_view_name_free (&v);
+  last_msg = msg;
   return r;
 }
 
@@ -51,7 +54,9 @@ main (void)
   ok (view_is ("a@blkhashes@blkhash", "a@blkhashes", NULL, 0),
       "a base name may hold the marker's letters");
   ok (view_result ("disk@blkhash:sha256/0") == -1 &&
-      view_result ("disk@blkhash:/0") == -1, "block size 0 is refused");
+      view_result ("disk@blkhash:/0") == -1 && last_msg &&
+      strcmp (last_msg, "block size must be a multiple of 4K from 4K to 16M")
+      == 0, "block size 0 is refused, saying the rule");
   ok (view_is ("me@host@blkhash:md5", "me@host", "md5", 0),
       "base names may contain @");
   ok (view_result ("disk") == 0, "plain name is not a view");
