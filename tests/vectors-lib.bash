@@ -33,13 +33,18 @@ check_reference () {
   [ "$output" = "$want" ]
 }
 
-# nbdsum's line, and the root read straight from the view (the suffix
-# for that digest and block size) at offset 4096.
+# nbdsum's line, and the view read straight through the suffix for
+# that digest and block size: its header (block size, digest length
+# and name) and the root at offset 4096.
 check_nbdsum_and_view () {
   local len=$(( ${#want} / 2 ))
   echo "$output"
   [ "$status" -eq 0 ]
   [ "$(sum_hex "${lines[0]}")" = "$want" ]
+  [ "$(le_at "$view" 32 4)" -eq "$bs" ]
+  [ "$(le_at "$view" 36 4)" -eq "$len" ]
+  [ "$(dd if="$view" bs=1 skip=56 count=64 status=none | tr -d '\0')" = \
+    "$digest" ]
   [ "$(hexdump_at "$view" 4096 "$len")" = "$want" ]
 }
 
@@ -58,6 +63,16 @@ check_memory_plugin () {
     "$NBDSUM" -d "$digest" --block-size "$bs" "$uri" &&
     nbdcopy "nbd+unix:///@blkhash:$digest/$bs?socket=$unixsocket" "$view"'
   check_nbdsum_and_view
+}
+
+# The image on standard input: nbdsum's own stream hashing.
+check_stdin () {
+  load_row "$1"
+  run "$NBDSUM" -d "$digest" --block-size "$bs" - < "$img"
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "${#lines[@]}" -eq 1 ]
+  [ "$(sum_hex "$output")" = "$want" ]
 }
 
 # No filter: nbdsum falls back to hashing itself, and says so.
