@@ -8,6 +8,7 @@
 
 #include "blkhash.h"
 #include "header.h"
+#include "util.h"
 #include "fuzz.h"
 
 /* The bytes blk_header_decode looks at: up to the end of the name. */
@@ -30,7 +31,20 @@ check_fields (const struct blk_header *h)
   uint64_t digests;
 
   PROPERTY (name_len > 0 && name_len < BLK_DIGEST_NAME_MAX);
+  /* The rule, written out: any multiple of 4K from 4K to 16M. */
+  PROPERTY (h->block_size % 4096 == 0 && h->block_size >= 4096 &&
+            h->block_size <= 16 * 1024 * 1024);
   PROPERTY (blk_check_block_size (h->block_size) == NULL);
+  {
+    /* Spelt for a view name or a tag, it has a K or M suffix and reads
+     * back.
+     */
+    char bs[BLK_BLOCK_SIZE_STR_MAX];
+    const size_t n = strlen (blk_format_block_size (h->block_size, bs));
+    uint64_t back;
+    PROPERTY (n >= 2 && (bs[n - 1] == 'K' || bs[n - 1] == 'M'));
+    PROPERTY (blk_parse_size (bs, &back) == NULL && back == h->block_size);
+  }
   PROPERTY (h->digest_len > 0 && h->digest_len <= EVP_MAX_MD_SIZE);
   PROPERTY (h->image_size <= INT64_MAX);
   PROPERTY (h->block_count == blk_block_count (h->image_size,

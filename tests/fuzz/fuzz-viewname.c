@@ -9,6 +9,8 @@
 
 #include <stdbool.h>
 
+#include "blkhash.h"
+#include "util.h"
 #include "viewname.h"
 #include "fuzz.h"
 
@@ -50,6 +52,22 @@ check_view (const char *name, const struct blk_view_name *v)
   PROPERTY (v->block_size <= INT64_MAX);
   built = blk_view_name_build (v->base, v->digest, v->block_size);
   PROPERTY (built != NULL);
+  if (v->block_size) {
+    /* The block size is spelt last, shortest (K or M for every valid
+     * blkhash block size, 96K included), and reads back.
+     */
+    char bs[BLK_BLOCK_SIZE_STR_MAX];
+    const size_t n = strlen (blk_format_block_size (v->block_size, bs));
+    const size_t len = strlen (built);
+    uint64_t back;
+    PROPERTY (len > n && built[len - n - 1] == '/' &&
+              strcmp (built + len - n, bs) == 0);
+    PROPERTY (blk_parse_size (bs, &back) == NULL && back == v->block_size);
+    if (blk_check_block_size (v->block_size) == NULL)
+      PROPERTY (bs[n - 1] == 'K' || bs[n - 1] == 'M');
+    if (v->block_size % 1024 != 0)
+      PROPERTY (bs[n - 1] >= '0' && bs[n - 1] <= '9');
+  }
   PROPERTY (blk_view_name_parse (built, &again, &msg) == 1);
   PROPERTY (same_parts (v, &again));
 
@@ -82,6 +100,9 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
     PROPERTY (v.base == NULL && v.digest == NULL);
     if (r == -1)
       PROPERTY (msg != NULL && *msg != '\0');
+    /* An explicit block size 0 is refused with the block size rule. */
+    if (r == -1 && strcmp (msg, BLK_BLOCK_SIZE_RULE) == 0)
+      PROPERTY (strchr (name, '/') != NULL);
   }
   free (name);
   return 0;
