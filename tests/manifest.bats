@@ -179,6 +179,22 @@ same_as_images () {
   [ "$(grep -vE '^nbdsum: ' <<< "$output")" = "$images" ]
 }
 
+@test "manifest: shake128 with 96K blocks, text and JSON" {
+  "$NBDSUM" --blocks -d shake128 --block-size 96K "$base" > shake.blocks
+  "$NBDSUM" --blocks --json -d SHAKE-128 --block-size 96K "$base" > shake.json
+  [ "$(head -n 1 shake.blocks)" = "# shake128 98304 2109497" ]
+  variant 'write -P 1 5000 1' 'write -P 2 1200000 10000' size=2109500
+  images=$(reference_ranges "$base" b.img shake128 98304)
+  [ -n "$images" ]
+  for m in shake.blocks shake.json; do
+    run "$NBDSUM" --diff --manifest="$m" b.img
+    echo "$output"
+    [ "$status" -eq 1 ]
+    [ "$(grep -vE '^nbdsum: ' <<< "$output")" = "$images" ]
+    [[ "$output" = *"compared in 98304 byte blocks)"* ]]
+  done
+}
+
 @test "manifest: --json of --diff --manifest, and an empty image's manifest" {
   variant 'write -P 7 100000 1'
   run bash -c '"$NBDSUM" --json --diff --manifest="$json" b.img > out.json'
