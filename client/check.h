@@ -1,3 +1,6 @@
+/* Copyright (C) 2026 The nbdkit-blkhash developers
+ * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
+ */
 /* nbdsum: --check, like sha256sum -c. */
 #ifndef NBDSUM_CHECK_H
 #define NBDSUM_CHECK_H

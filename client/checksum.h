@@ -1,3 +1,6 @@
+/* Copyright (C) 2026 The nbdkit-blkhash developers
+ * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
+ */
 /* nbdsum: the checksum of one input, and the choice of method. */
 #ifndef NBDSUM_CHECKSUM_H
 #define NBDSUM_CHECKSUM_H

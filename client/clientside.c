@@ -1,3 +1,6 @@
+/* Copyright (C) 2026 The nbdkit-blkhash developers
+ * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
+ */
 /* nbdsum: hashing on the client, for servers without a blkhash view
  * (qemu-nbd, nbdkit without the filter, nbd-server), or --client-side.
  *

@@ -1,3 +1,6 @@
+/* Copyright (C) 2026 The nbdkit-blkhash developers
+ * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
+ */
 /* nbdsum: --diff (where do two images differ?) and --blocks (the
  * per-block manifest).  Both compare or print block digests; through
  * blkhash views only digests cross the network.  --diff --manifest

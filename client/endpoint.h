@@ -1,3 +1,6 @@
+/* Copyright (C) 2026 The nbdkit-blkhash developers
+ * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
+ */
 /* nbdsum: one input being hashed by one method, its connections, and
  * the loop that keeps each connection busy.
  *

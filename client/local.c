@@ -1,3 +1,6 @@
+/* Copyright (C) 2026 The nbdkit-blkhash developers
+ * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
+ */
 /* nbdsum: a private nbdkit for a local file.
  *
  * nbdsum makes a listening Unix socket in a private directory and

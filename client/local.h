@@ -1,3 +1,6 @@
+/* Copyright (C) 2026 The nbdkit-blkhash developers
+ * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
+ */
 /* nbdsum: a private nbdkit serving a local file, reached through a
  * Unix socket it inherits (socket activation).
  */

@@ -1,3 +1,6 @@
+/* Copyright (C) 2026 The nbdkit-blkhash developers
+ * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
+ */
 /* nbdsum: reading a saved --blocks manifest (see manifest.h).
  *
  * A manifest is read twice: once to check all of it before anything

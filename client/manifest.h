@@ -1,3 +1,6 @@
+/* Copyright (C) 2026 The nbdkit-blkhash developers
+ * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
+ */
 /* nbdsum: reading a saved --blocks manifest, for --diff --manifest.
  *
  * Text (a line '# DIGEST BLOCK-SIZE SIZE', then 'OFFSET LENGTH HEX' or

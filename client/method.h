@@ -1,3 +1,6 @@
+/* Copyright (C) 2026 The nbdkit-blkhash developers
+ * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
+ */
 /* nbdsum: opening an input with a hashing method.  The server hashes
  * when it serves a blkhash view of the image; otherwise the client
  * does, going on with the connection the server-side attempt left.

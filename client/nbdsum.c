@@ -1,3 +1,6 @@
+/* Copyright (C) 2026 The nbdkit-blkhash developers
+ * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
+ */
 /* nbdsum: print or check blkhash checksums of disk images.
  *
  * One run: main parses the options, then checksum_one (checksum.c)

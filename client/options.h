@@ -1,3 +1,6 @@
+/* Copyright (C) 2026 The nbdkit-blkhash developers
+ * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
+ */
 /* nbdsum: the command line, parsed once and read-only afterwards. */
 #ifndef NBDSUM_OPTIONS_H
 #define NBDSUM_OPTIONS_H

@@ -1,3 +1,6 @@
+/* Copyright (C) 2026 The nbdkit-blkhash developers
+ * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
+ */
 /* nbdsum: progress on standard error (a bar on a terminal) or as
  * "N/100" lines on a file descriptor, like nbdcopy.
  */

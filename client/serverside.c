@@ -1,3 +1,6 @@
+/* Copyright (C) 2026 The nbdkit-blkhash developers
+ * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
+ */
 /* nbdsum: checksums computed by the server through its blkhash view.
  *
  * The digest area of the view is cut into spans of up to SPAN_BYTES of

@@ -1,3 +1,6 @@
+/* Copyright (C) 2026 The nbdkit-blkhash developers
+ * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
+ */
 /* nbdsum: SIGHUP, SIGINT, SIGPIPE and SIGTERM only record the signal
  * and make a pipe readable to wake the poll loops.  nbdsum then issues
  * no new requests, lets those in flight finish, disconnects, stops its

@@ -1,3 +1,6 @@
+/* Copyright (C) 2026 The nbdkit-blkhash developers
+ * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
+ */
 /* nbdsum: where an input is served (see source.h): URIs checked for
  * views, files served by a private nbdkit, and connections to either.
  */

@@ -1,3 +1,6 @@
+/* Copyright (C) 2026 The nbdkit-blkhash developers
+ * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
+ */
 /* nbdsum: where an input is served, and connections to it.  A URI
  * names a server; a file gets a private nbdkit (local.c).  Views are
  * never hashed: the server side would hash the view's image, the

@@ -1,3 +1,6 @@
+/* Copyright (C) 2026 The nbdkit-blkhash developers
+ * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
+ */
 /* nbdsum: the checksum of a raw image read from a file descriptor
  * (standard input): read sequentially and hashed as it comes.
  */

@@ -1,3 +1,6 @@
+/* Copyright (C) 2026 The nbdkit-blkhash developers
+ * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
+ */
 /* nbdsum: blkhash of a byte stream (standard input). */
 #ifndef NBDSUM_STREAM_H
 #define NBDSUM_STREAM_H

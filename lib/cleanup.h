@@ -1,3 +1,6 @@
+/* Copyright (C) 2026 The nbdkit-blkhash developers
+ * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
+ */
 /* nbdkit-blkhash: scope-bound cleanup and small arithmetic helpers, in
  * the spirit of nbdkit's common/include/cleanup.h and minmax.h (which
  * nbdkit does not install, hence this copy of the idea).

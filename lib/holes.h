@@ -1,3 +1,6 @@
+/* Copyright (C) 2026 The nbdkit-blkhash developers
+ * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
+ */
 /* nbdkit-blkhash: holes, the blocks an image's extents say read as
  * zero, so that they need not be read.  Shared by the filter (nbdkit
  * extents) and nbdsum (NBD block status).

@@ -1,3 +1,6 @@
+/* Copyright (C) 2026 The nbdkit-blkhash developers
+ * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
+ */
 /* nbdkit-blkhash: checksum lines, written as sha256sum and cksum
  * write them and read as sha256sum -c and cksum -c read them.
  *

@@ -1,3 +1,6 @@
+/* Copyright (C) 2026 The nbdkit-blkhash developers
+ * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
+ */
 /* nbdkit-blkhash: view names, NAME@blkhash[:DIGEST[/BLOCKSIZE]], the
  * export names that select a view (see nbdkit-blkhash-filter(1)).
  * The view's contents are in header.h.

@@ -1,3 +1,6 @@
+/* Copyright (C) 2026 The nbdkit-blkhash developers
+ * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
+ */
 /* nbdkit-blkhash filter: declarations shared by the filter's files.
  * (lib/blkhash.h is the construction; this is the filter.)
  */

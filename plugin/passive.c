@@ -1,3 +1,6 @@
+/* Copyright (C) 2026 The nbdkit-blkhash developers
+ * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
+ */
 /* nbdkit-blkhash filter: hashing what passes through a data export.
  *
  * Full blocks read are hashed from the client's buffer; full blocks

@@ -1,3 +1,6 @@
+/* Copyright (C) 2026 The nbdkit-blkhash developers
+ * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
+ */
 /* nbdkit-blkhash filter: the read-only NAME@blkhash view.
  *
  *   0     header (BLKHASH1, sizes, digest name), 4096 bytes

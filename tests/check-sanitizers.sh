@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# Copyright (C) 2026 The nbdkit-blkhash developers
+# SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
 # make check-sanitizers: the tests again, looking for memory errors.
 #
 # 1. A second build with ASan and UBSan, in _build-asan/ (from a copy

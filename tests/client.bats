@@ -1,4 +1,6 @@
 #!/usr/bin/env bats
+# Copyright (C) 2026 The nbdkit-blkhash developers
+# SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
 # nbdsum as a checksum tool: local files, qcow2, other servers,
 # --check, --json, progress, --diff, --blocks, TLS.
 

@@ -1,4 +1,6 @@
 #!/usr/bin/env bats
+# Copyright (C) 2026 The nbdkit-blkhash developers
+# SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
 # The man pages are valid POD and agree with --help.
 
 load "$top_srcdir/tests/helpers"
@@ -40,4 +42,28 @@ load "$top_srcdir/tests/helpers"
         "$top_srcdir"/man/*.pod | grep -v 'status=none' || true)
   echo "$bad"
   [ -z "$bad" ]
+}
+
+@test "docs: every source file and man page carries the licence" {
+  local missing=() f
+  [ -f "$top_srcdir/LICENSE" ]
+  grep -q 'Redistribution and use in source and binary forms' \
+    "$top_srcdir/LICENSE"
+  # Sources as the tarball lists them (no git in a release tree).
+  while read -r f; do
+    grep -q 'SPDX-License-Identifier: BSD-3-Clause' "$top_srcdir/$f" ||
+      missing+=("$f")
+  done < <(cd "$top_srcdir" &&
+           find lib plugin client tests bench -type f \
+             \( -name '*.[ch]' -o -name '*.bats' -o -name '*.bash' \
+                -o -name '*.py' -o -name '*.sh' -o -name '*.am' \) \
+             ! -path '*/_build*' ! -name 'vectors*.bats' &&
+           printf '%s\n' configure.ac Makefile.am autogen.sh quickstart \
+             bench/run bench/latency bench/completion tests/gen-vectors-bats)
+  echo "no licence line: ${missing[*]}"
+  [ ${#missing[@]} -eq 0 ]
+  for pod in "$top_srcdir"/man/*.pod; do
+    grep -q '^=head1 COPYRIGHT' "$pod"
+    grep -q '^=head1 LICENSE' "$pod"
+  done
 }

@@ -1,4 +1,6 @@
 #!/usr/bin/env bats
+# Copyright (C) 2026 The nbdkit-blkhash developers
+# SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
 # The filter: data exports pass through unchanged, parameters are
 # checked, unusual plugins work, plugin errors fail the checksum.
 

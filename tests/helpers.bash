@@ -1,3 +1,5 @@
+# Copyright (C) 2026 The nbdkit-blkhash developers
+# SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
 # Helpers shared by the bats suites.  make check sets the paths; run
 # by hand from a build tree they default to it.
 : "${top_srcdir:=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}"

@@ -1,4 +1,6 @@
 #!/usr/bin/env bats
+# Copyright (C) 2026 The nbdkit-blkhash developers
+# SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
 # make install puts the filter where nbdkit looks for filters.
 
 load "$top_srcdir/tests/helpers"

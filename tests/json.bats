@@ -1,4 +1,6 @@
 #!/usr/bin/env bats
+# Copyright (C) 2026 The nbdkit-blkhash developers
+# SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
 # nbdsum --json: one valid document per run, in every mode, with
 # failed inputs and their messages, names that need escaping, and
 # interrupted runs.

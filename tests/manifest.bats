@@ -1,4 +1,6 @@
 #!/usr/bin/env bats
+# Copyright (C) 2026 The nbdkit-blkhash developers
+# SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
 # nbdsum --diff --manifest: an image compared with the --blocks
 # manifest saved from an earlier image, as --diff of the two images
 # would, and manifests that are not right refused.

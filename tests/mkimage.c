@@ -1,3 +1,6 @@
+/* Copyright (C) 2026 The nbdkit-blkhash developers
+ * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
+ */
 /* mkimage: build a test image from a known-answer vector recipe.
  *
  *   mkimage RECIPE FILE

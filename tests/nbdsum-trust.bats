@@ -1,4 +1,6 @@
 #!/usr/bin/env bats
+# Copyright (C) 2026 The nbdkit-blkhash developers
+# SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
 # nbdsum can be trusted: it never takes a blkhash view for an image,
 # and when it is interrupted it disconnects cleanly (nbdkit 1.32
 # aborts when a client vanishes with requests in flight), stops its

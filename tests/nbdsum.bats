@@ -1,4 +1,6 @@
 #!/usr/bin/env bats
+# Copyright (C) 2026 The nbdkit-blkhash developers
+# SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
 # nbdsum: command line, errors, connections and requests, hostile views.
 
 load "$top_srcdir/tests/helpers"

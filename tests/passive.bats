@@ -1,4 +1,6 @@
 #!/usr/bin/env bats
+# Copyright (C) 2026 The nbdkit-blkhash developers
+# SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
 # Hashing while serving: passive hashing, blkhash-file, never a stale
 # digest, blkhash-cache=false.
 

@@ -1,4 +1,6 @@
 #!/usr/bin/env bats
+# Copyright (C) 2026 The nbdkit-blkhash developers
+# SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
 # nbdsum -p: the progress bar on a terminal (a pseudo-terminal made by
 # tests/ptyrun.py): fitted to the width, naming its input, its rate
 # and time left counting data bytes, not holes.

@@ -1,4 +1,6 @@
 #!/usr/bin/env python3
+# Copyright (C) 2026 The nbdkit-blkhash developers
+# SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
 # Run a command with its standard error on a pseudo-terminal and save
 # all it wrote there, byte for byte (the terminal adds \r before \n).
 #

@@ -1,4 +1,6 @@
 #!/usr/bin/env python3
+# Copyright (C) 2026 The nbdkit-blkhash developers
+# SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
 """Plain reference blkhash, independent of the project's C code.
 
     reference.py [--blocks] DIGEST BLOCK_SIZE FILE

@@ -1,4 +1,6 @@
 #!/usr/bin/env bats
+# Copyright (C) 2026 The nbdkit-blkhash developers
+# SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
 # The robustness campaign: injected plugin errors, concurrent writers,
 # clients killed mid-request, hostile view headers.  Every checksum is
 # compared with tests/reference.py on the image bytes.

@@ -1,3 +1,5 @@
+# Copyright (C) 2026 The nbdkit-blkhash developers
+# SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
 # Background nbdkit servers for the trust and robustness suites.  A
 # suite that loads this calls kill_servers from its teardown.
 

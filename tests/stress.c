@@ -1,3 +1,6 @@
+/* Copyright (C) 2026 The nbdkit-blkhash developers
+ * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
+ */
 /* stress: writers, data readers and view readers race on one export;
  * after the writers finish and flush, the view's root must equal the
  * checksum of the final content.  Repeated for several rounds.

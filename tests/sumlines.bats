@@ -1,4 +1,6 @@
 #!/usr/bin/env bats
+# Copyright (C) 2026 The nbdkit-blkhash developers
+# SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
 # Checksum lines: tagged BLKHASH-DIGEST/BLOCKSIZE (NAME) = HEX when the
 # digest or block size is not sha256/64K, untagged otherwise, and
 # nbdsum -c with no option verifies whatever made them (see "CHECKSUM

@@ -1,4 +1,6 @@
 #!/usr/bin/env bats
+# Copyright (C) 2026 The nbdkit-blkhash developers
+# SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
 # Trust defects of the filter, one test (or more) per defect: a crash,
 # a stale blkhash-file, views of views, lock-out by views, large
 # exports, an unbounded root read, bad parameters.  Each test failed on

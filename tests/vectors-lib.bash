@@ -1,3 +1,5 @@
+# Copyright (C) 2026 The nbdkit-blkhash developers
+# SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
 # Known-answer vectors: images rebuilt from their recipes, served
 # through the filter, checked through nbdsum, the view read directly,
 # and the independent reference.

@@ -1,3 +1,6 @@
+/* Copyright (C) 2026 The nbdkit-blkhash developers
+ * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
+ */
 /* nbdkit-blkhash: a deterministic driver for one fuzz target.
  *
  * Linked with one fuzz-TARGET.c as driver-TARGET.  Runs the target over

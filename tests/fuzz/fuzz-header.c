@@ -1,3 +1,6 @@
+/* Copyright (C) 2026 The nbdkit-blkhash developers
+ * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
+ */
 /* Fuzz target: the view header, as nbdsum reads it from a server.
  *
  * A header that decodes must be one the filter could have written:

@@ -1,3 +1,6 @@
+/* Copyright (C) 2026 The nbdkit-blkhash developers
+ * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
+ */
 /* Fuzz target: --blocks manifests, as nbdsum --diff --manifest reads
  * them (client/manifest.c).
  *

@@ -1,3 +1,6 @@
+/* Copyright (C) 2026 The nbdkit-blkhash developers
+ * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
+ */
 /* Fuzz target: size strings ("64K", "1MiB"), as given in nbdkit
  * parameters, nbdsum options and view names.
  *

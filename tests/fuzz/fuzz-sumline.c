@@ -1,3 +1,6 @@
+/* Copyright (C) 2026 The nbdkit-blkhash developers
+ * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
+ */
 /* Fuzz target: checksum lines, as nbdsum -c reads them from a file.
  *
  * A line that parses must be well formed: an untagged line has exactly

@@ -1,3 +1,6 @@
+/* Copyright (C) 2026 The nbdkit-blkhash developers
+ * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
+ */
 /* Fuzz target: view names NAME@blkhash[:DIGEST[/BLOCKSIZE]], as the
  * filter gets them from any client as the export name.
  *

@@ -1,3 +1,6 @@
+/* Copyright (C) 2026 The nbdkit-blkhash developers
+ * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
+ */
 /* nbdkit-blkhash: what the fuzz targets share.
  *
  * Each fuzz-*.c is one libFuzzer target.  It is linked with libFuzzer

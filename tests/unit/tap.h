@@ -1,3 +1,6 @@
+/* Copyright (C) 2026 The nbdkit-blkhash developers
+ * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
+ */
 /* Minimal TAP output for the unit tests. */
 #ifndef BLKHASH_TAP_H
 #define BLKHASH_TAP_H
