@@ -69,12 +69,7 @@ verdict (unsigned lineno, const char *name, const char *expected,
   json_string ("result", v);
   json_string ("expected", expected);
   if (res) {
-    json_string ("checksum", res->hex);
-    json_string ("digest", res->digest);
-    json_uint ("block-size", res->block_size);
-    json_uint ("size", res->size);
-    json_string ("method", res->method);
-    json_seconds ("seconds", res->seconds);
+    result_json_members (res);
   }
   else
     json_string ("error", error ? error : "failed");

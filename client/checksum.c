@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "checksum.h"
+#include "json.h"
 #include "method.h"
 #include "options.h"
 #include "progress.h"
@@ -87,4 +88,15 @@ checksum_one (const char *name, const struct hash_spec *spec,
   }
   res->seconds = now () - start;
   return 0;
+}
+
+void
+result_json_members (const struct result *res)
+{
+  json_string ("checksum", res->hex);
+  json_string ("digest", res->digest);
+  json_uint ("block-size", res->block_size);
+  json_uint ("size", res->size);
+  json_string ("method", res->method);
+  json_seconds ("seconds", res->seconds);
 }

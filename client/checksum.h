@@ -22,6 +22,9 @@ struct result {
   double seconds;
 };
 
+/* --json: res's members, as nbdsum and nbdsum -c write them. */
+extern void result_json_members (const struct result *res);
+
 /* Compute the checksum of name ("-": standard input) as spec says.
  * 0 or -1 (error printed).
  */

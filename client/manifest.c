@@ -126,18 +126,6 @@ parse_number (const char *s, uint64_t *v)
   return true;
 }
 
-static int
-hex_value (int c)
-{
-  if (c >= '0' && c <= '9')
-    return c - '0';
-  if (c >= 'a' && c <= 'f')
-    return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F')
-    return c - 'A' + 10;
-  return -1;
-}
-
 /* A block digest in hex, of the header's digest length. */
 static int
 parse_hex (struct manifest *m, const char *s, size_t len, uint8_t *out)
@@ -148,7 +136,7 @@ parse_hex (struct manifest *m, const char *s, size_t len, uint8_t *out)
     return fail (m, "a %s digest has %zu hex digits, not %zu",
                  m->p.digest.name, want, len);
   for (size_t i = 0; i < len; i += 2) {
-    const int hi = hex_value (s[i]), lo = hex_value (s[i + 1]);
+    const int hi = blk_hex_value (s[i]), lo = blk_hex_value (s[i + 1]);
     if (hi == -1 || lo == -1)
       return fail (m, "invalid hex digest");
     out[i / 2] = hi << 4 | lo;
@@ -321,7 +309,7 @@ read_u_escape (struct manifest *m, uint32_t *v)
 {
   *v = 0;
   for (int i = 0; i < 4; i++) {
-    const int d = hex_value (get (m));
+    const int d = blk_hex_value (get (m));
     if (d == -1)
       return fail (m, "invalid \\u escape");
     *v = *v << 4 | d;

@@ -52,12 +52,7 @@ print_result (const struct result *res)
   if (opts->json) {
     json_begin_object (NULL, true);
     json_name ("name", res->name);
-    json_string ("checksum", res->hex);
-    json_string ("digest", res->digest);
-    json_uint ("block-size", res->block_size);
-    json_uint ("size", res->size);
-    json_string ("method", res->method);
-    json_seconds ("seconds", res->seconds);
+    result_json_members (res);
     json_end ();
   }
   else

@@ -29,18 +29,6 @@ uri_path (const char *uri, size_t *start, size_t *end)
   *end = *start + strcspn (uri + *start, "?#");
 }
 
-static int
-hex_value (char c)
-{
-  if (c >= '0' && c <= '9')
-    return c - '0';
-  if (c >= 'a' && c <= 'f')
-    return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F')
-    return c - 'A' + 10;
-  return -1;
-}
-
 /* The export name of an NBD URI as libnbd takes it: the path without
  * its leading '/', percent-decoded.  NULL if out of memory.
  */
@@ -56,9 +44,9 @@ uri_export_name (const char *uri)
   if ((q = name = malloc (end - start + 1)) == NULL)
     return NULL;
   for (size_t i = start; i < end; i++) {
-    if (uri[i] == '%' && i + 2 < end && hex_value (uri[i + 1]) >= 0 &&
-        hex_value (uri[i + 2]) >= 0) {
-      *q++ = hex_value (uri[i + 1]) * 16 + hex_value (uri[i + 2]);
+    if (uri[i] == '%' && i + 2 < end && blk_hex_value (uri[i + 1]) >= 0 &&
+        blk_hex_value (uri[i + 2]) >= 0) {
+      *q++ = blk_hex_value (uri[i + 1]) * 16 + blk_hex_value (uri[i + 2]);
       i += 2;
     }
     else

@@ -27,5 +27,7 @@ extern char *blk_format_block_size (uint64_t size,
 
 /* Lower-case hex of len bytes into out (2*len+1 bytes). */
 extern void blk_hex (const uint8_t *buf, size_t len, char *out);
+/* The value of hex digit c (either case), or -1. */
+extern int blk_hex_value (int c);
 
 #endif /* BLKHASH_UTIL_H */

@@ -89,5 +89,16 @@ main (void)
 
   blk_hex (bytes, 4, hex);
   ok (strcmp (hex, "007fabff") == 0, "hex");
+  {
+    bool all = true;
+    for (int c = -1; c < 256; c++) {
+      const char *p = c > 0 ? strchr ("0123456789abcdef", c) : NULL;
+      const char *q = c > 0 ? strchr ("0123456789ABCDEF", c) : NULL;
+      const int want = p ? p - "0123456789abcdef"
+        : q ? q - "0123456789ABCDEF" : -1;
+      all &= blk_hex_value (c) == want;
+    }
+    ok (all, "hex digit values, either case; -1 for anything else");
+  }
   return done_testing ();
 }
