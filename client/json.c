@@ -37,7 +37,7 @@ indent (int n)
  * sequence, an overlong form, a surrogate or a code point beyond
  * U+10FFFF.
  */
-static size_t
+size_t
 utf8_char (const unsigned char *p, size_t n)
 {
   uint32_t c, min;

@@ -59,6 +59,7 @@ enum {
 struct manifest {
   const char *path;
   FILE *fp;
+  off_t start;                  /* where the manifest starts in fp */
   bool json;
   unsigned long lineno;         /* for messages */
 
@@ -293,15 +294,30 @@ add_char (struct manifest *m, int c)
 static int
 add_utf8 (struct manifest *m, uint32_t c)
 {
+  uint8_t b[4];
+  int n;
+
   if (c < 0x80)
     return add_char (m, c);
-  if (c < 0x800)
-    return add_char (m, 0xc0 | c >> 6) | add_char (m, 0x80 | (c & 0x3f));
-  if (c < 0x10000)
-    return add_char (m, 0xe0 | c >> 12) |
-      add_char (m, 0x80 | (c >> 6 & 0x3f)) | add_char (m, 0x80 | (c & 0x3f));
-  return add_char (m, 0xf0 | c >> 18) | add_char (m, 0x80 | (c >> 12 & 0x3f)) |
-    add_char (m, 0x80 | (c >> 6 & 0x3f)) | add_char (m, 0x80 | (c & 0x3f));
+  if (c < 0x800) {
+    b[0] = 0xc0 | c >> 6;
+    n = 2;
+  }
+  else if (c < 0x10000) {
+    b[0] = 0xe0 | c >> 12;
+    n = 3;
+  }
+  else {
+    b[0] = 0xf0 | c >> 18;
+    n = 4;
+  }
+  for (int i = 1; i < n; i++)
+    b[i] = 0x80 | (c >> (6 * (n - 1 - i)) & 0x3f);
+  /* One message if the string is too long, not one per byte. */
+  for (int i = 0; i < n; i++)
+    if (add_char (m, b[i]) == -1)
+      return -1;
+  return 0;
 }
 
 static int
@@ -626,7 +642,9 @@ read_header (struct manifest *m)
 {
   int c;
 
-  rewind (m->fp);
+  if (fseeko (m->fp, m->start, SEEK_SET) == -1)
+    return fail (m, "%s", strerror (errno));
+  clearerr (m->fp);
   m->lineno = 0;
   m->seen = 0;
   m->pos = 0;
@@ -734,6 +752,7 @@ spool (struct manifest *m, int first)
   if (m->fp != stdin)
     fclose (m->fp);
   m->fp = tmp;
+  m->start = 0;
   return 0;
 }
 
@@ -754,9 +773,12 @@ manifest_open (const char *path)
     fail (m, "%s", strerror (errno));
     goto err;
   }
+  /* Standard input may be a file read from where the caller left it. */
+  m->start = ftello (m->fp);
   if (sniff (m, &first) == -1)
     goto err;
-  if (fseeko (m->fp, 0, SEEK_SET) == -1 && spool (m, first) == -1)
+  if ((m->start == -1 || fseeko (m->fp, m->start, SEEK_SET) == -1) &&
+      spool (m, first) == -1)
     goto err;
 
   /* All of it first. */

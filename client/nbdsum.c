@@ -216,7 +216,7 @@ main (int argc, char **argv)
   }
   if (fflush (stdout) == EOF || ferror (stdout)) {
     perror ("nbdsum: stdout");
-    status = EXIT_FAILURE;
+    status = opts->diff ? 2 : EXIT_FAILURE;
   }
   return status;
 }

@@ -352,5 +352,13 @@ parse_options (int argc, char **argv, int *first_arg)
     fprintf (stderr, "%s: --blocks needs one image\n", progname);
     exit (usage_status);
   }
+  /* Block digests need an image that can be read anywhere. */
+  for (int i = optind; (parsed.diff || parsed.blocks) && i < argc; i++)
+    if (strcmp (argv[i], "-") == 0) {
+      fprintf (stderr, "%s: %s: standard input cannot be an image with "
+               "%s (save it to a file first)\n", progname, argv[i],
+               parsed.diff ? "--diff" : "--blocks");
+      exit (usage_status);
+    }
   *first_arg = optind;
 }

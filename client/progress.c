@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "json.h"
 #include "options.h"
 #include "progress.h"
 #include "signals.h"
@@ -288,8 +289,22 @@ put_name (char *out, const char *name, size_t room)
     while ((*name & 0xc0) == 0x80)
       name++;
   }
-  for (; *name; name++)
-    out[n++] = (unsigned char) *name < 0x20 || *name == 0x7f ? '?' : *name;
+  /* Control characters, C1 ones (U+0080 to U+009F, and stray bytes
+   * an 8-bit terminal would take for them) too, become '?'.
+   */
+  while (*name) {
+    const unsigned char *u = (const unsigned char *) name;
+    const size_t clen = u[0] < 0x80 ? 1 : utf8_char (u, strlen (name));
+    if (clen <= 1 || (clen == 2 && u[0] == 0xc2 && u[1] < 0xa0)) {
+      out[n++] = u[0] < 0x20 || u[0] >= 0x7f ? '?' : u[0];
+      name += clen ? clen : 1;
+    }
+    else {
+      memcpy (out + n, name, clen);
+      n += clen;
+      name += clen;
+    }
+  }
   return n;
 }
 
@@ -422,7 +437,7 @@ progress_update (struct progress *p, bool final)
   if ((!opts->progress_bar && opts->progress_fd < 0) || stop_signal ())
     return;
   percent = final || p->total == 0 ? 100
-    : (int) (done >= p->total ? 100 : done * 100 / p->total);
+    : (int) (done >= p->total ? 100 : (double) done * 100 / p->total);
 
   if (opts->progress_fd >= 0 && percent != p->last_percent)
     dprintf (opts->progress_fd, "%d/100\n", percent);

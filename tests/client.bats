@@ -434,3 +434,29 @@ check_blocks () {
     [[ "$output" = *"$opt"* ]] || { echo "missing $opt"; false; }
   done
 }
+
+@test "client: --diff exits 2, not 1 (\"differ\"), when standard output fails" {
+  local b="$BATS_TEST_TMPDIR/b.img"
+  cp "$disk" "$b"
+  printf x | dd of="$b" bs=1 seek=100000 conv=notrunc status=none
+  export b
+  # Images that differ (text ranges), and identical ones (JSON).
+  for args in '"$disk" "$b"' '--json "$disk" "$disk"'; do
+    run --separate-stderr bash -c "\"\$NBDSUM\" --diff $args > /dev/full"
+    echo "$args: status $status: $stderr"
+    [ "$status" -eq 2 ]
+    [[ "$stderr" = *"stdout: No space left on device"* ]]
+  done
+}
+
+@test "client: standard input as the image of --diff or --blocks is a usage error" {
+  run --separate-stderr "$NBDSUM" --blocks - < "$disk"
+  [ "$status" -eq 1 ]
+  [ -z "$output" ]
+  [ "$stderr" = "nbdsum: -: standard input cannot be an image with --blocks (save it to a file first)" ]
+  for args in "- $disk" "$disk -"; do
+    run --separate-stderr "$NBDSUM" --diff $args < "$disk"
+    [ "$status" -eq 2 ]
+    [ "$stderr" = "nbdsum: -: standard input cannot be an image with --diff (save it to a file first)" ]
+  done
+}

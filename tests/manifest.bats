@@ -341,6 +341,9 @@ t("json-cut-end", d[:-1], "")
 t("json-garbage-after", d + "x", "more after the end of the document")
 t("json-two-documents", d + d, "more after the end of the document")
 t("json-top-array", "[" + d + "]", "not a manifest of nbdsum --blocks")
+# A string that overflows inside a 4-byte character: one message.
+x = jcopy(); x["name"] = "a" * 65533 + "\U0001F600"
+j("json-long-name-utf8", x, "a string or number is too long")
 x = jcopy(); x["error"] = "Input/output error"
 j("json-error", x, "the --blocks run that wrote it failed: Input/output error")
 x = jcopy(); x["interrupted"] = "SIGINT"
@@ -458,4 +461,16 @@ PY
   "$PYTHON" -c '
 import json
 assert json.load(open("out.json")) == {"interrupted": "SIGINT"}'
+}
+
+@test "manifest: standard input read from where the caller left it" {
+  variant 'write -P 7 100000 1'
+  # A file on standard input, positioned after a first line.
+  { echo "first line"; cat "$blocks"; } > with-preamble
+  run --separate-stderr bash -c '
+    { read -r first; echo "read: $first" >&2
+      "$NBDSUM" --diff --manifest=- b.img; } < with-preamble'
+  echo "$output / $stderr"
+  [ "$status" -eq 1 ]
+  [ "$output" = "65536 65536" ]
 }

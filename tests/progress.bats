@@ -276,3 +276,14 @@ check_data_rate () {
   [ "$output" = "$want  $sparse" ]
   [ ! -s err ]
 }
+
+@test "progress: C1 controls in a name (UTF-8 or stray bytes) become '?'" {
+  # U+009B and a bare 0x9b byte are CSI on some terminals; e with an
+  # acute accent (U+00E9) is printed as it is.
+  local name=$'c1\xc2\x9b2J-\x9b2J-\xc3\xa9.img'
+  cp --sparse=always "$sparse" "$name"
+  run ptyrun 80 bar "$NBDSUM" -p "$name"
+  [ "$status" -eq 0 ]
+  [[ "$(drawn bar | tail -n 1)" = $'c1?2J-?2J-\xc3\xa9.img ['* ]]
+  ! grep -q $'\x9b' bar || false
+}
