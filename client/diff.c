@@ -141,21 +141,10 @@ manifest_spec (const struct side *a, const struct hash_spec *spec,
 {
   const struct blk_params *p = a->params;
 
-  if (spec->digest) {
-    struct blk_digest d;
-    bool same;
-
-    if (blk_digest_init (&d, spec->digest) != NULL)
-      same = false;
-    else {
-      same = strcmp (d.name, p->digest.name) == 0;
-      blk_digest_free (&d);
-    }
-    if (!same) {
-      error_at (a->name, "the manifest was made with %s, not %s",
-                p->digest.name, spec->digest);
-      return -1;
-    }
+  if (spec->digest && !blk_digest_same (spec->digest, p->digest.name)) {
+    error_at (a->name, "the manifest was made with %s, not %s",
+              p->digest.name, spec->digest);
+    return -1;
   }
   if (spec->block_size && spec->block_size != p->block_size) {
     error_at (a->name, "the manifest was made with %" PRIu32 " byte blocks, "

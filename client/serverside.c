@@ -41,24 +41,6 @@ struct server_side {
 
 static const struct method_ops server_side_ops;
 
-static bool
-same_digest (const char *a, const char *b)
-{
-  struct blk_digest da, db;
-  bool same;
-
-  if (blk_digest_init (&da, a) != NULL)
-    return false;
-  if (blk_digest_init (&db, b) != NULL) {
-    blk_digest_free (&da);
-    return false;
-  }
-  same = strcmp (da.name, db.name) == 0;
-  blk_digest_free (&da);
-  blk_digest_free (&db);
-  return same;
-}
-
 /* Read the header into hdr and check it against what spec asks.
  * Returns 1 if valid, 0 if the export is not a view at all, -1 if it
  * is a bad one.
@@ -109,7 +91,7 @@ read_header (const char *name, const struct hash_spec *spec,
     return -1;
   }
   /* Digest names are canonical on both sides (sha-256 is sha256). */
-  if (spec->digest && !same_digest (spec->digest, hdr->digest_name)) {
+  if (spec->digest && !blk_digest_same (spec->digest, hdr->digest_name)) {
     error_at (name, "the server hashed with %s, not %s",
               hdr->digest_name, spec->digest);
     return -1;

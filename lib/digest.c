@@ -120,6 +120,24 @@ blk_digest_free (struct blk_digest *d)
   d->md = NULL;
 }
 
+bool
+blk_digest_same (const char *a, const char *b)
+{
+  struct blk_digest da, db;
+  bool same;
+
+  if (blk_digest_init (&da, a) != NULL)
+    return false;
+  if (blk_digest_init (&db, b) != NULL) {
+    blk_digest_free (&da);
+    return false;
+  }
+  same = strcmp (da.name, db.name) == 0;
+  blk_digest_free (&da);
+  blk_digest_free (&db);
+  return same;
+}
+
 int
 blk_digest_final (const struct blk_digest *d, EVP_MD_CTX *ctx, uint8_t *out)
 {

@@ -27,6 +27,10 @@ struct blk_digest {
  */
 extern const char *blk_digest_init (struct blk_digest *d, const char *name);
 extern void blk_digest_free (struct blk_digest *d);
+/* Whether names a and b are one digest (sha-256 is sha256); false if
+ * either is unknown.
+ */
+extern bool blk_digest_same (const char *a, const char *b);
 
 /* Finish the digest in ctx into out (d->len bytes).  Returns 0 or -1
  * (OpenSSL failure).

@@ -143,5 +143,10 @@ main (void)
   ok (!listed.kmac, "the digest list leaves out what is refused");
 
   EVP_MD_CTX_free (ctx);
+  ok (blk_digest_same ("sha256", "SHA2-256") &&
+      blk_digest_same ("SHAKE-128", "shake128") &&
+      !blk_digest_same ("sha256", "sha512") &&
+      !blk_digest_same ("nosuch", "nosuch"),
+      "blk_digest_same: aliases are one digest, unknown names none");
   return done_testing ();
 }
