@@ -89,16 +89,22 @@ json_side (const char *key, const struct side *s, const char *error)
   json_end ();
 }
 
+/* Open side s: the image name, hashed as spec says, or the saved
+ * manifest at name when spec is NULL.
+ */
 static int
-open_image_side (const char *key, struct side *s, const char *name,
-                 const struct hash_spec *spec)
+open_side (const char *key, struct side *s, const char *name,
+           const struct hash_spec *spec)
 {
   CLEANUP_FREE char *error = NULL;
 
   s->name = name;
   if (opts->json)
     messages_capture (name);
-  s->ep = open_hashed (name, spec);
+  if (spec)
+    s->ep = open_hashed (name, spec);
+  else
+    s->m = manifest_open (name);
   if (opts->json)
     error = messages_captured ();
   if (s->ep) {
@@ -106,30 +112,14 @@ open_image_side (const char *key, struct side *s, const char *name,
     s->size = s->ep->size;
     s->nblocks = s->ep->nblocks;
   }
-  if (opts->json)
-    json_side (key, s, error);
-  return s->ep ? 0 : -1;
-}
-
-static int
-open_manifest_side (struct side *s, const char *path)
-{
-  CLEANUP_FREE char *error = NULL;
-
-  s->name = path;
-  if (opts->json)
-    messages_capture (path);
-  s->m = manifest_open (path);
-  if (opts->json)
-    error = messages_captured ();
-  if (s->m) {
+  else if (s->m) {
     s->params = manifest_params (s->m);
     s->size = manifest_size (s->m);
     s->nblocks = blk_block_count (s->size, s->params->block_size);
   }
   if (opts->json)
-    json_side ("a", s, error);
-  return s->m ? 0 : -1;
+    json_side (key, s, error);
+  return s->ep || s->m ? 0 : -1;
 }
 
 /* B is hashed as A was: a manifest's digest and block size, which -d
@@ -263,7 +253,7 @@ diff (const char *manifest, const char *a, const char *b,
   if (opts->json)
     json_begin_object (NULL, false);
   if (manifest) {
-    if (open_manifest_side (&sa, manifest) == -1)
+    if (open_side ("a", &sa, manifest, NULL) == -1)
       goto out;
     if (opts->json)
       messages_capture (NULL);
@@ -271,7 +261,7 @@ diff (const char *manifest, const char *a, const char *b,
       goto out;
   }
   else {
-    if (open_image_side ("a", &sa, a, spec) == -1)
+    if (open_side ("a", &sa, a, spec) == -1)
       goto out;
     /* B must be hashed the same way as A (whatever A's server chose). */
     spec_b = (struct hash_spec) {
@@ -281,7 +271,7 @@ diff (const char *manifest, const char *a, const char *b,
   }
   if (opts->json)
     free (messages_captured ());
-  if (open_image_side ("b", &sb, b, &spec_b) == -1)
+  if (open_side ("b", &sb, b, &spec_b) == -1)
     goto out;
   if (opts->json)
     messages_capture (NULL);
