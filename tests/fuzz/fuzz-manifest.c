@@ -43,28 +43,33 @@ stop_signal (void)
 const char *progname = "nbdsum";
 static unsigned messages;
 
+static void
+count (const char *fmt, va_list ap)
+{
+  char buf[256];
+
+  vsnprintf (buf, sizeof buf, fmt, ap);
+  messages++;
+}
+
 void
 error_at (const char *name, const char *fmt, ...)
 {
-  char buf[256];
   va_list ap;
 
   va_start (ap, fmt);
-  vsnprintf (buf, sizeof buf, fmt, ap);
+  count (fmt, ap);
   va_end (ap);
-  messages++;
 }
 
 void
 error_msg (const char *fmt, ...)
 {
-  char buf[256];
   va_list ap;
 
   va_start (ap, fmt);
-  vsnprintf (buf, sizeof buf, fmt, ap);
+  count (fmt, ap);
   va_end (ap);
-  messages++;
 }
 
 /* Block b's digest by a plain reading of an accepted text manifest:
