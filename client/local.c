@@ -135,12 +135,20 @@ exec_nbdkit (int listen_fd, const char *filter, const char *format,
   _exit (127);
 }
 
+const char *
+temp_dir (void)
+{
+  const char *dir = getenv ("TMPDIR");
+
+  return dir && *dir ? dir : "/tmp";
+}
+
 struct local_server *
 local_server_start (const char *name, const char *path)
 {
   struct local_server *s = calloc (1, sizeof *s);
   struct sockaddr_un addr = { .sun_family = AF_UNIX };
-  const char *tmpdir = getenv ("TMPDIR");
+  const char *tmpdir = temp_dir ();
   char abs[PATH_MAX], *tmpl = NULL;
   const char *format;
   struct stat st;
@@ -167,8 +175,6 @@ local_server_start (const char *name, const char *path)
   close (fd);
   fd = -1;
 
-  if (tmpdir == NULL || *tmpdir == '\0')
-    tmpdir = "/tmp";
   if (asprintf (&tmpl, "%s/nbdsumXXXXXX", tmpdir) == -1) {
     tmpl = NULL;
     error_at (name, "out of memory");

@@ -24,6 +24,7 @@
 
 #include "blkhash.h"
 #include "cleanup.h"
+#include "local.h"
 #include "manifest.h"
 #include "messages.h"
 #include "signals.h"
@@ -716,15 +717,13 @@ sniff (struct manifest *m, int *first)
 static int
 spool (struct manifest *m, int first)
 {
-  const char *dir = getenv ("TMPDIR");
+  const char *dir = temp_dir ();
   CLEANUP_FREE char *path = NULL;
   FILE *tmp = NULL;
   char buf[65536];
   size_t n;
   int fd;
 
-  if (dir == NULL || *dir == '\0')
-    dir = "/tmp";
   if (asprintf (&path, "%s/nbdsum-manifest.XXXXXX", dir) == -1) {
     path = NULL;
     return fail (m, "out of memory");
