@@ -67,3 +67,13 @@ load "$top_srcdir/tests/helpers"
     grep -q '^=head1 LICENSE' "$pod"
   done
 }
+
+@test "docs: quickstart --help prints its usage comment and nothing else" {
+  run "$top_srcdir/quickstart" --help
+  [ "$status" -eq 0 ]
+  echo "$output"
+  [ "${lines[0]}" = "nbdkit-blkhash quick start, on a fresh Debian machine (as root):" ]
+  [[ "$output" = *'./quickstart check   the same set-up, then the whole test suite,'* ]]
+  [[ "$output" != *"set -euo"* ]]
+  [[ "$output" != *"SPDX"* ]]
+}
