@@ -54,6 +54,7 @@ blkhash_load (void)
 
   if (blkhash_hasher_init () == -1)
     exit (EXIT_FAILURE);
+  blkhash_readahead_init ();
   blkhash_workers = MIN (MAX (cpus, 1L), (long) BLKHASH_MAX_WORKERS);
 }
 
@@ -63,6 +64,7 @@ blkhash_unload (void)
   blkhash_exports_free_all ();
   blkhash_results_free_all ();
   blkhash_params_free_all ();
+  blkhash_readahead_fini ();
   blkhash_hasher_fini ();
   free ((char *) blkhash_file);
 }
@@ -97,6 +99,20 @@ blkhash_config (nbdkit_next_config *next, nbdkit_backend *nxdata,
       nbdkit_error ("blkhash-workers=%s: must be 1 to %d", value,
                     BLKHASH_MAX_WORKERS);
       return -1;
+    }
+    return 0;
+  }
+  else if (strcmp (key, "blkhash-readahead") == 0) {
+    if (strcmp (value, "auto") == 0)
+      blkhash_readahead = BLKHASH_READAHEAD_AUTO;
+    else {
+      int r = nbdkit_parse_bool (value);
+      if (r == -1) {
+        nbdkit_error ("blkhash-readahead=%s: expected auto, true or false",
+                      value);
+        return -1;
+      }
+      blkhash_readahead = r ? BLKHASH_READAHEAD_ON : BLKHASH_READAHEAD_OFF;
     }
     return 0;
   }
@@ -141,7 +157,9 @@ blkhash_config_complete (nbdkit_next_config_complete *next,
   "blkhash-file-name=NAME     The default export's NAME there (default -).\n" \
   "blkhash-cache=BOOL         Hash data passing through (default true).\n" \
   "blkhash-workers=N          Threads for a root that needs everything\n" \
-  "                           (default: online CPUs)."
+  "                           (default: online CPUs).\n" \
+  "blkhash-readahead=auto|BOOL  Two reads in flight per request: auto\n" \
+  "                           on slow storage with idle CPUs (default)."
 
 /* Digest bytes the fold may still take at exit (2 TiB of 64K blocks):
  * beyond that, exiting promptly matters more.
@@ -202,6 +220,7 @@ blkhash_thread_model (void)
 static int
 blkhash_get_ready (int thread_model)
 {
+  blkhash_plugin_parallel = thread_model == NBDKIT_THREAD_MODEL_PARALLEL;
   if (thread_model != NBDKIT_THREAD_MODEL_PARALLEL && blkhash_workers > 1) {
     nbdkit_debug ("blkhash: the plugin does not take parallel requests: "
                   "one thread per root computation");
@@ -423,11 +442,12 @@ blkhash_log_stats (struct blkhash_export *e)
 {
   if (blkhash_debug_stats)
     nbdkit_debug ("blkhash: stats: passive %" PRIu64 " blocks, computed %"
-                  PRIu64 " blocks reading %" PRIu64 " bytes, holes %"
-                  PRIu64 " blocks (since start; the last client of '%s' "
-                  "left)",
+                  PRIu64 " blocks reading %" PRIu64 " bytes (%" PRIu64
+                  " pieces by read-ahead), holes %" PRIu64 " blocks "
+                  "(since start; the last client of '%s' left)",
                   blkhash_stats.passive_blocks, blkhash_stats.computed_blocks,
-                  blkhash_stats.read_bytes, blkhash_stats.hole_blocks,
+                  blkhash_stats.read_bytes, blkhash_stats.paired_reads,
+                  blkhash_stats.hole_blocks,
                   blkhash_export_name (e));
 }
 

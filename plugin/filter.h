@@ -24,6 +24,7 @@ struct blkhash_stats {
   _Atomic uint64_t computed_blocks;     /* hashed on demand */
   _Atomic uint64_t hole_blocks;         /* known zero from extents */
   _Atomic uint64_t read_bytes;          /* read from the plugin to hash */
+  _Atomic uint64_t paired_reads;        /* pieces read by a reader */
 };
 extern struct blkhash_stats blkhash_stats;
 
@@ -119,6 +120,38 @@ extern int blkhash_results_write (void);
 /* Check blkhash-file=PATH (absolute) at start-up. */
 extern int blkhash_results_check_path (const char *path);
 extern void blkhash_results_free_all (void);
+
+/* readahead.c: a pool of readers that read the next piece of a run
+ * while its requester reads and hashes the current one.
+ */
+enum blkhash_readahead {
+  BLKHASH_READAHEAD_AUTO,               /* slow reads and idle CPUs */
+  BLKHASH_READAHEAD_ON,                 /* every run of two pieces or more */
+  BLKHASH_READAHEAD_OFF,
+};
+extern enum blkhash_readahead blkhash_readahead;
+/* The plugin takes requests from several threads at once (else never). */
+extern bool blkhash_plugin_parallel;
+#define BLKHASH_MAX_READERS 64
+struct blkhash_reader;
+extern void blkhash_readahead_init (void);
+extern void blkhash_readahead_fini (void);
+extern uint64_t blkhash_now_ns (void);
+/* slow_reads: slow reads in a row in this run, kept by
+ * blkhash_readahead_count from each read's duration.
+ */
+extern bool blkhash_readahead_wanted (unsigned slow_reads);
+extern unsigned blkhash_readahead_count (unsigned slow_reads,
+                                         uint64_t read_ns);
+/* A free reader, or NULL (none free: read alone).  Each one taken is
+ * given a read with _start, and given back by _finish, which waits for
+ * that read and returns its result (-1 with *err set).
+ */
+extern struct blkhash_reader *blkhash_reader_get (void);
+extern void blkhash_reader_start (struct blkhash_reader *rd,
+                                  nbdkit_next *next, void *buf,
+                                  uint32_t len, uint64_t off);
+extern int blkhash_reader_finish (struct blkhash_reader *rd, int *err);
 
 /* hasher.c: compute block digests through the plugin. */
 extern int blkhash_hasher_init (void);

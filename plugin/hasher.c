@@ -36,6 +36,7 @@ struct worker {
   EVP_MD_CTX *ctx;
   uint8_t *buf;
   size_t size;
+  uint8_t *ahead;               /* a reader's, READ_SIZE, once paired */
 };
 
 static pthread_key_t worker_key;
@@ -48,6 +49,7 @@ worker_free (void *opaque)
   if (w) {
     EVP_MD_CTX_free (w->ctx);
     free (w->buf);
+    free (w->ahead);
     free (w);
   }
 }
@@ -165,9 +167,68 @@ read_size (uint32_t bs)
   return bs <= READ_SIZE ? READ_SIZE / bs * bs : READ_SIZE;
 }
 
+/* Bytes of the piece of a run that starts at off: a piece of a large
+ * block stops at its end.
+ */
+static uint64_t
+piece_len (uint64_t off, uint64_t run_end, uint32_t bs, uint64_t most)
+{
+  const uint64_t block_end = (off / bs + 1) * bs;
+
+  return MIN (run_end - off, most < bs ? MIN (most, block_end - off) : most);
+}
+
+/* Hash buf, the len bytes at off, into bh; each block it ends goes to
+ * out and zero.
+ */
+static int
+hash_piece (struct blk_table *t, struct blk_block_hasher *bh,
+            EVP_MD_CTX *ctx, uint64_t first, const uint8_t *buf,
+            uint64_t off, uint64_t len, bool *zero, uint8_t *out, int *err)
+{
+  const struct blk_params *p = blk_table_params (t);
+  const uint32_t bs = p->block_size;
+  const uint64_t size = blk_table_size (t);
+
+  blkhash_stats.read_bytes += len;
+  for (uint64_t pos = 0; pos < len; ) {
+    const uint64_t b = (off + pos) / bs;
+    const uint64_t b_end = b * bs + blk_block_len (size, bs, b);
+    const uint64_t take = MIN (len - pos, b_end - (off + pos));
+    if (blk_block_update (bh, buf + pos, take) == -1)
+      goto hash_failed;
+    pos += take;
+    if (off + pos == b_end) {
+      if (blk_block_final (bh, out + (b - first) * p->digest.len,
+                           &zero[b - first]) == -1)
+        goto hash_failed;
+      blkhash_stats.computed_blocks++;
+      blk_block_begin (bh, p, ctx);
+    }
+  }
+  return 0;
+
+ hash_failed:
+  nbdkit_error ("blkhash: %s failed", p->digest.name);
+  *err = EIO;
+  return -1;
+}
+
+/* The worker's second buffer, for a reader (readahead.c). */
+static uint8_t *
+ahead_buffer (struct worker *w)
+{
+  void *p;
+
+  if (w->ahead == NULL && posix_memalign (&p, 4096, READ_SIZE) == 0)
+    w->ahead = p;
+  return w->ahead;
+}
+
 /* Read and hash the run of blocks [first+i, first+i+n), each read
  * whole blocks or part of one, never the end of one block and the
- * start of the next.
+ * start of the next.  On slow storage a reader may read the next piece
+ * while this thread reads and hashes the current one (readahead.c).
  */
 static int
 hash_run (nbdkit_next *next, struct blk_table *t, struct worker *w,
@@ -176,44 +237,49 @@ hash_run (nbdkit_next *next, struct blk_table *t, struct worker *w,
 {
   const struct blk_params *p = blk_table_params (t);
   const uint32_t bs = p->block_size;
-  const uint64_t size = blk_table_size (t);
-  const uint64_t run_end = MIN ((first + i + n) * bs, size);
+  const uint64_t run_end = MIN ((first + i + n) * bs, blk_table_size (t));
   const uint64_t most = read_size (bs);
   uint64_t off = (first + i) * bs;
   struct blk_block_hasher bh;
+  unsigned slow_reads = 0;
+  int r = 0;
 
   blk_block_begin (&bh, p, w->ctx);
-  while (off < run_end) {
-    /* A piece of a large block stops at its end. */
-    const uint64_t block_end = (off / bs + 1) * bs;
-    const uint64_t len = MIN (run_end - off,
-                              most < bs ? MIN (most, block_end - off) : most);
-    if (next->pread (next, w->buf, len, off, 0, err) == -1)
-      return -1;
-    blkhash_stats.read_bytes += len;
-    for (uint64_t pos = 0; pos < len; ) {
-      const uint64_t b = (off + pos) / bs;
-      const uint64_t b_end = b * bs + blk_block_len (size, bs, b);
-      const uint64_t take = MIN (len - pos, b_end - (off + pos));
-      if (blk_block_update (&bh, w->buf + pos, take) == -1)
-        goto hash_failed;
-      pos += take;
-      if (off + pos == b_end) {
-        if (blk_block_final (&bh, out + (b - first) * p->digest.len,
-                             &zero[b - first]) == -1)
-          goto hash_failed;
-        blkhash_stats.computed_blocks++;
-        blk_block_begin (&bh, p, w->ctx);
-      }
-    }
-    off += len;
-  }
-  return 0;
+  while (r == 0 && off < run_end) {
+    const uint64_t len = piece_len (off, run_end, bs, most);
+    const uint64_t off2 = off + len;
+    const uint64_t len2 =
+      off2 < run_end ? piece_len (off2, run_end, bs, most) : 0;
+    struct blkhash_reader *rd = NULL;
+    uint64_t t0;
+    int err2;
 
- hash_failed:
-  nbdkit_error ("blkhash: %s failed", p->digest.name);
-  *err = EIO;
-  return -1;
+    if (len2 && blkhash_readahead_wanted (slow_reads) &&
+        ahead_buffer (w) && (rd = blkhash_reader_get ()) != NULL)
+      blkhash_reader_start (rd, next, w->ahead, len2, off2);
+    t0 = blkhash_now_ns ();
+    r = next->pread (next, w->buf, len, off, 0, err);
+    slow_reads = blkhash_readahead_count (slow_reads,
+                                          blkhash_now_ns () - t0);
+    if (r == 0)
+      r = hash_piece (t, &bh, w->ctx, first, w->buf, off, len, zero, out,
+                      err);
+    off = off2;
+    if (rd == NULL)
+      continue;
+    /* The buffer is ours again only once the reader is done with it. */
+    blkhash_stats.paired_reads++;
+    if (blkhash_reader_finish (rd, &err2) == -1) {
+      if (r == 0)
+        *err = err2;
+      r = -1;
+    }
+    else if (r == 0)
+      r = hash_piece (t, &bh, w->ctx, first, w->ahead, off2, len2, zero,
+                      out, err);
+    off = off2 + len2;
+  }
+  return r;
 }
 
 /* Read and hash the blocks first+i with data[i] set, digests to out. */

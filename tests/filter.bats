@@ -299,7 +299,7 @@ plugin_read_ranges () {
   run nbdkit --filter="$BLKHASH_FILTER" null --help
   [ "$status" -eq 0 ]
   for p in blkhash-digest blkhash-block-size blkhash-file blkhash-file-name \
-           blkhash-cache blkhash-workers; do
+           blkhash-cache blkhash-workers blkhash-readahead; do
     [[ "$output" = *"$p="* ]]
   done
 }

@@ -297,6 +297,11 @@ campaign () {
   campaign pread10 error-pread=EIO error-pread-rate=10%
 }
 
+@test "robust: 10% plugin read errors with read-ahead on every run" {
+  campaign readahead10 error-pread=EIO error-pread-rate=10% \
+    blkhash-readahead=true
+}
+
 @test "robust: 100% plugin read errors: always an error, never a checksum" {
   campaign pread100 error-pread=EIO error-pread-rate=100%
   # The injection works: nothing can succeed.
