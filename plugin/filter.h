@@ -137,7 +137,7 @@ struct blkhash_reader;
 extern void blkhash_readahead_init (void);
 extern void blkhash_readahead_fini (void);
 extern uint64_t blkhash_now_ns (void);
-/* slow_reads: slow reads in a row in this run, kept by
+/* slow_reads: slow reads in a row on this thread, kept by
  * blkhash_readahead_count from each read's duration.
  */
 extern bool blkhash_readahead_wanted (unsigned slow_reads);

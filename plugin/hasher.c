@@ -37,6 +37,7 @@ struct worker {
   uint8_t *buf;
   size_t size;
   uint8_t *ahead;               /* a reader's, READ_SIZE, once paired */
+  unsigned slow_reads;          /* in a row, carried from run to run */
 };
 
 static pthread_key_t worker_key;
@@ -241,7 +242,6 @@ hash_run (nbdkit_next *next, struct blk_table *t, struct worker *w,
   const uint64_t most = read_size (bs);
   uint64_t off = (first + i) * bs;
   struct blk_block_hasher bh;
-  unsigned slow_reads = 0;
   int r = 0;
 
   blk_block_begin (&bh, p, w->ctx);
@@ -254,13 +254,13 @@ hash_run (nbdkit_next *next, struct blk_table *t, struct worker *w,
     uint64_t t0;
     int err2;
 
-    if (len2 && blkhash_readahead_wanted (slow_reads) &&
+    if (len2 && blkhash_readahead_wanted (w->slow_reads) &&
         ahead_buffer (w) && (rd = blkhash_reader_get ()) != NULL)
       blkhash_reader_start (rd, next, w->ahead, len2, off2);
     t0 = blkhash_now_ns ();
     r = next->pread (next, w->buf, len, off, 0, err);
-    slow_reads = blkhash_readahead_count (slow_reads,
-                                          blkhash_now_ns () - t0);
+    w->slow_reads = blkhash_readahead_count (w->slow_reads,
+                                             blkhash_now_ns () - t0);
     if (r == 0)
       r = hash_piece (t, &bh, w->ctx, first, w->buf, off, len, zero, out,
                       err);

@@ -11,7 +11,7 @@
  *
  * A hand-off costs two wake-ups per pair of pieces, pure loss when the
  * reads are fast or the CPUs are busy hashing anyway.  So with
- * blkhash-readahead=auto a run pairs reads only after two slow reads
+ * blkhash-readahead=auto a thread pairs reads only after two slow reads
  * in a row (one could be the requester waiting for a CPU) and while
  * this process used less than most of the online CPUs lately.
  *
