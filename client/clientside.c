@@ -155,9 +155,10 @@ struct extent_walk {
   struct endpoint *ep;
   struct cs_conn *cc;
   uint64_t covered;             /* image bytes described so far */
+  struct blk_holes holes;
 };
 
-/* Mark blocks wholly inside extents that read as zero. */
+/* Mark blocks wholly inside runs of extents that read as zero. */
 static int
 extent_cb (void *opaque, const char *metacontext, uint64_t offset,
            uint32_t *entries, size_t nr_entries, int *error)
@@ -173,8 +174,7 @@ extent_cb (void *opaque, const char *metacontext, uint64_t offset,
       .offset = offset, .length = entries[i],
       .zero = entries[i + 1] & LIBNBD_STATE_ZERO,
     };
-    blk_holes_mark (&e, 1, bs, w->ep->size, w->cc->first, w->cc->count,
-                    w->cc->hole);
+    blk_holes_add (&w->holes, &e);
     offset += entries[i];
   }
   if (offset - seg_start > w->covered)
@@ -203,7 +203,9 @@ next_segment (struct endpoint *ep, struct conn *c)
   len = (cc->first + cc->count) * ep->params->block_size < ep->size
     ? cc->count * ep->params->block_size : ep->size - start;
   if (cs->extents) {
-    struct extent_walk w = { ep, cc, 0 };
+    struct extent_walk w = { .ep = ep, .cc = cc };
+    blk_holes_begin (&w.holes, ep->params->block_size, ep->size, cc->first,
+                     cc->count, cc->hole);
     /* The server may describe less than asked: ask again. */
     while (w.covered < len) {
       const uint64_t before = w.covered;
@@ -217,6 +219,7 @@ next_segment (struct endpoint *ep, struct conn *c)
       if (w.covered == before)
         break;                  /* no progress: read the rest */
     }
+    blk_holes_end (&w.holes);
   }
 
   for (uint64_t i = 0, n; blk_next_run (cc->hole, cc->count, &i, &n);

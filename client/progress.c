@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "holes.h"
 #include "json.h"
 #include "options.h"
 #include "progress.h"
@@ -125,13 +126,13 @@ static void
 end_zero (struct scan *s)
 {
   const uint64_t bs = s->block_size, size = s->p->total;
-  const uint64_t end = s->covered;
+  uint64_t b0, b1;
 
   if (!s->in_zero)
     return;
   s->in_zero = false;
-  if (add_hole (s->p, (s->zero_start + bs - 1) / bs * bs,
-                end >= size ? size : end / bs * bs) == -1)
+  blk_zero_blocks (s->zero_start, s->covered, bs, size, &b0, &b1);
+  if (b0 < b1 && add_hole (s->p, b0 * bs, MIN (b1 * bs, size)) == -1)
     s->failed = true;
 }
 

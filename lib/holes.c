@@ -9,6 +9,17 @@
 #include "holes.h"
 
 void
+blk_zero_blocks (uint64_t start, uint64_t end, uint32_t block_size,
+                 uint64_t size, uint64_t *b0, uint64_t *b1)
+{
+  /* From the first block starting in the range to the last one ending
+   * in it: only the last block is short, and it ends at the image end.
+   */
+  *b0 = start / block_size + (start % block_size != 0);
+  *b1 = end >= size ? blk_block_count (size, block_size) : end / block_size;
+}
+
+void
 blk_holes_mark (const struct blk_extent *exts, size_t n,
                 uint32_t block_size, uint64_t size,
                 uint64_t first, uint64_t count, bool *hole)
@@ -19,18 +30,53 @@ blk_holes_mark (const struct blk_extent *exts, size_t n,
   for (size_t i = 0; i < n; i++) {
     const uint64_t offset = exts[i].offset;
     const uint64_t end = offset + MIN (exts[i].length, UINT64_MAX - offset);
+    uint64_t b0, b1;
 
     if (!exts[i].zero)
       continue;
-    /* From the first block starting in the extent to the last one
-     * ending in it: only the last block is short, and it ends at the
-     * image end.
-     */
-    const uint64_t b0 = offset / block_size + (offset % block_size != 0);
-    const uint64_t b1 = end >= size ? nblocks : end / block_size;
+    blk_zero_blocks (offset, end, block_size, size, &b0, &b1);
     const uint64_t to = MIN (b1, stop);
     for (uint64_t b = MAX (b0, first); b < to; b++)
       hole[b - first] = true;
+  }
+}
+
+void
+blk_holes_begin (struct blk_holes *h, uint32_t block_size, uint64_t size,
+                 uint64_t first, uint64_t count, bool *hole)
+{
+  *h = (struct blk_holes) {
+    .block_size = block_size, .size = size, .first = first,
+    .count = count, .hole = hole,
+  };
+}
+
+void
+blk_holes_end (struct blk_holes *h)
+{
+  if (!h->in_zero)
+    return;
+  const struct blk_extent run = { h->start, h->end - h->start, true };
+  blk_holes_mark (&run, 1, h->block_size, h->size, h->first, h->count,
+                  h->hole);
+  h->in_zero = false;
+}
+
+void
+blk_holes_add (struct blk_holes *h, const struct blk_extent *e)
+{
+  const uint64_t end = e->offset + MIN (e->length, UINT64_MAX - e->offset);
+
+  if (h->in_zero && e->zero &&
+      e->offset >= h->start && e->offset <= h->end) {
+    h->end = MAX (h->end, end);
+    return;
+  }
+  blk_holes_end (h);
+  if (e->zero) {
+    h->in_zero = true;
+    h->start = e->offset;
+    h->end = end;
   }
 }
 

@@ -30,6 +30,38 @@ extern void blk_holes_mark (const struct blk_extent *exts, size_t n,
                             uint32_t block_size, uint64_t size,
                             uint64_t first, uint64_t count, bool *hole);
 
+/* The blocks [*b0, *b1) lying wholly inside the zero bytes [start,
+ * end) of an image of size bytes in blocks of block_size bytes (none
+ * when *b0 >= *b1).  A short last block counts when end reaches the
+ * image end.  The one rule for "a block the extents say is zero".
+ */
+extern void blk_zero_blocks (uint64_t start, uint64_t end,
+                             uint32_t block_size, uint64_t size,
+                             uint64_t *b0, uint64_t *b1);
+
+/* Extents given in order, adjacent or overlapping zero extents taken
+ * as one: servers cut extents where they like (nbdkit at 4 GiB - 1
+ * bytes, a plugin at its own chunks), and a block straddling such a
+ * cut is still a hole.  Marks hole[] as blk_holes_mark does:
+ *
+ *   struct blk_holes h;
+ *   blk_holes_begin (&h, block_size, size, first, count, hole);
+ *   for each extent, in order, over one call or many: blk_holes_add
+ *   blk_holes_end (&h);
+ */
+struct blk_holes {
+  uint32_t block_size;
+  uint64_t size, first, count;
+  bool *hole;
+  bool in_zero;                 /* zero bytes [start, end) pending */
+  uint64_t start, end;
+};
+extern void blk_holes_begin (struct blk_holes *h, uint32_t block_size,
+                             uint64_t size, uint64_t first, uint64_t count,
+                             bool *hole);
+extern void blk_holes_add (struct blk_holes *h, const struct blk_extent *e);
+extern void blk_holes_end (struct blk_holes *h);
+
 /* The next run of true entries of a[0..count) at or after *i: returns
  * true with the run in [*i, *i + *n), false (*n = 0) when there is
  * none.  For runs of holes, and of blocks to read:

@@ -129,7 +129,7 @@ blkhash_should_stop (int *err)
 }
 
 /* Set hole[i] for the blocks first+i of [first, first+count) that lie
- * wholly inside extents reading as zero.
+ * wholly inside runs of extents reading as zero.
  */
 static int
 find_holes (nbdkit_next *next, struct blk_table *t, uint64_t first,
@@ -138,7 +138,9 @@ find_holes (nbdkit_next *next, struct blk_table *t, uint64_t first,
   const uint32_t bs = blk_table_params (t)->block_size;
   const uint64_t size = blk_table_size (t);
   const uint64_t end = MIN ((first + count) * bs, size);
+  struct blk_holes h;
 
+  blk_holes_begin (&h, bs, size, first, count, hole);
   for (uint64_t off = first * bs; off < end; ) {
     const uint64_t len = MIN (end - off, EXTENTS_WINDOW);
     struct nbdkit_extents *exts = nbdkit_extents_full (next, len, off, 0,
@@ -151,11 +153,12 @@ find_holes (nbdkit_next *next, struct blk_table *t, uint64_t first,
         .offset = e.offset, .length = e.length,
         .zero = e.type & NBDKIT_EXTENT_ZERO,
       };
-      blk_holes_mark (&z, 1, bs, size, first, count, hole);
+      blk_holes_add (&h, &z);
     }
     nbdkit_extents_free (exts);
     off += len;
   }
+  blk_holes_end (&h);
   return 0;
 }
 

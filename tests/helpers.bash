@@ -71,3 +71,17 @@ qemu_io_hex () {
   awk -v n="$1" '/^[0-9a-f]+:  / {
     for (i = 2; i <= 17 && n > 0; i++) { printf "%s", $i; n-- } }'
 }
+
+# Arguments for nbdkit's eval plugin serving 1 MiB of zeros whose
+# extents say so in two pieces cut mid-block (at 100000): a hole, then
+# allocated zeros (nbdkit joins extents of one type, but not these; a
+# client sees the same at nbdkit's 4 GiB - 1 cuts), logging the offset
+# of every read to LOG:
+#   mapfile -t args < <(cut_zero_extents_args LOG)
+cut_zero_extents_args () {
+  echo "eval"
+  echo "get_size=echo 1048576"
+  echo "pread=echo \$4 >> '$1'; head -c \$3 /dev/zero"
+  echo "can_extents=exit 0"
+  echo "extents=echo 0 100000 hole,zero; echo 100000 948576 zero"
+}

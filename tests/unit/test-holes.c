@@ -135,6 +135,94 @@ test_mark_several (void)
   ok (kept[0], "entries already set stay set");
 }
 
+/* Feed exts to a blk_holes over [first, first+count), cut into calls
+ * of per extents each, and compare with want as marks does.
+ */
+static int
+run_marks (uint32_t bs, uint64_t size, uint64_t first, uint64_t count,
+           const struct blk_extent *exts, size_t n, const char *want)
+{
+  bool buf[MAXB + 2] = { false };
+  bool *hole = buf + 1;
+  struct blk_holes h;
+
+  blk_holes_begin (&h, bs, size, first, count, hole);
+  for (size_t i = 0; i < n; i++)
+    blk_holes_add (&h, &exts[i]);
+  blk_holes_end (&h);
+  if (buf[0] || buf[count + 1])
+    return 0;
+  for (uint64_t i = 0; i < count; i++)
+    if (hole[i] != (want[i] == '1'))
+      return 0;
+  return strlen (want) == count;
+}
+
+static void
+test_runs_of_zero_extents (void)
+{
+  const uint32_t K = 1024, B = 64 * K;
+  const uint64_t size = 8 * B;
+  /* nbdkit cuts extents at 4 GiB - 1: a block straddles the cut. */
+  const struct blk_extent cut[] = {
+    { 0, 100 * K, true }, { 100 * K, size - 100 * K, true },
+  };
+  const struct blk_extent three[] = {
+    { 0, 10 * K, true }, { 10 * K, 100 * K, true },
+    { 110 * K, 100 * K, true }, { 210 * K, 300 * K, false },
+  };
+  const struct blk_extent gap[] = {
+    { 0, 100 * K, true }, { 101 * K, 300 * K, true },
+  };
+  const struct blk_extent data_between[] = {
+    { 0, 100 * K, true }, { 100 * K, 1, false },
+    { 100 * K + 1, 300 * K, true },
+  };
+  const struct blk_extent overlap[] = {
+    { 0, 200 * K, true }, { 150 * K, 200 * K, true },
+  };
+  const struct blk_extent backwards[] = {
+    { 3 * B, 2 * B, true }, { 0, B, true },
+  };
+  const uint64_t big = UINT64_C (1) << 62;
+  const struct blk_extent huge[] = {
+    { 0, big - 1, true }, { big - 1, UINT64_MAX, true },
+  };
+  bool one[MAXB] = { false }, marked[MAXB] = { false };
+
+  ok (run_marks (B, size, 0, 8, cut, 2, "11111111"),
+      "two zero extents cut mid-block are one hole");
+  blk_holes_mark (cut, 2, B, size, 0, 8, one);
+  ok (!one[1], "(blk_holes_mark alone leaves the straddling block)");
+  ok (run_marks (B, size, 0, 8, three, 4, "11100000"),
+      "three adjacent zero extents, then data");
+  ok (run_marks (B, size, 0, 8, gap, 2, "10111100"),
+      "a gap between zero extents breaks the run");
+  ok (run_marks (B, size, 0, 8, data_between, 3, "10111100"),
+      "a data byte between zero extents breaks the run");
+  ok (run_marks (B, size, 0, 8, overlap, 2, "11111000"),
+      "overlapping zero extents are one run");
+  ok (run_marks (B, size, 0, 8, backwards, 2, "10011000"),
+      "an extent before the run starts its own");
+  ok (run_marks (B, size, 2, 3, cut, 2, "111"),
+      "a range inside the run");
+  ok (run_marks (B, size + 1000, 0, 9, cut, 2, "111111110"),
+      "a run short of the image end leaves the short last block");
+  ok (run_marks (B, big, 0, 2, huge, 2, "11"),
+      "lengths that would overflow the end");
+
+  /* The same extents, added in calls of one and as one list. */
+  struct blk_holes h;
+  blk_holes_begin (&h, B, size, 0, 8, marked);
+  blk_holes_add (&h, &three[0]);
+  blk_holes_add (&h, &three[1]);
+  blk_holes_add (&h, &three[2]);
+  ok (!marked[0], "nothing marked while the run may go on");
+  blk_holes_end (&h);
+  ok (marked[0] && marked[1] && marked[2] && !marked[3],
+      "marked by blk_holes_end");
+}
+
 static int
 runs (const char *a, const char *want)
 {
@@ -168,6 +256,7 @@ main (void)
 {
   test_mark ();
   test_mark_several ();
+  test_runs_of_zero_extents ();
   test_mark_96k ();
   test_runs ();
   return done_testing ();
