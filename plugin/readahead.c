@@ -110,7 +110,10 @@ readahead_cpus_have_room (void)
     return atomic_load (&cpus_have_room);
 
   const uint64_t last = atomic_load (&sample_wall_ns);
-  if (now - last >= SAMPLE_NS) {
+  /* now < last: another thread sampled after this one read the clock,
+   * so the sample is fresh (now - last would wrap).
+   */
+  if (now >= last && now - last >= SAMPLE_NS) {
     const uint64_t cpu = clock_ns (CLOCK_PROCESS_CPUTIME_ID);
     /* No room before a first sample, or after a pause between slow
      * reads: starting readers costs more than a fast read.

@@ -1,9 +1,10 @@
 /* Copyright (C) 2026 The nbdkit-blkhash developers
  * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
  */
-/* Unit tests: plugin/readahead.c, the filter's pool of readers, built
- * into this program with thread creation that fails on demand and
- * nbdkit's logging replaced.
+/* Unit tests: plugin/readahead.c, the filter's pool of readers and
+ * its CPU gate, built into this program with thread creation that
+ * fails on demand, a clock the test sets and nbdkit's logging
+ * replaced.
  */
 #include <config.h>
 
@@ -11,6 +12,7 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -24,9 +26,24 @@ static int test_pthread_create (pthread_t *thread,
                                 const pthread_attr_t *attr,
                                 void *(*start) (void *), void *arg);
 
+/* The clocks the CPU gate reads, in ms. */
+static uint64_t wall_ms, cpu_ms;
+
+static int
+test_clock_gettime (clockid_t clock, struct timespec *ts)
+{
+  const uint64_t ms = clock == CLOCK_MONOTONIC ? wall_ms : cpu_ms;
+
+  ts->tv_sec = ms / 1000;
+  ts->tv_nsec = ms % 1000 * 1000000;
+  return 0;
+}
+
 #define pthread_create test_pthread_create
+#define clock_gettime test_clock_gettime
 #include "../../plugin/readahead.c"
 #undef pthread_create
+#undef clock_gettime
 
 static int
 test_pthread_create (pthread_t *thread, const pthread_attr_t *attr,
@@ -159,11 +176,46 @@ test_create_fails (void)
   blkhash_readahead_fini ();
 }
 
+/* blkhash-readahead=auto on 2 CPUs, samples every 20 ms: pair reads
+ * while the process used under 80% of them (then until 90%).
+ */
+static void
+test_cpu_gate (void)
+{
+  blkhash_readahead = BLKHASH_READAHEAD_AUTO;
+  blkhash_plugin_parallel = true;
+  online_cpus = 2;
+
+  wall_ms = 1000;
+  ok (!blkhash_readahead_wanted (2), "no pairs before a first sample");
+  wall_ms = 1020, cpu_ms = 4;
+  ok (!blkhash_readahead_wanted (1), "no pairs after one slow read");
+  ok (blkhash_readahead_wanted (2), "pairs: 10%% of the CPUs used");
+  /* A thread that read the clock just before another took the sample
+   * at 1020 ms: that sample is fresh, not 2^64 ns old.
+   */
+  wall_ms = 1019;
+  ok (blkhash_readahead_wanted (2), "a clock read before the last sample "
+      "leaves the gate as it was");
+  ok (atomic_load (&sample_wall_ns) == UINT64_C (1020000000),
+      "and the sample time does not go back");
+  wall_ms = 1040, cpu_ms += 34;
+  ok (blkhash_readahead_wanted (2), "85%% used while pairing: still pairs");
+  wall_ms = 1060, cpu_ms += 37;
+  ok (!blkhash_readahead_wanted (2), "92%% used: no more pairs");
+  wall_ms = 1080, cpu_ms += 34;
+  ok (!blkhash_readahead_wanted (2), "85%% used: not pairing again yet");
+  wall_ms = 1200, cpu_ms += 1;
+  ok (!blkhash_readahead_wanted (2), "after a pause, no pairs until the "
+      "next sample");
+}
+
 int
 main (void)
 {
   blkhash_readahead_init ();
   test_pool ();
   test_create_fails ();
+  test_cpu_gate ();
   return done_testing ();
 }
