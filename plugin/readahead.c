@@ -171,9 +171,6 @@ reader_main (void *opaque)
     int err = 0;
     const int r = rd->next->pread (rd->next, rd->buf, rd->len, rd->off, 0,
                                    &err);
-    if (r == -1)
-      nbdkit_debug ("blkhash: read-ahead of %" PRIu32 " bytes at %" PRIu64
-                    " failed", rd->len, rd->off);
     pthread_mutex_lock (&rd->lock);
     rd->r = r;
     rd->err = err;
@@ -263,6 +260,8 @@ blkhash_reader_start (struct blkhash_reader *rd, nbdkit_next *next,
 int
 blkhash_reader_finish (struct blkhash_reader *rd, int *err)
 {
+  uint32_t len;
+  uint64_t off;
   int r;
 
   pthread_mutex_lock (&rd->lock);
@@ -271,11 +270,22 @@ blkhash_reader_finish (struct blkhash_reader *rd, int *err)
   r = rd->r;
   if (r == -1)
     *err = rd->err ? rd->err : EIO;
+  len = rd->len;
+  off = rd->off;
   pthread_mutex_unlock (&rd->lock);
 
   pthread_mutex_lock (&pool_lock);
   idle[nidle++] = rd;
   pthread_mutex_unlock (&pool_lock);
+
+  /* The plugin's own message came from the reader's thread, which
+   * nbdkit does not name: this one says which connection failed.
+   */
+  if (r == -1) {
+    errno = *err;
+    nbdkit_error ("blkhash: read-ahead of %" PRIu32 " bytes at %" PRIu64
+                  " failed: %m", len, off);
+  }
   return r;
 }
 

@@ -143,6 +143,9 @@ test_pool (void)
   r = blkhash_reader_finish (again, &err);
   ok (r == -1 && err == EPERM, "a failed read: -1 and the plugin's errno "
       "(%d, %s)", r, strerror (err));
+  ok (strcmp (last_error, "blkhash: read-ahead of 512 bytes at 4096 "
+              "failed: Operation not permitted") == 0,
+      "and an error naming the read");
   blkhash_readahead_fini ();
 }
 
