@@ -61,7 +61,9 @@ struct blkhash_reader {
 
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct blkhash_reader *readers[BLKHASH_MAX_READERS];
-static unsigned nreaders;               /* started */
+static unsigned nreaders;               /* started, in readers[] */
+static unsigned nstarting;              /* being started, outside the lock */
+static bool start_failed;               /* the last start failed */
 static struct blkhash_reader *idle[BLKHASH_MAX_READERS];
 static unsigned nidle;
 
@@ -108,7 +110,10 @@ readahead_cpus_have_room (void)
     return atomic_load (&cpus_have_room);
 
   const uint64_t last = atomic_load (&sample_wall_ns);
-  if (now - last >= SAMPLE_NS) {
+  /* now < last: another thread sampled after this one read the clock,
+   * so the sample is fresh (now - last would wrap).
+   */
+  if (now >= last && now - last >= SAMPLE_NS) {
     const uint64_t cpu = clock_ns (CLOCK_PROCESS_CPUTIME_ID);
     /* No room before a first sample, or after a pause between slow
      * reads: starting readers costs more than a fast read.
@@ -166,9 +171,6 @@ reader_main (void *opaque)
     int err = 0;
     const int r = rd->next->pread (rd->next, rd->buf, rd->len, rd->off, 0,
                                    &err);
-    if (r == -1)
-      nbdkit_debug ("blkhash: read-ahead of %" PRIu32 " bytes at %" PRIu64
-                    " failed", rd->len, rd->off);
     pthread_mutex_lock (&rd->lock);
     rd->r = r;
     rd->err = err;
@@ -180,20 +182,20 @@ reader_main (void *opaque)
   return NULL;
 }
 
+/* A new reader, or NULL with *r the error. */
 static struct blkhash_reader *
-reader_new (void)
+reader_new (int *r)
 {
   struct blkhash_reader *rd = calloc (1, sizeof *rd);
-  int r;
 
-  if (rd == NULL)
+  if (rd == NULL) {
+    *r = ENOMEM;
     return NULL;
+  }
   pthread_mutex_init (&rd->lock, NULL);
   pthread_cond_init (&rd->cond, NULL);
-  r = pthread_create (&rd->thread, NULL, reader_main, rd);
-  if (r != 0) {
-    /* Not an error: the requester reads alone. */
-    nbdkit_debug ("blkhash: read-ahead thread: %s", strerror (r));
+  *r = pthread_create (&rd->thread, NULL, reader_main, rd);
+  if (*r != 0) {
     pthread_mutex_destroy (&rd->lock);
     pthread_cond_destroy (&rd->cond);
     free (rd);
@@ -206,23 +208,37 @@ struct blkhash_reader *
 blkhash_reader_get (void)
 {
   struct blkhash_reader *rd = NULL;
-  unsigned slot;
+  bool first_failure = false;
+  int r;
 
   pthread_mutex_lock (&pool_lock);
   if (nidle > 0)
     rd = idle[--nidle];
-  slot = nreaders;
-  if (rd == NULL && slot < BLKHASH_MAX_READERS)
-    nreaders++;
+  else if (nreaders + nstarting < BLKHASH_MAX_READERS)
+    nstarting++;
+  else {
+    pthread_mutex_unlock (&pool_lock);
+    return NULL;
+  }
   pthread_mutex_unlock (&pool_lock);
-  if (rd != NULL || slot == BLKHASH_MAX_READERS)
+  if (rd != NULL)
     return rd;
 
-  /* Started outside the lock: a burst of requests starts many. */
-  rd = reader_new ();
+  /* Started outside the lock: a burst of requests starts many.  A
+   * failure (a thread limit) is not an error: the requester reads
+   * alone, and a later request tries again.
+   */
+  rd = reader_new (&r);
   pthread_mutex_lock (&pool_lock);
-  readers[slot] = rd;
+  nstarting--;
+  if (rd != NULL)
+    readers[nreaders++] = rd;
+  first_failure = rd == NULL && !start_failed;
+  start_failed = rd == NULL;
   pthread_mutex_unlock (&pool_lock);
+  if (first_failure)
+    nbdkit_debug ("blkhash: read-ahead thread: %s (reading alone until "
+                  "one starts)", strerror (r));
   return rd;
 }
 
@@ -244,6 +260,8 @@ blkhash_reader_start (struct blkhash_reader *rd, nbdkit_next *next,
 int
 blkhash_reader_finish (struct blkhash_reader *rd, int *err)
 {
+  uint32_t len;
+  uint64_t off;
   int r;
 
   pthread_mutex_lock (&rd->lock);
@@ -252,11 +270,22 @@ blkhash_reader_finish (struct blkhash_reader *rd, int *err)
   r = rd->r;
   if (r == -1)
     *err = rd->err ? rd->err : EIO;
+  len = rd->len;
+  off = rd->off;
   pthread_mutex_unlock (&rd->lock);
 
   pthread_mutex_lock (&pool_lock);
   idle[nidle++] = rd;
   pthread_mutex_unlock (&pool_lock);
+
+  /* The plugin's own message came from the reader's thread, which
+   * nbdkit does not name: this one says which connection failed.
+   */
+  if (r == -1) {
+    errno = *err;
+    nbdkit_error ("blkhash: read-ahead of %" PRIu32 " bytes at %" PRIu64
+                  " failed: %m", len, off);
+  }
   return r;
 }
 
@@ -266,8 +295,6 @@ blkhash_readahead_fini (void)
 {
   for (unsigned i = 0; i < nreaders; i++) {
     struct blkhash_reader *rd = readers[i];
-    if (rd == NULL)
-      continue;
     pthread_mutex_lock (&rd->lock);
     rd->quit = true;
     pthread_cond_signal (&rd->cond);
@@ -279,4 +306,5 @@ blkhash_readahead_fini (void)
     readers[i] = NULL;
   }
   nreaders = nidle = 0;
+  start_failed = false;
 }
