@@ -442,12 +442,12 @@ blkhash_log_stats (struct blkhash_export *e)
 {
   if (blkhash_debug_stats)
     nbdkit_debug ("blkhash: stats: passive %" PRIu64 " blocks, computed %"
-                  PRIu64 " blocks reading %" PRIu64 " bytes (%" PRIu64
-                  " pieces by read-ahead), holes %" PRIu64 " blocks "
+                  PRIu64 " blocks reading %" PRIu64 " bytes, holes %"
+                  PRIu64 " blocks, read ahead %" PRIu64 " pieces "
                   "(since start; the last client of '%s' left)",
                   blkhash_stats.passive_blocks, blkhash_stats.computed_blocks,
-                  blkhash_stats.read_bytes, blkhash_stats.paired_reads,
-                  blkhash_stats.hole_blocks,
+                  blkhash_stats.read_bytes, blkhash_stats.hole_blocks,
+                  blkhash_stats.paired_reads,
                   blkhash_export_name (e));
 }
 

@@ -29,7 +29,7 @@ teardown () {
 # The pieces read by readers, from the last stats line in $output.
 readahead_pieces () {
   grep 'stats:' <<< "$output" | tail -n 1 |
-    sed -n 's/.*(\([0-9]*\) pieces by read-ahead).*/\1/p'
+    sed -n 's/.*, read ahead \([0-9]*\) pieces .*/\1/p'
 }
 
 # nbdkit with stats and the filter, running COMMAND on the server:
