@@ -72,16 +72,27 @@ qemu_io_hex () {
     for (i = 2; i <= 17 && n > 0; i++) { printf "%s", $i; n-- } }'
 }
 
-# Arguments for nbdkit's eval plugin serving 1 MiB of zeros whose
+# nbdsum over nbdkit's eval plugin serving 1 MiB of zeros whose
 # extents say so in two pieces cut mid-block (at 100000): a hole, then
 # allocated zeros (nbdkit joins extents of one type, but not these; a
-# client sees the same at nbdkit's 4 GiB - 1 cuts), logging the offset
-# of every read to LOG:
-#   mapfile -t args < <(cut_zero_extents_args LOG)
-cut_zero_extents_args () {
-  echo "eval"
-  echo "get_size=echo 1048576"
-  echo "pread=echo \$4 >> '$1'; head -c \$3 /dev/zero"
-  echo "can_extents=exit 0"
-  echo "extents=echo 0 100000 hole,zero; echo 100000 948576 zero"
+# client sees the same at nbdkit's 4 GiB - 1 cuts).  Checks the
+# checksum against the reference and that nothing was read:
+#   hash_cut_zeros [NBDKIT-ARGS...] -- [NBDSUM-ARGS...]
+hash_cut_zeros () {
+  local log="$BATS_TEST_TMPDIR/reads" zero="$BATS_TEST_TMPDIR/zero.img"
+  local args=()
+  while [ "$1" != "--" ]; do args+=("$1"); shift; done
+  shift
+  : > "$log"
+  head -c 1M /dev/zero > "$zero"
+  run nbdkit -U - "${args[@]}" eval get_size='echo 1048576' \
+    pread="echo \$4 >> '$log'; head -c \$3 /dev/zero" \
+    can_extents='exit 0' \
+    extents='echo 0 100000 hole,zero; echo 100000 948576 zero' \
+    --run "\"\$NBDSUM\" $* \"\$uri\""
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$(sum_hex "${lines[0]}")" = "$(reference sha256 65536 "$zero")" ]
+  echo "reads at: $(tr '\n' ' ' < "$log")"
+  [ ! -s "$log" ]
 }

@@ -12,9 +12,23 @@
 #define BS 4096
 #define MAXB 16
 
+/* buf[1..count] against want, a string of '1' (hole) and '0' per
+ * block of the range; buf[0] and buf[count + 1], around the range,
+ * must be untouched.
+ */
+static int
+same_marks (const bool *buf, uint64_t count, const char *want)
+{
+  if (buf[0] || buf[count + 1])
+    return 0;
+  for (uint64_t i = 0; i < count; i++)
+    if (buf[1 + i] != (want[i] == '1'))
+      return 0;
+  return strlen (want) == count;
+}
+
 /* Mark [first, first+count) of an image of size bytes from one extent
- * and compare with want, a string of '1' (hole) and '0' per block of
- * the range.  The entries around the range must stay untouched.
+ * and compare with want.
  */
 static int
 marks_bs (uint32_t bs, uint64_t size, uint64_t first, uint64_t count,
@@ -22,15 +36,9 @@ marks_bs (uint32_t bs, uint64_t size, uint64_t first, uint64_t count,
 {
   const struct blk_extent e = { offset, length, zero };
   bool buf[MAXB + 2] = { false };
-  bool *hole = buf + 1;
 
-  blk_holes_mark (&e, 1, bs, size, first, count, hole);
-  if (buf[0] || buf[count + 1])
-    return 0;
-  for (uint64_t i = 0; i < count; i++)
-    if (hole[i] != (want[i] == '1'))
-      return 0;
-  return strlen (want) == count;
+  blk_holes_mark (&e, 1, bs, size, first, count, buf + 1);
+  return same_marks (buf, count, want);
 }
 
 static int
@@ -135,27 +143,21 @@ test_mark_several (void)
   ok (kept[0], "entries already set stay set");
 }
 
-/* Feed exts to a blk_holes over [first, first+count), cut into calls
- * of per extents each, and compare with want as marks does.
+/* Feed exts in order to a blk_holes over [first, first+count) and
+ * compare with want.
  */
 static int
 run_marks (uint32_t bs, uint64_t size, uint64_t first, uint64_t count,
            const struct blk_extent *exts, size_t n, const char *want)
 {
   bool buf[MAXB + 2] = { false };
-  bool *hole = buf + 1;
   struct blk_holes h;
 
-  blk_holes_begin (&h, bs, size, first, count, hole);
+  blk_holes_begin (&h, bs, size, first, count, buf + 1);
   for (size_t i = 0; i < n; i++)
     blk_holes_add (&h, &exts[i]);
   blk_holes_end (&h);
-  if (buf[0] || buf[count + 1])
-    return 0;
-  for (uint64_t i = 0; i < count; i++)
-    if (hole[i] != (want[i] == '1'))
-      return 0;
-  return strlen (want) == count;
+  return same_marks (buf, count, want);
 }
 
 static void
