@@ -206,10 +206,9 @@ plugin_reads () {
     "$(reference sha256 98304 "$want")" ]
   # The writes hashed the 5 full blocks; the checksum then computed
   # only the 4 partly written blocks, reading them whole (96K each),
-  # block 9 a hole.
-  grep 'stats:' <<< "$output" | head -n 1 |
-    grep -q 'passive 5 blocks, computed 0 blocks reading 0 bytes, holes 0 '
-  grep 'stats:' <<< "$output" | sed -n 2p |
+  # block 9 a hole.  Any line: nbdkit may finalize qemu-io's connection
+  # after nbdsum's first one opened, and then logs no line for it.
+  grep 'stats:' <<< "$output" |
     grep -q 'passive 5 blocks, computed 4 blocks reading 393216 bytes, holes 1 '
 }
 
