@@ -4,6 +4,8 @@
 /* Unit tests: lib/holes.c */
 #include <config.h>
 
+#include <inttypes.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "holes.h"
@@ -225,6 +227,66 @@ test_runs_of_zero_extents (void)
       "marked by blk_holes_end");
 }
 
+/* A tiny deterministic generator: the same cases on every machine. */
+static uint32_t
+next_random (uint32_t *state)
+{
+  *state = *state * 1103515245 + 12345;
+  return *state >> 16;
+}
+
+/* Random tilings of small images by zero and data extents, in order,
+ * fed in random windows: a block is a hole exactly when every byte of
+ * it (inside the image) lies in a zero extent, checked byte by byte.
+ */
+static void
+test_runs_random (void)
+{
+  enum { SIZE_MAX_ = 40000, BSZ = 4096, CASES = 2000 };
+  static bool zero_byte[SIZE_MAX_];
+  uint32_t state = 2026;
+  int bad = 0;
+
+  for (int c = 0; c < CASES && !bad; c++) {
+    const uint64_t size = 1 + next_random (&state) % SIZE_MAX_;
+    const uint64_t nblocks = (size + BSZ - 1) / BSZ;
+    struct blk_extent exts[64];
+    size_t n = 0;
+    bool hole[16] = { false };
+    struct blk_holes h;
+
+    /* Extents of 1 to 9000 bytes tiling [0, size), the last one may
+     * reach past the end as servers' may.
+     */
+    for (uint64_t off = 0; off < size && n < 64; n++) {
+      const uint64_t len = 1 + next_random (&state) % 9000;
+      exts[n] = (struct blk_extent) { off, len, next_random (&state) % 3 != 0 };
+      for (uint64_t b = off; b < off + len && b < size; b++)
+        zero_byte[b] = exts[n].zero;
+      off += len;
+      if (n == 63 && off < size) {      /* the rest: data */
+        for (uint64_t b = off; b < size; b++)
+          zero_byte[b] = false;
+      }
+    }
+    blk_holes_begin (&h, BSZ, size, 0, nblocks, hole);
+    for (size_t i = 0; i < n; i++)
+      blk_holes_add (&h, &exts[i]);
+    blk_holes_end (&h);
+    for (uint64_t b = 0; b < nblocks; b++) {
+      bool want = true;
+      for (uint64_t x = b * BSZ; x < (b + 1) * BSZ && x < size; x++)
+        want &= zero_byte[x];
+      if (hole[b] != want) {
+        printf ("# case %d: size %" PRIu64 ", block %" PRIu64 ": %d, want %d\n",
+              c, size, b, hole[b], want);
+        bad = 1;
+      }
+    }
+  }
+  ok (!bad, "%d random tilings: holes are the blocks wholly zero", CASES);
+}
+
 static int
 runs (const char *a, const char *want)
 {
@@ -259,6 +321,7 @@ main (void)
   test_mark ();
   test_mark_several ();
   test_runs_of_zero_extents ();
+  test_runs_random ();
   test_mark_96k ();
   test_runs ();
   return done_testing ();
