@@ -50,12 +50,12 @@ struct handle {
 static void
 blkhash_load (void)
 {
-  const long cpus = sysconf (_SC_NPROCESSORS_ONLN);
+  const long cpus = MAX (sysconf (_SC_NPROCESSORS_ONLN), 1L);
 
   if (blkhash_hasher_init () == -1)
     exit (EXIT_FAILURE);
-  blkhash_readahead_init ();
-  blkhash_workers = MIN (MAX (cpus, 1L), (long) BLKHASH_MAX_WORKERS);
+  blkhash_readahead_init (cpus);
+  blkhash_workers = MIN (cpus, (long) BLKHASH_MAX_WORKERS);
 }
 
 static void

@@ -134,7 +134,8 @@ extern enum blkhash_readahead blkhash_readahead;
 extern bool blkhash_plugin_parallel;
 #define BLKHASH_MAX_READERS 64
 struct blkhash_reader;
-extern void blkhash_readahead_init (void);
+/* cpus: online CPUs, for the CPU gate (blkhash_readahead_wanted). */
+extern void blkhash_readahead_init (unsigned cpus);
 extern void blkhash_readahead_fini (void);
 extern uint64_t blkhash_now_ns (void);
 /* slow_reads: slow reads in a row on this thread, kept by

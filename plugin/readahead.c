@@ -29,7 +29,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "filter.h"
 
@@ -90,11 +89,9 @@ blkhash_now_ns (void)
 }
 
 void
-blkhash_readahead_init (void)
+blkhash_readahead_init (unsigned cpus)
 {
-  const long cpus = sysconf (_SC_NPROCESSORS_ONLN);
-
-  online_cpus = cpus > 0 ? cpus : 1;
+  online_cpus = cpus;
 }
 
 /* Did this process leave CPU time unused lately?  Sampled at most

@@ -216,7 +216,7 @@ test_cpu_gate (void)
 int
 main (void)
 {
-  blkhash_readahead_init ();
+  blkhash_readahead_init (2);
   test_pool ();
   test_create_fails ();
   test_cpu_gate ();
