@@ -19,26 +19,38 @@ blk_zero_blocks (uint64_t start, uint64_t end, uint32_t block_size,
   *b1 = end >= size ? blk_block_count (size, block_size) : end / block_size;
 }
 
+/* The end of e, saturated: a length may reach past UINT64_MAX. */
+static uint64_t
+extent_end (const struct blk_extent *e)
+{
+  return e->offset + MIN (e->length, UINT64_MAX - e->offset);
+}
+
+/* Set hole[b - first] for the blocks b of [first, first+count) wholly
+ * inside the zero bytes [start, end).
+ */
+static void
+mark_zero (uint64_t start, uint64_t end, uint32_t block_size,
+           uint64_t size, uint64_t first, uint64_t count, bool *hole)
+{
+  const uint64_t stop = MIN (first + count,
+                             blk_block_count (size, block_size));
+  uint64_t b0, b1;
+
+  blk_zero_blocks (start, end, block_size, size, &b0, &b1);
+  for (uint64_t b = MAX (b0, first); b < MIN (b1, stop); b++)
+    hole[b - first] = true;
+}
+
 void
 blk_holes_mark (const struct blk_extent *exts, size_t n,
                 uint32_t block_size, uint64_t size,
                 uint64_t first, uint64_t count, bool *hole)
 {
-  const uint64_t nblocks = blk_block_count (size, block_size);
-  const uint64_t stop = MIN (first + count, nblocks);
-
-  for (size_t i = 0; i < n; i++) {
-    const uint64_t offset = exts[i].offset;
-    const uint64_t end = offset + MIN (exts[i].length, UINT64_MAX - offset);
-    uint64_t b0, b1;
-
-    if (!exts[i].zero)
-      continue;
-    blk_zero_blocks (offset, end, block_size, size, &b0, &b1);
-    const uint64_t to = MIN (b1, stop);
-    for (uint64_t b = MAX (b0, first); b < to; b++)
-      hole[b - first] = true;
-  }
+  for (size_t i = 0; i < n; i++)
+    if (exts[i].zero)
+      mark_zero (exts[i].offset, extent_end (&exts[i]), block_size, size,
+                 first, count, hole);
 }
 
 void
@@ -56,16 +68,15 @@ blk_holes_end (struct blk_holes *h)
 {
   if (!h->in_zero)
     return;
-  const struct blk_extent run = { h->start, h->end - h->start, true };
-  blk_holes_mark (&run, 1, h->block_size, h->size, h->first, h->count,
-                  h->hole);
+  mark_zero (h->start, h->end, h->block_size, h->size, h->first, h->count,
+             h->hole);
   h->in_zero = false;
 }
 
 void
 blk_holes_add (struct blk_holes *h, const struct blk_extent *e)
 {
-  const uint64_t end = e->offset + MIN (e->length, UINT64_MAX - e->offset);
+  const uint64_t end = extent_end (e);
 
   if (h->in_zero && e->zero &&
       e->offset >= h->start && e->offset <= h->end) {
