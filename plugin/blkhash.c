@@ -19,6 +19,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <openssl/crypto.h>
+
 #include "cleanup.h"
 #include "filter.h"
 #include "viewname.h"
@@ -208,11 +210,19 @@ blkhash_cleanup (nbdkit_backend *backend)
   blkhash_results_write ();
 }
 
-static int
-blkhash_thread_model (void)
+#ifdef HAVE_STRUCT_NBDKIT_FILTER_DUMP_PLUGIN
+/* nbdkit null --filter=blkhash --dump-plugin, where nbdkit calls it
+ * for filters (1.42 does, 1.32 does not).
+ */
+static void
+blkhash_dump_plugin (void)
 {
-  return NBDKIT_THREAD_MODEL_PARALLEL;
+  printf ("blkhash_version=%s\n", PACKAGE_VERSION);
+  printf ("blkhash_default_digest=%s\n", BLK_DEFAULT_DIGEST);
+  printf ("blkhash_default_block_size=%u\n", BLK_DEFAULT_BLOCK_SIZE);
+  printf ("blkhash_openssl=%s\n", OpenSSL_version (OPENSSL_VERSION));
 }
+#endif
 
 /* Our own threads call the plugin at once only if it allows parallel
  * requests: nbdkit serialises requests for the others, not calls.
@@ -647,6 +657,10 @@ blkhash_cache_request (nbdkit_next *next, void *handle, uint32_t count,
   return next->cache (next, count, offset, flags, err);
 }
 
+/* No .thread_model: without one a filter takes parallel requests,
+ * which this one does, and the callback's type differs between nbdkit
+ * releases (1.48 passes the next layer's model).
+ */
 static struct nbdkit_filter filter = {
   .name               = "blkhash",
   /* nbdkit prints its own version for every filter (and refuses a
@@ -659,7 +673,9 @@ static struct nbdkit_filter filter = {
   .config             = blkhash_config,
   .config_complete    = blkhash_config_complete,
   .config_help        = blkhash_config_help,
-  .thread_model       = blkhash_thread_model,
+#ifdef HAVE_STRUCT_NBDKIT_FILTER_DUMP_PLUGIN
+  .dump_plugin        = blkhash_dump_plugin,
+#endif
   .get_ready          = blkhash_get_ready,
   .cleanup            = blkhash_cleanup,
   .list_exports       = blkhash_list_exports,
