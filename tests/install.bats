@@ -5,9 +5,11 @@
 
 load "$top_srcdir/tests/helpers"
 
-@test "install: filter in nbdkit's filterdir, nbdsum, man pages" {
-  local root="$BATS_TEST_TMPDIR/root" filterdir
-  filterdir=$(pkg-config --variable=filterdir nbdkit)
+# Where configure put it: nbdkit's filterdir, or under --prefix (as in
+# make distcheck).
+@test "install: filter in the configured filterdir, nbdsum, man pages" {
+  local root="$BATS_TEST_TMPDIR/root"
+  local filterdir=${BLKHASH_FILTERDIR:-$(pkg-config --variable=filterdir nbdkit)}
   make -C "$top_builddir" install DESTDIR="$root" >/dev/null
   find "$root" -type f | sort
   [ -f "$root$filterdir/nbdkit-blkhash-filter.so" ]
@@ -38,6 +40,59 @@ load "$top_srcdir/tests/helpers"
   run nbdkit --filter="$BLKHASH_FILTER" null --help
   [ "$status" -eq 0 ]
   [[ "$output" = *"filter: blkhash (nbdkit blkhash filter $version)"* ]]
-  grep -q "nbdkit-blkhash $version" "$top_srcdir/man/nbdkit-blkhash-filter.pod"
-  grep -q "nbdkit blkhash filter $version" "$top_srcdir/man/nbdkit-blkhash-filter.pod"
+}
+
+@test "install: the man page names the versions it was built with" {
+  local version nbdkit_version page
+  version=$("$NBDSUM" --version | awk '{ print $2 }')
+  nbdkit_version=$(pkg-config --modversion nbdkit)
+  page=$(MANWIDTH=1000 man -l -P cat "$top_builddir/man/nbdkit-blkhash-filter.1" |
+         tr -s ' \n' '  ' | tr -d '"')
+  [[ "$page" = *"nbdkit-blkhash $version"* ]]
+  [[ "$page" = *"nbdkit $nbdkit_version"* ]]
+  [[ "$page" = *"nbdkit blkhash filter $version"* ]]
+  [[ "$page" != *"@VERSION@"* && "$page" != *"@NBDKIT_VERSION@"* ]]
+}
+
+@test "install: --dump-plugin shows the filter's fields where nbdkit asks" {
+  run nbdkit null --filter="$BLKHASH_FILTER" --dump-plugin
+  [ "$status" -eq 0 ]
+  if grep -q dump_plugin "$(pkg-config --variable=includedir nbdkit)/nbdkit-filter.h"; then
+    [[ "$output" = *"blkhash_version=$("$NBDSUM" --version | awk '{ print $2 }')"* ]]
+    [[ "$output" = *"blkhash_default_digest=sha256"* ]]
+  else
+    [[ "$output" != *"blkhash_version="* ]]
+  fi
+}
+
+# configure's choice of directory, without building again: configure
+# runs in a copy of what it reads (the tree itself is configured).
+configured_filterdir () {
+  local dir="$BATS_TEST_TMPDIR/build"
+  rm -rf "$dir"
+  mkdir -p "$dir/lib" "$dir/tests/fuzz"
+  # With their times, so that make sees nothing to regenerate.
+  cp -rp "$top_srcdir"/{configure,configure.ac,aclocal.m4,Makefile.am} \
+    "$top_srcdir"/{Makefile.in,config.h.in,build-aux,m4} "$dir"
+  cp -p "$top_srcdir/lib/blkhash.h" "$dir/lib"
+  cp -p "$top_srcdir/tests/fuzz/fuzz.am" "$dir/tests/fuzz"
+  (cd "$dir" && ./configure "$@" >/dev/null)
+  make -s --no-print-directory -C "$dir" -f - print-filterdir <<'MK'
+include Makefile
+print-filterdir:
+	@echo $(filterdir)
+MK
+}
+
+@test "install: --prefix puts the filter under LIBDIR/nbdkit/filters" {
+  run configured_filterdir --prefix="$BATS_TEST_TMPDIR/p"
+  [ "$status" -eq 0 ]
+  [ "${lines[-1]}" = "$BATS_TEST_TMPDIR/p/lib/nbdkit/filters" ]
+  run configured_filterdir --prefix="$BATS_TEST_TMPDIR/p" --libdir=/opt/l
+  [ "${lines[-1]}" = /opt/l/nbdkit/filters ]
+  run configured_filterdir --prefix="$BATS_TEST_TMPDIR/p" --with-filterdir=/opt/f
+  [ "${lines[-1]}" = /opt/f ]
+  # Without --prefix: where the installed nbdkit looks.
+  run configured_filterdir
+  [ "${lines[-1]}" = "$(pkg-config --variable=filterdir nbdkit)" ]
 }
