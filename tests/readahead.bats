@@ -145,9 +145,8 @@ eval_args () {
 @test "readahead: clients killed during read-ahead; the server lives and exits promptly" {
   local i want
   want=$(reference sha256 65536 "$small")
-  # One thread per connection: nbdkit 1.32 aborts when a client vanishes
-  # with several of its requests in flight (fixed in 1.33.10).
-  start_server kills -D blkhash.stats=1 -v --threads=1 --filter=delay \
+  start_server kills -D blkhash.stats=1 -v "${KILLED_CLIENT_OPTS[@]}" \
+    --filter=delay \
     file "$small" rdelay=5ms blkhash-readahead=true blkhash-cache=false
   for ((i = 0; i < 4; i++)); do
     "$NBDSUM" -C 1 -R 1 "$uri" >/dev/null 2>&1 &

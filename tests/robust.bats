@@ -404,10 +404,9 @@ campaign () {
                write read view write+view)
   cp --sparse=always "$big" "$img"
   for cache in false true; do
-    # --threads=1: nbdkit 1.32.5 can abort when a client vanishes with
-    # requests in flight on several threads (fixed in 1.33.10).  The
-    # delay filter keeps each client at work for a few 100 ms.
-    start_server "kills-$cache" --threads=1 --filter=delay file "$img" \
+    # The delay filter keeps each client at work for a few 100 ms.
+    start_server "kills-$cache" "${KILLED_CLIENT_OPTS[@]}" \
+      --filter=delay file "$img" \
       blkhash-cache=$cache delay-read=5ms wdelay=2ms
     killed=0
     for ((k = 0; k < ROBUST_KILLS; k++)); do

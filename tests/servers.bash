@@ -5,6 +5,23 @@
 
 servers=()
 
+# nbdkit_at_least VERSION: is the installed nbdkit that release or
+# newer?
+nbdkit_at_least () {
+  local have
+  have=$(nbdkit --version | awk '{ print $2; exit }')
+  [ "$(printf '%s\n%s\n' "$1" "$have" | sort -V | head -n 1)" = "$1" ]
+}
+
+# nbdkit options for a server whose clients a test kills mid-request:
+# nbdkit before 1.33.10 aborts when a client vanishes with requests in
+# flight on several threads, so there it serves one request at a time.
+if nbdkit_at_least 1.33.10; then
+  KILLED_CLIENT_OPTS=()
+else
+  KILLED_CLIENT_OPTS=(--threads=1)
+fi
+
 kill_servers () {
   local p
   for p in "${servers[@]}"; do

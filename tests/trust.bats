@@ -337,7 +337,7 @@ PY
 # exiting once its client has gone.
 @test "trust: nbdkit exits promptly on SIGTERM after a client asking for a huge root was killed" {
   local t0 t1
-  start_server huge --threads=1 null 1P
+  start_server huge "${KILLED_CLIENT_OPTS[@]}" null 1P
   run timeout -s KILL 1 "$NBD_PYTHON" -c '
 import nbd, sys
 h = nbd.NBD()
