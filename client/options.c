@@ -238,9 +238,15 @@ parse_options (int argc, char **argv, int *first_arg)
       break;
     }
     case OPT_BLOCK_SIZE:
-      if ((msg = blk_parse_size (optarg, &parsed.block_size)) != NULL ||
-          (msg = blk_check_block_size (parsed.block_size)) != NULL) {
+      if ((msg = blk_parse_size (optarg, &parsed.block_size)) != NULL) {
         fprintf (stderr, "%s: --block-size %s: %s\n", progname, optarg, msg);
+        exit (usage_status);
+      }
+      if ((msg = blk_check_block_size (parsed.block_size)) != NULL) {
+        /* nbdcopy --blkhash takes any power of two: say why not here. */
+        fprintf (stderr, "%s: --block-size %s: %s (nbdcopy --blkhash "
+                 "takes other powers of two too; nbdsum keeps blksum's "
+                 "range, see nbdsum(1))\n", progname, optarg, msg);
         exit (usage_status);
       }
       break;

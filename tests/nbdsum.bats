@@ -134,7 +134,7 @@ PY
     run "$NBDSUM" --block-size $bs "$disk"
     echo "--block-size $bs: status $status: $output"
     [ "$status" -eq 1 ]
-    [ "$output" = "nbdsum: --block-size $bs: block size must be a multiple of 4K from 4K to 16M" ]
+    [ "$output" = "nbdsum: --block-size $bs: block size must be a multiple of 4K from 4K to 16M (nbdcopy --blkhash takes other powers of two too; nbdsum keeps blksum's range, see nbdsum(1))" ]
     run "$NBDSUM" --diff --block-size $bs "$disk" "$disk"
     [ "$status" -eq 2 ]
     [[ "$output" = *"block size must be a multiple of 4K from 4K to 16M"* ]]
