@@ -76,6 +76,8 @@ configured_filterdir () {
     "$top_srcdir"/{Makefile.in,config.h.in,build-aux,m4} "$dir"
   cp -p "$top_srcdir/lib/blkhash.h" "$dir/lib"
   cp -p "$top_srcdir/tests/fuzz/fuzz.am" "$dir/tests/fuzz"
+  # make distcheck's source tree is read-only, and so would the copy be.
+  chmod -R u+w "$dir"
   (cd "$dir" && ./configure "$@" >/dev/null)
   make -s --no-print-directory -C "$dir" -f - print-filterdir <<'MK'
 include Makefile
