@@ -50,6 +50,14 @@ blk_params_init (struct blk_params *p, const char *digest,
     blk_digest_free (&p->digest);
     return "cannot compute the zero block digest";
   }
+  p->zero_run_count = BLK_ZERO_RUN_BYTES / p->digest.len;
+  p->zero_run = malloc (p->zero_run_count * p->digest.len);
+  if (p->zero_run == NULL) {
+    blk_digest_free (&p->digest);
+    return "out of memory";
+  }
+  for (size_t i = 0; i < p->zero_run_count; i++)
+    memcpy (p->zero_run + i * p->digest.len, p->zero_digest, p->digest.len);
   return NULL;
 }
 
@@ -57,6 +65,8 @@ void
 blk_params_free (struct blk_params *p)
 {
   blk_digest_free (&p->digest);
+  free (p->zero_run);
+  p->zero_run = NULL;
 }
 
 static int

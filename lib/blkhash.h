@@ -27,14 +27,22 @@
 #define BLK_MAX_BLOCK_SIZE (16 * 1024 * 1024)
 #define BLK_BLOCK_SIZE_RULE "block size must be a multiple of 4K from 4K to 16M"
 
+/* The zero digest repeated, to fold runs of holes in few updates. */
+#define BLK_ZERO_RUN_BYTES (16 * 1024)
+
 struct blk_params {
   struct blk_digest digest;
   uint32_t block_size;
   uint8_t zero_digest[EVP_MAX_MD_SIZE];   /* H(block_size zero bytes) */
+  uint8_t *zero_run;                      /* zero_run_count of them */
+  size_t zero_run_count;
 };
 
 /* Returns NULL on success, else a static message. */
 extern const char *blk_check_block_size (uint64_t block_size);
+/* Returns NULL on success, else a static message.  Not to be copied:
+ * blk_params_free frees what it holds.
+ */
 extern const char *blk_params_init (struct blk_params *p, const char *digest,
                                     uint64_t block_size);
 extern void blk_params_free (struct blk_params *p);

@@ -13,7 +13,11 @@
 #include "table.h"
 
 #define CHUNK_BLOCKS 64
-#define FOLD_BUF_BYTES (256 * 1024)
+/* Digests the fold copies out of the table at a time, into a buffer
+ * that lives only while it folds: a table may be one of thousands (one
+ * per export name), most of them idle.
+ */
+#define FOLD_BUF_BYTES (64 * 1024)
 
 struct chunk {
   uint64_t known;                /* bit i: block i has a digest */
@@ -60,10 +64,8 @@ struct blk_table {
   bool root_valid;
   uint8_t root[EVP_MAX_MD_SIZE];
 
-  pthread_mutex_t fold_lock;            /* the fold's context and buffers */
+  pthread_mutex_t fold_lock;            /* the fold's context */
   struct blk_root fold;
-  uint8_t *fold_buf;
-  uint8_t *zero_run;                    /* the zero digest, repeated */
 };
 
 static void free_subtree (struct blk_table *t, void *s, unsigned l);
@@ -126,8 +128,6 @@ blk_table_free (struct blk_table *t)
   if (t == NULL)
     return;
   free_subtree (t, t->tree, t->depth);
-  free (t->fold_buf);
-  free (t->zero_run);
   blk_root_free (&t->fold);
   pthread_mutex_destroy (&t->lock);
   pthread_mutex_destroy (&t->fold_lock);
@@ -695,8 +695,11 @@ void
 blk_table_write_begin (struct blk_table *t, struct blk_write *w,
                        uint64_t first, uint64_t count)
 {
-  w->first = first;
-  w->count = count;
+  /* A write through a larger export of the same image may reach past
+   * this table's blocks.
+   */
+  w->first = MIN (first, t->nblocks);
+  w->count = MIN (count, t->nblocks - w->first);
   ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&t->lock);
   w->start = t->clock;
   w->next = t->writes;
@@ -739,20 +742,41 @@ blk_table_write_end (struct blk_table *t, struct blk_write *w,
   tidy (t, w->first, w->count);
 }
 
+void
+blk_table_reset (struct blk_table *t)
+{
+  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&t->lock);
+  /* As a write over every block ending now: one stamp newer than any
+   * snapshot taken so far, so nothing computed from an earlier lookup
+   * is stored, and writes in flight see their blocks contested.
+   */
+  free_subtree (t, t->tree, t->depth);
+  t->clock += 2;
+  t->tree = NULL;
+  t->tree_wgen = t->clock - 1;
+  t->nknown = t->ndata = 0;
+  t->nallocated = t->ndigest_arrays = t->nnodes = 0;
+  if (t->folded > 0)
+    t->fold_dirty = true;
+  t->root_valid = false;
+}
+
 /* Collect up to max digests of the known prefix starting at block
  * from.  A run of full zero blocks is returned as *zeros (nothing
- * copied) so the fold can hash it from a prebuilt buffer; otherwise
- * the digests are copied to buf.  Returns the number of blocks.
+ * copied) so the fold can hash it from the prebuilt run; otherwise the
+ * digests are copied to buf, or when buf is NULL nothing is and
+ * *need_buf says a buffer would have been used.  Returns the number of
+ * blocks.
  */
 static uint64_t
 gather (struct blk_table *t, uint64_t from, uint8_t *buf, uint64_t max,
-        bool *zeros)
+        bool *zeros, bool *need_buf)
 {
   const uint8_t *full_zero = t->p->zero_digest;
   uint64_t k = 0;
   const uint8_t *d;
 
-  *zeros = false;
+  *zeros = *need_buf = false;
   while (k < max && from + k < t->nblocks &&
          (d = get_digest (t, from + k)) == full_zero) {
     const uint64_t b = from + k, ci = b / CHUNK_BLOCKS;
@@ -771,6 +795,10 @@ gather (struct blk_table *t, uint64_t from, uint8_t *buf, uint64_t max,
     *zeros = true;
     return k;
   }
+  if (buf == NULL) {
+    *need_buf = from < t->nblocks && get_digest (t, from) != NULL;
+    return 0;
+  }
   while (k < max && from + k < t->nblocks &&
          (d = get_digest (t, from + k)) != NULL && d != full_zero) {
     memcpy (buf + k * t->len, d, t->len);
@@ -779,37 +807,31 @@ gather (struct blk_table *t, uint64_t from, uint8_t *buf, uint64_t max,
   return k;
 }
 
-/* The fold's buffers, allocated on first use.  fold_lock held. */
+/* Hash a run of k zero digests from the params' prebuilt run. */
 static int
-fold_buffers (struct blk_table *t, uint64_t max)
+fold_zeros (struct blk_table *t, uint64_t k)
 {
-  if (t->fold_buf)
-    return 0;
-  t->fold_buf = malloc (FOLD_BUF_BYTES);
-  t->zero_run = malloc (max * t->len);
-  if (t->fold_buf == NULL || t->zero_run == NULL) {
-    free (t->fold_buf);
-    free (t->zero_run);
-    t->fold_buf = t->zero_run = NULL;
-    errno = ENOMEM;
-    return -1;
+  while (k > 0) {
+    const uint64_t n = MIN (k, (uint64_t) t->p->zero_run_count);
+    if (blk_root_add (&t->fold, t->p->zero_run, n) == -1)
+      return -1;
+    k -= n;
   }
-  for (uint64_t i = 0; i < max; i++)
-    memcpy (t->zero_run + i * t->len, t->p->zero_digest, t->len);
   return 0;
 }
 
-/* blk_table_fold with fold_lock held. */
+/* blk_table_fold with fold_lock held.  The digests are copied out
+ * under the table lock and hashed outside it, through a buffer that
+ * lives only while there is something to fold.
+ */
 static int
 fold_locked (struct blk_table *t, uint64_t budget)
 {
   const uint64_t max = FOLD_BUF_BYTES / t->len;
+  CLEANUP_FREE uint8_t *buf = NULL;
   uint64_t done = 0, start, k;
-  bool zeros, complete;
+  bool zeros, need_buf, complete;
   int ret = 0;
-
-  if (fold_buffers (t, max) == -1)
-    return -1;
 
   for (;;) {
     {
@@ -822,14 +844,24 @@ fold_locked (struct blk_table *t, uint64_t budget)
           ret = -1;
       }
       start = t->folded;
-      k = ret == 0 ? gather (t, start, t->fold_buf, max, &zeros) : 0;
+      k = ret == 0 ? gather (t, start, buf, max, &zeros, &need_buf) : 0;
       t->folded = start + k;
       complete = t->folded == t->nblocks && !t->root_valid;
     }
+    if (ret == -1)
+      break;
 
+    if (need_buf) {
+      if ((buf = malloc (FOLD_BUF_BYTES)) == NULL) {
+        errno = ENOMEM;
+        ret = -1;
+        break;
+      }
+      continue;
+    }
     if (k > 0) {
       /* The expensive part, outside the table lock. */
-      if (blk_root_add (&t->fold, zeros ? t->zero_run : t->fold_buf, k)
+      if ((zeros ? fold_zeros (t, k) : blk_root_add (&t->fold, buf, k))
           == -1) {
         ret = -1;
         break;
@@ -930,6 +962,5 @@ blk_table_stats (struct blk_table *t, struct blk_table_stats *st)
   st->folded = t->folded;
   st->memory = sizeof *t + t->nnodes * sizeof (struct node) +
     t->nallocated * sizeof (struct chunk) +
-    t->ndigest_arrays * CHUNK_BLOCKS * t->len +
-    (t->fold_buf ? 2 * FOLD_BUF_BYTES : 0);
+    t->ndigest_arrays * CHUNK_BLOCKS * t->len;
 }

@@ -90,7 +90,7 @@ extern void blk_table_store_zero (struct blk_table *t, uint64_t first,
                                   uint64_t count, uint64_t snapshot);
 
 /* Bracket a plugin write (or trim, or zero) of blocks [first,
- * first+count).  end forgets the blocks and, given done (after a
+ * first+count), cut to the table's blocks.  end forgets the blocks and, given done (after a
  * successful write), stores what was written, except blocks another
  * write touched meanwhile (their content depends on the order the
  * plugin applied them).
@@ -99,6 +99,12 @@ extern void blk_table_write_begin (struct blk_table *t, struct blk_write *w,
                                    uint64_t first, uint64_t count);
 extern void blk_table_write_end (struct blk_table *t, struct blk_write *w,
                                  const struct blk_written *done);
+
+/* Forget every block, as a write over the whole image would, in time
+ * proportional to what the table holds: for digests that can no longer
+ * be trusted (the image may have changed where the table cannot see).
+ */
+extern void blk_table_reset (struct blk_table *t);
 
 /* Fold the known prefix into the root.  With wait false, returns at
  * once if another thread is folding.  budget bounds the digest bytes

@@ -493,6 +493,114 @@ test_shake_96k (void)
   free (img);
 }
 
+/* Reset: everything forgotten, nothing from an earlier lookup stored,
+ * a write in flight across it stores nothing, and the root follows
+ * what is stored after it.
+ */
+static void
+test_reset (void)
+{
+  struct blk_table *rt = blk_table_new (&p, SIZE);
+  struct blk_table_stats st;
+  uint8_t root[EVP_MAX_MD_SIZE], want[EVP_MAX_MD_SIZE], d[L];
+  uint64_t snap, old_snap;
+  struct blk_write w;
+
+  for (uint64_t b = 0; b < NBLOCKS; b++)
+    fake (b, 1, all + b * L);
+  blk_table_lookup (rt, 0, NBLOCKS, NULL, need, &snap);
+  blk_table_store (rt, 0, NBLOCKS, all, NULL, NULL, snap);
+  ok (blk_table_root (rt, root) == 1, "reset: a full table has a root");
+
+  blk_table_lookup (rt, 0, 1, NULL, need, &old_snap);
+  blk_table_write_begin (rt, &w, 3, 1);
+  blk_table_reset (rt);
+  blk_table_stats (rt, &st);
+  ok (st.known == 0 && st.data == 0 && blk_table_next_unknown (rt, 0) == 0,
+      "reset forgets every block");
+  ok (blk_table_root (rt, root) == 0, "and the root");
+  ok (st.memory < 8192, "and gives back its memory (%llu bytes)",
+      (unsigned long long) st.memory);
+
+  fake (0, 2, d);
+  blk_table_store (rt, 0, 1, d, NULL, NULL, old_snap);
+  blk_table_lookup (rt, 0, 1, NULL, need, &snap);
+  ok (need[0], "a lookup from before the reset stores nothing");
+
+  {
+    struct blk_written done = { 3, 1, d, NULL };
+    fake (3, 2, d);
+    blk_table_write_end (rt, &w, &done);
+  }
+  blk_table_lookup (rt, 3, 1, NULL, need, &snap);
+  ok (need[3 - 3], "a write in flight across the reset stores nothing");
+
+  for (uint64_t b = 0; b < NBLOCKS; b++)
+    fake (b, 3, all + b * L);
+  blk_table_lookup (rt, 0, NBLOCKS, NULL, need, &snap);
+  blk_table_store (rt, 0, NBLOCKS, all, NULL, NULL, snap);
+  expect_root (&p, NBLOCKS, SIZE, all, want);
+  ok (blk_table_root (rt, root) == 1 && memcmp (root, want, L) == 0,
+      "after a reset the root is of the digests stored since");
+  blk_table_free (rt);
+}
+
+/* A write reaching past the table (through a larger export) is cut to
+ * its blocks; one wholly past it touches nothing.
+ */
+static void
+test_write_past_end (void)
+{
+  struct blk_table *rt = blk_table_new (&p, 10 * BS);
+  struct blk_table_stats st;
+  struct blk_write w;
+  uint64_t snap;
+  uint8_t *d = malloc (10 * L);
+
+  for (uint64_t b = 0; b < 10; b++)
+    fake (b, 1, d + b * L);
+  blk_table_lookup (rt, 0, 10, NULL, need, &snap);
+  blk_table_store (rt, 0, 10, d, NULL, NULL, snap);
+  blk_table_write_begin (rt, &w, 20, 5);
+  blk_table_write_end (rt, &w, NULL);
+  blk_table_stats (rt, &st);
+  ok (st.known == 10, "a write past the end forgets nothing");
+  blk_table_write_begin (rt, &w, 8, 100);
+  blk_table_write_end (rt, &w, NULL);
+  blk_table_stats (rt, &st);
+  ok (st.known == 8 && blk_table_next_unknown (rt, 0) == 8,
+      "a write across the end forgets its blocks up to the end");
+  free (d);
+  blk_table_free (rt);
+}
+
+/* Thousands of small tables (one per export name) stay small once
+ * folded: the fold keeps no buffer between calls.
+ */
+static void
+test_small_tables (void)
+{
+  struct blk_table_stats st;
+  uint64_t total = 0, snap;
+  uint8_t root[EVP_MAX_MD_SIZE];
+
+  for (uint64_t b = 0; b < 128; b++)
+    fake (b, 1, all + b * L);
+  for (int i = 0; i < 100; i++) {
+    struct blk_table *st_t = blk_table_new (&p, UINT64_C (1024) * BS);
+    blk_table_lookup (st_t, 0, 128, NULL, need, &snap);
+    blk_table_store (st_t, 0, 128, all, NULL, NULL, snap);
+    blk_table_fold (st_t, true, 0);
+    blk_table_root (st_t, root);
+    blk_table_stats (st_t, &st);
+    total += st.memory;
+    blk_table_free (st_t);
+  }
+  ok (total / 100 < 24 * 1024,
+      "a table with 128 data blocks, folded, holds %llu bytes",
+      (unsigned long long) (total / 100));
+}
+
 int
 main (void)
 {
@@ -512,6 +620,9 @@ main (void)
   test_huge ();
   test_petabyte_zeros ();
   test_shake_96k ();
+  test_reset ();
+  test_write_past_end ();
+  test_small_tables ();
 
   blk_params_free (&p);
   free (all);
