@@ -1,13 +1,16 @@
 /* Copyright (C) 2026 The nbdkit-blkhash developers
  * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
  */
-/* nbdkit-blkhash filter: server-side blkhash checksums.
+/* nbdkit-blkhash filter: server-side blkhash checksums.  This file
+ * owns the parameters and the nbdkit callbacks, which dispatch between
+ * data exports and views.
  *
  * Every export NAME is passed through unchanged and gets a read-only
  * companion NAME@blkhash[:DIGEST[/BLOCKSIZE]] serving its block
  * digests and checksum (view.c), computed next to the storage
  * (hasher.c) and shared with what data clients read and write
- * (passive.c) through per-export block tables (exports.c).
+ * (passive.c) through per-export block tables (exports.c); blkhash-file
+ * is results.c's.
  */
 #include <config.h>
 
@@ -32,7 +35,7 @@ struct blkhash_stats blkhash_stats;
 const struct blk_params *blkhash_default_params;
 const char *blkhash_file;
 const char *blkhash_file_name = "-";
-bool blkhash_passive = true;
+bool blkhash_cache;
 unsigned blkhash_workers;
 
 static const char *digest_name = BLK_DEFAULT_DIGEST;
@@ -42,6 +45,7 @@ struct handle {
   char *name;                           /* export name (view: its base) */
   const struct blk_params *params;      /* view: its digest and block size */
   struct blkhash_export *e;             /* from prepare to finalize */
+  uint64_t since;                       /* view: its session clock */
   struct blkhash_table *table;          /* data: fed by traffic, or NULL;
                                            view: from its first request */
   bool is_view;                         /* NAME@blkhash... */
@@ -56,6 +60,7 @@ blkhash_load (void)
 
   if (blkhash_hasher_init () == -1)
     exit (EXIT_FAILURE);
+  blkhash_exports_init ();
   blkhash_readahead_init (cpus);
   blkhash_workers = MIN (cpus, (long) BLKHASH_MAX_WORKERS);
 }
@@ -132,7 +137,7 @@ blkhash_config (nbdkit_next_config *next, nbdkit_backend *nxdata,
       nbdkit_error ("blkhash-cache=%s: expected true or false", value);
       return -1;
     }
-    blkhash_passive = r;
+    blkhash_cache = r;
     return 0;
   }
   return next (nxdata, key, value);
@@ -146,7 +151,9 @@ blkhash_config_complete (nbdkit_next_config_complete *next,
   if (blkhash_default_params == NULL)
     return -1;
 
-  if (blkhash_file && blkhash_results_check_path (blkhash_file) == -1)
+  if (blkhash_order_check () == -1)
+    return -1;
+  if (blkhash_file && blkhash_results_open (blkhash_file) == -1)
     return -1;
   return next (nxdata);
 }
@@ -157,57 +164,17 @@ blkhash_config_complete (nbdkit_next_config_complete *next,
   "                           (default 64K).\n" \
   "blkhash-file=PATH          Write checksum lines when clients leave.\n" \
   "blkhash-file-name=NAME     The default export's NAME there (default -).\n" \
-  "blkhash-cache=BOOL         Hash data passing through (default true).\n" \
+  "blkhash-cache=<BOOL>       Keep digests between clients: only if no\n" \
+  "                           one else writes the image (default false).\n" \
   "blkhash-workers=N          Threads for a root that needs everything\n" \
   "                           (default: online CPUs).\n" \
   "blkhash-readahead=auto|BOOL  Two reads in flight per request: auto\n" \
   "                           on slow storage with idle CPUs (default)."
 
-/* Digest bytes the fold may still take at exit (2 TiB of 64K blocks):
- * beyond that, exiting promptly matters more.
- */
-#define EXIT_FOLD_BYTES (UINT64_C (1) << 30)
-
-/* At exit, an export written since its checksum was recorded (its
- * last client still connected, or its completion stopped): the line
- * stays only if the table knows every block, else it goes.  No plugin
- * I/O here: nbdkit is exiting.
- */
-static void
-blkhash_exit_result (struct blkhash_export *e)
-{
-  struct blkhash_table *bt;
-  struct blk_table_stats st;
-  uint8_t root[EVP_MAX_MD_SIZE];
-  int r = 0;
-
-  if (!blkhash_export_changed (e))
-    return;
-  bt = blkhash_table_find (e, blkhash_default_params);
-  if (bt) {
-    blk_table_stats (bt->t, &st);
-    if (st.known == st.blocks &&
-        (st.blocks - st.folded) * bt->p->digest.len <= EXIT_FOLD_BYTES)
-      r = blk_table_root (bt->t, root);
-    blkhash_table_put (e, bt);
-  }
-  if (r == 1)
-    blkhash_result_set (blkhash_export_name (e), root);
-  else {
-    nbdkit_error ("blkhash: export '%s' changed and its checksum is not "
-                  "complete at exit: no line for it in %s",
-                  blkhash_export_name (e), blkhash_file);
-    blkhash_result_drop (blkhash_export_name (e));
-  }
-}
-
 static void
 blkhash_cleanup (nbdkit_backend *backend)
 {
-  if (blkhash_file == NULL)
-    return;
-  blkhash_exports_foreach (blkhash_exit_result);
-  blkhash_results_write ();
+  blkhash_results_exit ();
 }
 
 #ifdef HAVE_STRUCT_NBDKIT_FILTER_DUMP_PLUGIN
@@ -360,20 +327,25 @@ blkhash_prepare (nbdkit_next *next, void *handle, int readonly)
 
   if (is_view (h)) {
     /* Its table comes with the first request that needs it, so that
-     * running out of memory is that request's ENOMEM.
+     * running out of memory is that request's ENOMEM.  Its answers
+     * cover every change made before it connected.
      */
+    h->since = blkhash_cache ? 0 : blkhash_session_tick ();
     h->view = blkhash_view_new (size, h->params);
     if (h->view == NULL) {
       blkhash_export_put (h->e);
+      blkhash_export_release (h->e);
       h->e = NULL;
       return -1;
     }
   }
-  else if (blkhash_passive) {
-    /* Passive hashing only saves work later: without a table the data
-     * export is served all the same.
+  else if (blkhash_cache || blkhash_file) {
+    /* Passive hashing only saves work later (for blkhash-file at the
+     * end of this session, or any later client with blkhash-cache):
+     * without a table the data export is served all the same.
      */
-    h->table = blkhash_table_get (h->e, blkhash_default_params, &err);
+    h->table = blkhash_table_get (h->e, blkhash_default_params,
+                                  blkhash_export_since (h->e), &err);
     if (h->table == NULL)
       nbdkit_debug ("blkhash: export '%s': serving without passive "
                     "hashing", h->name);
@@ -393,10 +365,10 @@ view_table (struct handle *h, uint32_t count, uint64_t offset,
     return 0;
   ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&h->lock);
   if (h->table == NULL)
-    h->table = blkhash_table_get (h->e, h->params, err);
+    h->table = blkhash_table_get (h->e, h->params, h->since, err);
   if (h->table == NULL)
     return -1;
-  *t = h->table->t;
+  *t = blkhash_table_blocks (h->table);
   return 0;
 }
 
@@ -404,44 +376,7 @@ view_table (struct handle *h, uint32_t count, uint64_t offset,
 static struct blk_table *
 data_table (const struct handle *h)
 {
-  return h->table ? h->table->t : NULL;
-}
-
-/* The last client of an export has gone: complete its checksum (holes
- * from extents, data not yet seen read now) for blkhash-file.  A
- * checksum that cannot be completed takes its line out of the file:
- * never a stale one.
- */
-static void
-blkhash_write_result (nbdkit_next *next, struct blkhash_export *e)
-{
-  const char *name = blkhash_export_name (e);
-  uint8_t root[EVP_MAX_MD_SIZE];
-  struct blkhash_table *bt;
-  int err = 0, r = -1;
-
-  /* Writes from here on make this result stale. */
-  blkhash_export_clear_changed (e);
-  bt = blkhash_table_get (e, blkhash_default_params, &err);
-  if (bt) {
-    r = blkhash_compute_root_detached (next, bt->t, root, &err);
-    blkhash_table_put (e, bt);
-  }
-  if (r == 0 && blkhash_export_changed (e)) {
-    nbdkit_debug ("blkhash: export '%s' was written while its checksum "
-                  "was computed: its next disconnect records it", name);
-    blkhash_result_drop (name);
-  }
-  else if (r == 0)
-    blkhash_result_set (name, root);
-  else {
-    nbdkit_error ("blkhash: export '%s': cannot compute its checksum (%s): "
-                  "no line for it in %s", name,
-                  err == ESHUTDOWN ? "nbdkit is exiting" : strerror (err),
-                  blkhash_file);
-    blkhash_result_drop (name);
-  }
-  blkhash_results_write ();
+  return h->table ? blkhash_table_blocks (h->table) : NULL;
 }
 
 /* Once per export when its last client leaves, not per connection:
@@ -472,11 +407,10 @@ blkhash_finalize (nbdkit_next *next, void *handle)
   h->table = NULL;
   if (blkhash_export_put (h->e) == 0) {
     if (blkhash_file)
-      blkhash_write_result (next, h->e);
+      blkhash_results_session_end (next, h->e);
     blkhash_log_stats (h->e);
   }
-  if (!blkhash_passive)
-    blkhash_export_release_tables (h->e);
+  blkhash_export_release (h->e);
   h->e = NULL;
   return 0;
 }

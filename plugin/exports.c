@@ -1,17 +1,32 @@
 /* Copyright (C) 2026 The nbdkit-blkhash developers
  * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
  */
-/* nbdkit-blkhash filter: shared state per export, and who owns its
- * block tables.
+/* nbdkit-blkhash filter: the shared state of each export and its block
+ * tables: who holds them, how long they live, and which tables a write
+ * must bracket.
  *
- * An export (name and size) has one table per digest and block size in
- * use.  A table is attached to its export while writes must bracket it
- * and new users may find it, and it is owned by every user holding a
- * reference (a handle, or a computation at disconnect); the last
- * reference to a detached table frees it.  Tables are never refused:
- * idle view tables beyond a small budget are detached, least recently
- * used first.  The table of the default digest and block size (fed by
- * passive hashing, used for blkhash-file) is not evicted.
+ * An export (name and size) lives while handles use it, and after
+ * that only with blkhash-cache=true, at most IDLE_EXPORTS idle ones
+ * holding at most IDLE_MEMORY of tables, least recently used out
+ * first.  It has one table per digest and block size in use.
+ *
+ * Sessions.  Digests must not outlive what the filter can vouch for.
+ * A table records the session clock when its digests began (since);
+ * a user asking for a table with a later clock (a view connected after
+ * the table began, a data export whose session began after it) gets it
+ * reset first, so every digest it sees was read after that user began.
+ * With blkhash-cache=true, users ask with clock 0 and tables last.
+ *
+ * Aliases.  Plugins often serve one image under every name, and the
+ * filter cannot tell.  Exports of the same size are taken to be the
+ * same image: a write through one brackets the tables of all of them
+ * and marks them all changed.  Different sizes cannot be one image.
+ *
+ * Locks, in this order: the gate (data writes hold it shared from
+ * begin to end; changing the set of attached tables holds it
+ * exclusive, so no table misses a write in flight and none is freed
+ * under one), then exports_lock (the list, counts and table
+ * references), then a table's own lock (lib/table.c).
  */
 #include <config.h>
 
@@ -28,35 +43,79 @@
 #define IDLE_VIEW_TABLES 4
 #define IDLE_VIEW_MEMORY (UINT64_C (256) * 1024 * 1024)
 
+struct blkhash_table {
+  struct blk_table *t;
+  const struct blk_params *p;
+  unsigned refs;                /* users holding it */
+  bool attached;                /* writes bracket it, users find it */
+  uint64_t last_used;
+  uint64_t since;               /* session clock when its digests began */
+};
+
 struct blkhash_export {
   char *name;
   uint64_t size;
-  unsigned users;               /* handles between prepare and finalize,
-                                   under exports_lock */
+  unsigned users;               /* handles between prepare and finalize */
+  unsigned refs;                /* users, and work left when they leave */
+  uint64_t session;             /* session clock when users became 1 */
+  uint64_t last_used;           /* for least recently used */
   atomic_bool changed;          /* a write began since the last
                                    blkhash_export_clear_changed */
-
-  /* Data writes hold the gate shared from begin to end; attaching or
-   * detaching a table holds it exclusive, so no table misses a write
-   * in flight and none is freed under one.
-   */
-  pthread_rwlock_t gate;
-  pthread_mutex_t lock;         /* the fields below and table refs */
   size_t ntables, alloc;
   struct blkhash_table **tables;
-  uint64_t clock;               /* for least recently used */
-
   struct blkhash_export *next;
 };
 
+static pthread_rwlock_t gate;
 static pthread_mutex_t exports_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct blkhash_export *exports;
+static uint64_t lru_clock;      /* exports_lock */
+static _Atomic uint64_t session_clock;
+
+void
+blkhash_exports_init (void)
+{
+  pthread_rwlockattr_t attr;
+
+  /* Writer preference: attaching a table must not starve behind a
+   * steady stream of data writes.
+   */
+  pthread_rwlockattr_init (&attr);
+  pthread_rwlockattr_setkind_np (&attr,
+                                 PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+  pthread_rwlock_init (&gate, &attr);
+  pthread_rwlockattr_destroy (&attr);
+}
+
+uint64_t
+blkhash_session_tick (void)
+{
+  return atomic_fetch_add (&session_clock, 1) + 1;
+}
+
+static void
+table_free (struct blkhash_table *bt)
+{
+  if (bt) {
+    blk_table_free (bt->t);
+    free (bt);
+  }
+}
+
+static void
+export_free (struct blkhash_export *e)
+{
+  for (size_t i = 0; i < e->ntables; i++)
+    table_free (e->tables[i]);
+  free (e->tables);
+  free (e->name);
+  free (e);
+}
 
 struct blkhash_export *
 blkhash_export_get (const char *name, uint64_t size)
 {
   struct blkhash_export *e;
-  pthread_rwlockattr_t attr;
 
   ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&exports_lock);
   for (e = exports; e; e = e->next)
@@ -70,19 +129,12 @@ blkhash_export_get (const char *name, uint64_t size)
       return NULL;
     }
     e->size = size;
-    /* Writer preference: attaching a table must not starve behind a
-     * steady stream of data writes.
-     */
-    pthread_rwlockattr_init (&attr);
-    pthread_rwlockattr_setkind_np (&attr,
-                                   PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
-    pthread_rwlock_init (&e->gate, &attr);
-    pthread_rwlockattr_destroy (&attr);
-    pthread_mutex_init (&e->lock, NULL);
     e->next = exports;
     exports = e;
   }
-  e->users++;
+  if (e->users++ == 0)
+    e->session = blkhash_session_tick ();
+  e->refs++;
   return e;
 }
 
@@ -99,6 +151,21 @@ blkhash_export_name (const struct blkhash_export *e)
   return e->name;
 }
 
+uint64_t
+blkhash_export_size (const struct blkhash_export *e)
+{
+  return e->size;
+}
+
+uint64_t
+blkhash_export_since (const struct blkhash_export *e)
+{
+  if (blkhash_cache)
+    return 0;
+  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&exports_lock);
+  return e->session;
+}
+
 bool
 blkhash_export_changed (struct blkhash_export *e)
 {
@@ -111,18 +178,9 @@ blkhash_export_clear_changed (struct blkhash_export *e)
   atomic_store (&e->changed, false);
 }
 
-static void
-table_free (struct blkhash_table *bt)
-{
-  if (bt) {
-    blk_table_free (bt->t);
-    free (bt);
-  }
-}
-
 /* Remove table i from the export; the caller holds the gate exclusive
- * and e->lock.  Returns the table if nobody holds it (to free outside
- * the locks), else NULL: its last user frees it.
+ * and exports_lock.  Returns the table if nobody holds it (to free
+ * outside the locks), else NULL: its last user frees it.
  */
 static struct blkhash_table *
 detach (struct blkhash_export *e, size_t i)
@@ -139,7 +197,21 @@ detach (struct blkhash_export *e, size_t i)
   return bt->refs ? NULL : bt;
 }
 
-/* The least recently used idle view table, or -1. */
+/* Bytes held by the tables of e; exports_lock held. */
+static uint64_t
+export_memory (struct blkhash_export *e)
+{
+  uint64_t memory = 0;
+
+  for (size_t i = 0; i < e->ntables; i++) {
+    struct blk_table_stats st;
+    blk_table_stats (e->tables[i]->t, &st);
+    memory += st.memory;
+  }
+  return memory;
+}
+
+/* The least recently used idle view table of e, or -1. */
 static ssize_t
 lru_idle_view (struct blkhash_export *e, size_t *idle, uint64_t *memory)
 {
@@ -161,11 +233,12 @@ lru_idle_view (struct blkhash_export *e, size_t *idle, uint64_t *memory)
   return lru;
 }
 
-/* Detach idle view tables over the budget into evicted[] (at most
- * max); the caller holds the gate exclusive and e->lock.
+/* Detach idle view tables of e over the budget into evicted[] (at
+ * most max); the caller holds the gate exclusive and exports_lock.
  */
 static size_t
-evict (struct blkhash_export *e, struct blkhash_table **evicted, size_t max)
+evict_views (struct blkhash_export *e, struct blkhash_table **evicted,
+             size_t max)
 {
   size_t n = 0, idle;
   uint64_t memory;
@@ -186,17 +259,33 @@ find_table (struct blkhash_export *e, const struct blk_params *p)
   return NULL;
 }
 
+/* Take a reference to bt for a user that began at session clock
+ * since, first resetting bt if it holds digests from before.
+ * exports_lock held.
+ */
+static void
+take (struct blkhash_export *e, struct blkhash_table *bt, uint64_t since)
+{
+  bt->refs++;
+  bt->last_used = ++lru_clock;
+  if (bt->since < since) {
+    nbdkit_debug ("blkhash: export '%s': %s/%" PRIu32 " digests are from "
+                  "before this session: computing them again", e->name,
+                  bt->p->digest.name, bt->p->block_size);
+    blk_table_reset (bt->t);
+    bt->since = blkhash_session_tick ();
+  }
+}
+
 struct blkhash_table *
 blkhash_table_find (struct blkhash_export *e, const struct blk_params *p)
 {
   struct blkhash_table *bt;
 
-  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&e->lock);
+  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&exports_lock);
   bt = find_table (e, p);
-  if (bt) {
-    bt->refs++;
-    bt->last_used = ++e->clock;
-  }
+  if (bt)
+    take (e, bt, 0);
   return bt;
 }
 
@@ -207,12 +296,12 @@ blkhash_table_find (struct blkhash_export *e, const struct blk_params *p)
  */
 static struct blkhash_table *
 attach (struct blkhash_export *e, const struct blk_params *p,
-        struct blkhash_table **fresh, struct blkhash_table **evicted,
-        size_t max, size_t *nevicted)
+        uint64_t since, struct blkhash_table **fresh,
+        struct blkhash_table **evicted, size_t max, size_t *nevicted)
 {
   struct blkhash_table *bt;
 
-  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&e->lock);
+  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&exports_lock);
   bt = find_table (e, p);       /* another thread was quicker */
   if (bt == NULL && e->ntables == e->alloc) {
     const size_t n = e->alloc ? 2 * e->alloc : 4;
@@ -226,26 +315,31 @@ attach (struct blkhash_export *e, const struct blk_params *p,
     bt = *fresh;
     *fresh = NULL;
     bt->attached = true;
+    bt->since = blkhash_session_tick ();
     e->tables[e->ntables++] = bt;
     nbdkit_debug ("blkhash: export '%s': new table for %s, %" PRIu32
                   " byte blocks", e->name, p->digest.name, p->block_size);
   }
-  bt->refs++;
-  bt->last_used = ++e->clock;
-  *nevicted = evict (e, evicted, max);
+  take (e, bt, since);
+  *nevicted = evict_views (e, evicted, max);
   return bt;
 }
 
 struct blkhash_table *
 blkhash_table_get (struct blkhash_export *e, const struct blk_params *p,
-                   int *err)
+                   uint64_t since, int *err)
 {
   struct blkhash_table *bt, *fresh, *evicted[IDLE_VIEW_TABLES + 2];
   size_t nevicted = 0;
 
-  bt = blkhash_table_find (e, p);
-  if (bt)
-    return bt;
+  {
+    ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&exports_lock);
+    bt = find_table (e, p);
+    if (bt) {
+      take (e, bt, since);
+      return bt;
+    }
+  }
 
   /* Built outside the locks; the gate is only for attaching it. */
   fresh = calloc (1, sizeof *fresh);
@@ -259,10 +353,10 @@ blkhash_table_get (struct blkhash_export *e, const struct blk_params *p,
   }
   fresh->p = p;
 
-  pthread_rwlock_wrlock (&e->gate);
-  bt = attach (e, p, &fresh, evicted, sizeof evicted / sizeof evicted[0],
-               &nevicted);
-  pthread_rwlock_unlock (&e->gate);
+  pthread_rwlock_wrlock (&gate);
+  bt = attach (e, p, since, &fresh, evicted,
+               sizeof evicted / sizeof evicted[0], &nevicted);
+  pthread_rwlock_unlock (&gate);
 
   table_free (fresh);           /* NULL once attached */
   for (size_t i = 0; i < nevicted; i++)
@@ -282,45 +376,89 @@ blkhash_table_put (struct blkhash_export *e, struct blkhash_table *bt)
   if (bt == NULL)
     return;
   {
-    ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&e->lock);
+    ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&exports_lock);
     last = --bt->refs == 0 && !bt->attached;
   }
   if (last)
     table_free (bt);
 }
 
-void
-blkhash_export_release_tables (struct blkhash_export *e)
+struct blk_table *
+blkhash_table_blocks (const struct blkhash_table *bt)
 {
-  struct blkhash_table **tables;
-  size_t n;
-  bool idle;
+  return bt->t;
+}
 
+/* Idle exports (no users, no references), and their table memory;
+ * exports_lock held.  *lru: the least recently used one.
+ */
+static size_t
+count_idle (uint64_t *memory, struct blkhash_export **lru)
+{
+  size_t n = 0;
+
+  *memory = 0;
+  *lru = NULL;
+  for (struct blkhash_export *e = exports; e; e = e->next) {
+    if (e->refs)
+      continue;
+    n++;
+    *memory += export_memory (e);
+    if (*lru == NULL || e->last_used < (*lru)->last_used)
+      *lru = e;
+  }
+  return n;
+}
+
+/* Take e out of the list and detach its tables; gate exclusive and
+ * exports_lock held.  Nobody refers to it any more.
+ */
+static void
+unlink_export (struct blkhash_export *e)
+{
+  struct blkhash_export **ep;
+
+  for (ep = &exports; *ep != e; ep = &(*ep)->next)
+    ;
+  *ep = e->next;
+  for (size_t i = 0; i < e->ntables; i++)
+    e->tables[i]->attached = false;
+}
+
+void
+blkhash_export_release (struct blkhash_export *e)
+{
+  struct blkhash_export *gone = NULL, *lru;
+  uint64_t memory;
+
+  pthread_rwlock_wrlock (&gate);
   {
     ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&exports_lock);
-    idle = e->users == 0;
-  }
-  if (!idle)
-    return;
-
-  pthread_rwlock_wrlock (&e->gate);
-  {
-    ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&e->lock);
-    tables = e->tables;
-    n = e->ntables;
-    for (size_t i = 0; i < n; i++) {
-      tables[i]->attached = false;
-      if (tables[i]->refs)
-        tables[i] = NULL;       /* its last user frees it */
+    if (--e->refs == 0) {
+      e->last_used = ++lru_clock;
+      /* Without blkhash-cache, digests do not outlive their session. */
+      if (!blkhash_cache) {
+        unlink_export (e);
+        e->next = gone;
+        gone = e;
+      }
+      while (count_idle (&memory, &lru) > BLKHASH_IDLE_EXPORTS ||
+             (lru && memory > BLKHASH_IDLE_MEMORY)) {
+        nbdkit_debug ("blkhash: export '%s': forgetting it, the least "
+                      "recently used of the idle exports", lru->name);
+        unlink_export (lru);
+        lru->next = gone;
+        gone = lru;
+      }
     }
-    e->tables = NULL;
-    e->ntables = e->alloc = 0;
   }
-  pthread_rwlock_unlock (&e->gate);
+  pthread_rwlock_unlock (&gate);
 
-  for (size_t i = 0; i < n; i++)
-    table_free (tables[i]);
-  free (tables);
+  while (gone) {
+    e = gone->next;
+    export_free (gone);
+    gone = e;
+  }
 }
 
 /* The arrays of w, when they are not inline. */
@@ -333,22 +471,32 @@ write_free (struct blkhash_write *w)
     free (w->writes);
 }
 
-/* The tables a write brackets, the export's attached ones.  The caller
- * holds the gate shared.  -1 when out of memory.
+/* The tables a write through e brackets: every attached table of every
+ * export of its size, marked changed.  The caller holds the gate
+ * shared.  -1 when out of memory.
  */
 static int
 write_tables (struct blkhash_export *e, struct blkhash_write *w)
 {
-  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&e->lock);
-  w->ntables = e->ntables;
-  if (w->ntables > BLKHASH_WRITE_INLINE) {
-    w->tables = malloc (w->ntables * sizeof w->tables[0]);
-    w->writes = malloc (w->ntables * sizeof w->writes[0]);
+  struct blkhash_export *x;
+  size_t n = 0;
+
+  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&exports_lock);
+  for (x = exports; x; x = x->next)
+    if (x->size == e->size) {
+      atomic_store (&x->changed, true);
+      n += x->ntables;
+    }
+  if (n > BLKHASH_WRITE_INLINE) {
+    w->tables = malloc (n * sizeof w->tables[0]);
+    w->writes = malloc (n * sizeof w->writes[0]);
     if (w->tables == NULL || w->writes == NULL)
       return -1;
   }
-  for (size_t i = 0; i < w->ntables; i++)
-    w->tables[i] = e->tables[i]->t;
+  w->ntables = 0;
+  for (x = exports; x; x = x->next)
+    for (size_t i = 0; x->size == e->size && i < x->ntables; i++)
+      w->tables[w->ntables++] = x->tables[i]->t;
   return 0;
 }
 
@@ -356,14 +504,16 @@ int
 blkhash_write_begin (struct blkhash_export *e, struct blkhash_write *w,
                      uint64_t offset, uint64_t count, int *err)
 {
-  w->e = e;
   w->tables = w->tables_inline;
   w->writes = w->writes_inline;
-  atomic_store (&e->changed, true);
+  w->ntables = 0;
 
-  pthread_rwlock_rdlock (&e->gate);
+  /* The checksum lines of this image are about to be stale. */
+  blkhash_results_forget_size (e->size);
+
+  pthread_rwlock_rdlock (&gate);
   if (write_tables (e, w) == -1) {
-    pthread_rwlock_unlock (&e->gate);
+    pthread_rwlock_unlock (&gate);
     write_free (w);
     nbdkit_error ("blkhash: out of memory");
     *err = ENOMEM;
@@ -387,22 +537,36 @@ blkhash_write_end (struct blkhash_write *w, const struct blk_table *t,
   for (size_t i = 0; i < w->ntables; i++)
     blk_table_write_end (w->tables[i], &w->writes[i],
                          w->tables[i] == t ? done : NULL);
-  pthread_rwlock_unlock (&w->e->gate);
+  pthread_rwlock_unlock (&gate);
   write_free (w);
 }
 
 void
 blkhash_exports_foreach (void (*fn) (struct blkhash_export *e))
 {
-  struct blkhash_export *e;
+  struct blkhash_export *e, **list;
+  size_t n = 0, i;
 
-  /* Exports are only freed at unload: the list can be walked. */
+  /* A reference each, so that none goes while fn runs without the
+   * lock (fn may compute).
+   */
   {
     ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&exports_lock);
-    e = exports;
+    for (e = exports; e; e = e->next)
+      n++;
+    list = malloc (MAX (n, (size_t) 1) * sizeof *list);
+    if (list == NULL)
+      return;
+    for (i = 0, e = exports; e; e = e->next, i++) {
+      e->refs++;
+      list[i] = e;
+    }
   }
-  for (; e; e = e->next)
-    fn (e);
+  for (i = 0; i < n; i++) {
+    fn (list[i]);
+    blkhash_export_release (list[i]);
+  }
+  free (list);
 }
 
 void
@@ -412,13 +576,8 @@ blkhash_exports_free_all (void)
 
   for (e = exports; e; e = enext) {
     enext = e->next;
-    for (size_t i = 0; i < e->ntables; i++)
-      table_free (e->tables[i]);
-    free (e->tables);
-    pthread_rwlock_destroy (&e->gate);
-    pthread_mutex_destroy (&e->lock);
-    free (e->name);
-    free (e);
+    export_free (e);
   }
   exports = NULL;
+  pthread_rwlock_destroy (&gate);
 }

@@ -32,7 +32,10 @@ extern struct blkhash_stats blkhash_stats;
 extern const struct blk_params *blkhash_default_params;
 extern const char *blkhash_file;
 extern const char *blkhash_file_name;   /* the default export's name there */
-extern bool blkhash_passive;            /* blkhash-cache=true */
+/* blkhash-cache=true: digests outlive their session (only this nbdkit
+ * writes the image).
+ */
+extern bool blkhash_cache;
 /* Threads computing a root that needs everything (blkhash-workers,
  * 1 unless the plugin takes parallel requests).
  */
@@ -47,54 +50,68 @@ extern const struct blk_params *blkhash_params_get (const char *digest,
                                                     uint64_t block_size);
 extern void blkhash_params_free_all (void);
 
-/* exports.c: shared state of one export (name and size), kept until
- * unload, and its block tables.
+/* order.c: refuse to start behind a filter that would see the views as
+ * data (0, or -1 with nbdkit_error called).
+ */
+extern int blkhash_order_check (void);
+
+/* exports.c: the shared state of each export (name and size) and its
+ * block tables (see the notes at the top of exports.c).
  */
 struct blkhash_export;
+struct blkhash_table;
 
-/* A block table and who holds it (see exports.c). */
-struct blkhash_table {
-  struct blk_table *t;
-  const struct blk_params *p;
-  unsigned refs;                /* users holding it */
-  bool attached;                /* writes bracket it, users find it */
-  uint64_t last_used;
-};
+/* Idle exports kept with blkhash-cache=true, and their table memory. */
+#define BLKHASH_IDLE_EXPORTS 64
+#define BLKHASH_IDLE_MEMORY (UINT64_C (256) * 1024 * 1024)
 
+extern void blkhash_exports_init (void);
+/* The next value of the session clock. */
+extern uint64_t blkhash_session_tick (void);
+/* A user of the export: NULL with nbdkit_error called if out of
+ * memory.  Let go with blkhash_export_put, then blkhash_export_release.
+ */
 extern struct blkhash_export *blkhash_export_get (const char *name,
                                                   uint64_t size);
-/* Returns the number of handles still using the export. */
+/* One user fewer; returns how many are left (0: its session ended).
+ * The caller still holds the export until blkhash_export_release.
+ */
 extern unsigned blkhash_export_put (struct blkhash_export *e);
+extern void blkhash_export_release (struct blkhash_export *e);
 extern const char *blkhash_export_name (const struct blkhash_export *e);
-/* Has a write begun since the last clear? */
+extern uint64_t blkhash_export_size (const struct blkhash_export *e);
+/* The session clock from which digests serve this export's session
+ * (0: any, with blkhash-cache=true).
+ */
+extern uint64_t blkhash_export_since (const struct blkhash_export *e);
+/* Has a write through it, or an export of its size, begun since the
+ * last clear?
+ */
 extern bool blkhash_export_changed (struct blkhash_export *e);
 extern void blkhash_export_clear_changed (struct blkhash_export *e);
-/* Without passive hashing, digests live only while someone uses them:
- * detach every table of an export nobody uses.
- */
-extern void blkhash_export_release_tables (struct blkhash_export *e);
+/* fn on every export, each held meanwhile. */
 extern void blkhash_exports_foreach (void (*fn) (struct blkhash_export *e));
 extern void blkhash_exports_free_all (void);
 
-/* A reference to the export's table for p, created if needed (NULL
- * with *err set and nbdkit_error called only when out of memory).
- * Release it with blkhash_table_put.
+/* A reference to the export's table for p, created if needed, holding
+ * only digests read after session clock since (reset first if need
+ * be).  NULL with *err set and nbdkit_error called when out of memory.
  */
 extern struct blkhash_table *blkhash_table_get (struct blkhash_export *e,
                                                 const struct blk_params *p,
-                                                int *err);
-/* The same, but NULL when the export has no such table. */
+                                                uint64_t since, int *err);
+/* The same, as it is, but NULL when the export has no such table. */
 extern struct blkhash_table *blkhash_table_find (struct blkhash_export *e,
                                                  const struct blk_params *p);
 extern void blkhash_table_put (struct blkhash_export *e,
                                struct blkhash_table *bt);
+extern struct blk_table *blkhash_table_blocks (const struct blkhash_table *bt);
 
-/* A data write (or zero, or trim) bracketed on every table of its
- * export, from before the plugin call to after it.
+/* A data write (or zero, or trim) bracketed on every table of every
+ * export of its size, from before the plugin call to after it.
  */
 #define BLKHASH_WRITE_INLINE 8
 struct blkhash_write {
-  struct blkhash_export *e;
   size_t ntables;
   struct blk_table **tables;
   struct blk_write *writes;
@@ -112,13 +129,16 @@ extern void blkhash_write_end (struct blkhash_write *w,
                                const struct blk_table *t,
                                const struct blk_written *done);
 
-/* results.c: the lines of blkhash-file. */
-extern int blkhash_result_set (const char *name, const uint8_t *root);
-extern void blkhash_result_drop (const char *name);
-/* Rewrite the file if its lines changed.  0 or -1 (error printed). */
-extern int blkhash_results_write (void);
-/* Check blkhash-file=PATH (absolute) at start-up. */
-extern int blkhash_results_check_path (const char *path);
+/* results.c: blkhash-file (see the notes at the top of results.c). */
+/* Check blkhash-file=PATH (absolute) and lock it at start-up. */
+extern int blkhash_results_open (const char *path);
+/* The last client of e has gone: complete its checksum, record it. */
+extern void blkhash_results_session_end (nbdkit_next *next,
+                                         struct blkhash_export *e);
+/* An export of size bytes is being written: its lines go. */
+extern void blkhash_results_forget_size (uint64_t size);
+/* nbdkit is exiting: lines of exports still in use, then the file. */
+extern void blkhash_results_exit (void);
 extern void blkhash_results_free_all (void);
 
 /* readahead.c: a pool of readers that read the next piece of a run
