@@ -133,7 +133,7 @@ WRAPPER
 chmod +x "$logs/bin/nbdkit"
 (
   export PATH="$logs/bin:$PATH" STRESS_ROUNDS=${STRESS_ROUNDS:-4}
-  for s in filter view passive readahead trust; do
+  for s in filter view passive readahead trust fresh; do
     tap "$s.bats" bats --tap "$top_srcdir/tests/$s.bats"
   done
   echo "$passed $failed $skipped" > "$logs/counts"
