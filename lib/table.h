@@ -66,8 +66,8 @@ extern uint64_t blk_table_blocks (const struct blk_table *t);
 
 /* Copy the known digests of blocks [first, first+count) to out (count
  * digests; NULL to only find what is missing) and set need[i] true for
- * each unknown block, false for each known one.  Returns the number of unknown blocks; *snapshot is
- * what blk_table_store needs.
+ * each unknown block, false for each known one.  Returns the number of
+ * unknown blocks; *snapshot is what blk_table_store needs.
  */
 extern uint64_t blk_table_lookup (struct blk_table *t, uint64_t first,
                                   uint64_t count, uint8_t *out, bool *need,
@@ -90,10 +90,10 @@ extern void blk_table_store_zero (struct blk_table *t, uint64_t first,
                                   uint64_t count, uint64_t snapshot);
 
 /* Bracket a plugin write (or trim, or zero) of blocks [first,
- * first+count), cut to the table's blocks.  end forgets the blocks and, given done (after a
- * successful write), stores what was written, except blocks another
- * write touched meanwhile (their content depends on the order the
- * plugin applied them).
+ * first+count), cut to the table's blocks.  end forgets the blocks
+ * and, given done (after a successful write), stores what was written,
+ * except blocks another write touched meanwhile (their content depends
+ * on the order the plugin applied them).
  */
 extern void blk_table_write_begin (struct blk_table *t, struct blk_write *w,
                                    uint64_t first, uint64_t count);
