@@ -40,6 +40,29 @@ blk_cleanup_unlock (pthread_mutex_t **ptr)
     (void) _r;                                                          \
   } while (0)
 
+/* Holds the rwlock, shared or exclusive, until the end of the
+ * enclosing scope.
+ */
+static inline void
+blk_cleanup_rwunlock (pthread_rwlock_t **ptr)
+{
+  int r = pthread_rwlock_unlock (*ptr);
+  assert (r == 0);
+  (void) r;
+}
+#define BLK_ACQUIRE_RWLOCK(rwlock, how)                                 \
+  __attribute__ ((cleanup (blk_cleanup_rwunlock)))                      \
+  pthread_rwlock_t *BLK_UNIQUE_NAME (_rwlock) = (rwlock);               \
+  do {                                                                  \
+    int _r = pthread_rwlock_##how (BLK_UNIQUE_NAME (_rwlock));          \
+    assert (_r == 0);                                                   \
+    (void) _r;                                                          \
+  } while (0)
+#define ACQUIRE_RDLOCK_FOR_CURRENT_SCOPE(rwlock) \
+  BLK_ACQUIRE_RWLOCK (rwlock, rdlock)
+#define ACQUIRE_WRLOCK_FOR_CURRENT_SCOPE(rwlock) \
+  BLK_ACQUIRE_RWLOCK (rwlock, wrlock)
+
 /* Type-checked, evaluating each argument once. */
 #define MIN(a, b) BLK_MINMAX (<, a, b, __COUNTER__)
 #define MAX(a, b) BLK_MINMAX (>, a, b, __COUNTER__)

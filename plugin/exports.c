@@ -353,10 +353,11 @@ blkhash_table_get (struct blkhash_export *e, const struct blk_params *p,
   }
   fresh->p = p;
 
-  pthread_rwlock_wrlock (&gate);
-  bt = attach (e, p, since, &fresh, evicted,
-               sizeof evicted / sizeof evicted[0], &nevicted);
-  pthread_rwlock_unlock (&gate);
+  {
+    ACQUIRE_WRLOCK_FOR_CURRENT_SCOPE (&gate);
+    bt = attach (e, p, since, &fresh, evicted,
+                 sizeof evicted / sizeof evicted[0], &nevicted);
+  }
 
   table_free (fresh);           /* NULL once attached */
   for (size_t i = 0; i < nevicted; i++)
@@ -431,8 +432,8 @@ blkhash_export_release (struct blkhash_export *e)
   struct blkhash_export *gone = NULL, *lru;
   uint64_t memory;
 
-  pthread_rwlock_wrlock (&gate);
   {
+    ACQUIRE_WRLOCK_FOR_CURRENT_SCOPE (&gate);
     ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&exports_lock);
     if (--e->refs == 0) {
       e->last_used = ++lru_clock;
@@ -452,7 +453,6 @@ blkhash_export_release (struct blkhash_export *e)
       }
     }
   }
-  pthread_rwlock_unlock (&gate);
 
   while (gone) {
     e = gone->next;
@@ -511,6 +511,7 @@ blkhash_write_begin (struct blkhash_export *e, struct blkhash_write *w,
   /* The checksum lines of this image are about to be stale. */
   blkhash_results_forget_size (e->size);
 
+  /* Held until blkhash_write_end: not a scope of this function. */
   pthread_rwlock_rdlock (&gate);
   if (write_tables (e, w) == -1) {
     pthread_rwlock_unlock (&gate);

@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -97,6 +98,52 @@ test_lock (void)
   ok (held && unlocked (), "nested scopes hold and release their own locks");
 }
 
+static pthread_rwlock_t rwlock = PTHREAD_RWLOCK_INITIALIZER;
+
+/* Neither reader nor writer holds rwlock. */
+static bool
+rw_free (void)
+{
+  if (pthread_rwlock_trywrlock (&rwlock) != 0)
+    return false;
+  pthread_rwlock_unlock (&rwlock);
+  return true;
+}
+
+static int
+rdlocked_return (int early)
+{
+  ACQUIRE_RDLOCK_FOR_CURRENT_SCOPE (&rwlock);
+  if (early)
+    return 1;
+  return 2;
+}
+
+static void
+test_rwlock (void)
+{
+  bool shared = false, exclusive = false;
+
+  {
+    ACQUIRE_RDLOCK_FOR_CURRENT_SCOPE (&rwlock);
+    /* Shared: another reader gets in, a writer does not. */
+    shared = pthread_rwlock_tryrdlock (&rwlock) == 0;
+    if (shared)
+      pthread_rwlock_unlock (&rwlock);
+    shared = shared && pthread_rwlock_trywrlock (&rwlock) == EBUSY;
+  }
+  ok (shared && rw_free (), "a read lock is shared, and released at the "
+      "end of the scope");
+  {
+    ACQUIRE_WRLOCK_FOR_CURRENT_SCOPE (&rwlock);
+    exclusive = pthread_rwlock_tryrdlock (&rwlock) == EBUSY;
+  }
+  ok (exclusive && rw_free (), "a write lock is exclusive, and released "
+      "at the end of the scope");
+  ok (rdlocked_return (1) == 1 && rw_free () &&
+      rdlocked_return (0) == 2 && rw_free (), "released by either return");
+}
+
 static void
 test_free (void)
 {
@@ -152,6 +199,7 @@ int
 main (void)
 {
   test_lock ();
+  test_rwlock ();
   test_free ();
   test_minmax ();
   return done_testing ();
