@@ -25,6 +25,7 @@
 #include "holes.h"
 #include "messages.h"
 #include "method.h"
+#include "signals.h"
 #include "table.h"
 
 /* Image bytes per read at most: whole blocks, 192K of 96K blocks (or
@@ -65,12 +66,13 @@ client_side_open (struct source *src, const struct hash_spec *spec,
   if (fb)
     *fb = (struct fallback) { NULL, NULL };   /* ours now */
   if (h && (nbd_set_export_name (h, export_name) == -1 ||
-            nbd_opt_go (h) == -1)) {
-    error_at (src->name, "%s", nbd_get_error ());
+            source_go (h) == -1)) {
+    if (!stop_signal ())
+      error_at (src->name, "%s", source_error ());
     nbd_close (h);
     return NULL;
   }
-  if (h == NULL && (h = source_connect (src, NULL, true)) == NULL)
+  if (h == NULL && (h = source_connect (src, NULL, SOURCE_GO)) == NULL)
     return NULL;
   if ((cs = calloc (1, sizeof *cs)) == NULL) {
     error_at (src->name, "out of memory");
@@ -209,11 +211,11 @@ next_segment (struct endpoint *ep, struct conn *c)
     /* The server may describe less than asked: ask again. */
     while (w.covered < len) {
       const uint64_t before = w.covered;
-      if (nbd_block_status (c->h, len - w.covered, start + w.covered,
-                            (nbd_extent_callback) {
-                              .callback = extent_cb, .user_data = &w },
-                            0) == -1) {
-        endpoint_fail (ep, "block status: %s", nbd_get_error ());
+      if (source_block_status (c->h, len - w.covered, start + w.covered,
+                               (nbd_extent_callback) {
+                                 .callback = extent_cb, .user_data = &w })
+          == -1) {
+        endpoint_fail (ep, "block status: %s", source_error ());
         return -1;
       }
       if (w.covered == before)

@@ -8,7 +8,6 @@
 
 #include <errno.h>
 #include <inttypes.h>
-#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,11 +20,6 @@
 #include "messages.h"
 #include "options.h"
 #include "signals.h"
-
-/* How long connections may take to finish their requests after a
- * signal before nbdsum gives up on them.
- */
-#define DRAIN_SECONDS 5
 
 void
 endpoint_fail (struct endpoint *ep, const char *fmt, ...)
@@ -87,8 +81,7 @@ endpoint_close (struct endpoint *ep)
     struct nbd_handle *h = ep->conns[i].h;
     if (h) {
       /* Idle: say goodbye (NBD_CMD_DISC) rather than just hang up. */
-      if (nbd_aio_is_ready (h) && nbd_aio_in_flight (h) == 0)
-        nbd_shutdown (h, 0);
+      source_shutdown (h);
       nbd_close (h);
     }
   }
@@ -110,7 +103,7 @@ endpoint_connect_rest (struct endpoint *ep, const char *export_name)
 
   for (ep->nconns = 1; ep->nconns < want; ep->nconns++) {
     struct conn *c = &ep->conns[ep->nconns];
-    c->h = source_connect (ep->src, export_name, true);
+    c->h = source_connect (ep->src, export_name, SOURCE_GO);
     if (c->h == NULL)
       return -1;
     c->ep = ep;
@@ -156,56 +149,12 @@ struct worker_arg {
   struct run_state *rs;
 };
 
-/* Wait until the server (or, before any came, a signal) needs us, and
- * let libnbd move on: like nbd_poll, but a signal wakes it.  timeout
- * in ms, -1 for none.  Returns 0, or -1 after failing the endpoint.
- */
+/* source_poll for a worker: a failure fails the endpoint. */
 static int
 conn_poll (struct conn *c, int timeout)
 {
-  struct endpoint *ep = c->ep;
-  const unsigned dir = nbd_aio_get_direction (c->h);
-  struct pollfd fds[2];
-  int r;
-
-  fds[0].fd = nbd_aio_get_fd (c->h);
-  fds[0].events = 0;
-  fds[0].revents = 0;
-  if (dir & LIBNBD_AIO_DIRECTION_READ)
-    fds[0].events |= POLLIN;
-  if (dir & LIBNBD_AIO_DIRECTION_WRITE)
-    fds[0].events |= POLLOUT;
-  if (fds[0].fd == -1 || fds[0].events == 0) {
-    endpoint_fail (ep, "the connection to the server was lost");
-    return -1;
-  }
-  /* The pipe stays readable once a signal came: then only the server. */
-  fds[1].fd = stop_signal () ? -1 : stop_fd ();
-  fds[1].events = POLLIN;
-  fds[1].revents = 0;
-
-  r = poll (fds, 2, timeout);
-  if (r == -1) {
-    if (errno == EINTR)
-      return 0;
-    endpoint_fail (ep, "poll: %s", strerror (errno));
-    return -1;
-  }
-  /* Not both notifications: the first may change what the second
-   * means.  Replies first, as nbd_poll does.
-   */
-  if (fds[0].revents & (POLLIN | POLLHUP))
-    r = nbd_aio_notify_read (c->h);
-  else if (fds[0].revents & POLLOUT)
-    r = nbd_aio_notify_write (c->h);
-  else if (fds[0].revents & (POLLERR | POLLNVAL)) {
-    endpoint_fail (ep, "the server closed the connection");
-    return -1;
-  }
-  else
-    r = 0;
-  if (r == -1) {
-    endpoint_fail (ep, "%s", nbd_get_error ());
+  if (source_poll (c->h, timeout) == -1) {
+    endpoint_fail (c->ep, "%s", source_error ());
     return -1;
   }
   return 0;
@@ -217,7 +166,6 @@ conn_loop (void *opaque)
   struct worker_arg *a = opaque;
   struct conn *c = a->c;
   struct endpoint *ep = c->ep;
-  double deadline = 0;
 
   for (;;) {
     int timeout = -1;
@@ -228,13 +176,11 @@ conn_loop (void *opaque)
         break;
     if (c->in_flight == 0)
       break;
-    /* After a signal, the requests in flight get DRAIN_SECONDS to
-     * finish; endpoint_close deals with any left.
+    /* After a signal, the requests in flight get until stop_deadline
+     * to finish; endpoint_close deals with any left.
      */
     if (stop_signal ()) {
-      const double t = now ();
-      if (deadline == 0)
-        deadline = t + DRAIN_SECONDS;
+      const double t = now (), deadline = stop_deadline ();
       if (t >= deadline)
         break;
       timeout = (deadline - t) * 1000 + 1;
@@ -258,22 +204,17 @@ scan_extents (struct endpoint *ep)
   struct nbd_handle *h = ep->conns[0].h;
 
   if (ep->data_export) {
-    if ((h = nbd_create ()) == NULL)
+    h = source_connect (ep->src, ep->data_export, SOURCE_GO | SOURCE_QUIET);
+    if (h == NULL)
       return;
-    if (nbd_set_opt_mode (h, true) == -1 ||
-        nbd_set_uri_allow_local_file (h, true) == -1 ||
-        nbd_add_meta_context (h, LIBNBD_CONTEXT_BASE_ALLOCATION) == -1 ||
-        nbd_connect_uri (h, ep->src->uri) == -1 ||
-        nbd_set_export_name (h, ep->data_export) == -1 ||
-        nbd_opt_go (h) == -1 ||
-        nbd_get_size (h) != (int64_t) ep->size) {
+    if (nbd_get_size (h) != (int64_t) ep->size) {
       nbd_close (h);
       return;
     }
   }
   progress_scan (&ep->progress, h, ep->params->block_size);
   if (h != ep->conns[0].h) {
-    nbd_shutdown (h, 0);
+    source_shutdown (h);
     nbd_close (h);
   }
 }

@@ -26,6 +26,7 @@
 #include "options.h"
 #include "progress.h"
 #include "signals.h"
+#include "source.h"
 
 /* Block status is asked for this much image at a time: under the
  * 4 GiB that one NBD request can describe, in whole MiB.
@@ -176,10 +177,10 @@ progress_scan (struct progress *p, struct nbd_handle *h,
     const uint64_t before = s.covered;
 
     if (stop_signal () || now () > deadline ||
-        nbd_block_status (h, MIN (p->total - s.covered, SCAN_BYTES),
-                          s.covered, (nbd_extent_callback) {
-                            .callback = scan_extent, .user_data = &s },
-                          0) == -1 ||
+        source_block_status (h, MIN (p->total - s.covered, SCAN_BYTES),
+                             s.covered, (nbd_extent_callback) {
+                               .callback = scan_extent, .user_data = &s })
+        == -1 ||
         s.failed || s.covered == before)
       goto out;
   }

@@ -61,8 +61,9 @@ read_header (const char *name, const struct hash_spec *spec,
   }
   if (view_size < BLK_VIEW_DIGESTS_OFFSET)
     return 0;
-  if (nbd_pread (h, buf, sizeof buf, 0, 0) == -1) {
-    error_at (name, "reading the view header: %s", nbd_get_error ());
+  if (source_pread (h, buf, sizeof buf, 0) == -1) {
+    if (!stop_signal ())
+      error_at (name, "reading the view header: %s", source_error ());
     return -1;
   }
   if (!blk_header_has_magic (buf, sizeof buf))
@@ -129,7 +130,7 @@ int
 server_side_open (struct source *src, const struct hash_spec *spec,
                   struct endpoint **epp, struct fallback *fb)
 {
-  struct nbd_handle *h = source_connect (src, NULL, false);
+  struct nbd_handle *h = source_connect (src, NULL, 0);
   struct blk_header hdr;
   struct server_side *ss;
   struct endpoint *ep;
@@ -151,13 +152,16 @@ server_side_open (struct source *src, const struct hash_spec *spec,
     nbd_close (h);
     return -1;
   }
-  if (nbd_set_export_name (h, view_name) == -1 || nbd_opt_go (h) == -1) {
+  if (nbd_set_export_name (h, view_name) == -1 ||
+      source_go (h) == -1) {
     /* Only an unknown export means "no view"; anything else (TLS
-     * required, a dead server) is an error to report as it is.
+     * required, a dead server) is an error to report as it is, and a
+     * signal one to keep quiet.
      */
-    const int err = nbd_get_errno ();
-    if (err != ENOENT && err != EINVAL) {
-      error_at (src->name, "%s", nbd_get_error ());
+    const int err = source_errno ();
+    if (stop_signal () || (err != ENOENT && err != EINVAL)) {
+      if (!stop_signal ())
+        error_at (src->name, "%s", source_error ());
       free (base);
       free (view_name);
       nbd_close (h);
@@ -165,7 +169,7 @@ server_side_open (struct source *src, const struct hash_spec *spec,
     }
     fprintf (stderr, "%s: %s: no blkhash view '%s' (%s); hashing "
              "client-side\n", progname, src->name, view_name,
-             nbd_get_error ());
+             source_error ());
     free (view_name);
     /* Still negotiating: the client side goes on to the image. */
     *fb = (struct fallback) { .h = h, .export_name = base };
@@ -290,9 +294,10 @@ ss_checksum (struct endpoint *ep, uint8_t *root)
 {
   if (endpoint_run (ep) == -1)
     return -1;
-  if (nbd_pread (ep->conns[0].h, root, ep->params->digest.len,
-                 BLK_VIEW_ROOT_OFFSET, 0) == -1) {
-    error_at (ep->src->name, "reading the checksum: %s", nbd_get_error ());
+  if (source_pread (ep->conns[0].h, root, ep->params->digest.len,
+                    BLK_VIEW_ROOT_OFFSET) == -1) {
+    if (!stop_signal ())
+      error_at (ep->src->name, "reading the checksum: %s", source_error ());
     return -1;
   }
   return 0;
@@ -309,13 +314,14 @@ ss_digests (struct endpoint *ep, uint64_t first, uint64_t count,
 
   for (uint64_t b = first; b < first + count; b += per_read) {
     const uint64_t n = MIN (first + count - b, per_read);
-    if (stop_signal ())
-      return -1;
-    if (nbd_pread (ep->conns[0].h, out + (b - first) * ep->params->digest.len,
-                   n * ep->params->digest.len,
-                   BLK_VIEW_DIGESTS_OFFSET + b * ep->params->digest.len,
-                   0) == -1) {
-      error_at (ep->src->name, "reading block digests: %s", nbd_get_error ());
+    if (source_pread (ep->conns[0].h,
+                      out + (b - first) * ep->params->digest.len,
+                      n * ep->params->digest.len,
+                      BLK_VIEW_DIGESTS_OFFSET + b * ep->params->digest.len)
+        == -1) {
+      if (!stop_signal ())
+        error_at (ep->src->name, "reading block digests: %s",
+                  source_error ());
       return -1;
     }
   }

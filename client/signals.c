@@ -12,8 +12,10 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "cleanup.h"
 #include "messages.h"
 #include "signals.h"
 
@@ -83,6 +85,21 @@ int
 stop_fd (void)
 {
   return stop_pipe[0];
+}
+
+double
+stop_deadline (void)
+{
+  static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+  static double deadline;
+  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&lock);
+
+  if (deadline == 0) {
+    struct timespec ts;
+    clock_gettime (CLOCK_MONOTONIC, &ts);  /* as now () */
+    deadline = ts.tv_sec + ts.tv_nsec / 1e9 + DRAIN_SECONDS;
+  }
+  return deadline;
 }
 
 void

@@ -12,12 +12,20 @@
 
 #include <signal.h>
 
+/* How long the requests in flight get to be answered after a signal. */
+#define DRAIN_SECONDS 5
+
 /* Install the handlers (exits on failure). */
 extern void catch_stop_signals (void);
 /* The signal caught, or 0. */
 extern int stop_signal (void);
 /* Readable once a signal was caught (-1 before they are handled). */
 extern int stop_fd (void);
+/* After a signal: when the requests still in flight are given up on,
+ * DRAIN_SECONDS after the first call (one deadline for every
+ * connection and thread), in now ()'s seconds.
+ */
+extern double stop_deadline (void);
 /* Block the handled signals in this thread (to create threads or
  * processes that must not run the handler), and restore the mask.
  */

@@ -2,19 +2,63 @@
  * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
  */
 /* nbdsum: where an input is served (see source.h): URIs checked for
- * views, files served by a private nbdkit, and connections to either.
+ * views, files served by a private nbdkit, connections to either, and
+ * the one loop that waits on them.
  */
 #include <config.h>
 
+#include <errno.h>
+#include <limits.h>
+#include <poll.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "local.h"
 #include "messages.h"
+#include "progress.h"
+#include "signals.h"
 #include "source.h"
 #include "util.h"
 #include "viewname.h"
+
+/* How long a server may take to hang up once told to. */
+#define HANGUP_SECONDS 2
+
+/* Why the last source_* call failed in this thread when the reason is
+ * nbdsum's (a signal, a lost connection); NULL: libnbd's.
+ */
+static _Thread_local const char *failure;
+static _Thread_local int failure_errno;
+static _Thread_local char failure_buf[512];
+
+static int __attribute__ ((format (printf, 2, 3)))
+fail (int err, const char *fmt, ...)
+{
+  va_list ap;
+
+  va_start (ap, fmt);
+  vsnprintf (failure_buf, sizeof failure_buf, fmt, ap);
+  va_end (ap);
+  failure = failure_buf;
+  failure_errno = err;
+  return -1;
+}
+
+const char *
+source_error (void)
+{
+  const char *msg = failure ? failure : nbd_get_error ();
+
+  return msg ? msg : "unknown error";
+}
+
+int
+source_errno (void)
+{
+  return failure ? failure_errno : nbd_get_errno ();
+}
 
 /* Where the path of an NBD URI is: after "scheme://authority", up to
  * the query or the fragment.
@@ -192,19 +236,217 @@ source_close (struct source *src)
   free (src);
 }
 
-struct nbd_handle *
-source_connect (const struct source *src, const char *export_name, bool go)
+int
+source_poll (struct nbd_handle *h, int timeout)
 {
-  struct nbd_handle *h = nbd_create ();
+  const unsigned dir = nbd_aio_get_direction (h);
+  struct pollfd fds[2];
+  int r;
 
-  if (h == NULL) {
-    error_at (src->name, "%s", nbd_get_error ());
-    return NULL;
+  failure = NULL;
+  fds[0].fd = nbd_aio_get_fd (h);
+  fds[0].events = 0;
+  fds[0].revents = 0;
+  if (dir & LIBNBD_AIO_DIRECTION_READ)
+    fds[0].events |= POLLIN;
+  if (dir & LIBNBD_AIO_DIRECTION_WRITE)
+    fds[0].events |= POLLOUT;
+  if (fds[0].fd == -1 || fds[0].events == 0)
+    return fail (ENOTCONN, "the connection to the server was lost");
+  /* The pipe stays readable once a signal came: then only the server. */
+  fds[1].fd = stop_signal () ? -1 : stop_fd ();
+  fds[1].events = POLLIN;
+  fds[1].revents = 0;
+
+  r = poll (fds, 2, timeout);
+  if (r == -1) {
+    if (errno == EINTR)
+      return 0;
+    return fail (errno, "poll: %s", strerror (errno));
   }
-  if (nbd_set_opt_mode (h, true) == -1 ||
+  /* Not both notifications: the first may change what the second
+   * means.  Replies first, as nbd_poll does.
+   */
+  if (fds[0].revents & (POLLIN | POLLHUP))
+    return nbd_aio_notify_read (h);
+  if (fds[0].revents & POLLOUT)
+    return nbd_aio_notify_write (h);
+  if (fds[0].revents & (POLLERR | POLLNVAL))
+    return fail (ECONNRESET, "the server closed the connection");
+  return 0;
+}
+
+/* What source_wait waits for. */
+enum until {
+  UNTIL_NEGOTIATED,     /* the connection or option done: not connecting */
+  UNTIL_COMPLETED,      /* the command cookie answered */
+  UNTIL_CLOSED,         /* the server hung up */
+};
+
+/* Let libnbd run h, as its blocking calls do, until what until says,
+ * a signal, or deadline (0: none; ETIMEDOUT, phase saying where).  A
+ * signal ends a connection or an option at once; a command gets until
+ * stop_deadline to be answered: nbdkit 1.32 aborts when a client
+ * vanishes with requests in flight.
+ */
+static int
+source_wait (struct nbd_handle *h, enum until until, int64_t cookie,
+             double deadline, const char *phase)
+{
+  for (;;) {
+    int timeout = -1, r;
+
+    switch (until) {
+    case UNTIL_NEGOTIATED:
+      if (!nbd_aio_is_connecting (h))
+        return 0;
+      break;
+    case UNTIL_COMPLETED:
+      if ((r = nbd_aio_command_completed (h, cookie)) != 0)
+        return r == 1 ? 0 : -1;
+      break;
+    case UNTIL_CLOSED:
+      if (nbd_aio_is_closed (h) || nbd_aio_is_dead (h))
+        return 0;
+      break;
+    }
+    if (stop_signal ()) {
+      if (until == UNTIL_NEGOTIATED)
+        return fail (EINTR, "interrupted");
+      if (until == UNTIL_COMPLETED &&
+          (deadline == 0 || deadline > stop_deadline ()))
+        deadline = stop_deadline ();
+    }
+    if (deadline) {
+      const double left = deadline - now ();
+      if (left <= 0) {
+        if (stop_signal ())
+          return fail (EINTR, "interrupted");
+        return fail (ETIMEDOUT, "timed out %s", phase);
+      }
+      timeout = left * 1000 + 1 < INT_MAX ? left * 1000 + 1 : INT_MAX;
+    }
+    if (source_poll (h, timeout) == -1)
+      return -1;
+  }
+}
+
+static int
+connect_uri (struct nbd_handle *h, const char *uri)
+{
+  if (nbd_aio_connect_uri (h, uri) == -1 ||
+      source_wait (h, UNTIL_NEGOTIATED, 0, 0, "connecting") == -1)
+    return -1;
+  if (nbd_aio_is_negotiating (h) || nbd_aio_is_ready (h))
+    return 0;
+  if (nbd_aio_is_closed (h))
+    return fail (ECONNRESET, "the server closed the connection");
+  /* Dead: libnbd said why. */
+  return -1;
+}
+
+static int
+option_done (void *user_data, int *error)
+{
+  int *err = user_data;
+
+  *err = *error;
+  return 1;
+}
+
+int
+source_go (struct nbd_handle *h)
+{
+  int err = 0, r;
+
+  failure = NULL;
+  if (stop_signal ())
+    return fail (EINTR, "interrupted");
+  /* err lives on this stack: after a failure below, the caller only
+   * closes h, which calls nothing.
+   */
+  r = nbd_aio_opt_go (h, (nbd_completion_callback) {
+      .callback = option_done, .user_data = &err });
+  if (r == 0)
+    r = source_wait (h, UNTIL_NEGOTIATED, 0, 0, "negotiating");
+  if (r == -1)
+    return -1;
+  if (err)
+    return fail (err, "server replied with error to opt_go request: %s",
+                 strerror (err));
+  if (!nbd_aio_is_ready (h))
+    return fail (EPROTO, "the server did not finish the opt_go request");
+  return 0;
+}
+
+int
+source_pread (struct nbd_handle *h, void *buf, size_t count,
+              uint64_t offset)
+{
+  int64_t cookie;
+
+  failure = NULL;
+  if (stop_signal ())
+    return fail (EINTR, "interrupted");
+  cookie = nbd_aio_pread (h, buf, count, offset, NBD_NULL_COMPLETION, 0);
+  if (cookie == -1)
+    return -1;
+  return source_wait (h, UNTIL_COMPLETED, cookie, 0, NULL);
+}
+
+int
+source_block_status (struct nbd_handle *h, uint64_t count, uint64_t offset,
+                     nbd_extent_callback cb)
+{
+  int64_t cookie;
+
+  failure = NULL;
+  if (stop_signal ())
+    return fail (EINTR, "interrupted");
+  cookie = nbd_aio_block_status (h, count, offset, cb, NBD_NULL_COMPLETION,
+                                 0);
+  if (cookie == -1)
+    return -1;
+  return source_wait (h, UNTIL_COMPLETED, cookie, 0, NULL);
+}
+
+void
+source_shutdown (struct nbd_handle *h)
+{
+  double deadline = now () + HANGUP_SECONDS;
+  int r;
+
+  failure = NULL;
+  if (nbd_aio_is_ready (h) && nbd_aio_in_flight (h) == 0)
+    r = nbd_aio_disconnect (h, 0);
+  else if (nbd_aio_is_negotiating (h))
+    r = nbd_aio_opt_abort (h);
+  else
+    return;
+  /* Sent at once if it can be.  After a signal, no waiting past the
+   * requests' deadline.
+   */
+  if (stop_signal () && deadline > stop_deadline ())
+    deadline = stop_deadline ();
+  if (r == 0)
+    source_wait (h, UNTIL_CLOSED, 0, deadline,
+                 "waiting for the server to hang up");
+}
+
+struct nbd_handle *
+source_connect (const struct source *src, const char *export_name,
+                unsigned flags)
+{
+  struct nbd_handle *h = NULL;
+
+  failure = NULL;
+  if (stop_signal ())
+    return NULL;
+  if ((h = nbd_create ()) == NULL ||
+      nbd_set_opt_mode (h, true) == -1 ||
       nbd_set_uri_allow_local_file (h, true) == -1 ||
       nbd_add_meta_context (h, LIBNBD_CONTEXT_BASE_ALLOCATION) == -1 ||
-      nbd_connect_uri (h, src->uri) == -1)
+      connect_uri (h, src->uri) == -1)
     goto err;
 
   /* refuse_view read the URI before connecting; libnbd has the last
@@ -225,16 +467,18 @@ source_connect (const struct source *src, const char *export_name, bool go)
   }
 
   if ((export_name && nbd_set_export_name (h, export_name) == -1) ||
-      (go && nbd_opt_go (h) == -1))
+      ((flags & SOURCE_GO) && source_go (h) == -1))
     goto err;
   return h;
 
  err:
-  if (src->server && local_server_exited (src->server))
-    error_at (src->name, "%s (the private nbdkit serving it exited: see "
-              "its messages above)", nbd_get_error ());
-  else
-    error_at (src->name, "%s", nbd_get_error ());
+  if (!(flags & SOURCE_QUIET) && !stop_signal ()) {
+    if (src->server && local_server_exited (src->server))
+      error_at (src->name, "%s (the private nbdkit serving it exited: see "
+                "its messages above)", source_error ());
+    else
+      error_at (src->name, "%s", source_error ());
+  }
   nbd_close (h);
   return NULL;
 }

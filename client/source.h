@@ -4,12 +4,15 @@
 /* nbdsum: where an input is served, and connections to it.  A URI
  * names a server; a file gets a private nbdkit (local.c).  Views are
  * never hashed: the server side would hash the view's image, the
- * client side the view's bytes.
+ * client side the view's bytes.  Every wait on a connection is one
+ * poll loop here, so that a signal ends any.
  */
 #ifndef NBDSUM_SOURCE_H
 #define NBDSUM_SOURCE_H
 
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 
 #include <libnbd.h>
 
@@ -29,11 +32,48 @@ extern bool refuse_view (const char *name);
 extern struct source *source_open (const char *name);
 /* Stop the private server, if any. */
 extern void source_close (struct source *src);
+/* source_connect's flags. */
+#define SOURCE_GO    1          /* go to the export: transmission */
+#define SOURCE_QUIET 2          /* print nothing; source_error says why */
+
 /* Connect to src->uri, export name export_name (NULL: the URI's, which
- * must not be a view).  The handle is left in option mode when go is
- * false.  NULL on error (printed).
+ * must not be a view), leaving the handle in option mode unless flags
+ * has SOURCE_GO.  NULL on error (printed unless SOURCE_QUIET), or
+ * quietly after a signal: no new connections then.
  */
 extern struct nbd_handle *source_connect (const struct source *src,
-                                          const char *export_name, bool go);
+                                          const char *export_name,
+                                          unsigned flags);
+
+/* libnbd's blocking calls, made of its asynchronous ones and one poll
+ * loop that also wakes for signals: a signal ends a connection or an
+ * option at once, and a request after the requests in flight had
+ * their time (stop_deadline).  After a signal none starts.  They
+ * return 0, or -1 with source_error and source_errno saying why, in
+ * the calling thread; after a signal, EINTR and nothing to print.
+ * Once a call has failed, h is only good for nbd_close.
+ */
+/* NBD_OPT_GO for the export name set on h.  A refusal has the
+ * server's errno (ENOENT: no such export).
+ */
+extern int source_go (struct nbd_handle *h);
+extern int source_pread (struct nbd_handle *h, void *buf, size_t count,
+                         uint64_t offset);
+extern int source_block_status (struct nbd_handle *h, uint64_t count,
+                                uint64_t offset, nbd_extent_callback cb);
+/* Say goodbye (NBD_CMD_DISC, or NBD_OPT_ABORT while negotiating) if
+ * nothing is in flight, and give the server a moment to hang up: not
+ * nbd_shutdown, which waits for ever.  h is still to be closed.
+ */
+extern void source_shutdown (struct nbd_handle *h);
+/* Wait until h needs us, timeout ms pass (-1: no limit) or, unless
+ * one came already, a signal, and let libnbd move on: nbd_poll, but
+ * a signal wakes it.  The worker loops keep their requests in flight
+ * with it.
+ */
+extern int source_poll (struct nbd_handle *h, int timeout);
+/* Why the last of these calls failed in this thread. */
+extern const char *source_error (void);
+extern int source_errno (void);
 
 #endif /* NBDSUM_SOURCE_H */
