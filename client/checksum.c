@@ -21,7 +21,7 @@ struct endpoint *
 input_open (const char *name, const struct hash_spec *spec)
 {
   struct source *src = source_open (name);
-  struct fallback fb = { NULL, NULL };
+  struct fallback fb = { NULL, NULL, 0 };
   struct endpoint *ep = NULL;
   int r = 0;
 

@@ -57,6 +57,7 @@ client_side_open (struct source *src, const struct hash_spec *spec,
 {
   struct nbd_handle *h = fb ? fb->h : NULL;
   CLEANUP_FREE char *export_name = fb ? fb->export_name : NULL;
+  const double deadline = fb ? fb->deadline : 0;
   struct client_side *cs;
   struct endpoint *ep;
   const char *msg;
@@ -64,15 +65,15 @@ client_side_open (struct source *src, const struct hash_spec *spec,
   unsigned i;
 
   if (fb)
-    *fb = (struct fallback) { NULL, NULL };   /* ours now */
+    *fb = (struct fallback) { NULL, NULL, 0 };        /* ours now */
   if (h && (nbd_set_export_name (h, export_name) == -1 ||
-            source_go (h) == -1)) {
+            source_go (h, deadline) == -1)) {
     if (!stop_signal ())
       error_at (src->name, "%s", source_error ());
     nbd_close (h);
     return NULL;
   }
-  if (h == NULL && (h = source_connect (src, NULL, SOURCE_GO)) == NULL)
+  if (h == NULL && (h = source_connect (src, NULL, SOURCE_GO, NULL)) == NULL)
     return NULL;
   if ((cs = calloc (1, sizeof *cs)) == NULL) {
     error_at (src->name, "out of memory");

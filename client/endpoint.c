@@ -103,7 +103,7 @@ endpoint_connect_rest (struct endpoint *ep, const char *export_name)
 
   for (ep->nconns = 1; ep->nconns < want; ep->nconns++) {
     struct conn *c = &ep->conns[ep->nconns];
-    c->h = source_connect (ep->src, export_name, SOURCE_GO);
+    c->h = source_connect (ep->src, export_name, SOURCE_GO, NULL);
     if (c->h == NULL)
       return -1;
     c->ep = ep;
@@ -204,7 +204,8 @@ scan_extents (struct endpoint *ep)
   struct nbd_handle *h = ep->conns[0].h;
 
   if (ep->data_export) {
-    h = source_connect (ep->src, ep->data_export, SOURCE_GO | SOURCE_QUIET);
+    h = source_connect (ep->src, ep->data_export, SOURCE_GO | SOURCE_QUIET,
+                        NULL);
     if (h == NULL)
       return;
     if (nbd_get_size (h) != (int64_t) ep->size) {

@@ -24,6 +24,8 @@ struct fallback {
   struct nbd_handle *h;
   /* The image's export name as libnbd had it, to go to with h. */
   char *export_name;
+  /* When --connect-timeout runs out for h (0: never). */
+  double deadline;
 };
 
 /* serverside.c: returns 1 with *ep ready, 0 when the server has no

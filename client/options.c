@@ -4,6 +4,7 @@
 /* nbdsum: command line. */
 #include <config.h>
 
+#include <errno.h>
 #include <getopt.h>
 #include <limits.h>
 #include <stdio.h>
@@ -49,6 +50,10 @@ usage (FILE *fp, int status)
 "  -C, --connections=N   connections to open (default 4; 1 when the\n"
 "                        server does not allow multi-conn)\n"
 "  -R, --requests=N      requests in flight per connection (default 16)\n"
+"      --connect-timeout=SECONDS\n"
+"                        give up on a connection whose connect, handshake\n"
+"                        and option negotiation take longer (default 0:\n"
+"                        wait as long as it takes)\n"
 "  -d, --digest=NAME     OpenSSL digest (default: the server's default,\n"
 "                        sha256 unless it was started with blkhash-digest=;\n"
 "                        sha256 for local files and client-side); shake128\n"
@@ -176,6 +181,23 @@ parse_count (const char *opt, const char *arg, unsigned max)
   return v;
 }
 
+/* Seconds, decimals allowed: 0 (no limit) to max. */
+static double
+parse_seconds (const char *opt, const char *arg, unsigned max)
+{
+  char *end;
+  double v;
+
+  errno = 0;
+  v = strtod (arg, &end);
+  if (*arg == '\0' || *end != '\0' || errno || !(v >= 0) || v > max) {
+    fprintf (stderr, "%s: %s must be a number of seconds from 0 (no limit) "
+             "to %u: '%s'\n", progname, opt, max, arg);
+    exit (usage_status);
+  }
+  return v;
+}
+
 void
 parse_options (int argc, char **argv, int *first_arg)
 {
@@ -183,11 +205,12 @@ parse_options (int argc, char **argv, int *first_arg)
     OPT_BLOCK_SIZE = CHAR_MAX + 1, OPT_FORMAT, OPT_CLIENT_SIDE, OPT_JSON,
     OPT_QUIET, OPT_STATUS, OPT_IGNORE_MISSING, OPT_STRICT, OPT_DIFF, OPT_BLOCKS, OPT_LIST_DIGESTS,
     OPT_MANIFEST,
-    OPT_TAG, OPT_UNTAGGED,
+    OPT_TAG, OPT_UNTAGGED, OPT_CONNECT_TIMEOUT,
   };
   static const struct option long_options[] = {
     { "connections", required_argument, NULL, 'C' },
     { "requests", required_argument, NULL, 'R' },
+    { "connect-timeout", required_argument, NULL, OPT_CONNECT_TIMEOUT },
     { "digest", required_argument, NULL, 'd' },
     { "block-size", required_argument, NULL, OPT_BLOCK_SIZE },
     { "format", required_argument, NULL, OPT_FORMAT },
@@ -226,6 +249,10 @@ parse_options (int argc, char **argv, int *first_arg)
       break;
     case 'R':
       parsed.requests = parse_count ("--requests", optarg, MAX_REQUESTS);
+      break;
+    case OPT_CONNECT_TIMEOUT:
+      parsed.connect_timeout = parse_seconds ("--connect-timeout", optarg,
+                                              MAX_CONNECT_TIMEOUT);
       break;
     case 'd': {
       struct blk_digest d;

@@ -10,10 +10,12 @@
 
 #define MAX_CONNECTIONS 64
 #define MAX_REQUESTS 1024
+#define MAX_CONNECT_TIMEOUT 86400
 
 struct options {
   unsigned connections;         /* -C, default 4 */
   unsigned requests;            /* -R, default 16 */
+  double connect_timeout;       /* --connect-timeout, seconds; 0: none */
   const char *digest;           /* -d, NULL: the server's default */
   uint64_t block_size;          /* --block-size, 0: the server's default */
   const char *format;           /* --format for local files, NULL: probe */

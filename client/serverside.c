@@ -130,7 +130,8 @@ int
 server_side_open (struct source *src, const struct hash_spec *spec,
                   struct endpoint **epp, struct fallback *fb)
 {
-  struct nbd_handle *h = source_connect (src, NULL, 0);
+  double deadline;
+  struct nbd_handle *h = source_connect (src, NULL, 0, &deadline);
   struct blk_header hdr;
   struct server_side *ss;
   struct endpoint *ep;
@@ -153,10 +154,10 @@ server_side_open (struct source *src, const struct hash_spec *spec,
     return -1;
   }
   if (nbd_set_export_name (h, view_name) == -1 ||
-      source_go (h) == -1) {
+      source_go (h, deadline) == -1) {
     /* Only an unknown export means "no view"; anything else (TLS
-     * required, a dead server) is an error to report as it is, and a
-     * signal one to keep quiet.
+     * required, a dead server, a timeout) is an error to report as it
+     * is, and a signal one to keep quiet.
      */
     const int err = source_errno ();
     if (stop_signal () || (err != ENOENT && err != EINVAL)) {
@@ -172,7 +173,9 @@ server_side_open (struct source *src, const struct hash_spec *spec,
              source_error ());
     free (view_name);
     /* Still negotiating: the client side goes on to the image. */
-    *fb = (struct fallback) { .h = h, .export_name = base };
+    *fb = (struct fallback) {
+      .h = h, .export_name = base, .deadline = deadline
+    };
     return 0;
   }
   r = read_header (src->name, spec, h, &hdr);

@@ -17,6 +17,7 @@
 
 #include "local.h"
 #include "messages.h"
+#include "options.h"
 #include "progress.h"
 #include "signals.h"
 #include "source.h"
@@ -27,7 +28,7 @@
 #define HANGUP_SECONDS 2
 
 /* Why the last source_* call failed in this thread when the reason is
- * nbdsum's (a signal, a lost connection); NULL: libnbd's.
+ * nbdsum's (a signal, a timeout, a lost connection); NULL: libnbd's.
  */
 static _Thread_local const char *failure;
 static _Thread_local int failure_errno;
@@ -276,6 +277,21 @@ source_poll (struct nbd_handle *h, int timeout)
   return 0;
 }
 
+/* Where a connection that timed out was, from libnbd's state name.
+ * That is only meant for debugging: any other is the handshake.
+ */
+static const char *
+handshake_phase (struct nbd_handle *h)
+{
+  const char *state = nbd_connection_state (h);
+
+  if (state && strncmp (state, "CONNECT", 7) == 0)
+    return "connecting to the server";
+  if (state && strstr (state, "TLS"))
+    return "in the TLS handshake";
+  return "in the NBD handshake";
+}
+
 /* What source_wait waits for. */
 enum until {
   UNTIL_NEGOTIATED,     /* the connection or option done: not connecting */
@@ -284,10 +300,10 @@ enum until {
 };
 
 /* Let libnbd run h, as its blocking calls do, until what until says,
- * a signal, or deadline (0: none; ETIMEDOUT, phase saying where).  A
- * signal ends a connection or an option at once; a command gets until
- * stop_deadline to be answered: nbdkit 1.32 aborts when a client
- * vanishes with requests in flight.
+ * a signal, or deadline (0: none; ETIMEDOUT, phase saying where, NULL
+ * for the handshake).  A signal ends a connection or an option at
+ * once; a command gets until stop_deadline to be answered: nbdkit
+ * 1.32 aborts when a client vanishes with requests in flight.
  */
 static int
 source_wait (struct nbd_handle *h, enum until until, int64_t cookie,
@@ -322,6 +338,11 @@ source_wait (struct nbd_handle *h, enum until until, int64_t cookie,
       if (left <= 0) {
         if (stop_signal ())
           return fail (EINTR, "interrupted");
+        if (phase == NULL)
+          phase = handshake_phase (h);
+        if (until == UNTIL_NEGOTIATED)
+          return fail (ETIMEDOUT, "timed out %s (--connect-timeout=%g)",
+                       phase, opts->connect_timeout);
         return fail (ETIMEDOUT, "timed out %s", phase);
       }
       timeout = left * 1000 + 1 < INT_MAX ? left * 1000 + 1 : INT_MAX;
@@ -332,10 +353,10 @@ source_wait (struct nbd_handle *h, enum until until, int64_t cookie,
 }
 
 static int
-connect_uri (struct nbd_handle *h, const char *uri)
+connect_uri (struct nbd_handle *h, const char *uri, double deadline)
 {
   if (nbd_aio_connect_uri (h, uri) == -1 ||
-      source_wait (h, UNTIL_NEGOTIATED, 0, 0, "connecting") == -1)
+      source_wait (h, UNTIL_NEGOTIATED, 0, deadline, NULL) == -1)
     return -1;
   if (nbd_aio_is_negotiating (h) || nbd_aio_is_ready (h))
     return 0;
@@ -355,20 +376,30 @@ option_done (void *user_data, int *error)
 }
 
 int
-source_go (struct nbd_handle *h)
+source_go (struct nbd_handle *h, double deadline)
 {
+  char *export, *phase;
   int err = 0, r;
 
   failure = NULL;
   if (stop_signal ())
     return fail (EINTR, "interrupted");
+  if ((export = nbd_get_export_name (h)) == NULL)
+    return -1;
+  r = asprintf (&phase, "negotiating %s%s%s",
+                export[0] ? "export '" : "the default export", export,
+                export[0] ? "'" : "");
+  free (export);
+  if (r == -1)
+    return fail (ENOMEM, "out of memory");
   /* err lives on this stack: after a failure below, the caller only
    * closes h, which calls nothing.
    */
   r = nbd_aio_opt_go (h, (nbd_completion_callback) {
       .callback = option_done, .user_data = &err });
   if (r == 0)
-    r = source_wait (h, UNTIL_NEGOTIATED, 0, 0, "negotiating");
+    r = source_wait (h, UNTIL_NEGOTIATED, 0, deadline, phase);
+  free (phase);
   if (r == -1)
     return -1;
   if (err)
@@ -435,18 +466,22 @@ source_shutdown (struct nbd_handle *h)
 
 struct nbd_handle *
 source_connect (const struct source *src, const char *export_name,
-                unsigned flags)
+                unsigned flags, double *deadline)
 {
+  const double until = opts->connect_timeout
+    ? now () + opts->connect_timeout : 0;
   struct nbd_handle *h = NULL;
 
   failure = NULL;
+  if (deadline)
+    *deadline = until;
   if (stop_signal ())
     return NULL;
   if ((h = nbd_create ()) == NULL ||
       nbd_set_opt_mode (h, true) == -1 ||
       nbd_set_uri_allow_local_file (h, true) == -1 ||
       nbd_add_meta_context (h, LIBNBD_CONTEXT_BASE_ALLOCATION) == -1 ||
-      connect_uri (h, src->uri) == -1)
+      connect_uri (h, src->uri, until) == -1)
     goto err;
 
   /* refuse_view read the URI before connecting; libnbd has the last
@@ -467,7 +502,7 @@ source_connect (const struct source *src, const char *export_name,
   }
 
   if ((export_name && nbd_set_export_name (h, export_name) == -1) ||
-      ((flags & SOURCE_GO) && source_go (h) == -1))
+      ((flags & SOURCE_GO) && source_go (h, until) == -1))
     goto err;
   return h;
 

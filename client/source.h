@@ -5,7 +5,7 @@
  * names a server; a file gets a private nbdkit (local.c).  Views are
  * never hashed: the server side would hash the view's image, the
  * client side the view's bytes.  Every wait on a connection is one
- * poll loop here, so that a signal ends any.
+ * poll loop here, so that a signal or --connect-timeout ends any.
  */
 #ifndef NBDSUM_SOURCE_H
 #define NBDSUM_SOURCE_H
@@ -38,12 +38,14 @@ extern void source_close (struct source *src);
 
 /* Connect to src->uri, export name export_name (NULL: the URI's, which
  * must not be a view), leaving the handle in option mode unless flags
- * has SOURCE_GO.  NULL on error (printed unless SOURCE_QUIET), or
- * quietly after a signal: no new connections then.
+ * has SOURCE_GO.  If deadline is not NULL, *deadline is when
+ * --connect-timeout runs out for this connection (0: never), for
+ * source_go on it.  NULL on error (printed unless
+ * SOURCE_QUIET), or quietly after a signal: no new connections then.
  */
 extern struct nbd_handle *source_connect (const struct source *src,
                                           const char *export_name,
-                                          unsigned flags);
+                                          unsigned flags, double *deadline);
 
 /* libnbd's blocking calls, made of its asynchronous ones and one poll
  * loop that also wakes for signals: a signal ends a connection or an
@@ -53,10 +55,10 @@ extern struct nbd_handle *source_connect (const struct source *src,
  * the calling thread; after a signal, EINTR and nothing to print.
  * Once a call has failed, h is only good for nbd_close.
  */
-/* NBD_OPT_GO for the export name set on h.  A refusal has the
- * server's errno (ENOENT: no such export).
+/* NBD_OPT_GO for the export name set on h, by deadline (0: no
+ * limit).  A refusal has the server's errno (ENOENT: no such export).
  */
-extern int source_go (struct nbd_handle *h);
+extern int source_go (struct nbd_handle *h, double deadline);
 extern int source_pread (struct nbd_handle *h, void *buf, size_t count,
                          uint64_t offset);
 extern int source_block_status (struct nbd_handle *h, uint64_t count,
