@@ -126,6 +126,53 @@ span_size (const struct endpoint *ep)
   return MIN (most, MAX (least, even));
 }
 
+/* Is the view about the image served next to it?  A server may serve
+ * any view; one whose header does not even give the export's size is
+ * refused.  The size comes from NBD_OPT_INFO on a connection of its
+ * own, made while the view is open: asked on the first connection,
+ * before it goes to the view, nbdsum would be the export's last client
+ * leaving, and a filter with blkhash-file= would hash the whole image
+ * then.  A server that admits no other client, or will not say, is
+ * taken at its word (it could as well lie consistently): only a size
+ * that differs, or no such export, is refused.
+ */
+static int
+check_image_size (struct source *src, const char *base,
+                  const char *view_name, const struct blk_header *hdr)
+{
+  double deadline;
+  struct nbd_handle *h = source_connect (src, base, SOURCE_QUIET, &deadline);
+  int64_t size = -1;
+
+  if (h && source_info (h, deadline) == 0)
+    size = nbd_get_size (h);
+  if (size == -1) {
+    const bool missing = h && source_errno () == ENOENT;
+    const bool stopped = stop_signal () != 0;
+
+    if (missing && !stopped)
+      error_at (src->name, "the blkhash view '%s' has no image: %s",
+                view_name, source_error ());
+    else if (!stopped)
+      fprintf (stderr, "%s: %s: cannot check the blkhash view '%s' "
+               "against its image (%s); trusting its header\n",
+               progname, src->name, view_name, source_error ());
+    nbd_close (h);
+    return missing || stopped ? -1 : 0;
+  }
+  source_shutdown (h);
+  nbd_close (h);
+  if ((uint64_t) size != hdr->image_size) {
+    error_at (src->name, "the blkhash view '%s' describes a %" PRIu64
+              " byte image, but %s%s%s has %" PRIi64 " bytes: not "
+              "trusting it", view_name, hdr->image_size,
+              base[0] ? "export '" : "the default export",
+              base, base[0] ? "'" : "", size);
+    return -1;
+  }
+  return 0;
+}
+
 int
 server_side_open (struct source *src, const struct hash_spec *spec,
                   struct endpoint **epp, struct fallback *fb)
@@ -183,6 +230,8 @@ server_side_open (struct source *src, const struct hash_spec *spec,
     fprintf (stderr, "%s: %s: the server has no blkhash view (is it running "
              "nbdkit --filter=blkhash?); hashing client-side\n",
              progname, src->name);
+  if (r == 1 && check_image_size (src, base, view_name, &hdr) == -1)
+    r = -1;
   if (r <= 0) {
     free (base);
     free (view_name);

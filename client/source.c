@@ -375,9 +375,11 @@ option_done (void *user_data, int *error)
   return 1;
 }
 
-int
-source_go (struct nbd_handle *h, double deadline)
+/* NBD_OPT_GO, or NBD_OPT_INFO if info. */
+static int
+negotiate (struct nbd_handle *h, bool info, double deadline)
 {
+  const char *request = info ? "opt_info" : "opt_go";
   char *export, *phase;
   int err = 0, r;
 
@@ -386,7 +388,7 @@ source_go (struct nbd_handle *h, double deadline)
     return fail (EINTR, "interrupted");
   if ((export = nbd_get_export_name (h)) == NULL)
     return -1;
-  r = asprintf (&phase, "negotiating %s%s%s",
+  r = asprintf (&phase, "%s %s%s%s", info ? "asking about" : "negotiating",
                 export[0] ? "export '" : "the default export", export,
                 export[0] ? "'" : "");
   free (export);
@@ -395,19 +397,35 @@ source_go (struct nbd_handle *h, double deadline)
   /* err lives on this stack: after a failure below, the caller only
    * closes h, which calls nothing.
    */
-  r = nbd_aio_opt_go (h, (nbd_completion_callback) {
-      .callback = option_done, .user_data = &err });
+  r = info
+    ? nbd_aio_opt_info (h, (nbd_completion_callback) {
+        .callback = option_done, .user_data = &err })
+    : nbd_aio_opt_go (h, (nbd_completion_callback) {
+        .callback = option_done, .user_data = &err });
   if (r == 0)
     r = source_wait (h, UNTIL_NEGOTIATED, 0, deadline, phase);
   free (phase);
   if (r == -1)
     return -1;
   if (err)
-    return fail (err, "server replied with error to opt_go request: %s",
-                 strerror (err));
-  if (!nbd_aio_is_ready (h))
-    return fail (EPROTO, "the server did not finish the opt_go request");
+    return fail (err, "server replied with error to %s request: %s",
+                 request, strerror (err));
+  if (!info && !nbd_aio_is_ready (h))
+    return fail (EPROTO, "the server did not finish the %s request",
+                 request);
   return 0;
+}
+
+int
+source_go (struct nbd_handle *h, double deadline)
+{
+  return negotiate (h, false, deadline);
+}
+
+int
+source_info (struct nbd_handle *h, double deadline)
+{
+  return negotiate (h, true, deadline);
 }
 
 int

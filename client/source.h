@@ -40,7 +40,7 @@ extern void source_close (struct source *src);
  * must not be a view), leaving the handle in option mode unless flags
  * has SOURCE_GO.  If deadline is not NULL, *deadline is when
  * --connect-timeout runs out for this connection (0: never), for
- * source_go on it.  NULL on error (printed unless
+ * source_go and source_info on it.  NULL on error (printed unless
  * SOURCE_QUIET), or quietly after a signal: no new connections then.
  */
 extern struct nbd_handle *source_connect (const struct source *src,
@@ -49,16 +49,19 @@ extern struct nbd_handle *source_connect (const struct source *src,
 
 /* libnbd's blocking calls, made of its asynchronous ones and one poll
  * loop that also wakes for signals: a signal ends a connection or an
- * option at once, and a request after the requests in flight had
- * their time (stop_deadline).  After a signal none starts.  They
- * return 0, or -1 with source_error and source_errno saying why, in
- * the calling thread; after a signal, EINTR and nothing to print.
- * Once a call has failed, h is only good for nbd_close.
+ * option at once, and a request at stop_deadline if it is not
+ * answered by then.  After a signal none starts.  They return 0, or
+ * -1 with source_error and source_errno saying why, in the calling
+ * thread; after a signal, EINTR and nothing to print.  A call cut
+ * short (by a signal, a timeout, a lost connection) leaves h only good
+ * for nbd_close; a refusal leaves it as it was.
  */
-/* NBD_OPT_GO for the export name set on h, by deadline (0: no
- * limit).  A refusal has the server's errno (ENOENT: no such export).
+/* NBD_OPT_GO and NBD_OPT_INFO for the export name set on h, by
+ * deadline (0: no limit).  A refusal has the server's errno (ENOENT:
+ * no such export).
  */
 extern int source_go (struct nbd_handle *h, double deadline);
+extern int source_info (struct nbd_handle *h, double deadline);
 extern int source_pread (struct nbd_handle *h, void *buf, size_t count,
                          uint64_t offset);
 extern int source_block_status (struct nbd_handle *h, uint64_t count,
@@ -74,7 +77,9 @@ extern void source_shutdown (struct nbd_handle *h);
  * with it.
  */
 extern int source_poll (struct nbd_handle *h, int timeout);
-/* Why the last of these calls failed in this thread. */
+/* Why the last call failed in this thread: nbdsum's reason if it was
+ * one of these, else libnbd's.
+ */
 extern const char *source_error (void);
 extern int source_errno (void);
 

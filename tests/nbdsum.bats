@@ -15,7 +15,9 @@ setup () {
 }
 
 # A file laid out like a view; nbdkit's file plugin serves it under
-# any export name, so nbdsum reads it as NAME@blkhash.
+# any export name, so nbdsum reads it as NAME@blkhash (and the image as
+# the same file: nbdsum refuses such a view, whose image has not the
+# size it says, unless the header is refused first).
 # craft_view FILE SIZE COUNT BLOCK_SIZE LEN NAME [EXTRA_BYTES]
 craft_view () {
   "$PYTHON" - "$@" <<'PY'
@@ -29,6 +31,19 @@ h = h.ljust(4096, b"\0") + bytes(4096)
 body = bytes(int(count) * int(dlen) + extra)
 open(path, "wb").write(h + body)
 PY
+}
+
+# nbdsum on view FILE served as x@blkhash next to x, SIZE bytes of
+# zeros, by the file plugin: the view's image has the size it says.
+# view_next_to_image FILE SIZE
+view_next_to_image () {
+  local dir="$BATS_TEST_TMPDIR/views"
+  rm -rf "$dir"
+  mkdir "$dir"
+  truncate -s "$2" "$dir/x"
+  cp "$1" "$dir/x@blkhash"
+  run nbdkit -U - file dir="$dir" \
+    --run '"$NBDSUM" "nbd+unix:///x?socket=$unixsocket"'
 }
 
 @test "nbdsum: --help and --version" {
@@ -238,7 +253,8 @@ PY
   # The control: a well-formed shake128 view of 96K blocks is read as it
   # is (its root is zeros).
   craft_view "$f" 1048576 11 98304 16 shake128
-  run nbdkit -U - file "$f" --run '"$NBDSUM" "$uri"'
+  view_next_to_image "$f" 1048576
+  echo "$output"
   [ "$status" -eq 0 ]
   [ "$(sum_hex "$output")" = "$(printf '%032d' 0)" ]
 }
@@ -257,11 +273,16 @@ PY
 @test "nbdsum: a well-formed crafted view is accepted (the test above can pass)" {
   local f="$BATS_TEST_TMPDIR/view"
   craft_view "$f" 1048576 16 65536 32 sha256
-  run nbdkit -U - file "$f" --run '"$NBDSUM" "$uri"'
+  view_next_to_image "$f" 1048576
   echo "$output"
   [ "$status" -eq 0 ]
   # The crafted root area is zero, and nbdsum prints what the server says.
   [ "${output%% *}" = "$(printf '%064d' 0)" ]
+  # Served as its own image, it is not about an image of that size.
+  run nbdkit -U - file "$f" --run '"$NBDSUM" "$uri"'
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"describes a 1048576 byte image, but the default export has 8704 bytes"* ]]
 }
 
 @test "nbdsum: memory stays flat as images grow" {
