@@ -1,0 +1,300 @@
+#!/usr/bin/env bats
+# Copyright (C) 2026 The nbdkit-blkhash developers
+# SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
+# nbdsum stops on the first SIGTERM, SIGINT or SIGHUP whatever it waits
+# for: a server that accepts and never answers, one that stalls option
+# negotiation, its own nbdkit stuck starting, a request that is never
+# answered.  --connect-timeout bounds the waits of connecting, and a
+# blkhash view whose header does not describe its image is refused.
+
+load "$top_srcdir/tests/helpers"
+load "$top_srcdir/tests/servers"
+
+setup_file () {
+  "$MKIMAGE" '4M;d:0+1M:a;d:3M+100000:b' "$BATS_FILE_TMPDIR/small.img"
+}
+
+setup () {
+  small="$BATS_FILE_TMPDIR/small.img"
+  cd "$BATS_TEST_TMPDIR"
+}
+
+teardown () {
+  kill_servers
+}
+
+# start_stall MODE: tests/stallnbd.py MODE (silent: accepts and never
+# answers; greeting: stalls option negotiation) on $sock, a background
+# job of the test.  $uri is its URI; $log gets a line per client it
+# stalls.
+start_stall () {
+  local i
+  sock="$BATS_TEST_TMPDIR/$1.sock"
+  uri="nbd+unix:///?socket=$sock"
+  log="$BATS_TEST_TMPDIR/$1.log"
+  rm -f "$sock"
+  "$PYTHON" "$top_srcdir/tests/stallnbd.py" "$1" "$sock" \
+    </dev/null >"$log" 2>&1 3>&- &
+  servers+=("$!")
+  for ((i = 0; i < 200; i++)); do
+    [ -S "$sock" ] && return 0
+    sleep 0.05
+  done
+  echo "stallnbd.py $1 did not start:"
+  cat "$log"
+  false
+}
+
+# Milliseconds since the epoch.
+ms () {
+  echo $(($(date +%s%N) / 1000000))
+}
+
+# run_nbdsum NBDSUM-ARGS...: nbdsum in the background with its own
+# TMPDIR ($tmp) and the default actions for the signals (a script's
+# background jobs ignore SIGINT); sets pid.
+run_nbdsum () {
+  tmp=$(mktemp -d "$BATS_TEST_TMPDIR/tmp.XXXXXX")
+  TMPDIR="$tmp" env --default-signal=HUP,INT,PIPE,TERM \
+    "$NBDSUM" "$@" >out 2>err 3>&- &
+  pid=$!
+}
+
+# wait_for FILE N: until FILE has N lines (or nbdsum ended).
+wait_for () {
+  local i
+  for ((i = 0; i < 200; i++)); do
+    [ "$(wc -l < "$1")" -ge "$2" ] && return 0
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.05
+  done
+  echo "nbdsum never got there; it said: $(cat err)"
+  false
+}
+
+# signalled SIG SECONDS: send SIG to nbdsum ($pid) and check that it
+# died of it within SECONDS, printing nothing (besides what $allowed
+# matches on stderr) and leaving nothing in its TMPDIR.  A nbdsum still
+# running is killed.
+signalled () {
+  local sig=$1 t0
+  t0=$(ms)
+  kill -s "$sig" "$pid"
+  if ! wait_exit "$pid" "$2"; then
+    kill -9 "$pid"
+    wait "$pid" || :
+    echo "SIG$sig: nbdsum still running after $2 s"
+    false
+  fi
+  echo "SIG$sig: status $rc after $(($(ms) - t0)) ms"
+  echo "stdout: $(cat out)"
+  echo "stderr: $(cat err)"
+  [ "$rc" -eq $((128 + $(kill -l "$sig"))) ]
+  [ ! -s out ]
+  ! grep -vE "${allowed:-^$}" err || false
+  [ -z "$(ls -A "$tmp")" ]
+}
+
+@test "signals: SIGTERM, SIGINT, SIGHUP while a server never answers" {
+  local sig n=0
+  start_stall silent
+  printf '%064d  %s\n' 0 "$uri" > SUMS
+  for sig in TERM INT HUP; do
+    run_nbdsum "$uri"
+    wait_for "$log" $((n += 1))
+    signalled "$sig" 6
+    run_nbdsum -c SUMS
+    wait_for "$log" $((n += 1))
+    signalled "$sig" 6
+    run_nbdsum --diff "$uri" "$small"
+    wait_for "$log" $((n += 1))
+    signalled "$sig" 6
+  done
+  run_nbdsum --blocks --client-side "$uri"
+  wait_for "$log" $((n += 1))
+  signalled TERM 6
+}
+
+@test "signals: timeout 3 nbdsum -c ends against a server that never answers" {
+  local t0
+  start_stall silent
+  printf '%064d  %s\n' 0 "$uri" > SUMS
+  t0=$(ms)
+  # timeout sends one SIGTERM (and SIGKILL 5 s later, for a nbdsum that
+  # ignored it).
+  run timeout -k 5 3 "$NBDSUM" -c SUMS
+  echo "status $status after $(($(ms) - t0)) ms: $output"
+  [ "$status" -eq 124 ]
+  [ -z "$output" ]
+  [ $(($(ms) - t0)) -lt 6000 ]
+}
+
+@test "signals: SIGTERM, SIGINT, SIGHUP while a server stalls option negotiation" {
+  local n=0
+  start_stall greeting
+  # Server-side: going to the view; client-side: to the image.
+  run_nbdsum "$uri"
+  wait_for "$log" $((n += 1))
+  signalled TERM 6
+  run_nbdsum --client-side "$uri"
+  wait_for "$log" $((n += 1))
+  signalled INT 6
+  run_nbdsum --blocks "$uri"
+  wait_for "$log" $((n += 1))
+  signalled HUP 6
+  printf '%064d  %s\n' 0 "$uri" > SUMS
+  run_nbdsum -c SUMS
+  wait_for "$log" $((n += 1))
+  signalled TERM 6
+}
+
+@test "signals: SIGTERM while the private nbdkit of a local file is stuck starting" {
+  local i
+  # A qemu-nbd that never serves: nbdkit's nbd plugin waits for it, and
+  # nbdkit does not exit on SIGTERM then; nbdsum kills it after 5 s.
+  mkdir bin
+  printf '#!/bin/sh\necho $$ >> "%s/qemu.pid"\nexec sleep 600\n' \
+    "$BATS_TEST_TMPDIR" > bin/qemu-nbd
+  chmod +x bin/qemu-nbd
+  : > qemu.pid
+  PATH="$PWD/bin:$PATH" run_nbdsum --format=qcow2 "$small"
+  wait_for qemu.pid 1
+  # nbdsum is then connecting, or waiting for the handshake.
+  sleep 0.3
+  allowed='^nbdsum: .*: the private nbdkit did not exit in 5 seconds: killing it$' \
+    signalled TERM 8
+  # Killed with it (its parent reaps it at leisure).
+  for ((i = 0; i < 40; i++)); do
+    kill -0 "$(cat qemu.pid)" 2>/dev/null || return 0
+    sleep 0.05
+  done
+  echo "the stuck qemu-nbd outlived nbdsum"
+  kill -9 "$(cat qemu.pid)"
+  false
+}
+
+@test "signals: SIGTERM while the server never answers a request" {
+  local delay_pid
+  # Every read takes a minute, the view header's too: nbdsum gives the
+  # request its 5 s and goes.  One request at a time: nbdkit 1.32 would
+  # abort when the client goes away under requests on several threads.
+  start_nbdkit slow "${KILLED_CLIENT_OPTS[@]}" --filter=delay \
+    --filter="$BLKHASH_FILTER" file "$small" delay-read=60
+  delay_pid=$pid
+  run_nbdsum "$uri"
+  sleep 1
+  signalled TERM 7
+  # The server is still there for others.
+  kill -0 "$delay_pid"
+  no_crash "$err"
+}
+
+@test "signals: --connect-timeout gives up on a server that never answers" {
+  local t0 u
+  start_stall silent
+  t0=$(ms)
+  run "$NBDSUM" --connect-timeout=1 "$uri"
+  echo "status $status after $(($(ms) - t0)) ms: $output"
+  [ "$status" -eq 1 ]
+  [ "$output" = "nbdsum: $uri: timed out in the NBD handshake (--connect-timeout=1)" ]
+  [ $(($(ms) - t0)) -lt 4000 ]
+  # The other modes fail as they do when a server is down.
+  printf '%064d  %s\n' 0 "$uri" > SUMS
+  run "$NBDSUM" --connect-timeout=0.5 -c SUMS
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"$uri: FAILED open or read"* ]]
+  [[ "$output" = *"timed out in the NBD handshake (--connect-timeout=0.5)"* ]]
+  run "$NBDSUM" --connect-timeout=0.5 --diff "$small" "$uri"
+  echo "$output"
+  [ "$status" -eq 2 ]
+  [[ "$output" = *"$uri: timed out in the NBD handshake"* ]]
+  run "$NBDSUM" --connect-timeout=0.5 --json "$uri"
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [[ "$output" = *'"error": "timed out in the NBD handshake (--connect-timeout=0.5)"'* ]]
+  # Option negotiation is bounded too, naming the export.
+  start_stall greeting
+  u="nbd+unix:///disk?socket=$sock"
+  run "$NBDSUM" --connect-timeout=1 "$u"
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [ "$output" = "nbdsum: $u: timed out negotiating export 'disk@blkhash' (--connect-timeout=1)" ]
+  run "$NBDSUM" --connect-timeout=1 --client-side "$uri"
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [ "$output" = "nbdsum: $uri: timed out negotiating the default export (--connect-timeout=1)" ]
+}
+
+@test "signals: --connect-timeout takes seconds from 0 (no limit) to 86400" {
+  local v
+  # A working server is not hurried.
+  run "$NBDSUM" --connect-timeout=0.5 "$small"
+  [ "$status" -eq 0 ]
+  [ "$(sum_hex "$output")" = "$(reference sha256 65536 "$small")" ]
+  run "$NBDSUM" --connect-timeout=0 "$small"
+  [ "$status" -eq 0 ]
+  for v in x -1 86401 inf nan ''; do
+    run "$NBDSUM" --connect-timeout="$v" "$small"
+    echo "$v: $output"
+    [ "$status" -eq 1 ]
+    [ "$output" = "nbdsum: --connect-timeout must be a number of seconds from 0 (no limit) to 86400: '$v'" ]
+  done
+  run "$NBDSUM" --diff --connect-timeout=x "$small" "$small"
+  [ "$status" -eq 2 ]
+}
+
+@test "signals: a blkhash view that does not describe its image is refused" {
+  local want
+  want=$(reference sha256 65536 "$small")
+  mkdir dir
+  # The filter's view of small.img, served next to x by the file plugin.
+  nbdkit -U - --filter="$BLKHASH_FILTER" file "$small" \
+    --run 'nbdcopy "nbd+unix:///@blkhash?socket=$unixsocket" dir/x@blkhash'
+  cp "$small" dir/x
+  start_nbdkit views file dir="$PWD/dir"
+  # The control: next to its own image, it is trusted.
+  run "$NBDSUM" "$(uri_of x)"
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$output" = "$want  $(uri_of x)" ]
+  # The image is not the one the view describes.
+  truncate -s 8M dir/x
+  run "$NBDSUM" "$(uri_of x)"
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [ "$output" = "nbdsum: $(uri_of x): the blkhash view 'x@blkhash' describes a 4194304 byte image, but export 'x' has 8388608 bytes: not trusting it" ]
+  run "$NBDSUM" --blocks "$(uri_of x)"
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"describes a 4194304 byte image"* ]]
+  run "$NBDSUM" --diff "$(uri_of x)" "$small"
+  [ "$status" -eq 2 ]
+  [[ "$output" = *"describes a 4194304 byte image"* ]]
+  # Hashing the image itself is another matter.
+  run "$NBDSUM" --client-side "$(uri_of x)"
+  [ "$status" -eq 0 ]
+  truncate -s 2M dir/x
+  run "$NBDSUM" "$(uri_of x)"
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"describes a 4194304 byte image, but export 'x' has 2097152 bytes"* ]]
+  # A view without its image.
+  rm dir/x
+  run "$NBDSUM" "$(uri_of x)"
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"the blkhash view 'x@blkhash' has no image: "*"No such file or directory"* ]]
+  ! grep -qE '[0-9a-f]{64}' <<< "$output" || false
+  no_crash "$err"
+}
+
+@test "signals: a server that admits one client: the view is trusted, saying so" {
+  local want
+  want=$(reference sha256 65536 "$small")
+  # nbdsum cannot ask the image's size on a connection of its own.
+  start_server one --filter=limit file "$small" limit=1
+  run "$NBDSUM" -C 1 "$uri"
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "${lines[0]}" = "nbdsum: $uri: cannot check the blkhash view '@blkhash' against its image ("*"); trusting its header" ]]
+  [ "${lines[1]}" = "$want  $uri" ]
+}
