@@ -37,6 +37,8 @@ const char *blkhash_file;
 const char *blkhash_file_name = "-";
 bool blkhash_cache;
 unsigned blkhash_workers;
+enum blkhash_readahead blkhash_readahead = BLKHASH_READAHEAD_AUTO;
+bool blkhash_plugin_parallel;
 
 static const char *digest_name = BLK_DEFAULT_DIGEST;
 static uint64_t block_size = BLK_DEFAULT_BLOCK_SIZE;
@@ -58,10 +60,9 @@ blkhash_load (void)
 {
   const long cpus = MAX (sysconf (_SC_NPROCESSORS_ONLN), 1L);
 
-  if (blkhash_hasher_init () == -1)
+  if (blkhash_hasher_init () == -1 || blkhash_readahead_init (cpus) == -1)
     exit (EXIT_FAILURE);
   blkhash_exports_init ();
-  blkhash_readahead_init (cpus);
   blkhash_workers = MIN (cpus, (long) BLKHASH_MAX_WORKERS);
 }
 

@@ -28,7 +28,7 @@ struct blkhash_stats {
 };
 extern struct blkhash_stats blkhash_stats;
 
-/* Parameters (blkhash.c). */
+/* Parameters, parsed by blkhash.c. */
 extern const struct blk_params *blkhash_default_params;
 extern const char *blkhash_file;
 extern const char *blkhash_file_name;   /* the default export's name there */
@@ -41,10 +41,24 @@ extern bool blkhash_cache;
  */
 #define BLKHASH_MAX_WORKERS 64
 extern unsigned blkhash_workers;
+/* blkhash-readahead (see readahead.c). */
+enum blkhash_readahead {
+  BLKHASH_READAHEAD_AUTO,               /* slow reads and idle CPUs */
+  BLKHASH_READAHEAD_ON,                 /* every run of two pieces or more */
+  BLKHASH_READAHEAD_OFF,
+};
+extern enum blkhash_readahead blkhash_readahead;
+/* The plugin takes requests from several threads at once (from
+ * .get_ready): else the filter's own threads never call it.
+ */
+extern bool blkhash_plugin_parallel;
 
-/* params.c: digest and block size combinations, created on demand and
- * kept until unload; aliases of a digest share one entry.  NULL with
- * nbdkit_error called on bad values.
+/* The most one plugin read asks for (see hasher.c). */
+#define BLKHASH_READ_SIZE (256 * 1024)
+
+/* params.c: the registry of digest and block size combinations,
+ * created on demand and kept until unload; aliases of a digest share
+ * one entry.  NULL with nbdkit_error called on bad values.
  */
 extern const struct blk_params *blkhash_params_get (const char *digest,
                                                     uint64_t block_size);
@@ -144,26 +158,20 @@ extern void blkhash_results_free_all (void);
 /* readahead.c: a pool of readers that read the next piece of a run
  * while its requester reads and hashes the current one.
  */
-enum blkhash_readahead {
-  BLKHASH_READAHEAD_AUTO,               /* slow reads and idle CPUs */
-  BLKHASH_READAHEAD_ON,                 /* every run of two pieces or more */
-  BLKHASH_READAHEAD_OFF,
-};
-extern enum blkhash_readahead blkhash_readahead;
-/* The plugin takes requests from several threads at once (else never). */
-extern bool blkhash_plugin_parallel;
 #define BLKHASH_MAX_READERS 64
 struct blkhash_reader;
-/* cpus: online CPUs, for the CPU gate (blkhash_readahead_wanted). */
-extern void blkhash_readahead_init (unsigned cpus);
+/* cpus: online CPUs, for the CPU gate.  0, or -1 (error printed). */
+extern int blkhash_readahead_init (unsigned cpus);
 extern void blkhash_readahead_fini (void);
 extern uint64_t blkhash_now_ns (void);
-/* slow_reads: slow reads in a row on this thread, kept by
- * blkhash_readahead_count from each read's duration.
+/* Should this thread pair its next read with a reader? */
+extern bool blkhash_readahead_wanted (void);
+/* This thread's last plugin read took read_ns. */
+extern void blkhash_readahead_note (uint64_t read_ns);
+/* This thread's buffer for a reader to fill (BLKHASH_READ_SIZE), or
+ * NULL when out of memory.
  */
-extern bool blkhash_readahead_wanted (unsigned slow_reads);
-extern unsigned blkhash_readahead_count (unsigned slow_reads,
-                                         uint64_t read_ns);
+extern void *blkhash_readahead_buffer (void);
 /* A free reader, or NULL (none free: read alone).  Each one taken is
  * given a read with _start, and given back by _finish, which waits for
  * that read and returns its result (-1 with *err set).
@@ -174,7 +182,7 @@ extern void blkhash_reader_start (struct blkhash_reader *rd,
                                   uint32_t len, uint64_t off);
 extern int blkhash_reader_finish (struct blkhash_reader *rd, int *err);
 
-/* hasher.c: compute block digests through the plugin. */
+/* hasher.c: block digests computed through the plugin. */
 extern int blkhash_hasher_init (void);
 extern void blkhash_hasher_fini (void);
 extern EVP_MD_CTX *blkhash_thread_ctx (void);
@@ -182,6 +190,9 @@ extern EVP_MD_CTX *blkhash_thread_ctx (void);
  * Sets *err and says why.
  */
 extern bool blkhash_should_stop (int *err);
+/* Digests of blocks [first, first+count) into out (NULL: only fill the
+ * table), computing and storing those the table does not know.
+ */
 extern int blkhash_compute (nbdkit_next *next, struct blk_table *t,
                             uint64_t first, uint64_t count, uint8_t *out,
                             int *err);

@@ -1,10 +1,11 @@
 /* Copyright (C) 2026 The nbdkit-blkhash developers
  * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
  */
-/* nbdkit-blkhash filter: compute block digests through the plugin.
+/* nbdkit-blkhash filter: block digests computed through the plugin.
  *
  * Holes come from extents without reading; data is read in large
- * requests into a per-thread buffer, zero blocks are detected before
+ * requests into a per-thread buffer (with a reader filling a second
+ * one on slow storage, readahead.c), zero blocks are detected before
  * hashing, and only the blocks still unknown are computed.
  */
 #include <config.h>
@@ -20,13 +21,13 @@
 #include "filter.h"
 #include "holes.h"
 
-/* The most one plugin read asks for.  Small enough to stay in the CPU
- * cache between the copy and the hash: on the reference machine 64K to
- * 256K reads hash 2 GiB in 0.81 s and 2M reads in 1.0 s.  Reads cover
- * whole blocks (read_size); larger blocks are read in pieces of this
- * size that stop at the block's end.
+/* BLKHASH_READ_SIZE, the most one plugin read asks for, is small
+ * enough to stay in the CPU cache between the copy and the hash: on the
+ * reference machine 64K to 256K reads hash 2 GiB in 0.81 s and 2M reads
+ * in 1.0 s.  Reads cover whole blocks (read_size); larger blocks are
+ * read in pieces of this size that stop at the block's end.
  */
-#define READ_SIZE (256 * 1024)
+#define READ_SIZE BLKHASH_READ_SIZE
 /* Extents are queried per window of at most this many bytes. */
 #define EXTENTS_WINDOW (UINT64_C (1) << 30)
 /* The root is completed in steps of this much image. */
@@ -36,8 +37,6 @@ struct worker {
   EVP_MD_CTX *ctx;
   uint8_t *buf;
   size_t size;
-  uint8_t *ahead;               /* a reader's, READ_SIZE, once paired */
-  unsigned slow_reads;          /* in a row, carried from run to run */
 };
 
 static pthread_key_t worker_key;
@@ -50,7 +49,6 @@ worker_free (void *opaque)
   if (w) {
     EVP_MD_CTX_free (w->ctx);
     free (w->buf);
-    free (w->ahead);
     free (w);
   }
 }
@@ -218,17 +216,6 @@ hash_piece (struct blk_table *t, struct blk_block_hasher *bh,
   return -1;
 }
 
-/* The worker's second buffer, for a reader (readahead.c). */
-static uint8_t *
-ahead_buffer (struct worker *w)
-{
-  void *p;
-
-  if (w->ahead == NULL && posix_memalign (&p, 4096, READ_SIZE) == 0)
-    w->ahead = p;
-  return w->ahead;
-}
-
 /* Read and hash the run of blocks [first+i, first+i+n), each read
  * whole blocks or part of one, never the end of one block and the
  * start of the next.  On slow storage a reader may read the next piece
@@ -254,16 +241,17 @@ hash_run (nbdkit_next *next, struct blk_table *t, struct worker *w,
     const uint64_t len2 =
       off2 < run_end ? piece_len (off2, run_end, bs, most) : 0;
     struct blkhash_reader *rd = NULL;
+    uint8_t *ahead = NULL;
     uint64_t t0;
     int err2;
 
-    if (len2 && blkhash_readahead_wanted (w->slow_reads) &&
-        ahead_buffer (w) && (rd = blkhash_reader_get ()) != NULL)
-      blkhash_reader_start (rd, next, w->ahead, len2, off2);
+    if (len2 && blkhash_readahead_wanted () &&
+        (ahead = blkhash_readahead_buffer ()) != NULL &&
+        (rd = blkhash_reader_get ()) != NULL)
+      blkhash_reader_start (rd, next, ahead, len2, off2);
     t0 = blkhash_now_ns ();
     r = next->pread (next, w->buf, len, off, 0, err);
-    w->slow_reads = blkhash_readahead_count (w->slow_reads,
-                                             blkhash_now_ns () - t0);
+    blkhash_readahead_note (blkhash_now_ns () - t0);
     if (r == 0)
       r = hash_piece (t, &bh, w->ctx, first, w->buf, off, len, zero, out,
                       err);
@@ -278,7 +266,7 @@ hash_run (nbdkit_next *next, struct blk_table *t, struct worker *w,
       r = -1;
     }
     else if (r == 0)
-      r = hash_piece (t, &bh, w->ctx, first, w->ahead, off2, len2, zero,
+      r = hash_piece (t, &bh, w->ctx, first, ahead, off2, len2, zero,
                       out, err);
     off = off2 + len2;
   }

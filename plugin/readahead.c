@@ -17,8 +17,9 @@
  *
  * Readers start on demand, at most BLKHASH_MAX_READERS, and are joined
  * at unload; a requester that finds none free reads alone.  The buffer
- * a reader fills is the requester's, so memory stays one extra read
- * buffer per hashing thread that paired reads.
+ * a reader fills belongs to the requester's thread (this file keeps it
+ * with the thread's count of slow reads), so memory stays one extra
+ * read buffer per hashing thread that paired reads.
  */
 #include <config.h>
 
@@ -30,6 +31,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cleanup.h"
 #include "filter.h"
 
 /* A read slower than this is storage, not the page cache. */
@@ -43,8 +45,12 @@
 #define CPU_BUSY_ENTER 80
 #define CPU_BUSY_LEAVE 90
 
-enum blkhash_readahead blkhash_readahead = BLKHASH_READAHEAD_AUTO;
-bool blkhash_plugin_parallel;
+/* What read-ahead keeps per hashing thread. */
+struct ahead {
+  uint8_t *buf;                 /* BLKHASH_READ_SIZE, once paired */
+  unsigned slow_reads;          /* in a row, carried from run to run */
+};
+static pthread_key_t ahead_key;
 
 struct blkhash_reader {
   pthread_t thread;
@@ -88,10 +94,52 @@ blkhash_now_ns (void)
   return clock_ns (CLOCK_MONOTONIC);
 }
 
-void
+static void
+ahead_free (void *opaque)
+{
+  struct ahead *a = opaque;
+
+  if (a) {
+    free (a->buf);
+    free (a);
+  }
+}
+
+int
 blkhash_readahead_init (unsigned cpus)
 {
+  int r = pthread_key_create (&ahead_key, ahead_free);
+
+  if (r != 0) {
+    errno = r;
+    nbdkit_error ("pthread_key_create: %m");
+    return -1;
+  }
   online_cpus = cpus;
+  return 0;
+}
+
+/* This thread's state, NULL when out of memory. */
+static struct ahead *
+this_thread (void)
+{
+  struct ahead *a = pthread_getspecific (ahead_key);
+
+  if (a == NULL && (a = calloc (1, sizeof *a)) != NULL)
+    pthread_setspecific (ahead_key, a);
+  return a;
+}
+
+void *
+blkhash_readahead_buffer (void)
+{
+  struct ahead *a = this_thread ();
+  void *p;
+
+  if (a && a->buf == NULL &&
+      posix_memalign (&p, 4096, BLKHASH_READ_SIZE) == 0)
+    a->buf = p;
+  return a ? a->buf : NULL;
 }
 
 /* Did this process leave CPU time unused lately?  Sampled at most
@@ -127,13 +175,15 @@ readahead_cpus_have_room (void)
     sample_cpu_ns = cpu;
     atomic_store (&sample_wall_ns, now);
   }
-  pthread_mutex_unlock (&sample_lock);
+  pthread_mutex_unlock (&sample_lock);  /* a trylock: not a scope */
   return atomic_load (&cpus_have_room);
 }
 
 bool
-blkhash_readahead_wanted (unsigned slow_reads)
+blkhash_readahead_wanted (void)
 {
+  const struct ahead *a;
+
   if (!blkhash_plugin_parallel)
     return false;
   switch (blkhash_readahead) {
@@ -144,38 +194,56 @@ blkhash_readahead_wanted (unsigned slow_reads)
   case BLKHASH_READAHEAD_AUTO:
     break;
   }
-  return slow_reads >= 2 && readahead_cpus_have_room ();
+  a = pthread_getspecific (ahead_key);
+  return a && a->slow_reads >= 2 && readahead_cpus_have_room ();
 }
 
-unsigned
-blkhash_readahead_count (unsigned slow_reads, uint64_t read_ns)
+void
+blkhash_readahead_note (uint64_t read_ns)
 {
-  return read_ns > SLOW_READ_NS ? slow_reads + 1 : 0;
+  struct ahead *a = this_thread ();
+
+  if (a)
+    a->slow_reads = read_ns > SLOW_READ_NS ? a->slow_reads + 1 : 0;
 }
 
+/* The reader's side of a hand-off: wait for a read to do (true) or
+ * for the word to quit (false).
+ */
+static bool
+reader_wait (struct blkhash_reader *rd)
+{
+  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&rd->lock);
+  while (!rd->pending && !rd->quit)
+    pthread_cond_wait (&rd->cond, &rd->lock);
+  return !rd->quit;
+}
+
+static void
+reader_done (struct blkhash_reader *rd, int r, int err)
+{
+  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&rd->lock);
+  rd->r = r;
+  rd->err = err;
+  rd->pending = false;
+  rd->done = true;
+  pthread_cond_signal (&rd->cond);
+}
+
+/* The plugin read, outside the lock: the requester set its fields
+ * before pending and leaves them alone until done.
+ */
 static void *
 reader_main (void *opaque)
 {
   struct blkhash_reader *rd = opaque;
 
-  pthread_mutex_lock (&rd->lock);
-  for (;;) {
-    while (!rd->pending && !rd->quit)
-      pthread_cond_wait (&rd->cond, &rd->lock);
-    if (rd->quit)
-      break;
-    pthread_mutex_unlock (&rd->lock);
+  while (reader_wait (rd)) {
     int err = 0;
     const int r = rd->next->pread (rd->next, rd->buf, rd->len, rd->off, 0,
                                    &err);
-    pthread_mutex_lock (&rd->lock);
-    rd->r = r;
-    rd->err = err;
-    rd->pending = false;
-    rd->done = true;
-    pthread_cond_signal (&rd->cond);
+    reader_done (rd, r, err);
   }
-  pthread_mutex_unlock (&rd->lock);
   return NULL;
 }
 
@@ -208,31 +276,28 @@ blkhash_reader_get (void)
   bool first_failure = false;
   int r;
 
-  pthread_mutex_lock (&pool_lock);
-  if (nidle > 0)
-    rd = idle[--nidle];
-  else if (nreaders + nstarting < BLKHASH_MAX_READERS)
+  {
+    ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&pool_lock);
+    if (nidle > 0)
+      return idle[--nidle];
+    if (nreaders + nstarting == BLKHASH_MAX_READERS)
+      return NULL;
     nstarting++;
-  else {
-    pthread_mutex_unlock (&pool_lock);
-    return NULL;
   }
-  pthread_mutex_unlock (&pool_lock);
-  if (rd != NULL)
-    return rd;
 
   /* Started outside the lock: a burst of requests starts many.  A
    * failure (a thread limit) is not an error: the requester reads
    * alone, and a later request tries again.
    */
   rd = reader_new (&r);
-  pthread_mutex_lock (&pool_lock);
-  nstarting--;
-  if (rd != NULL)
-    readers[nreaders++] = rd;
-  first_failure = rd == NULL && !start_failed;
-  start_failed = rd == NULL;
-  pthread_mutex_unlock (&pool_lock);
+  {
+    ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&pool_lock);
+    nstarting--;
+    if (rd != NULL)
+      readers[nreaders++] = rd;
+    first_failure = rd == NULL && !start_failed;
+    start_failed = rd == NULL;
+  }
   if (first_failure)
     nbdkit_debug ("blkhash: read-ahead thread: %s (reading alone until "
                   "one starts)", strerror (r));
@@ -243,7 +308,7 @@ void
 blkhash_reader_start (struct blkhash_reader *rd, nbdkit_next *next,
                       void *buf, uint32_t len, uint64_t off)
 {
-  pthread_mutex_lock (&rd->lock);
+  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&rd->lock);
   rd->next = next;
   rd->buf = buf;
   rd->len = len;
@@ -251,7 +316,6 @@ blkhash_reader_start (struct blkhash_reader *rd, nbdkit_next *next,
   rd->done = false;
   rd->pending = true;
   pthread_cond_signal (&rd->cond);
-  pthread_mutex_unlock (&rd->lock);
 }
 
 int
@@ -261,19 +325,20 @@ blkhash_reader_finish (struct blkhash_reader *rd, int *err)
   uint64_t off;
   int r;
 
-  pthread_mutex_lock (&rd->lock);
-  while (!rd->done)
-    pthread_cond_wait (&rd->cond, &rd->lock);
-  r = rd->r;
-  if (r == -1)
-    *err = rd->err ? rd->err : EIO;
-  len = rd->len;
-  off = rd->off;
-  pthread_mutex_unlock (&rd->lock);
-
-  pthread_mutex_lock (&pool_lock);
-  idle[nidle++] = rd;
-  pthread_mutex_unlock (&pool_lock);
+  {
+    ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&rd->lock);
+    while (!rd->done)
+      pthread_cond_wait (&rd->cond, &rd->lock);
+    r = rd->r;
+    if (r == -1)
+      *err = rd->err ? rd->err : EIO;
+    len = rd->len;
+    off = rd->off;
+  }
+  {
+    ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&pool_lock);
+    idle[nidle++] = rd;
+  }
 
   /* The plugin's own message came from the reader's thread, which
    * nbdkit does not name: this one says which connection failed.
@@ -292,10 +357,11 @@ blkhash_readahead_fini (void)
 {
   for (unsigned i = 0; i < nreaders; i++) {
     struct blkhash_reader *rd = readers[i];
-    pthread_mutex_lock (&rd->lock);
-    rd->quit = true;
-    pthread_cond_signal (&rd->cond);
-    pthread_mutex_unlock (&rd->lock);
+    {
+      ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&rd->lock);
+      rd->quit = true;
+      pthread_cond_signal (&rd->cond);
+    }
     pthread_join (rd->thread, NULL);
     pthread_mutex_destroy (&rd->lock);
     pthread_cond_destroy (&rd->cond);
@@ -304,4 +370,8 @@ blkhash_readahead_fini (void)
   }
   nreaders = nidle = 0;
   start_failed = false;
+  /* Other threads' state went when they exited; this one's now. */
+  ahead_free (pthread_getspecific (ahead_key));
+  pthread_setspecific (ahead_key, NULL);
+  pthread_key_delete (ahead_key);
 }

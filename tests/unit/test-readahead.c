@@ -2,9 +2,9 @@
  * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
  */
 /* Unit tests: plugin/readahead.c, the filter's pool of readers and
- * its CPU gate, built into this program with thread creation that
- * fails on demand, a clock the test sets and nbdkit's logging
- * replaced.
+ * its CPU gate, linked with thread creation that fails on demand and a
+ * clock the test sets (ld --wrap, see Makefile.am), nbdkit's logging
+ * and the filter's parameters provided here.
  */
 #include <config.h>
 
@@ -17,20 +17,27 @@
 #include <string.h>
 #include <time.h>
 
+#include "filter.h"
 #include "tap.h"
+
+/* The parameters blkhash.c would set. */
+enum blkhash_readahead blkhash_readahead;
+bool blkhash_plugin_parallel;
 
 static bool fail_create;        /* pthread_create fails with EAGAIN */
 static unsigned create_calls;
 
-static int test_pthread_create (pthread_t *thread,
-                                const pthread_attr_t *attr,
-                                void *(*start) (void *), void *arg);
-
 /* The clocks the CPU gate reads, in ms. */
 static uint64_t wall_ms, cpu_ms;
 
-static int
-test_clock_gettime (clockid_t clock, struct timespec *ts)
+int __real_pthread_create (pthread_t *thread, const pthread_attr_t *attr,
+                           void *(*start) (void *), void *arg);
+int __wrap_pthread_create (pthread_t *thread, const pthread_attr_t *attr,
+                           void *(*start) (void *), void *arg);
+int __wrap_clock_gettime (clockid_t clock, struct timespec *ts);
+
+int
+__wrap_clock_gettime (clockid_t clock, struct timespec *ts)
 {
   const uint64_t ms = clock == CLOCK_MONOTONIC ? wall_ms : cpu_ms;
 
@@ -39,20 +46,14 @@ test_clock_gettime (clockid_t clock, struct timespec *ts)
   return 0;
 }
 
-#define pthread_create test_pthread_create
-#define clock_gettime test_clock_gettime
-#include "../../plugin/readahead.c"
-#undef pthread_create
-#undef clock_gettime
-
-static int
-test_pthread_create (pthread_t *thread, const pthread_attr_t *attr,
-                     void *(*start) (void *), void *arg)
+int
+__wrap_pthread_create (pthread_t *thread, const pthread_attr_t *attr,
+                       void *(*start) (void *), void *arg)
 {
   create_calls++;
   if (fail_create)
     return EAGAIN;
-  return pthread_create (thread, attr, start, arg);
+  return __real_pthread_create (thread, attr, start, arg);
 }
 
 static char last_error[256];
@@ -179,46 +180,86 @@ test_create_fails (void)
   blkhash_readahead_fini ();
 }
 
+/* This thread's last reads: n slow ones (2 ms) after a fast one. */
+static void
+slow_reads (unsigned n)
+{
+  blkhash_readahead_note (1000);
+  for (unsigned i = 0; i < n; i++)
+    blkhash_readahead_note (2000000);
+}
+
 /* blkhash-readahead=auto on 2 CPUs, samples every 20 ms: pair reads
- * while the process used under 80% of them (then until 90%).
+ * after two slow reads in a row, while the process used under 80% of
+ * the CPUs (then until 90%).
  */
 static void
 test_cpu_gate (void)
 {
   blkhash_readahead = BLKHASH_READAHEAD_AUTO;
   blkhash_plugin_parallel = true;
-  online_cpus = 2;
 
   wall_ms = 1000;
-  ok (!blkhash_readahead_wanted (2), "no pairs before a first sample");
+  slow_reads (2);
+  ok (!blkhash_readahead_wanted (), "no pairs before a first sample");
   wall_ms = 1020, cpu_ms = 4;
-  ok (!blkhash_readahead_wanted (1), "no pairs after one slow read");
-  ok (blkhash_readahead_wanted (2), "pairs: 10%% of the CPUs used");
+  slow_reads (1);
+  ok (!blkhash_readahead_wanted (), "no pairs after one slow read");
+  slow_reads (2);
+  ok (blkhash_readahead_wanted (), "pairs: 10%% of the CPUs used");
   /* A thread that read the clock just before another took the sample
    * at 1020 ms: that sample is fresh, not 2^64 ns old.
    */
   wall_ms = 1019;
-  ok (blkhash_readahead_wanted (2), "a clock read before the last sample "
+  ok (blkhash_readahead_wanted (), "a clock read before the last sample "
       "leaves the gate as it was");
-  ok (atomic_load (&sample_wall_ns) == UINT64_C (1020000000),
-      "and the sample time does not go back");
-  wall_ms = 1040, cpu_ms += 34;
-  ok (blkhash_readahead_wanted (2), "85%% used while pairing: still pairs");
-  wall_ms = 1060, cpu_ms += 37;
-  ok (!blkhash_readahead_wanted (2), "92%% used: no more pairs");
-  wall_ms = 1080, cpu_ms += 34;
-  ok (!blkhash_readahead_wanted (2), "85%% used: not pairing again yet");
-  wall_ms = 1200, cpu_ms += 1;
-  ok (!blkhash_readahead_wanted (2), "after a pause, no pairs until the "
+  wall_ms = 1039, cpu_ms += 39;
+  ok (blkhash_readahead_wanted (), "and the sample time did not go back: "
+      "19 ms after it, no new sample");
+  wall_ms = 1040;
+  ok (!blkhash_readahead_wanted (), "97%% used: no more pairs");
+  wall_ms = 1060, cpu_ms += 34;
+  ok (!blkhash_readahead_wanted (), "85%% used: not pairing again yet");
+  wall_ms = 1080, cpu_ms += 10;
+  ok (blkhash_readahead_wanted (), "25%% used: pairs again");
+  wall_ms = 1100, cpu_ms += 34;
+  ok (blkhash_readahead_wanted (), "85%% used while pairing: still pairs");
+  wall_ms = 1120, cpu_ms += 37;
+  ok (!blkhash_readahead_wanted (), "92%% used: no more pairs");
+  wall_ms = 1240, cpu_ms += 1;
+  ok (!blkhash_readahead_wanted (), "after a pause, no pairs until the "
       "next sample");
+  slow_reads (1);
+  blkhash_readahead = BLKHASH_READAHEAD_ON;
+  ok (blkhash_readahead_wanted (), "on: pairs after any read");
+  blkhash_plugin_parallel = false;
+  ok (!blkhash_readahead_wanted (), "never with a plugin that does not "
+      "take parallel requests");
+}
+
+/* The thread's buffer: one, of BLKHASH_READ_SIZE, kept. */
+static void
+test_buffer (void)
+{
+  uint8_t *b1 = blkhash_readahead_buffer ();
+  uint8_t *b2 = blkhash_readahead_buffer ();
+
+  ok (b1 != NULL && b1 == b2, "one read-ahead buffer per thread");
+  if (b1)
+    memset (b1, 1, BLKHASH_READ_SIZE);
 }
 
 int
 main (void)
 {
+  /* Each test ends with fini (the readers joined), as at unload. */
   blkhash_readahead_init (2);
   test_pool ();
+  blkhash_readahead_init (2);
   test_create_fails ();
+  blkhash_readahead_init (2);
   test_cpu_gate ();
+  test_buffer ();
+  blkhash_readahead_fini ();
   return done_testing ();
 }
