@@ -196,8 +196,10 @@ extern bool blkhash_should_stop (int *err);
 extern int blkhash_compute (nbdkit_next *next, struct blk_table *t,
                             uint64_t first, uint64_t count, uint8_t *out,
                             int *err);
-/* The root, computing whatever is missing on blkhash_workers threads.
- * Stops with ESHUTDOWN when nbdkit exits or the client is gone.
+
+/* root.c: a table's root, computing what is missing on blkhash_workers
+ * threads.  Stops with ESHUTDOWN when nbdkit exits or the client is
+ * gone.
  */
 extern int blkhash_compute_root (nbdkit_next *next, struct blk_table *t,
                                  uint8_t *root, int *err);

@@ -1,0 +1,246 @@
+/* Copyright (C) 2026 The nbdkit-blkhash developers
+ * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
+ */
+/* nbdkit-blkhash filter: a table's root, when it needs everything.
+ *
+ * A root read (or the completion for blkhash-file) computes whatever
+ * block is still unknown on up to blkhash_workers threads, each taking
+ * the next step of image with unknown blocks (hasher.c computes them)
+ * and folding what it can.  If writes keep invalidating the fold, one
+ * pass with a private outer hash ends it.  Work after the client has
+ * gone runs on a thread of its own, which only nbdkit's exit stops.
+ */
+#include <config.h>
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+
+#include "cleanup.h"
+#include "filter.h"
+
+/* The root is completed in steps of this much image. */
+#define ROOT_STEP_BYTES (UINT64_C (64) * 1024 * 1024)
+
+/* The root from one pass over all blocks with a private outer hash,
+ * for when writes keep invalidating the table's fold.  Each digest was
+ * right when it was computed or looked up: as for any read racing with
+ * writes, the result is some interleaving of them.
+ */
+static int
+direct_root (nbdkit_next *next, struct blk_table *t, uint64_t step,
+             uint8_t *root, int *err)
+{
+  const struct blk_params *p = blk_table_params (t);
+  const uint64_t nblocks = blk_table_blocks (t);
+  uint8_t *out = malloc (step * p->digest.len);
+  struct blk_root r;
+  int ret = -1;
+
+  if (out == NULL || blk_root_init (&r, p) == -1) {
+    free (out);
+    nbdkit_error ("blkhash: out of memory");
+    *err = ENOMEM;
+    return -1;
+  }
+  for (uint64_t b = 0; b < nblocks; b += step) {
+    const uint64_t n = MIN (nblocks - b, step);
+    if (blkhash_should_stop (err) ||
+        blkhash_compute (next, t, b, n, out, err) == -1)
+      goto out;
+    if (blk_root_add (&r, out, n) == -1)
+      goto hash_failed;
+  }
+  if (blk_root_final (&r, blk_table_size (t), root) == -1)
+    goto hash_failed;
+  ret = 0;
+  goto out;
+
+ hash_failed:
+  nbdkit_error ("blkhash: %s failed", p->digest.name);
+  *err = EIO;
+ out:
+  blk_root_free (&r);
+  free (out);
+  return ret;
+}
+
+/* One root computation shared by several threads: each takes the next
+ * step of image with unknown blocks, computes it and folds what it
+ * can.
+ */
+struct root_job {
+  nbdkit_next *next;
+  struct blk_table *t;
+  uint64_t step, nblocks;
+  pthread_mutex_t lock;         /* cursor, err */
+  uint64_t cursor;
+  int err;
+  atomic_bool stop;
+};
+
+static void
+root_job_fail (struct root_job *j, int err)
+{
+  {
+    ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&j->lock);
+    if (j->err == 0)
+      j->err = err;
+  }
+  atomic_store (&j->stop, true);
+}
+
+static void
+root_job_work (struct root_job *j)
+{
+  const struct blk_params *p = blk_table_params (j->t);
+  int err = 0;
+  uint64_t b, n;
+
+  while (!atomic_load (&j->stop)) {
+    /* Known ranges are skipped here, under the lock, so the scan for
+     * unknown blocks stays linear however many threads take steps.
+     */
+    {
+      ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&j->lock);
+      b = blk_table_next_unknown (j->t, j->cursor);
+      n = MIN (j->nblocks - b, j->step);
+      j->cursor = b + n;
+    }
+    if (b >= j->nblocks)
+      break;
+    if (blkhash_should_stop (&err) ||
+        blkhash_compute (j->next, j->t, b, n, NULL, &err) == -1) {
+      root_job_fail (j, err);
+      break;
+    }
+    if (blk_table_fold (j->t, false, BLKHASH_FOLD_BUDGET) == -1) {
+      nbdkit_error ("blkhash: %s failed", p->digest.name);
+      root_job_fail (j, EIO);
+      break;
+    }
+  }
+}
+
+static void *
+root_job_thread (void *opaque)
+{
+  root_job_work (opaque);
+  return NULL;
+}
+
+/* Compute every unknown block on up to blkhash_workers threads, this
+ * one included: on a connection's thread, it is the one that notices
+ * the client going.
+ */
+static int
+root_job_run (nbdkit_next *next, struct blk_table *t, uint64_t step,
+              int *err)
+{
+  /* The scan starts where the first unknown block is: nothing to do
+   * (the usual case after a client cached everything) starts no thread.
+   */
+  struct root_job j = {
+    .next = next, .t = t, .step = step, .nblocks = blk_table_blocks (t),
+    .cursor = blk_table_next_unknown (t, 0),
+  };
+  pthread_t threads[BLKHASH_MAX_WORKERS];
+  unsigned nthreads = 0, want = blkhash_workers;
+  const uint64_t steps = (j.nblocks - j.cursor + step - 1) / step;
+
+  if (steps == 0)
+    return 0;
+  if (want > steps)
+    want = steps;
+  pthread_mutex_init (&j.lock, NULL);
+  while (nthreads + 1 < want &&
+         pthread_create (&threads[nthreads], NULL, root_job_thread, &j) == 0)
+    nthreads++;
+  root_job_work (&j);
+  for (unsigned i = 0; i < nthreads; i++)
+    pthread_join (threads[i], NULL);
+  pthread_mutex_destroy (&j.lock);
+  if (j.err) {
+    *err = j.err;
+    return -1;
+  }
+  return 0;
+}
+
+int
+blkhash_compute_root (nbdkit_next *next, struct blk_table *t, uint8_t *root,
+                      int *err)
+{
+  const struct blk_params *p = blk_table_params (t);
+  const uint64_t step = blk_blocks_per (ROOT_STEP_BYTES, p->block_size);
+  int attempt, r;
+
+  /* Usually once: compute what is missing and let the fold finish. */
+  for (attempt = 0; attempt < 2; attempt++) {
+    if (root_job_run (next, t, step, err) == -1)
+      return -1;
+    /* What is left of the fold, in steps that can stop. */
+    while ((r = blk_table_fold (t, true, BLKHASH_FOLD_BUDGET))
+           == BLK_FOLD_MORE)
+      if (blkhash_should_stop (err))
+        return -1;
+    if (r == -1)
+      goto fold_failed;
+    r = blk_table_root (t, root);
+    if (r == 1)
+      return 0;
+    if (r == -1)
+      goto fold_failed;
+  }
+  nbdkit_debug ("blkhash: writes keep changing the image, computing the "
+                "root in one pass");
+  return direct_root (next, t, step, root, err);
+
+ fold_failed:
+  nbdkit_error ("blkhash: %s failed", p->digest.name);
+  *err = EIO;
+  return -1;
+}
+
+struct detached {
+  nbdkit_next *next;
+  struct blk_table *t;
+  uint8_t *root;
+  int err, r;
+};
+
+static void *
+detached_run (void *opaque)
+{
+  struct detached *d = opaque;
+
+  d->r = blkhash_compute_root (d->next, d->t, d->root, &d->err);
+  return NULL;
+}
+
+/* On a thread nbdkit did not create, blkhash_should_stop sees only
+ * nbdkit's exit: a connection that is closing must not stop its own
+ * completion.  The caller waits, so the plugin sees one caller at a
+ * time as before.
+ */
+int
+blkhash_compute_root_detached (nbdkit_next *next, struct blk_table *t,
+                               uint8_t *root, int *err)
+{
+  struct detached d = { .next = next, .t = t, .root = root };
+  pthread_t thread;
+  int r;
+
+  r = pthread_create (&thread, NULL, detached_run, &d);
+  if (r != 0) {
+    errno = r;
+    nbdkit_error ("blkhash: pthread_create: %m");
+    *err = r;
+    return -1;
+  }
+  pthread_join (thread, NULL);
+  if (d.r == -1)
+    *err = d.err;
+  return d.r;
+}
