@@ -21,8 +21,8 @@
 #include "check.h"
 #include "checksum.h"
 #include "cleanup.h"
+#include "helpers.h"
 #include "json.h"
-#include "local.h"
 #include "messages.h"
 #include "options.h"
 #include "signals.h"
@@ -101,6 +101,7 @@ check_one_file (const char *path, const struct hash_spec *untagged,
   FILE *fp = strcmp (path, "-") == 0 ? stdin : fopen (path, "r");
   const int open_errno = errno;
   struct blk_sum_line sl;
+  const char *msg;
   char *line = NULL, *name;
   size_t size = 0;
   unsigned lines = 0, lineno = 0, verified = 0;
@@ -120,11 +121,11 @@ check_one_file (const char *path, const struct hash_spec *untagged,
     json_begin_array ("results", false);
   while (!stop_signal () && getline (&line, &size, fp) != -1) {
     lineno++;
-    if (blk_sum_line_parse (line, hexlen, &sl) == -1) {
+    if ((msg = blk_sum_line_parse (line, hexlen, &sl)) != NULL) {
       t->malformed++;
       if (opts->warn)
         fprintf (stderr, "%s: %s: %u: improperly formatted checksum line "
-                 "(%s)\n", progname, path, lineno, sl.error);
+                 "(%s)\n", progname, path, lineno, msg);
       continue;
     }
     lines++;
@@ -197,10 +198,7 @@ check_files (char **files, int n, const struct hash_spec *spec)
   /* An untagged line was made with the defaults, whatever the server's
    * are now, unless -d and --block-size say otherwise.
    */
-  const struct hash_spec untagged = {
-    spec->digest ? spec->digest : BLK_DEFAULT_DIGEST,
-    spec->block_size ? spec->block_size : BLK_DEFAULT_BLOCK_SIZE,
-  };
+  const struct hash_spec untagged = hash_spec_or_defaults (spec);
 
   /* Untagged lines must have the length of that digest. */
   if ((msg = blk_digest_init (&d, untagged.digest)) != NULL) {

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "checksum.h"
+#include "helpers.h"
 #include "json.h"
 #include "method.h"
 #include "options.h"

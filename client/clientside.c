@@ -22,6 +22,7 @@
 
 #include "cleanup.h"
 #include "endpoint.h"
+#include "helpers.h"
 #include "holes.h"
 #include "messages.h"
 #include "method.h"
@@ -58,6 +59,7 @@ client_side_open (struct source *src, const struct hash_spec *spec,
   struct nbd_handle *h = fb ? fb->h : NULL;
   CLEANUP_FREE char *export_name = fb ? fb->export_name : NULL;
   const double deadline = fb ? fb->deadline : 0;
+  const struct hash_spec hs = hash_spec_or_defaults (spec);
   struct client_side *cs;
   struct endpoint *ep;
   const char *msg;
@@ -86,10 +88,8 @@ client_side_open (struct source *src, const struct hash_spec *spec,
     error_at (src->name, "%s", nbd_get_error ());
     goto err;
   }
-  if ((msg = blk_params_init (&ep->own_params,
-                              spec->digest ? spec->digest : BLK_DEFAULT_DIGEST,
-                              spec->block_size ? spec->block_size
-                              : BLK_DEFAULT_BLOCK_SIZE)) != NULL) {
+  if ((msg = blk_params_init (&ep->own_params, hs.digest,
+                              hs.block_size)) != NULL) {
     error_at (src->name, "%s", msg);
     goto err;
   }
@@ -207,8 +207,8 @@ next_segment (struct endpoint *ep, struct conn *c)
     ? cc->count * ep->params->block_size : ep->size - start;
   if (cs->extents) {
     struct extent_walk w = { .ep = ep, .cc = cc };
-    blk_holes_begin (&w.holes, ep->params->block_size, ep->size, cc->first,
-                     cc->count, cc->hole);
+    blk_holes_begin_marks (&w.holes, ep->params->block_size, ep->size,
+                           cc->first, cc->count, cc->hole);
     /* The server may describe less than asked: ask again. */
     while (w.covered < len) {
       const uint64_t before = w.covered;
@@ -325,7 +325,7 @@ cs_checksum (struct endpoint *ep, uint8_t *root)
 
   if (endpoint_run (ep) == -1)
     return -1;
-  if (blk_table_root (cs->table, root) != 1) {
+  if (blk_table_root (cs->table, root) == -1) {
     error_at (ep->src->name, "%s failed", ep->params->digest.name);
     return -1;
   }

@@ -20,6 +20,7 @@
 #include "json.h"
 #include "manifest.h"
 #include "messages.h"
+#include "minmax.h"
 #include "options.h"
 #include "signals.h"
 #include "util.h"

@@ -16,6 +16,7 @@
 
 #include "cleanup.h"
 #include "endpoint.h"
+#include "helpers.h"
 #include "local.h"
 #include "messages.h"
 #include "options.h"

@@ -42,9 +42,5 @@ extern void json_interrupted (int sig);
 
 /* Is s valid UTF-8 (no overlong forms, no surrogates)? */
 extern bool json_utf8_valid (const char *s);
-/* Length of the UTF-8 character at p (at most n bytes), or 0 if the
- * bytes there are not one.
- */
-extern size_t utf8_char (const unsigned char *p, size_t n);
 
 #endif /* NBDSUM_JSON_H */

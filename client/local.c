@@ -28,6 +28,7 @@
 #include <sys/wait.h>
 #include <time.h>
 
+#include "helpers.h"
 #include "local.h"
 #include "messages.h"
 #include "options.h"
@@ -41,12 +42,6 @@ struct local_server {
   pid_t pid;
   char *dir, *sock, *uri;
 };
-
-bool
-is_uri (const char *arg)
-{
-  return strncmp (arg, "nbd", 3) == 0 && strstr (arg, "://") != NULL;
-}
 
 /* NBDSUM_FILTER, else the build tree's filter when this nbdsum is
  * client/nbdsum of a build tree, else the installed one.
@@ -133,14 +128,6 @@ exec_nbdkit (int listen_fd, const char *filter, const char *format,
   execv (NBDKIT, (char **) argv);
   fprintf (stderr, "%s: %s: %m\n", progname, NBDKIT);
   _exit (127);
-}
-
-const char *
-temp_dir (void)
-{
-  const char *dir = getenv ("TMPDIR");
-
-  return dir && *dir ? dir : "/tmp";
 }
 
 struct local_server *

@@ -11,13 +11,6 @@
 
 struct local_server;
 
-/* Is arg an NBD URI rather than a file name? */
-extern bool is_uri (const char *arg);
-
-/* Where nbdsum's temporary files go: $TMPDIR, or /tmp if it is unset
- * or empty.
- */
-extern const char *temp_dir (void);
 /* Serve the file at path (name is for messages).  NULL on error
  * (printed).
  */

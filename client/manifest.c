@@ -24,7 +24,7 @@
 
 #include "blkhash.h"
 #include "cleanup.h"
-#include "local.h"
+#include "helpers.h"
 #include "manifest.h"
 #include "messages.h"
 #include "signals.h"

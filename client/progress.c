@@ -20,9 +20,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cleanup.h"
+#include "helpers.h"
 #include "holes.h"
 #include "json.h"
+#include "minmax.h"
 #include "options.h"
 #include "progress.h"
 #include "signals.h"
@@ -47,15 +48,6 @@
 #define BAR_MAX 50
 #define NAME_MIN 8
 #define LINE_MAX_COLS 512
-
-double
-now (void)
-{
-  struct timespec ts;
-
-  clock_gettime (CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 void
 progress_init (struct progress *p, const char *name, uint64_t total)
@@ -110,30 +102,19 @@ add_hole (struct progress *p, uint64_t start, uint64_t end)
 
 struct scan {
   struct progress *p;
-  uint64_t block_size;
+  struct blk_holes holes;       /* runs of zero extents */
   uint64_t covered;             /* image bytes described so far */
-  bool in_zero;                 /* zero from zero_start to covered */
-  uint64_t zero_start;
   bool failed;
 };
 
-/* The zero bytes just before s->covered end here: keep the blocks
- * wholly inside them, the blocks the methods skip (the short last
- * block counts when they reach the image end).  A run of zero extents
- * counts as one: servers cut extents where they like (nbdkit, at
- * 4 GiB - 1 bytes).
- */
+/* The blocks the methods skip, a run of zero extents' (lib/holes.c). */
 static void
-end_zero (struct scan *s)
+scan_hole_run (void *opaque, uint64_t b0, uint64_t b1)
 {
-  const uint64_t bs = s->block_size, size = s->p->total;
-  uint64_t b0, b1;
+  struct scan *s = opaque;
+  const uint64_t bs = s->holes.block_size, size = s->p->total;
 
-  if (!s->in_zero)
-    return;
-  s->in_zero = false;
-  blk_zero_blocks (s->zero_start, s->covered, bs, size, &b0, &b1);
-  if (b0 < b1 && add_hole (s->p, b0 * bs, MIN (b1 * bs, size)) == -1)
+  if (add_hole (s->p, b0 * bs, MIN (b1 * bs, size)) == -1)
     s->failed = true;
 }
 
@@ -148,14 +129,11 @@ scan_extent (void *opaque, const char *metacontext, uint64_t offset,
       offset != s->covered)
     return 0;
   for (size_t i = 0; i + 1 < nr_entries && s->covered < size; i += 2) {
-    const bool zero = entries[i + 1] & LIBNBD_STATE_ZERO;
-
-    if (!zero)
-      end_zero (s);
-    else if (!s->in_zero) {
-      s->in_zero = true;
-      s->zero_start = s->covered;
-    }
+    const struct blk_extent e = {
+      .offset = s->covered, .length = entries[i],
+      .zero = entries[i + 1] & LIBNBD_STATE_ZERO,
+    };
+    blk_holes_add (&s->holes, &e);
     s->covered = MIN (s->covered + entries[i], size);
   }
   return 0;
@@ -166,10 +144,11 @@ progress_scan (struct progress *p, struct nbd_handle *h,
                uint32_t block_size)
 {
   const double deadline = now () + SCAN_SECONDS;
-  struct scan s = { .p = p, .block_size = block_size };
+  struct scan s = { .p = p };
   uint64_t holes = 0;
 
   progress_free (p);
+  blk_holes_begin (&s.holes, block_size, p->total, scan_hole_run, &s);
   if (block_size == 0 ||
       nbd_can_meta_context (h, LIBNBD_CONTEXT_BASE_ALLOCATION) != 1)
     goto out;
@@ -184,7 +163,7 @@ progress_scan (struct progress *p, struct nbd_handle *h,
         s.failed || s.covered == before)
       goto out;
   }
-  end_zero (&s);
+  blk_holes_end (&s.holes);
   if (s.failed)
     goto out;
   for (size_t i = 0; i < p->nholes; i++)

@@ -42,8 +42,6 @@ struct progress {
   size_t last_len;              /* columns of the last bar drawn */
 };
 
-/* Seconds on the monotonic clock. */
-extern double now (void);
 extern void progress_init (struct progress *p, const char *name,
                            uint64_t total);
 /* Free what progress_scan kept. */

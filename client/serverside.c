@@ -20,11 +20,11 @@
 #include <string.h>
 #include <strings.h>
 
-#include "cleanup.h"
 #include "endpoint.h"
 #include "header.h"
 #include "messages.h"
 #include "method.h"
+#include "minmax.h"
 #include "signals.h"
 #include "viewname.h"
 

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "helpers.h"
 #include "local.h"
 #include "messages.h"
 #include "options.h"
@@ -136,21 +137,22 @@ static bool
 refuse_view_export (const char *name, const char *uri, const char *export)
 {
   struct blk_view_name v, inner;
-  const char *msg = NULL, *marker;
+  const char *marker;
   char *image, *image_uri = NULL, bs[48] = "";
-  int r;
+  bool is_view, inner_view, parsed;
 
-  r = blk_view_name_parse (export, &v, &msg);
-  if (r == 0)
+  parsed = blk_view_name_parse (export, &v, &is_view) == NULL;
+  if (!is_view)
     return false;
 
   /* The view's image: its base name, unless that is a view name too
    * (NAME@blkhash@blkhash); then what comes before the first marker.
    */
-  if (r == 1 && blk_view_name_parse (v.base, &inner, &msg) == 0)
+  if (parsed && blk_view_name_parse (v.base, &inner, &inner_view) == NULL &&
+      !inner_view)
     image = strdup (v.base);
   else {
-    if (r == 1)
+    if (parsed)
       blk_view_name_free (&inner);
     marker = strstr (export, BLK_VIEW_MARKER);
     image = strndup (export, marker ? (size_t) (marker - export)
@@ -158,7 +160,7 @@ refuse_view_export (const char *name, const char *uri, const char *export)
   }
   if (image)
     image_uri = uri_with_export (uri, image);
-  if (r == 1 && v.block_size) {
+  if (parsed && v.block_size) {
     char spelt[BLK_BLOCK_SIZE_STR_MAX];
     snprintf (bs, sizeof bs, " --block-size %s",
               blk_format_block_size (v.block_size, spelt));
@@ -169,10 +171,10 @@ refuse_view_export (const char *name, const char *uri, const char *export)
     error_at (name, "out of memory");
   else
     error_at (name, "use the image's URI instead: '%s'%s%s%s%s", image_uri,
-              r == 1 && (v.digest || v.block_size) ? " with" : "",
-              r == 1 && v.digest ? " -d " : "",
-              r == 1 && v.digest ? v.digest : "", bs);
-  if (r == 1)
+              parsed && (v.digest || v.block_size) ? " with" : "",
+              parsed && v.digest ? " -d " : "",
+              parsed && v.digest ? v.digest : "", bs);
+  if (parsed)
     blk_view_name_free (&v);
   free (image);
   free (image_uri);

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "helpers.h"
 #include "messages.h"
 #include "progress.h"
 #include "signals.h"
@@ -24,16 +25,14 @@ int
 stream_checksum (const char *name, int fd, const struct hash_spec *spec,
                  uint8_t *root, uint64_t *size, struct blk_params *p)
 {
+  const struct hash_spec hs = hash_spec_or_defaults (spec);
   struct blk_stream s;
   struct progress prog;
   uint8_t *buf = malloc (STREAM_READ_BYTES);
   const char *msg;
   int ret = -1;
 
-  if ((msg = blk_params_init (p, spec->digest ? spec->digest
-                              : BLK_DEFAULT_DIGEST,
-                              spec->block_size ? spec->block_size
-                              : BLK_DEFAULT_BLOCK_SIZE)) != NULL) {
+  if ((msg = blk_params_init (p, hs.digest, hs.block_size)) != NULL) {
     error_at (name, "%s", msg);
     free (buf);
     return -1;

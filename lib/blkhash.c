@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "blkhash.h"
+#include "minmax.h"
 #include "zero.h"
 
 static int hash_zeros (const struct blk_digest *d, EVP_MD_CTX *ctx,

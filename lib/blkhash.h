@@ -15,8 +15,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "cleanup.h"
 #include "digest.h"
+#include "minmax.h"
 
 #define BLK_DEFAULT_DIGEST "sha256"
 #define BLK_DEFAULT_BLOCK_SIZE (64 * 1024)

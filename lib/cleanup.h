@@ -1,9 +1,9 @@
 /* Copyright (C) 2026 The nbdkit-blkhash developers
  * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
  */
-/* nbdkit-blkhash: scope-bound cleanup and small arithmetic helpers, in
- * the spirit of nbdkit's common/include/cleanup.h and minmax.h (which
- * nbdkit does not install, hence this copy of the idea).
+/* nbdkit-blkhash: scope-bound cleanup (memory, mutexes, rwlocks), in
+ * the spirit of nbdkit's common/include/cleanup.h (which nbdkit does
+ * not install, hence this copy of the idea).
  */
 #ifndef BLKHASH_CLEANUP_H
 #define BLKHASH_CLEANUP_H
@@ -62,17 +62,5 @@ blk_cleanup_rwunlock (pthread_rwlock_t **ptr)
   BLK_ACQUIRE_RWLOCK (rwlock, rdlock)
 #define ACQUIRE_WRLOCK_FOR_CURRENT_SCOPE(rwlock) \
   BLK_ACQUIRE_RWLOCK (rwlock, wrlock)
-
-/* Type-checked, evaluating each argument once. */
-#define MIN(a, b) BLK_MINMAX (<, a, b, __COUNTER__)
-#define MAX(a, b) BLK_MINMAX (>, a, b, __COUNTER__)
-#define BLK_MINMAX(op, a, b, n) BLK_MINMAX2 (op, a, b, n)
-#define BLK_MINMAX2(op, a, b, n)                                        \
-  ({                                                                    \
-    __auto_type _a##n = (a);                                            \
-    __auto_type _b##n = (b);                                            \
-    (void) (&_a##n == &_b##n);  /* same type, or a warning */           \
-    _a##n op _b##n ? _a##n : _b##n;                                     \
-  })
 
 #endif /* BLKHASH_CLEANUP_H */

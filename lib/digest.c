@@ -147,16 +147,6 @@ blk_digest_final (const struct blk_digest *d, EVP_MD_CTX *ctx, uint8_t *out)
   return r == 1 ? 0 : -1;
 }
 
-int
-blk_digest_buf (const struct blk_digest *d, EVP_MD_CTX *ctx,
-                const void *buf, size_t len, uint8_t *out)
-{
-  if (EVP_DigestInit_ex (ctx, d->md, NULL) != 1 ||
-      EVP_DigestUpdate (ctx, buf, len) != 1)
-    return -1;
-  return blk_digest_final (d, ctx, out);
-}
-
 struct list_state {
   void (*fn) (const char *names, size_t len, void *opaque);
   void *opaque;

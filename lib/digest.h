@@ -38,12 +38,6 @@ extern bool blk_digest_same (const char *a, const char *b);
 extern int blk_digest_final (const struct blk_digest *d, EVP_MD_CTX *ctx,
                              uint8_t *out);
 
-/* One-shot digest of buf using a caller-owned, reusable context.
- * Returns 0 or -1 (OpenSSL failure).
- */
-extern int blk_digest_buf (const struct blk_digest *d, EVP_MD_CTX *ctx,
-                           const void *buf, size_t len, uint8_t *out);
-
 /* Call fn for every digest OpenSSL provides that blk_digest_init
  * accepts, with all its names, lower-case, joined by ", ", and its
  * length.

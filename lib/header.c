@@ -64,7 +64,7 @@ blk_header_encode (const struct blk_header *h, uint8_t *buf)
           strnlen (h->digest_name, BLK_DIGEST_NAME_MAX - 1));
 }
 
-int
+bool
 blk_header_has_magic (const uint8_t *buf, size_t len)
 {
   return len >= 8 && memcmp (buf, BLK_VIEW_MAGIC, 8) == 0;

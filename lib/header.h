@@ -39,7 +39,7 @@ extern const char *blk_header_decode (const uint8_t *buf, size_t len,
                                       struct blk_header *h);
 
 /* Only the magic: does this look like a blkhash view at all? */
-extern int blk_header_has_magic (const uint8_t *buf, size_t len);
+extern bool blk_header_has_magic (const uint8_t *buf, size_t len);
 
 static inline uint64_t
 blk_view_size (const struct blk_header *h)

@@ -1,12 +1,12 @@
 /* Copyright (C) 2026 The nbdkit-blkhash developers
  * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
  */
-/* nbdkit-blkhash: holes from extents. */
+/* nbdkit-blkhash: holes from extents (see holes.h). */
 #include <config.h>
 
 #include "blkhash.h"
-#include "cleanup.h"
 #include "holes.h"
+#include "minmax.h"
 
 void
 blk_zero_blocks (uint64_t start, uint64_t end, uint32_t block_size,
@@ -26,51 +26,50 @@ extent_end (const struct blk_extent *e)
   return e->offset + MIN (e->length, UINT64_MAX - e->offset);
 }
 
-/* Set hole[b - first] for the blocks b of [first, first+count) wholly
- * inside the zero bytes [start, end).
- */
-static void
-mark_zero (uint64_t start, uint64_t end, uint32_t block_size,
-           uint64_t size, uint64_t first, uint64_t count, bool *hole)
-{
-  const uint64_t stop = MIN (first + count,
-                             blk_block_count (size, block_size));
-  uint64_t b0, b1;
-
-  blk_zero_blocks (start, end, block_size, size, &b0, &b1);
-  for (uint64_t b = MAX (b0, first); b < MIN (b1, stop); b++)
-    hole[b - first] = true;
-}
-
-void
-blk_holes_mark (const struct blk_extent *exts, size_t n,
-                uint32_t block_size, uint64_t size,
-                uint64_t first, uint64_t count, bool *hole)
-{
-  for (size_t i = 0; i < n; i++)
-    if (exts[i].zero)
-      mark_zero (exts[i].offset, extent_end (&exts[i]), block_size, size,
-                 first, count, hole);
-}
-
 void
 blk_holes_begin (struct blk_holes *h, uint32_t block_size, uint64_t size,
-                 uint64_t first, uint64_t count, bool *hole)
+                 void (*hole_run) (void *opaque, uint64_t b0, uint64_t b1),
+                 void *opaque)
 {
   *h = (struct blk_holes) {
-    .block_size = block_size, .size = size, .first = first,
-    .count = count, .hole = hole,
+    .block_size = block_size, .size = size,
+    .hole_run = hole_run, .opaque = opaque,
   };
+}
+
+/* The hole_run of blk_holes_begin_marks. */
+static void
+mark_run (void *opaque, uint64_t b0, uint64_t b1)
+{
+  struct blk_holes *h = opaque;
+
+  for (uint64_t b = MAX (b0, h->first); b < MIN (b1, h->first + h->count);
+       b++)
+    h->hole[b - h->first] = true;
+}
+
+void
+blk_holes_begin_marks (struct blk_holes *h, uint32_t block_size,
+                       uint64_t size, uint64_t first, uint64_t count,
+                       bool *hole)
+{
+  blk_holes_begin (h, block_size, size, mark_run, h);
+  h->first = first;
+  h->count = count;
+  h->hole = hole;
 }
 
 void
 blk_holes_end (struct blk_holes *h)
 {
+  uint64_t b0, b1;
+
   if (!h->in_zero)
     return;
-  mark_zero (h->start, h->end, h->block_size, h->size, h->first, h->count,
-             h->hole);
   h->in_zero = false;
+  blk_zero_blocks (h->start, h->end, h->block_size, h->size, &b0, &b1);
+  if (b0 < b1)
+    h->hole_run (h->opaque, b0, b1);
 }
 
 void

@@ -18,18 +18,6 @@ struct blk_extent {
   bool zero;
 };
 
-/* Set hole[b - first] for every block b of [first, first+count) lying
- * wholly inside one of the zero extents exts[0..n) of an image of size
- * bytes in blocks of block_size bytes.  A short last block counts when
- * the extent reaches the image end.  Extents may be unaligned, reach
- * outside the range or the image, and overlap; entries of hole not
- * set are left as they are, so windows of extents can be marked one
- * call at a time.
- */
-extern void blk_holes_mark (const struct blk_extent *exts, size_t n,
-                            uint32_t block_size, uint64_t size,
-                            uint64_t first, uint64_t count, bool *hole);
-
 /* The blocks [*b0, *b1) lying wholly inside the zero bytes [start,
  * end) of an image of size bytes in blocks of block_size bytes (none
  * when *b0 >= *b1).  A short last block counts when end reaches the
@@ -42,23 +30,37 @@ extern void blk_zero_blocks (uint64_t start, uint64_t end,
 /* Extents given in order, adjacent or overlapping zero extents taken
  * as one: servers cut extents where they like (nbdkit at 4 GiB - 1
  * bytes, a plugin at its own chunks), and a block straddling such a
- * cut is still a hole.  Marks hole[] as blk_holes_mark does:
+ * cut is still a hole.  Each run of zero bytes, once it ends, gives
+ * the blocks wholly inside it (blk_zero_blocks) to hole_run, if any:
  *
  *   struct blk_holes h;
- *   blk_holes_begin (&h, block_size, size, first, count, hole);
+ *   blk_holes_begin (&h, block_size, size, hole_run, opaque);
  *   for each extent, in order, over one call or many: blk_holes_add
  *   blk_holes_end (&h);
+ *
+ * Extents may be unaligned, reach outside the image, and overlap.
  */
 struct blk_holes {
   uint32_t block_size;
-  uint64_t size, first, count;
-  bool *hole;
+  uint64_t size;
+  void (*hole_run) (void *opaque, uint64_t b0, uint64_t b1);
+  void *opaque;
   bool in_zero;                 /* zero bytes [start, end) pending */
   uint64_t start, end;
+  uint64_t first, count;        /* blk_holes_begin_marks: the range */
+  bool *hole;                   /* ... and its marks */
 };
 extern void blk_holes_begin (struct blk_holes *h, uint32_t block_size,
-                             uint64_t size, uint64_t first, uint64_t count,
-                             bool *hole);
+                             uint64_t size,
+                             void (*hole_run) (void *opaque, uint64_t b0,
+                                               uint64_t b1),
+                             void *opaque);
+/* The same, setting hole[b - first] for every hole block b of [first,
+ * first+count); entries not set are left as they are.
+ */
+extern void blk_holes_begin_marks (struct blk_holes *h, uint32_t block_size,
+                                   uint64_t size, uint64_t first,
+                                   uint64_t count, bool *hole);
 extern void blk_holes_add (struct blk_holes *h, const struct blk_extent *e);
 extern void blk_holes_end (struct blk_holes *h);
 

@@ -101,41 +101,34 @@ unescape (char *name)
   return 0;
 }
 
-static int
-bad (struct blk_sum_line *sl, const char *why)
-{
-  sl->error = why;
-  return -1;
-}
-
 #define HEX_DIGITS "0123456789abcdefABCDEF"
 /* What blk_digest_init allows in a digest name. */
 #define DIGEST_CHARS \
   "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_."
 
-/* "HEX  NAME" or "HEX *NAME", from p. */
-static int
+/* "HEX  NAME" or "HEX *NAME", from p.  NULL, or why not. */
+static const char *
 parse_untagged (char *p, size_t hexlen, struct blk_sum_line *sl)
 {
   const size_t n = strspn (p, HEX_DIGITS);
 
   /* Two spaces, or a space and '*' (binary mode), then the name. */
   if (n == 0 || p[n] != ' ' || (p[n + 1] != ' ' && p[n + 1] != '*'))
-    return bad (sl, "neither 'CHECKSUM  NAME' nor "
-                "'BLKHASH-DIGEST/BLOCKSIZE (NAME) = CHECKSUM'");
+    return "neither 'CHECKSUM  NAME' nor "
+      "'BLKHASH-DIGEST/BLOCKSIZE (NAME) = CHECKSUM'";
   if (n != hexlen)
-    return bad (sl, "the checksum's length is not the digest's (an untagged "
-                "line is sha256 unless -d says otherwise)");
+    return "the checksum's length is not the digest's (an untagged "
+      "line is sha256 unless -d says otherwise)";
   if (p[n + 2] == '\0')
-    return bad (sl, "no name");
+    return "no name";
   p[n] = '\0';
   sl->hex = p;
   sl->name = p + n + 2;
-  return 0;
+  return NULL;
 }
 
-/* "BLKHASH-DIGEST/BLOCKSIZE (NAME) = HEX", from p. */
-static int
+/* "BLKHASH-DIGEST/BLOCKSIZE (NAME) = HEX", from p.  NULL, or why not. */
+static const char *
 parse_tagged (char *p, struct blk_sum_line *sl)
 {
   char *digest = p + strlen (BLK_SUM_TAG_PREFIX), *size, *name, *close;
@@ -147,12 +140,12 @@ parse_tagged (char *p, struct blk_sum_line *sl)
 
   n = strspn (digest, DIGEST_CHARS);
   if (n == 0 || digest[n] != '/')
-    return bad (sl, "the tag is not BLKHASH-DIGEST/BLOCKSIZE");
+    return "the tag is not BLKHASH-DIGEST/BLOCKSIZE";
   if (n >= sizeof sl->digest)
-    return bad (sl, "digest name is too long");
+    return "digest name is too long";
   digest[n] = '\0';
   if ((msg = blk_digest_init (&d, digest)) != NULL)
-    return bad (sl, msg);
+    return msg;
   memcpy (sl->digest, d.name, sizeof sl->digest);
   hexlen = 2 * d.len;
   blk_digest_free (&d);
@@ -160,14 +153,14 @@ parse_tagged (char *p, struct blk_sum_line *sl)
   size = digest + n + 1;
   n = strspn (size, DIGEST_CHARS);
   if (n == 0 || size[n] != ' ' || size[n + 1] != '(')
-    return bad (sl, "the tag is not followed by ' (NAME) = '");
+    return "the tag is not followed by ' (NAME) = '";
   if (n >= sizeof size_str)
-    return bad (sl, "block size is too long");
+    return "block size is too long";
   memcpy (size_str, size, n);
   size_str[n] = '\0';
   if ((msg = blk_parse_size (size_str, &block_size)) != NULL ||
       (msg = blk_check_block_size (block_size)) != NULL)
-    return bad (sl, msg);
+    return msg;
   sl->block_size = block_size;
 
   /* Names are not escaped for ')': the hex has none, so the last one
@@ -176,36 +169,36 @@ parse_tagged (char *p, struct blk_sum_line *sl)
   name = size + n + 2;
   close = strrchr (name, ')');
   if (close == NULL || strncmp (close, ") = ", 4) != 0)
-    return bad (sl, "no ') = ' before the checksum");
+    return "no ') = ' before the checksum";
   if (close == name)
-    return bad (sl, "no name");
+    return "no name";
   n = strspn (close + 4, HEX_DIGITS);
   if (close[4 + n] != '\0')
-    return bad (sl, "the checksum is not hex digits");
+    return "the checksum is not hex digits";
   if (n != hexlen)
-    return bad (sl, "the checksum's length is not the tag's digest's");
+    return "the checksum's length is not the tag's digest's";
   *close = '\0';
   sl->hex = close + 4;
   sl->name = name;
   sl->tagged = true;
-  return 0;
+  return NULL;
 }
 
-int
+const char *
 blk_sum_line_parse (char *line, size_t hexlen, struct blk_sum_line *sl)
 {
   const bool escaped = line[0] == '\\';
   char *p = line + escaped;
-  int r;
+  const char *msg;
 
   memset (sl, 0, sizeof *sl);
   chomp (line);
   /* No hex digit is an 'L': never the start of an untagged line. */
   if (strncasecmp (p, BLK_SUM_TAG_PREFIX, strlen (BLK_SUM_TAG_PREFIX)) == 0)
-    r = parse_tagged (p, sl);
+    msg = parse_tagged (p, sl);
   else
-    r = parse_untagged (p, hexlen, sl);
-  if (r == 0 && escaped && unescape (sl->name) == -1)
-    return bad (sl, "a '\\' in the name that is not \\\\, \\n or \\r");
-  return r;
+    msg = parse_untagged (p, hexlen, sl);
+  if (msg == NULL && escaped && unescape (sl->name) == -1)
+    return "a '\\' in the name that is not \\\\, \\n or \\r";
+  return msg;
 }

@@ -60,7 +60,6 @@ struct blk_sum_line {
    */
   char digest[BLK_DIGEST_NAME_MAX];
   uint32_t block_size;
-  const char *error;            /* why a line is malformed, static */
 };
 
 /* Parse one line of a checksum file in place.  line is NUL-terminated;
@@ -74,10 +73,10 @@ struct blk_sum_line {
  * and HEX has the digest's length.  In both, a line starting with '\\'
  * has "\\\\", "\\n" and "\\r" escapes in NAME, and NAME is not empty.
  *
- * Returns 0 with *sl filled, or -1 with sl->error set if the line is
- * not well formed (line may then be changed).
+ * Returns NULL with *sl filled, or a static message saying why the
+ * line is not well formed (line may then be changed).
  */
-extern int blk_sum_line_parse (char *line, size_t hexlen,
-                               struct blk_sum_line *sl);
+extern const char *blk_sum_line_parse (char *line, size_t hexlen,
+                                       struct blk_sum_line *sl);
 
 #endif /* BLKHASH_SUMLINE_H */

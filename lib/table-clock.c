@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cleanup.h"
+#include "minmax.h"
 #include "table-internal.h"
 
 /* Can writes in flight tell stamps up to gen apart?  Then one stamp

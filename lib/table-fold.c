@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "cleanup.h"
+#include "minmax.h"
 #include "table-internal.h"
 
 /* Digests the fold copies out of the table at a time, into a buffer
@@ -83,14 +84,14 @@ fold_zeros (struct blk_table *t, uint64_t k)
  * under the table lock and hashed outside it, through a buffer that
  * lives only while there is something to fold.
  */
-static int
+static enum blk_fold
 fold_locked (struct blk_table *t, uint64_t budget)
 {
   const uint64_t max = FOLD_BUF_BYTES / t->len;
   CLEANUP_FREE uint8_t *buf = NULL;
   uint64_t done = 0, start, k;
   bool zeros, need_buf, complete;
-  int ret = 0;
+  enum blk_fold ret = BLK_FOLD_BLOCKED;
 
   for (;;) {
     {
@@ -100,20 +101,21 @@ fold_locked (struct blk_table *t, uint64_t budget)
         t->fold_dirty = false;
         t->root_valid = false;
         if (blk_root_reset (&t->fold) == -1)
-          ret = -1;
+          ret = BLK_FOLD_FAILED;
       }
       start = t->folded;
-      k = ret == 0 ? gather (t, start, buf, max, &zeros, &need_buf) : 0;
+      k = ret != BLK_FOLD_FAILED
+        ? gather (t, start, buf, max, &zeros, &need_buf) : 0;
       t->folded = start + k;
       complete = t->folded == t->nblocks && !t->root_valid;
     }
-    if (ret == -1)
+    if (ret == BLK_FOLD_FAILED)
       break;
 
     if (need_buf) {
       if ((buf = malloc (FOLD_BUF_BYTES)) == NULL) {
         errno = ENOMEM;
-        ret = -1;
+        ret = BLK_FOLD_FAILED;
         break;
       }
       continue;
@@ -122,7 +124,8 @@ fold_locked (struct blk_table *t, uint64_t budget)
       /* The expensive part, outside the table lock. */
       if ((zeros ? fold_zeros (t, k) : blk_root_add (&t->fold, buf, k))
           == -1) {
-        ret = -1;
+        errno = EIO;
+        ret = BLK_FOLD_FAILED;
         break;
       }
       done += k * t->len;
@@ -135,7 +138,8 @@ fold_locked (struct blk_table *t, uint64_t budget)
     if (complete) {
       uint8_t root[EVP_MAX_MD_SIZE];
       if (blk_root_final (&t->fold, t->size, root) == -1) {
-        ret = -1;
+        errno = EIO;
+        ret = BLK_FOLD_FAILED;
         break;
       }
       ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&t->lock);
@@ -146,7 +150,7 @@ fold_locked (struct blk_table *t, uint64_t budget)
     }
     break;
   }
-  if (ret == 0) {
+  if (ret == BLK_FOLD_BLOCKED) {
     ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&t->lock);
     if (t->root_valid)
       ret = BLK_FOLD_DONE;
@@ -154,10 +158,10 @@ fold_locked (struct blk_table *t, uint64_t budget)
   return ret;
 }
 
-int
+enum blk_fold
 blk_table_fold (struct blk_table *t, bool wait, uint64_t budget)
 {
-  int ret;
+  enum blk_fold ret;
 
   /* A trylock, so not ACQUIRE_LOCK_FOR_CURRENT_SCOPE. */
   if (wait)
@@ -172,14 +176,13 @@ blk_table_fold (struct blk_table *t, bool wait, uint64_t budget)
 int
 blk_table_root (struct blk_table *t, uint8_t *out)
 {
-  int r = 0;
-
-  if (blk_table_fold (t, true, 0) == -1)
+  if (blk_table_fold (t, true, 0) == BLK_FOLD_FAILED)
     return -1;
   ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&t->lock);
-  if (t->root_valid) {
-    memcpy (out, t->root, t->len);
-    r = 1;
+  if (!t->root_valid) {
+    errno = EAGAIN;
+    return -1;
   }
-  return r;
+  memcpy (out, t->root, t->len);
+  return 0;
 }

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "minmax.h"
 #include "table-internal.h"
 
 struct chunk blk_all_zero_marker;

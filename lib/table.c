@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "cleanup.h"
+#include "minmax.h"
 #include "table-internal.h"
 
 struct blk_table *

@@ -108,16 +108,20 @@ extern void blk_table_reset (struct blk_table *t);
 
 /* Fold the known prefix into the root.  With wait false, returns at
  * once if another thread is folding.  budget bounds the digest bytes
- * folded by this call (0: no bound).  Returns BLK_FOLD_DONE when the
- * root is valid, BLK_FOLD_MORE when the budget stopped it,
- * BLK_FOLD_BLOCKED when an unknown block (or another thread) did, or
- * -1 (OpenSSL failure, or out of memory for the fold's buffers).
+ * folded by this call (0: no bound).
  */
-enum { BLK_FOLD_BLOCKED = 0, BLK_FOLD_DONE = 1, BLK_FOLD_MORE = 2 };
-extern int blk_table_fold (struct blk_table *t, bool wait, uint64_t budget);
+enum blk_fold {
+  BLK_FOLD_FAILED = -1,         /* OpenSSL failed, or out of memory */
+  BLK_FOLD_BLOCKED,             /* an unknown block, or another thread */
+  BLK_FOLD_MORE,                /* the budget stopped it */
+  BLK_FOLD_DONE,                /* the root is valid */
+};
+extern enum blk_fold blk_table_fold (struct blk_table *t, bool wait,
+                                     uint64_t budget);
 
-/* 1 with the root in out if every block is folded, 0 if not, -1 on
- * error.  Folds what is known first.
+/* The root into out, folding what is known first.  0, or -1 with
+ * errno: EAGAIN when some block is still unknown, another when the
+ * fold failed.
  */
 extern int blk_table_root (struct blk_table *t, uint8_t *out);
 

@@ -29,15 +29,16 @@ find_marker (const char *name)
   return found;
 }
 
-int
+const char *
 blk_view_name_parse (const char *name, struct blk_view_name *v,
-                     const char **msg)
+                     bool *is_view)
 {
-  const char *m = find_marker (name), *opts, *slash;
+  const char *m = find_marker (name), *opts, *slash, *msg;
 
   memset (v, 0, sizeof *v);
+  *is_view = m != NULL;
   if (m == NULL)
-    return 0;
+    return NULL;
 
   v->base = strndup (name, m - name);
   if (v->base == NULL)
@@ -46,7 +47,7 @@ blk_view_name_parse (const char *name, struct blk_view_name *v,
    * no name can mean the data of another view's base.
    */
   if (find_marker (v->base)) {
-    *msg = "more than one " BLK_VIEW_MARKER " marker (a view has no view)";
+    msg = "more than one " BLK_VIEW_MARKER " marker (a view has no view)";
     goto bad;
   }
   opts = m + strlen (BLK_VIEW_MARKER);
@@ -60,26 +61,26 @@ blk_view_name_parse (const char *name, struct blk_view_name *v,
         goto enomem;
     }
     if (slash) {
-      if ((*msg = blk_parse_size (slash + 1, &v->block_size)) != NULL)
+      if ((msg = blk_parse_size (slash + 1, &v->block_size)) != NULL)
         goto bad;
       /* 0 means "the default" inside, never on the wire. */
       if (v->block_size == 0) {
-        *msg = BLK_BLOCK_SIZE_RULE;
+        msg = BLK_BLOCK_SIZE_RULE;
         goto bad;
       }
     }
     else if (dlen == 0) {
-      *msg = "empty view options after ':'";
+      msg = "empty view options after ':'";
       goto bad;
     }
   }
-  return 1;
+  return NULL;
 
  enomem:
-  *msg = "out of memory";
+  msg = "out of memory";
  bad:
   blk_view_name_free (v);
-  return -1;
+  return msg;
 }
 
 void

@@ -8,6 +8,7 @@
 #ifndef BLKHASH_VIEWNAME_H
 #define BLKHASH_VIEWNAME_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 /* "@blkhash", the marker that turns an export name into its view. */
@@ -20,12 +21,13 @@ struct blk_view_name {
   uint64_t block_size;          /* 0 = default */
 };
 
-/* Returns 1 if name is a view name (parts filled, free with
- * blk_view_name_free), 0 if it is not, -1 with *msg set if it is a
- * malformed view name (or out of memory).
+/* Is name a view name?  Returns NULL with *is_view set (and, for a
+ * view, its parts in v: free with blk_view_name_free), or a static
+ * message if it is a malformed view name (or out of memory).
  */
-extern int blk_view_name_parse (const char *name, struct blk_view_name *v,
-                                const char **msg);
+extern const char *blk_view_name_parse (const char *name,
+                                        struct blk_view_name *v,
+                                        bool *is_view);
 extern void blk_view_name_free (struct blk_view_name *v);
 
 /* Build NAME@blkhash[:DIGEST][/BLOCKSIZE] (malloc'd, NULL on ENOMEM).

@@ -6,7 +6,7 @@
 
 #include <string.h>
 
-#include "cleanup.h"
+#include "minmax.h"
 #include "zero.h"
 
 /* Check a 16-byte prefix by hand, then let memcmp (vectorised in libc)

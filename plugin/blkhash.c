@@ -26,6 +26,7 @@
 
 #include "cleanup.h"
 #include "filter.h"
+#include "minmax.h"
 #include "viewname.h"
 
 /* nbdkit -D blkhash.stats=1 */
@@ -249,9 +250,9 @@ blkhash_open (nbdkit_next_open *next, nbdkit_context *context,
               int readonly, const char *exportname, int is_tls)
 {
   struct blk_view_name vn;
-  const char *msg = NULL;
+  const char *msg;
   struct handle *h;
-  int r;
+  bool view;
 
   h = calloc (1, sizeof *h);
   if (h == NULL) {
@@ -260,12 +261,11 @@ blkhash_open (nbdkit_next_open *next, nbdkit_context *context,
   }
   pthread_mutex_init (&h->lock, NULL);
 
-  r = blk_view_name_parse (exportname, &vn, &msg);
-  if (r == -1) {
+  if ((msg = blk_view_name_parse (exportname, &vn, &view)) != NULL) {
     nbdkit_error ("blkhash: export '%s': %s", exportname, msg);
     goto err;
   }
-  if (r == 1) {
+  if (view) {
     h->name = vn.base;
     vn.base = NULL;
     h->params = blkhash_params_get (vn.digest ? vn.digest : digest_name,

@@ -38,6 +38,7 @@
 
 #include "cleanup.h"
 #include "filter.h"
+#include "minmax.h"
 
 /* Idle view tables kept per export, by count and by memory. */
 #define IDLE_VIEW_TABLES 4

@@ -20,6 +20,7 @@
 #include "cleanup.h"
 #include "filter.h"
 #include "holes.h"
+#include "minmax.h"
 
 /* BLKHASH_READ_SIZE, the most one plugin read asks for, is small
  * enough to stay in the CPU cache between the copy and the hash: on the
@@ -136,7 +137,7 @@ find_holes (nbdkit_next *next, struct blk_table *t, uint64_t first,
   const uint64_t end = MIN ((first + count) * bs, size);
   struct blk_holes h;
 
-  blk_holes_begin (&h, bs, size, first, count, hole);
+  blk_holes_begin_marks (&h, bs, size, first, count, hole);
   for (uint64_t off = first * bs; off < end; ) {
     const uint64_t len = MIN (end - off, EXTENTS_WINDOW);
     struct nbdkit_extents *exts = nbdkit_extents_full (next, len, off, 0,

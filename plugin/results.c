@@ -38,6 +38,7 @@
 
 #include "cleanup.h"
 #include "filter.h"
+#include "minmax.h"
 #include "sumline.h"
 #include "util.h"
 
@@ -425,7 +426,7 @@ exit_result (struct blkhash_export *e)
   struct blkhash_table *bt;
   struct blk_table_stats st;
   uint8_t root[EVP_MAX_MD_SIZE];
-  int r = 0;
+  bool have_root = false;
 
   if (!blkhash_export_changed (e))
     return;
@@ -436,10 +437,10 @@ exit_result (struct blkhash_export *e)
     if (st.known == st.blocks &&
         (st.blocks - st.folded) * blkhash_default_params->digest.len
         <= EXIT_FOLD_BYTES)
-      r = blk_table_root (t, root);
+      have_root = blk_table_root (t, root) == 0;
     blkhash_table_put (e, bt);
   }
-  if (r == 1)
+  if (have_root)
     result_set (blkhash_export_name (e), blkhash_export_size (e), root);
   else {
     nbdkit_error ("blkhash: export '%s' changed and its checksum is not "

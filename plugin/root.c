@@ -19,6 +19,7 @@
 
 #include "cleanup.h"
 #include "filter.h"
+#include "minmax.h"
 
 /* The root is completed in steps of this much image. */
 #define ROOT_STEP_BYTES (UINT64_C (64) * 1024 * 1024)
@@ -115,7 +116,8 @@ root_job_work (struct root_job *j)
       root_job_fail (j, err);
       break;
     }
-    if (blk_table_fold (j->t, false, BLKHASH_FOLD_BUDGET) == -1) {
+    if (blk_table_fold (j->t, false, BLKHASH_FOLD_BUDGET)
+        == BLK_FOLD_FAILED) {
       nbdkit_error ("blkhash: %s failed", p->digest.name);
       root_job_fail (j, EIO);
       break;
@@ -174,23 +176,23 @@ blkhash_compute_root (nbdkit_next *next, struct blk_table *t, uint8_t *root,
 {
   const struct blk_params *p = blk_table_params (t);
   const uint64_t step = blk_blocks_per (ROOT_STEP_BYTES, p->block_size);
-  int attempt, r;
+  enum blk_fold f;
+  int attempt;
 
   /* Usually once: compute what is missing and let the fold finish. */
   for (attempt = 0; attempt < 2; attempt++) {
     if (root_job_run (next, t, step, err) == -1)
       return -1;
     /* What is left of the fold, in steps that can stop. */
-    while ((r = blk_table_fold (t, true, BLKHASH_FOLD_BUDGET))
+    while ((f = blk_table_fold (t, true, BLKHASH_FOLD_BUDGET))
            == BLK_FOLD_MORE)
       if (blkhash_should_stop (err))
         return -1;
-    if (r == -1)
+    if (f == BLK_FOLD_FAILED)
       goto fold_failed;
-    r = blk_table_root (t, root);
-    if (r == 1)
+    if (blk_table_root (t, root) == 0)
       return 0;
-    if (r == -1)
+    if (errno != EAGAIN)        /* else writes made blocks unknown again */
       goto fold_failed;
   }
   nbdkit_debug ("blkhash: writes keep changing the image, computing the "

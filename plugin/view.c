@@ -15,6 +15,7 @@
 
 #include "cleanup.h"
 #include "filter.h"
+#include "minmax.h"
 
 /* Block digests are computed in windows of this many image bytes, so
  * a big request does not allocate in proportion to its size.
@@ -85,7 +86,7 @@ view_digests (nbdkit_next *next, struct blkhash_view *v, struct blk_table *t,
     }
     b += n;
   }
-  if (blk_table_fold (t, false, BLKHASH_FOLD_BUDGET) == -1) {
+  if (blk_table_fold (t, false, BLKHASH_FOLD_BUDGET) == BLK_FOLD_FAILED) {
     nbdkit_error ("blkhash: %s failed", v->h.digest_name);
     *err = EIO;
     return -1;

@@ -22,6 +22,7 @@
 #include "blkhash.h"
 #include "manifest.h"
 #include "messages.h"
+#include "minmax.h"
 #include "signals.h"
 #include "fuzz.h"
 
@@ -42,13 +43,6 @@ stop_signal (void)
  */
 const char *progname = "nbdsum";
 static unsigned messages;
-
-/* local.c's, for a manifest read from a pipe. */
-const char *
-temp_dir (void)
-{
-  return "/tmp";
-}
 
 static void
 count (const char *fmt, va_list ap)

@@ -44,7 +44,7 @@ check_view (const char *name, const struct blk_view_name *v)
 {
   const size_t base_len = strlen (v->base);
   struct blk_view_name again;
-  const char *msg = NULL;
+  bool view;
   char *built, *rebuilt;
 
   /* NAME is a prefix, followed by the marker. */
@@ -71,7 +71,7 @@ check_view (const char *name, const struct blk_view_name *v)
     if (v->block_size % 1024 != 0)
       PROPERTY (bs[n - 1] >= '0' && bs[n - 1] <= '9');
   }
-  PROPERTY (blk_view_name_parse (built, &again, &msg) == 1);
+  PROPERTY (blk_view_name_parse (built, &again, &view) == NULL && view);
   PROPERTY (same_parts (v, &again));
 
   /* The built spelling is canonical: building again changes nothing. */
@@ -88,23 +88,23 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
 {
   char *name = fuzz_string (data, size);
   struct blk_view_name v;
-  const char *msg = NULL;
-  int r;
+  const char *msg;
+  bool view;
 
-  r = blk_view_name_parse (name, &v, &msg);
-  PROPERTY (r == 1 || r == 0 || r == -1);
-  PROPERTY ((r != 0) == is_view_name (name));
-  if (r == 1) {
+  msg = blk_view_name_parse (name, &v, &view);
+  PROPERTY (view == is_view_name (name));
+  PROPERTY (view || msg == NULL);
+  if (view && msg == NULL) {
     check_view (name, &v);
     blk_view_name_free (&v);
   }
   else {
     /* Nothing is left to free. */
     PROPERTY (v.base == NULL && v.digest == NULL);
-    if (r == -1)
-      PROPERTY (msg != NULL && *msg != '\0');
+    if (msg)
+      PROPERTY (*msg != '\0');
     /* An explicit block size 0 is refused with the block size rule. */
-    if (r == -1 && strcmp (msg, BLK_BLOCK_SIZE_RULE) == 0)
+    if (msg && strcmp (msg, BLK_BLOCK_SIZE_RULE) == 0)
       PROPERTY (strchr (name, '/') != NULL);
   }
   free (name);

@@ -26,6 +26,7 @@ counting_free (void *ptr)
 #include "cleanup.h"
 #undef free
 
+#include "minmax.h"
 #include "tap.h"
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;

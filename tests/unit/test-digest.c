@@ -33,6 +33,19 @@ find_listed (const char *names, size_t len, void *opaque)
 /* Hex of name(msg) through the wrapper, with a guard after the digest:
  * exactly d.len bytes are written.  NULL if the name is refused.
  */
+/* The digest of buf, as the construction computes one: through d's
+ * OpenSSL digest and blk_digest_final, with a context reused.
+ */
+static int
+digest_buf (const struct blk_digest *d, EVP_MD_CTX *ctx, const void *buf,
+            size_t len, uint8_t *out)
+{
+  if (EVP_DigestInit_ex (ctx, d->md, NULL) != 1 ||
+      EVP_DigestUpdate (ctx, buf, len) != 1)
+    return -1;
+  return blk_digest_final (d, ctx, out);
+}
+
 static const char *
 digest_hex (const char *name, EVP_MD_CTX *ctx, const char *msg, size_t *len)
 {
@@ -44,7 +57,7 @@ digest_hex (const char *name, EVP_MD_CTX *ctx, const char *msg, size_t *len)
     return NULL;
   memset (out, 0xa5, sizeof out);
   *len = d.len;
-  if (blk_digest_buf (&d, ctx, msg, strlen (msg), out) == -1 ||
+  if (digest_buf (&d, ctx, msg, strlen (msg), out) == -1 ||
       out[d.len] != 0xa5 || out[d.len + 7] != 0xa5) {
     blk_digest_free (&d);
     return "failed";
@@ -67,13 +80,13 @@ main (void)
 
   ok (blk_digest_init (&d, "sha256") == NULL && d.len == 32,
       "sha256 is 32 bytes");
-  ok (blk_digest_buf (&d, ctx, "abc", 3, out) == 0, "hash abc");
+  ok (digest_buf (&d, ctx, "abc", 3, out) == 0, "hash abc");
   blk_hex (out, d.len, hex);
   ok (strcmp (hex, "ba7816bf8f01cfea414140de5dae2223"
               "b00361a396177a9cb410ff61f20015ad") == 0,
       "sha256(abc) is the FIPS 180-2 answer");
   /* The context is reusable. */
-  ok (blk_digest_buf (&d, ctx, "", 0, out) == 0, "hash empty");
+  ok (digest_buf (&d, ctx, "", 0, out) == 0, "hash empty");
   blk_hex (out, d.len, hex);
   ok (strcmp (hex, "e3b0c44298fc1c149afbf4c8996fb924"
               "27ae41e4649b934ca495991b7852b855") == 0,

@@ -11,6 +11,22 @@
 #include "holes.h"
 #include "tap.h"
 
+/* Each zero extent of exts[0..n) marked on its own, none merged with
+ * its neighbours.
+ */
+static void
+mark_each (const struct blk_extent *exts, size_t n, uint32_t block_size,
+           uint64_t size, uint64_t first, uint64_t count, bool *hole)
+{
+  struct blk_holes h;
+
+  for (size_t i = 0; i < n; i++) {
+    blk_holes_begin_marks (&h, block_size, size, first, count, hole);
+    blk_holes_add (&h, &exts[i]);
+    blk_holes_end (&h);
+  }
+}
+
 #define BS 4096
 #define MAXB 16
 
@@ -39,7 +55,7 @@ marks_bs (uint32_t bs, uint64_t size, uint64_t first, uint64_t count,
   const struct blk_extent e = { offset, length, zero };
   bool buf[MAXB + 2] = { false };
 
-  blk_holes_mark (&e, 1, bs, size, first, count, buf + 1);
+  mark_each (&e, 1, bs, size, first, count, buf + 1);
   return same_marks (buf, count, want);
 }
 
@@ -129,11 +145,11 @@ test_mark_several (void)
   bool all[8] = { false }, windows[8] = { false }, kept[8] = { false };
   int same = 1;
 
-  blk_holes_mark (exts, n, BS, size, 0, 8, all);
+  mark_each (exts, n, BS, size, 0, 8, all);
   /* Overlapping windows of the range, and all extents to each. */
-  blk_holes_mark (exts, n, BS, size, 0, 4, windows);
-  blk_holes_mark (exts, n, BS, size, 3, 3, windows + 3);
-  blk_holes_mark (exts, n, BS, size, 5, 3, windows + 5);
+  mark_each (exts, n, BS, size, 0, 4, windows);
+  mark_each (exts, n, BS, size, 3, 3, windows + 3);
+  mark_each (exts, n, BS, size, 5, 3, windows + 5);
   for (int i = 0; i < 8; i++)
     same &= all[i] == windows[i];
   ok (!all[0] && !all[1] && all[2] && all[3] && !all[4] && all[5] &&
@@ -141,7 +157,7 @@ test_mark_several (void)
   ok (same, "windows mark what one call does");
 
   kept[0] = true;
-  blk_holes_mark (exts, n, BS, size, 0, 8, kept);
+  mark_each (exts, n, BS, size, 0, 8, kept);
   ok (kept[0], "entries already set stay set");
 }
 
@@ -155,7 +171,7 @@ run_marks (uint32_t bs, uint64_t size, uint64_t first, uint64_t count,
   bool buf[MAXB + 2] = { false };
   struct blk_holes h;
 
-  blk_holes_begin (&h, bs, size, first, count, buf + 1);
+  blk_holes_begin_marks (&h, bs, size, first, count, buf + 1);
   for (size_t i = 0; i < n; i++)
     blk_holes_add (&h, &exts[i]);
   blk_holes_end (&h);
@@ -196,8 +212,8 @@ test_runs_of_zero_extents (void)
 
   ok (run_marks (B, size, 0, 8, cut, 2, "11111111"),
       "two zero extents cut mid-block are one hole");
-  blk_holes_mark (cut, 2, B, size, 0, 8, one);
-  ok (!one[1], "(blk_holes_mark alone leaves the straddling block)");
+  mark_each (cut, 2, B, size, 0, 8, one);
+  ok (!one[1], "(each extent on its own leaves the straddling block)");
   ok (run_marks (B, size, 0, 8, three, 4, "11100000"),
       "three adjacent zero extents, then data");
   ok (run_marks (B, size, 0, 8, gap, 2, "10111100"),
@@ -217,7 +233,7 @@ test_runs_of_zero_extents (void)
 
   /* The same extents, added in calls of one and as one list. */
   struct blk_holes h;
-  blk_holes_begin (&h, B, size, 0, 8, marked);
+  blk_holes_begin_marks (&h, B, size, 0, 8, marked);
   blk_holes_add (&h, &three[0]);
   blk_holes_add (&h, &three[1]);
   blk_holes_add (&h, &three[2]);
@@ -269,7 +285,7 @@ test_runs_random (void)
           zero_byte[b] = false;
       }
     }
-    blk_holes_begin (&h, BSZ, size, 0, nblocks, hole);
+    blk_holes_begin_marks (&h, BSZ, size, 0, nblocks, hole);
     for (size_t i = 0; i < n; i++)
       blk_holes_add (&h, &exts[i]);
     blk_holes_end (&h);
@@ -315,6 +331,50 @@ test_runs (void)
       n == 0, "starting past the end finds nothing");
 }
 
+struct runs_seen {
+  uint64_t b0[8], b1[8];
+  unsigned n;
+};
+
+static void
+record_run (void *opaque, uint64_t b0, uint64_t b1)
+{
+  struct runs_seen *r = opaque;
+
+  if (r->n < 8) {
+    r->b0[r->n] = b0;
+    r->b1[r->n] = b1;
+  }
+  r->n++;
+}
+
+/* Runs as nbdsum's progress bar takes them, for a whole image: one
+ * call per run of zero extents, with the blocks wholly inside it.
+ */
+static void
+test_hole_runs (void)
+{
+  const uint32_t K = 1024, B = 64 * K;
+  const uint64_t size = 10 * B + 100;
+  const struct blk_extent exts[] = {
+    { 0, 100 * K, true }, { 100 * K, 60 * K, true },   /* blocks 0-1 */
+    { 160 * K, 300 * K, false },
+    { 460 * K, 10 * K, true },                         /* none whole */
+    { 470 * K, 10 * K, false },
+    { 480 * K, 10 * B, true },                         /* 8-10, short */
+  };
+  struct runs_seen r = { .n = 0 };
+  struct blk_holes h;
+
+  blk_holes_begin (&h, B, size, record_run, &r);
+  for (size_t i = 0; i < sizeof exts / sizeof exts[0]; i++)
+    blk_holes_add (&h, &exts[i]);
+  blk_holes_end (&h);
+  ok (r.n == 2 && r.b0[0] == 0 && r.b1[0] == 2 && r.b0[1] == 8 &&
+      r.b1[1] == 11, "one call per run with whole blocks: [0, 2) and "
+      "[8, 11), the short last block included (%u calls)", r.n);
+}
+
 int
 main (void)
 {
@@ -324,5 +384,6 @@ main (void)
   test_runs_random ();
   test_mark_96k ();
   test_runs ();
+  test_hole_runs ();
   return done_testing ();
 }

@@ -22,7 +22,7 @@ parses (const char *line, const char *want_name)
 {
   char *copy = strdup (line);
   struct blk_sum_line sl;
-  int r = copy && blk_sum_line_parse (copy, 8, &sl) == 0 &&
+  int r = copy && blk_sum_line_parse (copy, 8, &sl) == NULL &&
     !sl.tagged && strcmp (sl.hex, HEX8) == 0 &&
     strcmp (sl.name, want_name) == 0;
 
@@ -37,7 +37,7 @@ parses_tagged (const char *line, const char *digest, uint32_t block_size,
 {
   char *copy = strdup (line);
   struct blk_sum_line sl;
-  int r = copy && blk_sum_line_parse (copy, 64, &sl) == 0 && sl.tagged &&
+  int r = copy && blk_sum_line_parse (copy, 64, &sl) == NULL && sl.tagged &&
     strcmp (sl.digest, digest) == 0 && sl.block_size == block_size &&
     strcmp (sl.hex, hex) == 0 && strcmp (sl.name, name) == 0;
 
@@ -51,8 +51,8 @@ malformed (const char *line)
 {
   char *copy = strdup (line);
   struct blk_sum_line sl;
-  int r = copy && blk_sum_line_parse (copy, 8, &sl) == -1 &&
-    sl.error != NULL && *sl.error;
+  const char *msg = copy ? blk_sum_line_parse (copy, 8, &sl) : NULL;
+  int r = msg != NULL && *msg;
 
   free (copy);
   return r;

@@ -15,8 +15,8 @@ view_is (const char *name, const char *base, const char *digest,
          uint64_t bs)
 {
   struct blk_view_name v;
-  const char *msg = NULL;
-  int r = blk_view_name_parse (name, &v, &msg) == 1 &&
+  bool view;
+  int r = blk_view_name_parse (name, &v, &view) == NULL && view &&
     strcmp (v.base, base) == 0 &&
     (digest ? v.digest && strcmp (v.digest, digest) == 0 : !v.digest) &&
     v.block_size == bs;
@@ -26,16 +26,18 @@ view_is (const char *name, const char *base, const char *digest,
 
 static const char *last_msg;
 
+/* 1: a view, 0: not a view, -1: a malformed view name (last_msg). */
 static int
 view_result (const char *name)
 {
   struct blk_view_name v;
-  const char *msg = NULL;
-  int r = blk_view_name_parse (name, &v, &msg);
-  if (r == 1)
-    blk_view_name_free (&v);
-  last_msg = msg;
-  return r;
+  bool view;
+
+  last_msg = blk_view_name_parse (name, &v, &view);
+  if (last_msg)
+    return -1;
+  blk_view_name_free (&v);
+  return view;
 }
 
 int

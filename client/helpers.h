@@ -1,0 +1,39 @@
+/* Copyright (C) 2026 The nbdkit-blkhash developers
+ * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
+ */
+/* nbdsum: small helpers its files share, which belong to none of them:
+ * what an argument is, where temporary files go, the clock, UTF-8, and
+ * the digest and block size a hash spec leaves to the defaults.
+ */
+#ifndef NBDSUM_HELPERS_H
+#define NBDSUM_HELPERS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "options.h"
+
+/* Is arg an NBD URI rather than a file name? */
+extern bool is_uri (const char *arg);
+
+/* Where nbdsum's temporary files go: $TMPDIR, or /tmp if it is unset
+ * or empty.
+ */
+extern const char *temp_dir (void);
+
+/* Seconds on the monotonic clock. */
+extern double now (void);
+
+/* Length of the UTF-8 character at p (at most n bytes), or 0 if the
+ * bytes there are not one: a stray continuation byte, a truncated
+ * sequence, an overlong form, a surrogate or a code point beyond
+ * U+10FFFF.
+ */
+extern size_t utf8_char (const unsigned char *p, size_t n);
+
+/* spec with what it leaves open filled with the defaults (sha256,
+ * 64K): how nbdsum hashes where no server chooses.
+ */
+extern struct hash_spec hash_spec_or_defaults (const struct hash_spec *spec);
+
+#endif /* NBDSUM_HELPERS_H */
