@@ -1,12 +1,15 @@
 /* Copyright (C) 2026 The nbdkit-blkhash developers
  * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
  */
-/* nbdsum: print or check blkhash checksums of disk images.
+/* nbdsum: print or check blkhash checksums of disk images.  This file
+ * owns main: it parses the options, sends the run to its mode (-c to
+ * check.c, --diff to diff.c, --blocks and plain checksums here) and
+ * prints checksums and block lists.
  *
- * One run: main parses the options, then checksum_one (checksum.c)
- * hashes each input: input_open picks the method (serverside.c, else
+ * Hashing one input: checksum_one (checksum.c) opens it with
+ * input_open, which picks the method (serverside.c, else
  * clientside.c), whose checksum runs endpoint_run (endpoint.c), one
- * poll loop per connection.  This file only prints the results.
+ * poll loop per connection.
  */
 #include <config.h>
 

@@ -114,7 +114,8 @@ echo "== check-sanitizers: unit tests, fuzz drivers, nbdsum suites (ASan, UBSan)
   for t in $UNIT_TESTS; do
     tap "${t##*/}" "$build/$t"
   done
-  for s in nbdsum client sumlines nbdsum-trust json manifest; do
+  for s in nbdsum-options nbdsum-inputs nbdsum-views nbdsum-hostile nbdsum-signals \
+           nbdsum-check nbdsum-json nbdsum-diff; do
     tap "$s.bats" bats --tap "$build/tests/$s.bats"
   done
   echo "$passed $failed $skipped" > "$logs/counts"
@@ -133,7 +134,8 @@ WRAPPER
 chmod +x "$logs/bin/nbdkit"
 (
   export PATH="$logs/bin:$PATH" STRESS_ROUNDS=${STRESS_ROUNDS:-4}
-  for s in filter view passive readahead trust fresh; do
+  for s in filter-basics filter-view filter-passive filter-readahead \
+           filter-trust filter-fresh; do
     tap "$s.bats" bats --tap "$top_srcdir/tests/$s.bats"
   done
   echo "$passed $failed $skipped" > "$logs/counts"

@@ -96,3 +96,18 @@ hash_cut_zeros () {
   echo "reads at: $(tr '\n' ' ' < "$log")"
   [ ! -s "$log" ]
 }
+
+# The 40 MiB image several nbdsum suites share: data, a hole, zeros.
+# disk40_build in setup_file; disk40_vars in setup sets $disk40 and
+# $want40, its checksum (sha256, 64K), and exports them.
+disk40_build () {
+  "$MKIMAGE" '40M;d:0+3M:a;d:10M+100000:b;z:20M+1M;d:39M+1M:c' \
+    "$BATS_FILE_TMPDIR/disk40.img"
+  reference sha256 65536 "$BATS_FILE_TMPDIR/disk40.img" \
+    > "$BATS_FILE_TMPDIR/disk40.want"
+}
+disk40_vars () {
+  disk40="$BATS_FILE_TMPDIR/disk40.img"
+  want40=$(cat "$BATS_FILE_TMPDIR/disk40.want")
+  export disk40 want40
+}

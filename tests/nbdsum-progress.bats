@@ -15,11 +15,13 @@ setup_file () {
     "$BATS_FILE_TMPDIR/sparse.img"
   reference sha256 65536 "$BATS_FILE_TMPDIR/sparse.img" \
     > "$BATS_FILE_TMPDIR/want"
+  disk40_build
 }
 
 setup () {
   sparse="$BATS_FILE_TMPDIR/sparse.img"
   want=$(cat "$BATS_FILE_TMPDIR/want")
+  disk40_vars
   cd "$BATS_TEST_TMPDIR"
   export sparse want
 }
@@ -103,15 +105,15 @@ check_data_rate () {
     'BEGIN { exit !(r <= 10 * d / s && r >= 0.95 * d / s) }'
 }
 
-@test "progress: server-side, rate and percentage count data bytes, not holes" {
+@test "nbdsum-progress: server-side, rate and percentage count data bytes, not holes" {
   check_data_rate ""
 }
 
-@test "progress: client-side, rate and percentage count data bytes, not holes" {
+@test "nbdsum-progress: client-side, rate and percentage count data bytes, not holes" {
   check_data_rate "--client-side -C 1 -R 2"
 }
 
-@test "progress: until data is done, no time left is made up" {
+@test "nbdsum-progress: until data is done, no time left is made up" {
   serve --filter=delay file "$sparse" rdelay=10ms -- '
     "$PYTHON" "$top_srcdir/tests/ptyrun.py" 100 bar "$NBDSUM" -p "$uri" \
       > out'
@@ -123,7 +125,7 @@ check_data_rate () {
   ! grep -E ' [0-9] *% .*ETA 0:00:00' < <(drawn bar) || false
 }
 
-@test "progress: lines fit terminals of any width, from TIOCGWINSZ" {
+@test "nbdsum-progress: lines fit terminals of any width, from TIOCGWINSZ" {
   local dir="long-directory-name-number-one/long-directory-name-number-two"
   local name="$dir/sparse-image.img" w
   mkdir -p "$dir"
@@ -161,7 +163,7 @@ check_data_rate () {
   done
 }
 
-@test "progress: COLUMNS when the terminal does not say its size, else 80" {
+@test "nbdsum-progress: COLUMNS when the terminal does not say its size, else 80" {
   local name="a-long-input-name-to-see-the-bar-use-all-the-width.img" last
   cp --sparse=always "$sparse" "$name"
   COLUMNS=200 ptyrun 0 bar "$NBDSUM" -p "$name"
@@ -186,7 +188,7 @@ check_data_rate () {
   fits bar 40
 }
 
-@test "progress: several inputs, each line names its own" {
+@test "nbdsum-progress: several inputs, each line names its own" {
   head -c 300000 /dev/urandom > other.img
   run ptyrun 80 bar "$NBDSUM" -p "$sparse" other.img - < other.img
   [ "$status" -eq 0 ]
@@ -202,7 +204,7 @@ check_data_rate () {
   [ "$(rate_of "${lines[2]}")" -ge 0 ]
 }
 
-@test "progress: control characters in a name cannot move the cursor" {
+@test "nbdsum-progress: control characters in a name cannot move the cursor" {
   local name=$'bad\033[2J\tname.img'
   cp --sparse=always "$sparse" "$name"
   run ptyrun 80 bar "$NBDSUM" -p "$name"
@@ -213,7 +215,7 @@ check_data_rate () {
   ! grep -q $'\t' bar || false
 }
 
-@test "progress: a server without extents: the bar counts all bytes" {
+@test "nbdsum-progress: a server without extents: the bar counts all bytes" {
   # nbdkit --no-sr offers no base:allocation.  256 MiB, 8 MiB of data.
   "$MKIMAGE" '256M;d:0+8M:a' small.img
   serve --no-sr --filter=delay file small.img rdelay=10ms -- '
@@ -233,7 +235,7 @@ check_data_rate () {
     'BEGIN { exit !(r >= 0.95 * 2 ^ 28 / s) }'
 }
 
-@test "progress: -p and --progress=FD together: the FD lines as without -p" {
+@test "nbdsum-progress: -p and --progress=FD together: the FD lines as without -p" {
   serve --filter=delay file "$sparse" rdelay=10ms -- '
     "$PYTHON" "$top_srcdir/tests/ptyrun.py" 80 bar "$NBDSUM" -p \
       --progress=3 "$uri" 3>fd > out'
@@ -250,7 +252,7 @@ check_data_rate () {
   [[ "$(drawn bar | tail -n 1)" = *"100%"* ]]
 }
 
-@test "progress: extents too slow to list: the bar counts all bytes" {
+@test "nbdsum-progress: extents too slow to list: the bar counts all bytes" {
   # Over 4095 MiB takes two block status requests, each delayed 3 s
   # above the filter: listing them is given up after 2 s.  Below it,
   # the data is read at 32 MiB/s at most.
@@ -270,14 +272,14 @@ check_data_rate () {
   [ "$(rate_of "$last")" -ge $((1024 ** 3)) ]
 }
 
-@test "progress: without a terminal, -p draws nothing" {
+@test "nbdsum-progress: without a terminal, -p draws nothing" {
   run bash -c '"$NBDSUM" -p "$sparse" 2>err'
   [ "$status" -eq 0 ]
   [ "$output" = "$want  $sparse" ]
   [ ! -s err ]
 }
 
-@test "progress: C1 controls in a name (UTF-8 or stray bytes) become '?'" {
+@test "nbdsum-progress: C1 controls in a name (UTF-8 or stray bytes) become '?'" {
   # U+009B and a bare 0x9b byte are CSI on some terminals; e with an
   # acute accent (U+00E9) is printed as it is.
   local name=$'c1\xc2\x9b2J-\x9b2J-\xc3\xa9.img'
@@ -286,4 +288,21 @@ check_data_rate () {
   [ "$status" -eq 0 ]
   [[ "$(drawn bar | tail -n 1)" = $'c1?2J-?2J-\xc3\xa9.img ['* ]]
   ! grep -q $'\x9b' bar || false
+}
+
+@test "nbdsum-progress: --progress=FD writes N/100 lines up to 100" {
+  run bash -c '"$NBDSUM" --progress=3 "$disk40" 3>progress >/dev/null'
+  [ "$status" -eq 0 ]
+  cat progress
+  [ "$(tail -n 1 progress)" = "100/100" ]
+  # Percentages never go down.
+  sort -n -c -t/ -k1 progress
+  run bash -c '"$NBDSUM" --client-side --progress=3 "$disk40" 3>progress >/dev/null'
+  [ "$(tail -n 1 progress)" = "100/100" ]
+}
+
+@test "nbdsum-progress: -p without a terminal prints no bar" {
+  run bash -c '"$NBDSUM" -p "$disk40" 2>err'
+  [ "$status" -eq 0 ]
+  [ ! -s err ]
 }

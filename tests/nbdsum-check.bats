@@ -1,10 +1,10 @@
 #!/usr/bin/env bats
 # Copyright (C) 2026 The nbdkit-blkhash developers
 # SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
-# Checksum lines: tagged BLKHASH-DIGEST/BLOCKSIZE (NAME) = HEX when the
-# digest or block size is not sha256/64K, untagged otherwise, and
-# nbdsum -c with no option verifies whatever made them (see "CHECKSUM
-# LINES" in nbdsum(1)).
+# nbdsum -c and checksum lines: tagged BLKHASH-DIGEST/BLOCKSIZE (NAME)
+# = HEX when the digest or block size is not sha256/64K, untagged
+# otherwise; nbdsum -c with no option verifies whatever made them (see
+# "CHECKSUM LINES" in nbdsum(1)), with sha256sum's options.
 
 load "$top_srcdir/tests/helpers"
 load "$top_srcdir/tests/servers"
@@ -12,11 +12,13 @@ load "$top_srcdir/tests/servers"
 setup_file () {
   "$MKIMAGE" '9M;d:0+1M:a;d:5M+300000:b;d:8M+4097:c' \
     "$BATS_FILE_TMPDIR/disk.img"
+  disk40_build
 }
 
 setup () {
   cd "$BATS_TEST_TMPDIR"
   cp "$BATS_FILE_TMPDIR/disk.img" disk.img
+  disk40_vars
 }
 
 teardown () {
@@ -70,7 +72,7 @@ verify_then_fail () {
   [ "${lines[0]}" = "$name: FAILED" ]
 }
 
-@test "sumlines: -d and --block-size give a tagged line -c verifies alone" {
+@test "nbdsum-check: -d and --block-size give a tagged line -c verifies alone" {
   local spec digest bs bytes line want
   for spec in sha1:1M:1048576 md5:4K:4096 sha512-256:16M:16777216 \
               sha256:1M:1048576 sha512:64K:65536 SHA-1:64K:65536 \
@@ -86,7 +88,7 @@ verify_then_fail () {
   done
 }
 
-@test "sumlines: --block-size in bytes or KiB is tagged as view names spell it" {
+@test "nbdsum-check: --block-size in bytes or KiB is tagged as view names spell it" {
   [ "$("$NBDSUM" --block-size 1048576 disk.img)" = \
     "BLKHASH-SHA256/1M (disk.img) = $(reference sha256 1048576 disk.img)" ]
   [ "$("$NBDSUM" --block-size 8KiB disk.img)" = \
@@ -96,7 +98,7 @@ verify_then_fail () {
     "$(reference sha256 65536 disk.img)  disk.img" ]
 }
 
-@test "sumlines: a server's blkhash-digest= and blkhash-block-size= are tagged" {
+@test "nbdsum-check: a server's blkhash-digest= and blkhash-block-size= are tagged" {
   local want
   want=$(reference sha512 1048576 disk.img)
   start_server defaults file disk.img blkhash-digest=sha512 \
@@ -125,7 +127,7 @@ verify_then_fail () {
   [ "$output" = "BLKHASH-SHA256/4K ($uri) = $(reference sha256 4096 disk.img)" ]
 }
 
-@test "sumlines: a tagged line is checked with its tag, not the server's default" {
+@test "nbdsum-check: a tagged line is checked with its tag, not the server's default" {
   # A plain server (sha256/64K) asked for the tag's view.
   start_server plain file disk.img
   echo "BLKHASH-SHA512/1M ($uri) = $(reference sha512 1048576 disk.img)" > SUMS
@@ -145,7 +147,7 @@ verify_then_fail () {
 nbdsum: WARNING: 1 computed checksum did NOT match" ]
 }
 
-@test "sumlines: an untagged line is sha256/64K, whatever the server's default" {
+@test "nbdsum-check: an untagged line is sha256/64K, whatever the server's default" {
   local want
   want=$(reference sha256 65536 disk.img)
   start_server sha512 file disk.img blkhash-digest=sha512 blkhash-block-size=1M
@@ -160,7 +162,7 @@ nbdsum: WARNING: 1 computed checksum did NOT match" ]
   [ "${lines[0]}" = "$uri: FAILED" ]
 }
 
-@test "sumlines: client-side, without the filter and with --client-side" {
+@test "nbdsum-check: client-side, without the filter and with --client-side" {
   local want
   want=$(reference sha1 1048576 disk.img)
   start_nbdkit nofilter file disk.img
@@ -186,7 +188,7 @@ nbdsum: WARNING: 1 computed checksum did NOT match" ]
   verify_then_fail SUMS2 disk.img disk.img
 }
 
-@test "sumlines: blkhash-file written by the filter verifies with a plain -c" {
+@test "nbdsum-check: blkhash-file written by the filter verifies with a plain -c" {
   local img="$BATS_TEST_TMPDIR/src.img"
   cp disk.img "$img"
   export img
@@ -220,7 +222,7 @@ name"'
   verify_then_fail file3.sums copy.img copy.img
 }
 
-@test "sumlines: --tag tags the defaults, and -c verifies it" {
+@test "nbdsum-check: --tag tags the defaults, and -c verifies it" {
   local want
   want=$(reference sha256 65536 disk.img)
   run "$NBDSUM" --tag disk.img
@@ -234,7 +236,7 @@ name"'
   [ "$("$NBDSUM" --tag --untagged disk.img)" = "$want  disk.img" ]
 }
 
-@test "sumlines: --untagged is sha256sum's form: -c needs the same -d and --block-size" {
+@test "nbdsum-check: --untagged is sha256sum's form: -c needs the same -d and --block-size" {
   local want
   want=$(reference sha1 1048576 disk.img)
   run "$NBDSUM" --untagged -d sha1 --block-size 1M disk.img
@@ -256,7 +258,7 @@ name"'
   [ "$output" = "disk.img: OK" ]
 }
 
-@test "sumlines: -c reads tagged and untagged lines mixed; a tag wins over -d" {
+@test "nbdsum-check: -c reads tagged and untagged lines mixed; a tag wins over -d" {
   local odd=$'odd\nname\\img'
   cp disk.img b.img
   cp disk.img "$odd"
@@ -301,7 +303,7 @@ b.img: FAILED
 nbdsum: WARNING: 2 computed checksums did NOT match' ]
 }
 
-@test "sumlines: tags are read in any case, with any spelling of the size" {
+@test "nbdsum-check: tags are read in any case, with any spelling of the size" {
   local sha1
   sha1=$(reference sha1 1048576 disk.img)
   printf '%s\n' "blkhash-sha1/1m (disk.img) = $sha1" \
@@ -317,7 +319,7 @@ disk.img: OK
 disk.img: OK" ]
 }
 
-@test "sumlines: malformed tags are improperly formatted lines, --warn and --strict" {
+@test "nbdsum-check: malformed tags are improperly formatted lines, --warn and --strict" {
   local sha1 sha256
   sha1=$(reference sha1 1048576 disk.img)
   sha256=$(reference sha256 65536 disk.img)
@@ -360,7 +362,7 @@ nbdsum: WARNING: 8 lines are improperly formatted" ]
   [[ "$output" = *"BAD: no properly formatted checksum lines found"* ]]
 }
 
-@test "sumlines: -z ends lines with NUL and does not escape names" {
+@test "nbdsum-check: -z ends lines with NUL and does not escape names" {
   local odd=$'odd\nname\\img'
   cp disk.img "$odd"
   "$NBDSUM" -z disk.img "$odd" > Z
@@ -377,7 +379,7 @@ nbdsum: WARNING: 8 lines are improperly formatted" ]
   [[ "$output" = *"--zero are not supported when verifying checksums"* ]]
 }
 
-@test "sumlines: --tag, --untagged and -z with other modes are usage errors" {
+@test "nbdsum-check: --tag, --untagged and -z with other modes are usage errors" {
   local opt mode
   for opt in --tag --untagged -z; do
     run "$NBDSUM" -c "$opt" SUMS
@@ -394,7 +396,7 @@ nbdsum: WARNING: 8 lines are improperly formatted" ]
   done
 }
 
-@test "sumlines: --help says what the default digest is when a server chooses" {
+@test "nbdsum-check: --help says what the default digest is when a server chooses" {
   run "$NBDSUM" --help
   [ "$status" -eq 0 ]
   [[ "$output" = *"--tag"*"--untagged"*"-z, --zero"* ]]
@@ -402,4 +404,116 @@ nbdsum: WARNING: 8 lines are improperly formatted" ]
   [[ "$output" = *"blkhash-block-size="* ]]
   [[ "$output" != *"OpenSSL digest (default sha256)"* ]]
   grep -q '^=head1 CHECKSUM LINES' "$top_srcdir/man/nbdsum.pod"
+}
+
+@test "nbdsum-check: --check OK, FAILED, --quiet, --status" {
+  cp "$disk40" good.img
+  cp "$disk40" bad.img
+  "$NBDSUM" good.img bad.img > SUMS
+  run "$NBDSUM" -c SUMS
+  [ "$status" -eq 0 ]
+  [ "$output" = "good.img: OK
+bad.img: OK" ]
+  # Corrupt one byte in the middle of a hole.
+  printf 'X' | dd of=bad.img bs=1 seek=30000000 conv=notrunc status=none
+  run "$NBDSUM" --check SUMS
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"good.img: OK"* ]]
+  [[ "$output" = *"bad.img: FAILED"* ]]
+  [[ "$output" = *"WARNING: 1 computed checksum did NOT match"* ]]
+  run "$NBDSUM" -c --quiet SUMS
+  [ "$status" -eq 1 ]
+  [[ "$output" != *"good.img: OK"* ]]
+  [[ "$output" = *"bad.img: FAILED"* ]]
+  run "$NBDSUM" -c --status SUMS
+  [ "$status" -eq 1 ]
+  [ -z "$output" ]
+  rm bad.img
+  run "$NBDSUM" -c SUMS
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"bad.img: FAILED open or read"* ]]
+  [[ "$output" = *"WARNING: 1 listed file could not be read"* ]]
+}
+
+@test "nbdsum-check: --check --ignore-missing, --strict and --warn, like sha256sum" {
+  cp "$disk40" a.img
+  "$NBDSUM" a.img > SUMS
+  sed 's/  a.img$/  gone.img/' SUMS >> SUMS
+  echo "not a checksum line" >> SUMS
+  # Plain: the missing file fails, the bad line only warns at the end.
+  run "$NBDSUM" -c SUMS
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"gone.img: FAILED open or read"* ]]
+  # --ignore-missing: skipped, neither reported nor failed.
+  run "$NBDSUM" -c --ignore-missing SUMS
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "${lines[0]}" = "a.img: OK" ]
+  [[ "$output" != *gone.img* ]]
+  # ... but --strict fails on the bad line, and -w says which.
+  run "$NBDSUM" -c --ignore-missing --strict -w SUMS
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"SUMS: 3: improperly formatted checksum line"* ]]
+  # Nothing verified at all is an error.
+  grep gone.img SUMS > ONLY_GONE
+  run "$NBDSUM" -c --ignore-missing ONLY_GONE
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"no file was verified"* ]]
+  # No file argument: the lines come from standard input.
+  run "$NBDSUM" -c < <(head -n 1 SUMS)
+  [ "$status" -eq 0 ]
+  [ "$output" = "a.img: OK" ]
+  run "$NBDSUM" --strict a.img
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"only go with --check"* ]]
+}
+
+@test "nbdsum-check: --check reads blkhash-file's format and warns on bad lines" {
+  local dir="$BATS_TEST_TMPDIR/d"
+  mkdir "$dir"
+  cp "$disk40" "$dir/x.img"
+  export dir
+  serve file dir="$dir" blkhash-file="$BATS_TEST_TMPDIR/server.sums" -- \
+    'nbdcopy "nbd+unix:///x.img?socket=$unixsocket" null:'
+  cat server.sums
+  printf 'not a checksum line\n' >> server.sums
+  cd "$dir"
+  run "$NBDSUM" -c "$BATS_TEST_TMPDIR/server.sums"
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" = *"x.img: OK"* ]]
+  [[ "$output" = *"WARNING: 1 line is improperly formatted"* ]]
+  printf 'nothing\n' > empty.sums
+  run "$NBDSUM" -c empty.sums
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"no properly formatted checksum lines found"* ]]
+}
+
+@test "nbdsum-check: names with a newline or backslash are escaped and checked" {
+  cp "$disk40" 'odd
+name\img'
+  run "$NBDSUM" 'odd
+name\img'
+  [ "$status" -eq 0 ]
+  [ "$output" = "\\$want40  odd\\nname\\\\img" ]
+  "$NBDSUM" 'odd
+name\img' > SUMS
+  run "$NBDSUM" -c SUMS
+  [ "$status" -eq 0 ]
+  [ "$output" = '\odd\nname\\img: OK' ]
+}
+
+@test "nbdsum-check: a name ending in a carriage return is escaped and checked" {
+  local cr=$'disk\r'
+  cp "$disk40" "$cr"
+  run "$NBDSUM" "$cr"
+  [ "$status" -eq 0 ]
+  [ "$output" = "\\$want40  disk\\r" ]
+  "$NBDSUM" "$cr" > SUMS
+  run "$NBDSUM" -c SUMS
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$output" = '\disk\r: OK' ]
 }

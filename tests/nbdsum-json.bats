@@ -10,11 +10,13 @@ load "$top_srcdir/tests/helpers"
 setup_file () {
   "$MKIMAGE" '8M;d:0+1M:a;z:2M+1M;d:5M+100000:b' "$BATS_FILE_TMPDIR/disk.img"
   "$MKIMAGE" '300000;d:0+300000:c' "$BATS_FILE_TMPDIR/small.img"
+  disk40_build
 }
 
 setup () {
   disk="$BATS_FILE_TMPDIR/disk.img"
   small="$BATS_FILE_TMPDIR/small.img"
+  disk40_vars
   cd "$BATS_TEST_TMPDIR"
   export disk small
 }
@@ -31,7 +33,7 @@ valid_json () {
   /usr/bin/python3 -m json.tool "$1" >/dev/null
 }
 
-@test "json: one document for several inputs, a failed one in the middle" {
+@test "nbdsum-json: one document for several inputs, a failed one in the middle" {
   run bash -c '"$NBDSUM" --json -d sha1 "$disk" nosuch.img - "$small" \
     < "$small" > out.json 2> err'
   cat out.json err
@@ -65,7 +67,7 @@ PY
   [ "$status" -eq 0 ]
 }
 
-@test "json: a failed input's error is every message printed for it" {
+@test "nbdsum-json: a failed input's error is every message printed for it" {
   # A blkhash view is refused with two messages; nothing is hashed.
   run bash -c '"$NBDSUM" --json "$disk" "nbd://localhost/x@blkhash" \
     > out.json 2> err'
@@ -100,7 +102,7 @@ assert row["error"] in open("err").read()
 PY
 }
 
-@test "json: names with quotes, backslashes, control characters, UTF-8 and not" {
+@test "nbdsum-json: names with quotes, backslashes, control characters, UTF-8 and not" {
   # Each name is a copy of small.img; printf's octal escapes make the
   # bytes, invalid UTF-8 included.
   local names=(
@@ -162,7 +164,7 @@ assert by_bytes[b"stray-\x80x"]["name"] == "stray-\ufffdx"
 PY
 }
 
-@test "json: --check gives each line's verdict and the counts" {
+@test "nbdsum-json: --check gives each line's verdict and the counts" {
   cp "$small" a.img
   cp "$small" b.img
   cp "$small" c.img
@@ -228,7 +230,7 @@ assert f["results"] == [] and f["lines"] == 0 and f["malformed"] == 1, f
 assert f["error"] == "no properly formatted checksum lines found", f'
 }
 
-@test "json: --diff gives ranges, counts, digest, block size and both sizes" {
+@test "nbdsum-json: --diff gives ranges, counts, digest, block size and both sizes" {
   cp "$disk" a.img
   cp "$disk" b.img
   qemu-io -f raw b.img -c 'write -P 1 100 1' -c 'write -P 2 5M 100K' \
@@ -271,7 +273,7 @@ assert doc["ranges"] == [] and doc["differing-bytes"] == 0, doc
 assert doc["differing-ranges"] == 0, doc'
 }
 
-@test "json: --diff errors: a side that failed, a view, exit 2" {
+@test "nbdsum-json: --diff errors: a side that failed, a view, exit 2" {
   cp "$small" a.img
   run bash -c '"$NBDSUM" --json --diff a.img nosuch.img > out.json'
   cat out.json
@@ -312,7 +314,7 @@ doc = json.load(open("out.json"))
 assert "Input/output error" in doc["b"]["error"], doc'
 }
 
-@test "json: --blocks gives a header and the block list" {
+@test "nbdsum-json: --blocks gives a header and the block list" {
   run "$NBDSUM" --blocks "$disk"
   [ "$status" -eq 0 ]
   text=$output
@@ -359,7 +361,7 @@ assert doc == {"name": "nosuch.img",
                "error": "No such file or directory"}, doc'
 }
 
-@test "json: -c, --diff and --blocks are not ignored with --json" {
+@test "nbdsum-json: -c, --diff and --blocks are not ignored with --json" {
   # Before, --json -c printed text and --blocks --json lost its header.
   cp "$small" a.img
   "$NBDSUM" a.img > SUMS
@@ -400,7 +402,7 @@ interrupt_json () {
   valid_json out.json
 }
 
-@test "json: an interrupted run still prints one valid document" {
+@test "nbdsum-json: an interrupted run still prints one valid document" {
   # Standard input that never ends: nbdsum waits there until the
   # signal, after the first input.
   mkfifo fifo
@@ -428,7 +430,7 @@ PY
   exec 4>&-
 }
 
-@test "json: --blocks and --diff interrupted while hashing" {
+@test "nbdsum-json: --blocks and --diff interrupted while hashing" {
   # A slow server: each read takes 2 s.
   nbdkit --threads=1 -U "$BATS_TEST_TMPDIR/sock" \
     -P "$BATS_TEST_TMPDIR/nbdkit.pid" --filter=delay file "$small" \
@@ -446,5 +448,23 @@ import json
 doc = json.load(open("out.json"))
 assert list(doc) == ["a", "interrupted"], doc
 assert doc["interrupted"] == "SIGHUP" and doc["a"]["size"] == 300000, doc
+PY
+}
+
+@test "nbdsum-json: --json gives name, checksum, digest, block size, size, seconds" {
+  run bash -c '"$NBDSUM" --json -d sha1 "$disk40" - < /dev/null > out.json'
+  cat out.json
+  [ "$status" -eq 0 ]
+  "$PYTHON" - "$disk40" "$(reference sha1 65536 "$disk40")" <<'PY'
+import json, sys
+rows = json.load(open("out.json"))["inputs"]
+assert len(rows) == 2, rows
+r = rows[0]
+assert r["name"] == sys.argv[1], r
+assert r["checksum"] == sys.argv[2], r
+assert r["digest"] == "sha1" and r["block-size"] == 65536, r
+assert r["size"] == 40 * 1024 * 1024 and r["seconds"] >= 0, r
+assert r["method"] == "server-side", r
+assert rows[1]["name"] == "-" and rows[1]["size"] == 0, rows[1]
 PY
 }

@@ -1,9 +1,10 @@
 #!/usr/bin/env bats
 # Copyright (C) 2026 The nbdkit-blkhash developers
 # SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
-# nbdsum --diff --manifest: an image compared with the --blocks
-# manifest saved from an earlier image, as --diff of the two images
-# would, and manifests that are not right refused.
+# nbdsum --diff and --blocks: the ranges two images differ in, every
+# block's digest, and an image compared with the --blocks manifest
+# saved from an earlier image, as --diff of the two images would, and
+# manifests that are not right refused.
 
 load "$top_srcdir/tests/helpers"
 bats_require_minimum_version 1.5.0
@@ -16,6 +17,7 @@ setup_file () {
   "$MKIMAGE" "$BASE" "$f/base.img"
   "$NBDSUM" --blocks "$f/base.img" > "$f/base.blocks"
   "$NBDSUM" --blocks --json "$f/base.img" > "$f/base.json"
+  disk40_build
 }
 
 setup () {
@@ -24,6 +26,7 @@ setup () {
   json="$BATS_FILE_TMPDIR/base.json"
   cd "$BATS_TEST_TMPDIR"
   export base blocks json
+  disk40_vars
 }
 
 # The ranges where images $1 and $2 differ in blocks of $4 bytes
@@ -98,7 +101,7 @@ same_as_images () {
   [ "$output" = "$images" ]
 }
 
-@test "manifest: unchanged, one block, the first and the last (short) block" {
+@test "nbdsum-diff: unchanged, one block, the first and the last (short) block" {
   variant
   same_as_images 0
   variant 'write -P 7 100000 1'
@@ -119,7 +122,7 @@ same_as_images () {
 2097152 12345" ]
 }
 
-@test "manifest: the size grown or shrunk" {
+@test "nbdsum-diff: the size grown or shrunk" {
   # Grown with zeros: the short block is now a full one.
   variant size=3M
   same_as_images 1
@@ -137,7 +140,7 @@ same_as_images () {
   [ "$output" = "0 2109497" ]
 }
 
-@test "manifest: zero runs: data written in one, a data block zeroed" {
+@test "nbdsum-diff: zero runs: data written in one, a data block zeroed" {
   variant 'write -P 5 500000 1'
   same_as_images 1
   [ "$output" = "458752 65536" ]
@@ -151,7 +154,7 @@ same_as_images () {
   [ "$output" = "65536 131072" ]
 }
 
-@test "manifest: another digest and block size, taken from the manifest" {
+@test "nbdsum-diff: another digest and block size, taken from the manifest" {
   "$NBDSUM" --blocks -d sha1 --block-size 4K "$base" > sha1.blocks
   "$NBDSUM" --blocks --json -d sha1 --block-size 4K "$base" > sha1.json
   variant 'write -P 1 5000 1' 'write -P 2 1200000 10000' size=2109500
@@ -181,7 +184,7 @@ same_as_images () {
   [ "$(grep -vE '^nbdsum: ' <<< "$output")" = "$images" ]
 }
 
-@test "manifest: shake128 with 96K blocks, text and JSON" {
+@test "nbdsum-diff: shake128 with 96K blocks, text and JSON" {
   "$NBDSUM" --blocks -d shake128 --block-size 96K "$base" > shake.blocks
   "$NBDSUM" --blocks --json -d SHAKE-128 --block-size 96K "$base" > shake.json
   [ "$(head -n 1 shake.blocks)" = "# shake128 98304 2109497" ]
@@ -197,7 +200,7 @@ same_as_images () {
   done
 }
 
-@test "manifest: --json of --diff --manifest, and an empty image's manifest" {
+@test "nbdsum-diff: --json of --diff --manifest, and an empty image's manifest" {
   variant 'write -P 7 100000 1'
   run bash -c '"$NBDSUM" --json --diff --manifest="$json" b.img > out.json'
   [ "$status" -eq 1 ]
@@ -238,7 +241,7 @@ assert list(doc) == ["a"] and "not a manifest" in doc["a"]["error"], doc'
   [ "$output" = "65536 65536" ]
 }
 
-@test "manifest: usage: --manifest needs --diff and one image" {
+@test "nbdsum-diff: usage: --manifest needs --diff and one image" {
   run "$NBDSUM" --manifest="$blocks" "$base"
   [ "$status" -eq 2 ]
   [[ "$output" = *"--manifest only goes with --diff"* ]]
@@ -254,7 +257,7 @@ assert list(doc) == ["a"] and "not a manifest" in doc["a"]["error"], doc'
   [[ "$output" = "0 "* ]]
 }
 
-@test "manifest: malformed, truncated or inconsistent manifests exit 2, print nothing" {
+@test "nbdsum-diff: malformed, truncated or inconsistent manifests exit 2, print nothing" {
   mkdir bad
   "$PYTHON" - "$blocks" "$json" "$base" <<'PY'
 import json, sys
@@ -421,7 +424,7 @@ PY
   [ "$n" -ge 70 ]
 }
 
-@test "manifest: the JSON manifest may be formatted otherwise and escape its strings" {
+@test "nbdsum-diff: the JSON manifest may be formatted otherwise and escape its strings" {
   variant 'write -P 7 100000 1'
   "$PYTHON" - "$json" <<'PY'
 import json, sys
@@ -443,7 +446,7 @@ PY
   done
 }
 
-@test "manifest: SIGINT while reading a manifest from a pipe" {
+@test "nbdsum-diff: SIGINT while reading a manifest from a pipe" {
   local pid st=0
   mkfifo fifo
   env --default-signal=INT "$NBDSUM" --json --diff --manifest=fifo \
@@ -463,7 +466,7 @@ import json
 assert json.load(open("out.json")) == {"interrupted": "SIGINT"}'
 }
 
-@test "manifest: standard input read from where the caller left it" {
+@test "nbdsum-diff: standard input read from where the caller left it" {
   variant 'write -P 7 100000 1'
   # A file on standard input, positioned after a first line.
   { echo "first line"; cat "$blocks"; } > with-preamble
@@ -473,4 +476,146 @@ assert json.load(open("out.json")) == {"interrupted": "SIGINT"}'
   echo "$output / $stderr"
   [ "$status" -eq 1 ]
   [ "$output" = "65536 65536" ]
+}
+
+@test "nbdsum-diff: --diff finds exactly the ranges written" {
+  cp "$disk40" a.img
+  cp "$disk40" b.img
+  run "$NBDSUM" --diff a.img b.img
+  [ "$status" -eq 0 ]
+  [ -z "$output" ]
+  # One byte, a run across two blocks, and a block at the end.
+  qemu-io -f raw b.img -c 'write -P 1 100 1' -c 'write -P 2 5M 100K' \
+    -c 'write -P 3 41811968 1' >/dev/null
+  run "$NBDSUM" --diff a.img b.img
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [ "$(grep -E '^[0-9]+ [0-9]+$' <<< "$output")" = "0 65536
+5242880 131072
+41811968 65536" ]
+  [[ "$output" = *"differ in 262144 bytes (3 ranges"* ]]
+}
+
+@test "nbdsum-diff: --diff with shake256 and 96K blocks gives 96K ranges" {
+  cp "$disk40" a.img
+  cp "$disk40" b.img
+  # A byte in block 0, 100K across blocks 53 and 54, the last byte (in
+  # the short last block, 64K).
+  qemu-io -f raw b.img -c 'write -P 1 100 1' -c 'write -P 2 5M 100K' \
+    -c 'write -P 3 41943039 1' >/dev/null
+  run "$NBDSUM" --diff -d shake256 --block-size 96K a.img b.img
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [ "$(grep -E '^[0-9]+ [0-9]+$' <<< "$output")" = "0 98304
+5210112 196608
+41877504 65536" ]
+  [[ "$output" = *"differ in 360448 bytes (3 ranges, compared in 98304 byte blocks)"* ]]
+  # B hashed client-side, the same way A was.
+  qemu-nbd -r -f raw -k "$BATS_TEST_TMPDIR/q.sock" b.img &
+  for i in $(seq 50); do [ -S q.sock ] && break; sleep 0.1; done
+  run "$NBDSUM" --diff -d shake256 --block-size 96K a.img \
+    "nbd+unix:///?socket=$BATS_TEST_TMPDIR/q.sock"
+  wait
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"differ in 360448 bytes (3 ranges"* ]]
+}
+
+@test "nbdsum-diff: --diff across servers and sizes, and its errors" {
+  cp "$disk40" a.img
+  truncate -s 41M b.img
+  dd if="$disk40" of=b.img conv=notrunc status=none
+  # A is local (server-side), B comes from qemu-nbd (client-side).
+  qemu-nbd -r -f raw -k "$BATS_TEST_TMPDIR/q.sock" b.img &
+  for i in $(seq 50); do [ -S q.sock ] && break; sleep 0.1; done
+  run "$NBDSUM" --diff a.img "nbd+unix:///?socket=$BATS_TEST_TMPDIR/q.sock"
+  wait
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [ "$(grep -E '^[0-9]+ [0-9]+$' <<< "$output")" = "41943040 1048576" ]
+  run "$NBDSUM" --diff a.img nosuch.img
+  [ "$status" -eq 2 ]
+  # A usage error is an error (2), not "differ" (1).
+  run "$NBDSUM" --diff a.img
+  [ "$status" -eq 2 ]
+  [[ "$output" = *"--diff needs two images"* ]]
+}
+
+# check_blocks DIGEST BLOCK_SIZE: the output of nbdsum --blocks on
+# $disk40 has a line per data block with its digest, in order, and runs
+# of zero blocks, every block covered once; the block count is left in
+# $nblocks.
+check_blocks () {
+  local digest=$1 bs=$2 blocks zero L n=0 next=0 off len d b
+  blocks=$(reference --blocks "$digest" "$bs" "$disk40")
+  zero=$(head -c "$bs" /dev/zero | reference --blocks "$digest" "$bs" -)
+  L=${#zero}
+  [ "${lines[0]}" = "# $digest $bs $(stat -c %s "$disk40")" ]
+  while read -r off len d; do
+    [ "$off" = "#" ] && continue
+    [ "$off" -eq "$next" ]
+    [ $((off % bs)) -eq 0 ]
+    next=$((off + len))
+    for ((b = off / bs; b < (off + len + bs - 1) / bs; b++)); do
+      if [ "$d" = zero ]; then
+        [ "${blocks:$((b * L)):L}" = "$zero" ]
+      else
+        [ "${blocks:$((b * L)):L}" = "$d" ]
+      fi
+      n=$((n + 1))
+    done
+  done <<< "$output"
+  [ "$next" -eq "$(stat -c %s "$disk40")" ]
+  [ "$n" -eq $(( ${#blocks} / L )) ]
+  nblocks=$n
+}
+
+@test "nbdsum-diff: --blocks prints every block, zero runs merged" {
+  run "$NBDSUM" --blocks "$disk40"
+  [ "$status" -eq 0 ]
+  echo "$output" | head -n 5
+  # Data blocks carry their digest, in order; zero blocks are runs.
+  check_blocks sha256 65536
+  [ "$nblocks" -eq 640 ]
+  [[ "$output" = *$'\n3145728 7340032 zero\n'* ]]
+}
+
+@test "nbdsum-diff: --blocks with shake128 and 96K blocks, server-side and client-side" {
+  local opt
+  for opt in "" --client-side; do
+    run "$NBDSUM" --blocks $opt -d SHAKE-128 --block-size 96K "$disk40"
+    [ "$status" -eq 0 ]
+    echo "$output" | head -n 5
+    # 40M in 96K blocks: 426 and a 64K one.
+    check_blocks shake128 98304
+    [ "$nblocks" -eq 427 ]
+    [ "${lines[-1]%% *}" = 41877504 ]
+    [[ "${lines[-1]}" =~ ^41877504\ 65536\ [0-9a-f]{32}$ ]]
+  done
+}
+
+@test "nbdsum-diff: --diff exits 2, not 1 (\"differ\"), when standard output fails" {
+  local b="$BATS_TEST_TMPDIR/b.img"
+  cp "$disk40" "$b"
+  printf x | dd of="$b" bs=1 seek=100000 conv=notrunc status=none
+  export b
+  # Images that differ (text ranges), and identical ones (JSON).
+  for args in '"$disk40" "$b"' '--json "$disk40" "$disk40"'; do
+    run --separate-stderr bash -c "\"\$NBDSUM\" --diff $args > /dev/full"
+    echo "$args: status $status: $stderr"
+    [ "$status" -eq 2 ]
+    [[ "$stderr" = *"stdout: No space left on device"* ]]
+  done
+}
+
+@test "nbdsum-diff: standard input as the image of --diff or --blocks is a usage error" {
+  run --separate-stderr "$NBDSUM" --blocks - < "$disk40"
+  [ "$status" -eq 1 ]
+  [ -z "$output" ]
+  [ "$stderr" = "nbdsum: -: standard input cannot be an image with --blocks (save it to a file first)" ]
+  for args in "- $disk40" "$disk40 -"; do
+    run --separate-stderr "$NBDSUM" --diff $args < "$disk40"
+    [ "$status" -eq 2 ]
+    [ "$stderr" = "nbdsum: -: standard input cannot be an image with --diff (save it to a file first)" ]
+  done
 }

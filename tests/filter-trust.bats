@@ -93,7 +93,7 @@ wait_for () {
 
 # 1. Use after free: the last client's checksum for blkhash-file is
 # computed while new clients come and go (blkhash-cache=false).
-@test "trust: clients arriving while the last one's checksum is computed do not crash the server" {
+@test "filter-trust: clients arriving while the last one's checksum is computed do not crash the server" {
   local want i p1 p2 p3
   want=$(reference sha256 65536 "$big")
   for i in 1 2 3 4 5 6; do
@@ -130,7 +130,7 @@ wait_for () {
 
 # 2. A checksum that could not be completed must not leave the previous
 # one in blkhash-file.
-@test "trust: blkhash-file never keeps a stale checksum after a failed completion" {
+@test "filter-trust: blkhash-file never keeps a stale checksum after a failed completion" {
   local img="$BATS_TEST_TMPDIR/rw.img" flag="$BATS_TEST_TMPDIR/fail-reads"
   local r1 line
   cp "$small" "$img"
@@ -178,7 +178,7 @@ wait_for () {
   grep -Ev 'injecting' "$err" | grep -Eqi 'blkhash.*(checksum|blkhash-file)'
 }
 
-@test "trust: a failed first completion also removes a line left from before" {
+@test "filter-trust: a failed first completion also removes a line left from before" {
   local img="$BATS_TEST_TMPDIR/rw.img" old
   cp "$small" "$img"
   # A line for the default export from an earlier run, now stale.
@@ -198,7 +198,7 @@ wait_for () {
 }
 
 # 3. NAME@blkhash...@blkhash... is not a view of a view.
-@test "trust: view names with more than one @blkhash marker are refused" {
+@test "filter-trust: view names with more than one @blkhash marker are refused" {
   local dir="$BATS_TEST_TMPDIR/dir" n
   # A plugin that serves the same image under any export name.
   start_server any file "$small"
@@ -229,7 +229,7 @@ wait_for () {
 
 # 4. Read-only clients opening many views must not lock out the data
 # export and the default view.
-@test "trust: many views with distinct digests and block sizes do not lock out the export" {
+@test "filter-trust: many views with distinct digests and block sizes do not lock out the export" {
   local views=() v d bs ref name state root
   for bs in 4K 8K; do
     for d in md5 sha1 sha224 sha384 sha512 sha3-256 blake2b512 sha256; do
@@ -283,7 +283,7 @@ wait_for () {
 
 # 5. Exports up to 2^63-1 bytes: the data export and its views open,
 # and the filter stays small.
-@test "trust: exports of 16P and 2^63-1 bytes are served, views open, RSS stays small" {
+@test "filter-trust: exports of 16P and 2^63-1 bytes are served, views open, RSS stays small" {
   local spec rss i=0
   for spec in "null 16P" "null 9223372036854775807" "memory 16P"; do
     i=$((i + 1))
@@ -335,7 +335,7 @@ PY
 
 # 6. A root read that would take minutes does not keep nbdkit from
 # exiting once its client has gone.
-@test "trust: nbdkit exits promptly on SIGTERM after a client asking for a huge root was killed" {
+@test "filter-trust: nbdkit exits promptly on SIGTERM after a client asking for a huge root was killed" {
   local t0 t1
   start_server huge "${KILLED_CLIENT_OPTS[@]}" null 1P
   run timeout -s KILL 1 "$NBD_PYTHON" -c '
@@ -361,7 +361,7 @@ print(h.pread(32, 4096).hex())' "$(uri_of @blkhash)"
 # 7. Errors: bad blkhash-file paths fail at start, an unused
 # blkhash-file is left alone, block size 0 is refused, a bad boolean
 # names its parameter.
-@test "trust: blkhash-file naming a directory fails at start-up" {
+@test "filter-trust: blkhash-file naming a directory fails at start-up" {
   local dir="$BATS_TEST_TMPDIR/dir" marker="$BATS_TEST_TMPDIR/served" f
   mkdir "$dir"
   export marker
@@ -380,7 +380,7 @@ print(h.pread(32, 4096).hex())' "$(uri_of @blkhash)"
   [ -z "$(ls -A "$dir")" ]
 }
 
-@test "trust: a blkhash-file never used by a client is left unchanged" {
+@test "filter-trust: a blkhash-file never used by a client is left unchanged" {
   printf 'abc  something\n' > "$sums"
   cp "$sums" "$BATS_TEST_TMPDIR/before"
   run nbdkit -U - --filter="$BLKHASH_FILTER" file "$small" \
@@ -397,7 +397,7 @@ print(h.pread(32, 4096).hex())' "$(uri_of @blkhash)"
   cmp "$BATS_TEST_TMPDIR/before" "$sums"
 }
 
-@test "trust: block size 0 in a view suffix is refused" {
+@test "filter-trust: block size 0 in a view suffix is refused" {
   local n
   start_server zero memory 1M
   for n in '@blkhash:sha256/0' '@blkhash:/0' '@blkhash:sha1/0K'; do
@@ -413,7 +413,7 @@ print(h.pread(32, 4096).hex())' "$(uri_of @blkhash)"
   [ "$output" -eq $((8192 + 256 * 32)) ]
 }
 
-@test "trust: blkhash-cache=maybe fails naming blkhash-cache" {
+@test "filter-trust: blkhash-cache=maybe fails naming blkhash-cache" {
   run nbdkit -U - --filter="$BLKHASH_FILTER" null 1M blkhash-cache=maybe \
     --run true
   echo "$output"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bats
 # Copyright (C) 2026 The nbdkit-blkhash developers
 # SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
-# nbdsum: command line, errors, connections and requests, hostile views.
+# nbdsum's command line: options, usage errors, digests and block
+# sizes, connections and requests, the output format, memory.
 
 load "$top_srcdir/tests/helpers"
 
@@ -14,39 +15,7 @@ setup () {
   export disk
 }
 
-# A file laid out like a view; nbdkit's file plugin serves it under
-# any export name, so nbdsum reads it as NAME@blkhash (and the image as
-# the same file: nbdsum refuses such a view, whose image has not the
-# size it says, unless the header is refused first).
-# craft_view FILE SIZE COUNT BLOCK_SIZE LEN NAME [EXTRA_BYTES]
-craft_view () {
-  "$PYTHON" - "$@" <<'PY'
-import struct, sys
-path, size, count, bs, dlen, name = sys.argv[1:7]
-extra = int(sys.argv[7]) if len(sys.argv) > 7 else 0
-h = b"BLKHASH1" + struct.pack("<IIQQIIQQ", 1, 4096, int(size), int(count),
-                              int(bs), int(dlen), 4096, 8192)
-h += name.encode().ljust(64, b"\0")
-h = h.ljust(4096, b"\0") + bytes(4096)
-body = bytes(int(count) * int(dlen) + extra)
-open(path, "wb").write(h + body)
-PY
-}
-
-# nbdsum on view FILE served as x@blkhash next to x, SIZE bytes of
-# zeros, by the file plugin: the view's image has the size it says.
-# view_next_to_image FILE SIZE
-view_next_to_image () {
-  local dir="$BATS_TEST_TMPDIR/views"
-  rm -rf "$dir"
-  mkdir "$dir"
-  truncate -s "$2" "$dir/x"
-  cp "$1" "$dir/x@blkhash"
-  run nbdkit -U - file dir="$dir" \
-    --run '"$NBDSUM" "nbd+unix:///x?socket=$unixsocket"'
-}
-
-@test "nbdsum: --help and --version" {
+@test "nbdsum-options: --help and --version" {
   run "$NBDSUM" --help
   [ "$status" -eq 0 ]
   for opt in --connections --requests --digest --block-size --help --version; do
@@ -57,7 +26,7 @@ view_next_to_image () {
   [[ "$output" =~ ^nbdsum\ [0-9]+\.[0-9]+\.[0-9]+$ ]]
 }
 
-@test "nbdsum: usage errors exit 1 with a message" {
+@test "nbdsum-options: usage errors exit 1 with a message" {
   # No input: standard input, as sha256sum does (here empty: the
   # checksum of an empty image).
   run "$NBDSUM" < /dev/null
@@ -78,7 +47,7 @@ view_next_to_image () {
   [ "${lines[0]}" = "nbdsum: unrecognized option '--bogus'" ]
 }
 
-@test "nbdsum: with --diff, usage errors exit 2 (1 means the images differ)" {
+@test "nbdsum-options: with --diff, usage errors exit 2 (1 means the images differ)" {
   run "$NBDSUM" --diff a.img
   [ "$status" -eq 2 ]
   [[ "$output" = *"--diff needs two images"* ]]
@@ -90,7 +59,7 @@ view_next_to_image () {
   [ "$status" -eq 2 ]
 }
 
-@test "nbdsum: an unknown digest fails before connecting" {
+@test "nbdsum-options: an unknown digest fails before connecting" {
   run "$NBDSUM" -d nosuch "nbd+unix:///?socket=$BATS_TEST_TMPDIR/none"
   echo "$output"
   [ "$status" -eq 1 ]
@@ -98,7 +67,7 @@ view_next_to_image () {
   [[ "$output" != *"socket"* ]]
 }
 
-@test "nbdsum: connection refused, no checksum" {
+@test "nbdsum-options: connection refused, no checksum" {
   run "$NBDSUM" "nbd+unix:///?socket=$BATS_TEST_TMPDIR/none"
   echo "$output"
   [ "$status" -eq 1 ]
@@ -106,7 +75,7 @@ view_next_to_image () {
   [ -z "$(grep -E '^[0-9a-f]{64} ' <<< "$output")" ]
 }
 
-@test "nbdsum: a server without the filter: client-side, and it says so" {
+@test "nbdsum-options: a server without the filter: client-side, and it says so" {
   run nbdkit -U - file "$disk" --run '"$NBDSUM" "$uri"'
   echo "$output"
   [ "$status" -eq 0 ]
@@ -115,7 +84,7 @@ view_next_to_image () {
     "$(reference sha256 65536 "$disk")" ]
 }
 
-@test "nbdsum: -C 1..8 and -R 1..64 give the same checksum" {
+@test "nbdsum-options: -C 1..8 and -R 1..64 give the same checksum" {
   local want
   want=$(reference sha256 65536 "$disk")
   for c in 1 2 3 4 8; do
@@ -128,13 +97,13 @@ view_next_to_image () {
   done
 }
 
-@test "nbdsum: output format is 'HEX  URI' like sha256sum" {
+@test "nbdsum-options: output format is 'HEX  URI' like sha256sum" {
   run serve file "$disk" -- '"$NBDSUM" "$uri"'
   [ "$status" -eq 0 ]
   [[ "$output" =~ ^[0-9a-f]{64}\ \ nbd\+unix://\?socket=.*$ ]]
 }
 
-@test "nbdsum: -d and --block-size select the view" {
+@test "nbdsum-options: -d and --block-size select the view" {
   run serve file "$disk" -- '"$NBDSUM" -d sha1 --block-size 1M "$uri"'
   [ "$status" -eq 0 ]
   [[ "$output" = "BLKHASH-SHA1/1M (nbd+unix:"*") = $(reference sha1 1048576 "$disk")" ]]
@@ -143,7 +112,7 @@ view_next_to_image () {
   [[ "$output" = "BLKHASH-SHA512/64K ("*") = $(reference sha512 65536 "$disk")" ]]
 }
 
-@test "nbdsum: --block-size 3K, 100000, 32M or 0 is refused, saying the rule" {
+@test "nbdsum-options: --block-size 3K, 100000, 32M or 0 is refused, saying the rule" {
   local bs
   for bs in 3K 100000 32M 0; do
     run "$NBDSUM" --block-size $bs "$disk"
@@ -156,7 +125,7 @@ view_next_to_image () {
   done
 }
 
-@test "nbdsum: block sizes that are not powers of two, server-side and client-side" {
+@test "nbdsum-options: block sizes that are not powers of two, server-side and client-side" {
   local bs want
   for bs in 96K 12K 1536K 420K; do
     export bs
@@ -173,7 +142,7 @@ view_next_to_image () {
   done
 }
 
-@test "nbdsum: shake128 and shake256 in any spelling, 16 and 32 bytes, both ways" {
+@test "nbdsum-options: shake128 and shake256 in any spelling, 16 and 32 bytes, both ways" {
   local alias want tag
   for alias in shake128 SHAKE-128 shake-128 shake256 SHAKE256 shake-256; do
     case $alias in
@@ -198,7 +167,7 @@ view_next_to_image () {
   [ "$output" = "nbdsum: --digest keccak-kmac-128: of the extendable-output digests only shake128 and shake256 are supported" ]
 }
 
-@test "nbdsum: digest aliases (SHA-256, sha2-256) are sha256, both ways" {
+@test "nbdsum-options: digest aliases (SHA-256, sha2-256) are sha256, both ways" {
   local want alias
   want=$(reference sha256 65536 "$disk")
   for alias in SHA-256 sha2-256 sha256; do
@@ -211,7 +180,7 @@ view_next_to_image () {
   done
 }
 
-@test "nbdsum: several URIs, one failing: the others print, exit 1" {
+@test "nbdsum-options: several URIs, one failing: the others print, exit 1" {
   run serve file "$disk" -- '
     "$NBDSUM" "$uri" "nbd+unix:///?socket=/nonexistent/sock" "$uri"'
   echo "$output"
@@ -220,72 +189,7 @@ view_next_to_image () {
   [[ "$output" = *"nbdsum: nbd+unix:///?socket=/nonexistent/sock: "* ]]
 }
 
-@test "nbdsum: hostile view headers are rejected" {
-  local f="$BATS_TEST_TMPDIR/view"
-  check_rejected () {
-    run nbdkit -U - file "$f" --run '"$NBDSUM" "$uri"'
-    echo "$output"
-    [ "$status" -eq 1 ]
-    [[ "$output" = *"$1"* ]]
-    [ -z "$(grep -E '^[0-9a-f]+  ' <<< "$output")" ]
-  }
-  craft_view "$f" 1048576 16 65536 65 sha256
-  check_rejected "invalid digest length"
-  craft_view "$f" 1048576 15 65536 32 sha256
-  check_rejected "block count does not match image size"
-  craft_view "$f" 1048576 16 65536 32 nosuch
-  check_rejected "digest 'nosuch': unknown digest"
-  craft_view "$f" 1048576 16 65536 32 sha1
-  check_rejected "sha1 digests are 20 bytes, not 32"
-  craft_view "$f" 1048576 16 65536 32 sha256 4096
-  check_rejected "does not match the header"
-  craft_view "$f" 1048576 16 65535 32 sha256
-  check_rejected "invalid block size"
-  craft_view "$f" 1048576 11 100000 32 sha256
-  check_rejected "invalid block size"
-  # shake128 is 16 bytes, shake256 32, whatever the server says.
-  craft_view "$f" 1048576 11 98304 32 shake128
-  check_rejected "shake128 digests are 16 bytes, not 32"
-  craft_view "$f" 1048576 11 98304 64 shake256
-  check_rejected "shake256 digests are 32 bytes, not 64"
-  craft_view "$f" 1048576 16 98304 16 shake128
-  check_rejected "block count does not match image size"
-  # The control: a well-formed shake128 view of 96K blocks is read as it
-  # is (its root is zeros).
-  craft_view "$f" 1048576 11 98304 16 shake128
-  view_next_to_image "$f" 1048576
-  echo "$output"
-  [ "$status" -eq 0 ]
-  [ "$(sum_hex "$output")" = "$(printf '%032d' 0)" ]
-}
-
-@test "nbdsum: an export too small for a view is hashed client-side" {
-  local f="$BATS_TEST_TMPDIR/small"
-  head -c 5000 /dev/urandom > "$f"
-  run nbdkit -U - file "$f" --run '"$NBDSUM" "$uri"'
-  echo "$output"
-  [ "$status" -eq 0 ]
-  [[ "$output" = *"no blkhash view"* ]]
-  [ "$(grep -E '^[0-9a-f]{64}  ' <<< "$output" | cut -d' ' -f1)" = \
-    "$(reference sha256 65536 "$f")" ]
-}
-
-@test "nbdsum: a well-formed crafted view is accepted (the test above can pass)" {
-  local f="$BATS_TEST_TMPDIR/view"
-  craft_view "$f" 1048576 16 65536 32 sha256
-  view_next_to_image "$f" 1048576
-  echo "$output"
-  [ "$status" -eq 0 ]
-  # The crafted root area is zero, and nbdsum prints what the server says.
-  [ "${output%% *}" = "$(printf '%064d' 0)" ]
-  # Served as its own image, it is not about an image of that size.
-  run nbdkit -U - file "$f" --run '"$NBDSUM" "$uri"'
-  echo "$output"
-  [ "$status" -eq 1 ]
-  [[ "$output" = *"describes a 1048576 byte image, but the default export has 8704 bytes"* ]]
-}
-
-@test "nbdsum: memory stays flat as images grow" {
+@test "nbdsum-options: memory stays flat as images grow" {
   local small big
   [ -z "${BLKHASH_SANITIZERS:-}" ] || skip "RSS under ASan holds its quarantine"
   truncate -s 1G "$BATS_TEST_TMPDIR/1g.img"
@@ -297,4 +201,32 @@ view_next_to_image () {
     '/usr/bin/time -f %M "$NBDSUM" "$uri" 2>&1 >/dev/null')
   echo "max RSS: 1 GiB image ${small} KiB, 1 TiB image ${big} KiB"
   [ "$big" -lt $((small + 4096)) ]
+}
+
+@test "nbdsum-options: --list-digests and option conflicts" {
+  run "$NBDSUM" --list-digests
+  [ "$status" -eq 0 ]
+  grep -qE '^sha256, .* 32 bytes$' <<< "$output"
+  grep -qE '^blake2b512, .* 64 bytes$' <<< "$output"
+  grep -qE '^shake128, shake-128 +16 bytes$' <<< "$output"
+  grep -qE '^shake256, shake-256 +32 bytes$' <<< "$output"
+  # Only what -d accepts.
+  ! grep -q kmac <<< "$output"
+  run "$NBDSUM" --diff --blocks a b
+  [ "$status" -eq 2 ]
+  run "$NBDSUM" --check --blocks a
+  [ "$status" -eq 1 ]
+  run "$NBDSUM" --quiet "$disk"
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"--quiet, --status, --ignore-missing, --strict and --warn only go with --check"* ]]
+}
+
+@test "nbdsum-options: --help covers every option" {
+  run "$NBDSUM" --help
+  [ "$status" -eq 0 ]
+  for opt in --connections --requests --digest --block-size --format \
+             --client-side --check --quiet --status --json --progress \
+             --diff --blocks --list-digests --help --version; do
+    [[ "$output" = *"$opt"* ]] || { echo "missing $opt"; false; }
+  done
 }

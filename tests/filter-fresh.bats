@@ -119,7 +119,7 @@ fresh_rounds () {
   echo "$stale"
 }
 
-@test "fresh: outside writes between nbdsum runs are seen (default)" {
+@test "filter-fresh: outside writes between nbdsum runs are seen (default)" {
   local stale
   start_server outside file "$img"
   [ "$(sum_hex "$("$NBDSUM" "$uri")")" = "$(reference sha256 65536 "$img")" ]
@@ -128,7 +128,7 @@ fresh_rounds () {
   [ "$stale" -eq 0 ]
 }
 
-@test "fresh: outside writes are seen while another client holds the export" {
+@test "filter-fresh: outside writes are seen while another client holds the export" {
   local stale
   start_server held file "$img" blkhash-cache=false
   hold "$uri"
@@ -155,7 +155,7 @@ computed_after () {
   grep 'blkhash: stats:' "$err" | sed -n "${1}s/.* computed \([0-9]*\) blocks.*/\1/p"
 }
 
-@test "fresh: blkhash-cache=true keeps digests across clients, as documented" {
+@test "filter-fresh: blkhash-cache=true keeps digests across clients, as documented" {
   local first c1 c2
   start_server cached -D blkhash.stats=1 -v file "$img" blkhash-cache=true
   first=$(sum_hex "$("$NBDSUM" "$uri")")
@@ -174,7 +174,7 @@ computed_after () {
   [ "$(sum_hex "$("$NBDSUM" "$uri")")" = "$first" ]
 }
 
-@test "fresh: blkhash-file of a transfer, then of another after an outside write" {
+@test "filter-fresh: blkhash-file of a transfer, then of another after an outside write" {
   local sums="$BATS_TEST_TMPDIR/sums"
   start_server transfer file "$img" blkhash-file="$sums"
   nbdcopy "$uri" copy1.img
@@ -213,20 +213,20 @@ alias_check () {
   done
 }
 
-@test "fresh: a write through one export name is seen through another: memory" {
+@test "filter-fresh: a write through one export name is seen through another: memory" {
   alias_check memory 8M
 }
 
-@test "fresh: a write through one export name is seen through another: file" {
+@test "filter-fresh: a write through one export name is seen through another: file" {
   alias_check file "$img"
 }
 
-@test "fresh: a write through one export name is seen through another: nbd" {
+@test "filter-fresh: a write through one export name is seen through another: nbd" {
   start_nbdkit backend memory 8M
   alias_check nbd socket="$sock"
 }
 
-@test "fresh: the exportname filter behind blkhash" {
+@test "filter-fresh: the exportname filter behind blkhash" {
   local cache
   for cache in false true; do
     start_server "exportname-$cache" --filter=exportname memory 8M \
@@ -239,7 +239,7 @@ alias_check () {
   done
 }
 
-@test "fresh: a write through another name takes an export's blkhash-file line out" {
+@test "filter-fresh: a write through another name takes an export's blkhash-file line out" {
   local sums="$BATS_TEST_TMPDIR/sums" x
   start_server lines memory 8M blkhash-file="$sums"
   pwrite_bytes "$uri" 0 100000 1
@@ -254,7 +254,7 @@ $x  x"
   wait_for_line "$sums" "$(reference sha256 65536 now.img)  -"
 }
 
-@test "fresh: filters that would see the views as data may not sit in front" {
+@test "filter-fresh: filters that would see the views as data may not sit in front" {
   local f
   for f in cache cow readahead offset truncate; do
     run nbdkit -U - --filter=$f --filter="$BLKHASH_FILTER" file "$img" \
@@ -270,7 +270,7 @@ $x  x"
   [[ "$output" = *"--filter=cow is in front"* ]]
 }
 
-@test "fresh: filters that pass requests through may sit in front" {
+@test "filter-fresh: filters that pass requests through may sit in front" {
   local want
   want=$(reference sha256 65536 "$img")
   run nbdkit -U - --filter=log --filter=stats --filter=delay \
@@ -281,7 +281,7 @@ $x  x"
   [ "$(sum_hex "${lines[-1]}")" = "$want" ]
 }
 
-@test "fresh: cache and cow behind blkhash: data stays data, views stay read-only" {
+@test "filter-fresh: cache and cow behind blkhash: data stays data, views stay read-only" {
   local f before
   for f in cache cow; do
     cp --sparse=always "$BATS_FILE_TMPDIR/base.img" "$img"
@@ -335,7 +335,7 @@ for i in range(first, last):
 PY
 }
 
-@test "fresh: memory stays bounded whatever export names clients pick" {
+@test "filter-fresh: memory stays bounded whatever export names clients pick" {
   local cache before after
   [ -z "${BLKHASH_SANITIZERS:-}" ] || skip "RSS under valgrind is valgrind's"
   for cache in true false; do
@@ -364,7 +364,7 @@ small_tmpfs () {
   mount -t tmpfs -o size=1M,nr_inodes=64 tmpfs "$tmpfs"
 }
 
-@test "fresh: blkhash-file on a full file system: removed, never stale" {
+@test "filter-fresh: blkhash-file on a full file system: removed, never stale" {
   need_root
   small_tmpfs
   local sums="$tmpfs/sums"
@@ -391,7 +391,7 @@ small_tmpfs () {
   wait_for_line "$sums" "$(reference sha256 65536 two.img)  -"
 }
 
-@test "fresh: blkhash-file on a file system gone read-only: says it may be stale" {
+@test "filter-fresh: blkhash-file on a file system gone read-only: says it may be stale" {
   need_root
   small_tmpfs
   local sums="$tmpfs/sums"
@@ -405,7 +405,7 @@ small_tmpfs () {
   grep -q "cannot write blkhash-file $sums (Read-only file system) nor remove it.*may hold stale checksums" "$err"
 }
 
-@test "fresh: one blkhash-file, one server" {
+@test "filter-fresh: one blkhash-file, one server" {
   local sums="$BATS_TEST_TMPDIR/sums"
   start_server first memory 1M blkhash-file="$sums"
   run nbdkit -U - --filter="$BLKHASH_FILTER" memory 1M blkhash-file="$sums" \
@@ -423,7 +423,7 @@ small_tmpfs () {
 }
 
 # nbdkit sets its umask to 022 whatever its caller's.
-@test "fresh: blkhash-file is created 0644, with nothing left beside it" {
+@test "filter-fresh: blkhash-file is created 0644, with nothing left beside it" {
   local sums="$BATS_TEST_TMPDIR/sums" mask
   for mask in 027 022 077; do
     rm -f "$sums"

@@ -19,7 +19,7 @@ setup () {
   export small medium view
 }
 
-@test "view: header fields" {
+@test "filter-view: header fields" {
   run serve file "$small" -- \
     'nbdcopy "nbd+unix:///@blkhash?socket=$unixsocket" "$view"'
   [ "$status" -eq 0 ]
@@ -37,14 +37,14 @@ setup () {
   [ -z "$(hexdump_at "$view" 62 4034 | tr -d 0)" ]
 }
 
-@test "view: size is 8192 + n * L" {
+@test "filter-view: size is 8192 + n * L" {
   run serve file "$small" -- \
     'nbdinfo --size "nbd+unix:///@blkhash?socket=$unixsocket"'
   [ "$status" -eq 0 ]
   [ "$output" -eq $((8192 + 4 * 32)) ]
 }
 
-@test "view: root, padding and block digests" {
+@test "filter-view: root, padding and block digests" {
   run serve file "$small" -- \
     'nbdcopy "nbd+unix:///@blkhash?socket=$unixsocket" "$view"'
   [ "$status" -eq 0 ]
@@ -54,7 +54,7 @@ setup () {
     "$(reference --blocks sha256 65536 "$small")" ]
 }
 
-@test "view: suffix selects digest and block size" {
+@test "filter-view: suffix selects digest and block size" {
   run serve file "$medium" -- \
     'nbdcopy "nbd+unix:///@blkhash:sha1/1M?socket=$unixsocket" "$view"'
   [ "$status" -eq 0 ]
@@ -67,7 +67,7 @@ setup () {
     "$(reference --blocks sha1 1048576 "$medium")" ]
 }
 
-@test "view: unaligned reads of the digest area" {
+@test "filter-view: unaligned reads of the digest area" {
   local blocks
   blocks=$(reference --blocks sha256 65536 "$medium")
   # 100 bytes from byte 5 of the digests (holes), 77 from mid-digest
@@ -85,7 +85,7 @@ setup () {
   done
 }
 
-@test "view: reading only the root computes everything" {
+@test "filter-view: reading only the root computes everything" {
   run serve file "$medium" -- \
     'qemu-io -r -f raw "nbd+unix:///@blkhash?socket=$unixsocket" \
        -c "read -v 4096 32"'
@@ -93,7 +93,7 @@ setup () {
   [ "$(qemu_io_hex 32 <<< "$output")" = "$(reference sha256 65536 "$medium")" ]
 }
 
-@test "view: a root read computed on 1, 2 or 4 workers gives the same root" {
+@test "filter-view: a root read computed on 1, 2 or 4 workers gives the same root" {
   local w out
   for w in 1 2 4; do
     out=$(serve file "$medium" blkhash-workers=$w -- \
@@ -103,7 +103,7 @@ setup () {
   done
 }
 
-@test "view: a plugin without parallel requests gets one worker" {
+@test "filter-view: a plugin without parallel requests gets one worker" {
   run nbdkit -v -U - --filter="$BLKHASH_FILTER" --filter=noparallel \
     file "$medium" serialize=requests blkhash-workers=4 \
     --run 'qemu-io -r -f raw "nbd+unix:///@blkhash?socket=$unixsocket" \
@@ -113,7 +113,7 @@ setup () {
   [ "$(qemu_io_hex 32 <<< "$output")" = "$(reference sha256 65536 "$medium")" ]
 }
 
-@test "view: read-only, multi-conn and cache advertised" {
+@test "filter-view: read-only, multi-conn and cache advertised" {
   run serve memory 1M -- \
     'nbdinfo "nbd+unix:///@blkhash?socket=$unixsocket"'
   echo "$output"
@@ -124,7 +124,7 @@ setup () {
   [[ "$output" = *"description: blkhash view of the default export (sha256, 65536 byte blocks)"* ]]
 }
 
-@test "view: writes are refused" {
+@test "filter-view: writes are refused" {
   head -c 8192 /dev/urandom > "$BATS_TEST_TMPDIR/junk"
   export junk="$BATS_TEST_TMPDIR/junk"
   run serve memory 1M -- '
@@ -138,7 +138,7 @@ setup () {
   [ "$(head -c 8 "$view")" = BLKHASH1 ]
 }
 
-@test "view: a bad suffix is refused with a clear message" {
+@test "filter-view: a bad suffix is refused with a clear message" {
   run serve memory 1M -- \
     'nbdinfo "nbd+unix:///@blkhash:nosuch?socket=$unixsocket"'
   echo "$output"
@@ -150,7 +150,7 @@ setup () {
   [[ "$output" = *"only shake128 and shake256 are supported"* ]]
 }
 
-@test "view: block sizes 3K, 100000, 32M and 0 in a view name are refused, saying the rule" {
+@test "filter-view: block sizes 3K, 100000, 32M and 0 in a view name are refused, saying the rule" {
   local bs
   for bs in 3K 100000 32M 0; do
     run serve memory 1M -- \
@@ -165,7 +165,7 @@ setup () {
   done
 }
 
-@test "view: shake128 and shake256 with 96K blocks: header, root, block digests" {
+@test "filter-view: shake128 and shake256 with 96K blocks: header, root, block digests" {
   local d L n
   for d in shake128:16 SHAKE-256:32; do
     L=${d#*:}
@@ -190,7 +190,7 @@ setup () {
   done
 }
 
-@test "view: unaligned reads of 96K block digests through qemu-io" {
+@test "filter-view: unaligned reads of 96K block digests through qemu-io" {
   local blocks
   blocks=$(reference --blocks shake128 98304 "$medium")
   # 37 bytes from byte 3 of the digest of block 10 (960K to 1056K, where
@@ -203,7 +203,7 @@ setup () {
   [ "$(qemu_io_hex 37 <<< "$output")" = "${blocks:$(( (10 * 16 + 3) * 2 )):74}" ]
 }
 
-@test "view: empty image" {
+@test "filter-view: empty image" {
   run serve memory 0 -- \
     'nbdcopy "nbd+unix:///@blkhash?socket=$unixsocket" "$view"'
   [ "$status" -eq 0 ]
@@ -213,7 +213,7 @@ setup () {
     af5570f5a1810b7af78caf4bc70a660f0df51e42baf91d4de5b2328de0e83dfc ]
 }
 
-@test "view: reflects a completed write through the data export" {
+@test "filter-view: reflects a completed write through the data export" {
   run serve memory 40M -- '
     nbdcopy "$medium" "$uri" &&
     "$NBDSUM" "$uri" &&

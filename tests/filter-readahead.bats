@@ -42,7 +42,7 @@ stats_run () {
     "${args[@]}" --run "$*"
 }
 
-@test "readahead: on, every digest and block size equals the reference" {
+@test "filter-readahead: on, every digest and block size equals the reference" {
   local spec d bs want pieces
   for spec in sha256:4096 sha256:65536 sha1:98304 sha512:1048576 \
               sha256:16777216 shake128:262144; do
@@ -58,7 +58,7 @@ stats_run () {
   done
 }
 
-@test "readahead: on, a root and blkhash-file completion on worker threads" {
+@test "filter-readahead: on, a root and blkhash-file completion on worker threads" {
   local want pieces
   want=$(reference sha256 65536 "$disk")
   # A client that reads nothing: the filter completes the file alone.
@@ -72,7 +72,7 @@ stats_run () {
   [ "$pieces" -gt 0 ]
 }
 
-@test "readahead: false never reads ahead, even on slow storage" {
+@test "filter-readahead: false never reads ahead, even on slow storage" {
   stats_run --filter=delay file "$small" rdelay=2ms blkhash-readahead=false \
     -- '"$NBDSUM" -C 1 -R 1 "$uri"'
   [ "$status" -eq 0 ]
@@ -81,7 +81,7 @@ stats_run () {
   [ "$(readahead_pieces)" -eq 0 ]
 }
 
-@test "readahead: auto reads ahead on slow storage with idle CPUs" {
+@test "filter-readahead: auto reads ahead on slow storage with idle CPUs" {
   # One request over 64 reads of 10 ms: after two slow reads and a CPU
   # sample, the run reads pairs.
   stats_run --filter=delay file "$small" rdelay=10ms -- \
@@ -103,7 +103,7 @@ eval_args () {
   [ "${4:-}" != parallel ] || echo "thread_model=echo parallel"
 }
 
-@test "readahead: a plugin that takes one request at a time is never read ahead" {
+@test "filter-readahead: a plugin that takes one request at a time is never read ahead" {
   local args
   mapfile -t args < <(eval_args "$small" -1 /nonexistent)
   stats_run "${args[@]}" blkhash-readahead=true -- '"$NBDSUM" "$uri"'
@@ -114,7 +114,7 @@ eval_args () {
 }
 
 # A run from offset 0 reads 0 itself and 256K by its reader.
-@test "readahead: a failed read, the reader's or the request's, is an error and poisons nothing" {
+@test "filter-readahead: a failed read, the reader's or the request's, is an error and poisons nothing" {
   local off args flag="$BATS_TEST_TMPDIR/fail" want
   want=$(reference sha256 65536 "$small")
   for off in 262144 0; do
@@ -142,7 +142,7 @@ eval_args () {
   done
 }
 
-@test "readahead: clients killed during read-ahead; the server lives and exits promptly" {
+@test "filter-readahead: clients killed during read-ahead; the server lives and exits promptly" {
   local i want
   want=$(reference sha256 65536 "$small")
   start_server kills -D blkhash.stats=1 -v "${KILLED_CLIENT_OPTS[@]}" \
@@ -166,7 +166,7 @@ eval_args () {
   [ "$(readahead_pieces)" -gt 0 ]
 }
 
-@test "readahead: SIGTERM while a reader sleeps in the delay filter: nbdkit exits at once" {
+@test "filter-readahead: SIGTERM while a reader sleeps in the delay filter: nbdkit exits at once" {
   local i
   start_server sleeper -v --threads=1 --filter=delay file "$small" \
     rdelay=600 blkhash-readahead=true blkhash-cache=false
@@ -186,7 +186,7 @@ eval_args () {
   ! grep -Eq '^[0-9a-f]{64}' "$BATS_TEST_TMPDIR/out"
 }
 
-@test "readahead: a bad value is refused" {
+@test "filter-readahead: a bad value is refused" {
   run nbdkit -U - --filter="$BLKHASH_FILTER" null 1M blkhash-readahead=maybe \
     --run true
   echo "$output"

@@ -30,7 +30,7 @@ plugin_reads () {
   grep -c ' Read id=' "$log" || true
 }
 
-@test "passive: copying out of the filter leaves the checksum in blkhash-file" {
+@test "filter-passive: copying out of the filter leaves the checksum in blkhash-file" {
   run serve file "$odd" blkhash-file="$sums" -- \
     'nbdcopy "$uri" "$BATS_TEST_TMPDIR/copy.img"'
   [ "$status" -eq 0 ]
@@ -40,7 +40,7 @@ plugin_reads () {
   [ "$(reference sha256 65536 "$BATS_TEST_TMPDIR/copy.img")" = "$want" ]
 }
 
-@test "passive: blkhash-file-name names the copy: nbdsum -c checks it as is" {
+@test "filter-passive: blkhash-file-name names the copy: nbdsum -c checks it as is" {
   cd "$BATS_TEST_TMPDIR"
   run serve file "$odd" blkhash-file="$sums" blkhash-file-name=copy.img -- \
     'nbdcopy "$uri" copy.img'
@@ -59,7 +59,7 @@ plugin_reads () {
   [ "${lines[0]}" = "copy.img: FAILED" ]
 }
 
-@test "passive: a copy out reads each block once; holes come from extents" {
+@test "filter-passive: a copy out reads each block once; holes come from extents" {
   run nbdkit -D blkhash.stats=1 -v -U - --filter="$BLKHASH_FILTER" \
     --filter=log file "$aligned" logfile="$log" blkhash-file="$sums" \
     --run 'nbdcopy "$uri" null:'
@@ -78,7 +78,7 @@ plugin_reads () {
   [ "$(cat "$sums")" = "$(reference sha256 65536 "$aligned")  -" ]
 }
 
-@test "passive: copying into a filtered memory export fills the table" {
+@test "filter-passive: copying into a filtered memory export fills the table" {
   run nbdkit -U - --filter="$BLKHASH_FILTER" --filter=log memory 96M \
     logfile="$log" blkhash-cache=true --run '
     nbdcopy "$aligned" "$uri" && echo "copied reads=$(grep -c " Read id=" "$log")" &&
@@ -91,7 +91,7 @@ plugin_reads () {
     "$(reference sha256 65536 "$aligned")" ]
 }
 
-@test "passive: a sparse source copied in is served from the table" {
+@test "filter-passive: a sparse source copied in is served from the table" {
   # nbdcopy writes the source's holes as zeroes: no data to read after.
   local sparse="$BATS_TEST_TMPDIR/sparse.img"
   truncate -s 1G "$sparse"
@@ -107,7 +107,7 @@ plugin_reads () {
     grep -q 'computed 0 blocks reading 0 bytes, holes 0 blocks'
 }
 
-@test "passive: copying into a filtered file export" {
+@test "filter-passive: copying into a filtered file export" {
   local dst="$BATS_TEST_TMPDIR/dst.img"
   truncate -s 96M "$dst"
   run nbdkit -D blkhash.stats=1 -v -U - --filter="$BLKHASH_FILTER" file "$dst" \
@@ -119,7 +119,7 @@ plugin_reads () {
   cmp "$aligned" "$dst"
 }
 
-@test "passive: partial blocks of an odd source are the only reads after" {
+@test "filter-passive: partial blocks of an odd source are the only reads after" {
   run nbdkit -D blkhash.stats=1 -v -U - --filter="$BLKHASH_FILTER" \
     --filter=log memory 50000000 logfile="$log" \
     --run 'nbdcopy "$odd" "$uri" && "$NBDSUM" "$uri"'
@@ -132,7 +132,7 @@ plugin_reads () {
   [ "$(plugin_reads)" -le 5 ]
 }
 
-@test "passive: qemu-img convert as the copying client" {
+@test "filter-passive: qemu-img convert as the copying client" {
   run nbdkit -D blkhash.stats=1 -v -U - --filter="$BLKHASH_FILTER" memory 96M \
     blkhash-cache=true --run 'qemu-img convert -n -f raw -O raw "$aligned" "$uri" &&
            "$NBDSUM" "$uri"'
@@ -143,7 +143,7 @@ plugin_reads () {
   grep 'stats:' <<< "$output" | tail -n 1 | grep -q 'reading 0 bytes'
 }
 
-@test "passive: blocks read twice are hashed once" {
+@test "filter-passive: blocks read twice are hashed once" {
   run nbdkit -D blkhash.stats=1 -v -U - --filter="$BLKHASH_FILTER" \
     file "$aligned" blkhash-cache=true \
     --run 'nbdcopy "$uri" null: && nbdcopy "$uri" null:'
@@ -156,7 +156,7 @@ plugin_reads () {
   [ "$last" = "$first" ]
 }
 
-@test "passive: write zeroes marks blocks zero, trim forgets them" {
+@test "filter-passive: write zeroes marks blocks zero, trim forgets them" {
   run nbdkit -D blkhash.stats=1 -v -U - --filter="$BLKHASH_FILTER" memory 96M \
     --run '
     nbdcopy "$aligned" "$uri" &&
@@ -170,7 +170,7 @@ plugin_reads () {
     "$(reference sha256 65536 "$aligned")" ]
 }
 
-@test "passive: concurrent writers and readers never leave a stale digest" {
+@test "filter-passive: concurrent writers and readers never leave a stale digest" {
   # Fewer under valgrind (make check-sanitizers), where a round is slow.
   export STRESS_ROUNDS=${STRESS_ROUNDS:-20}
   run serve memory 64M -- '
@@ -183,7 +183,7 @@ plugin_reads () {
   [ "${lines[-1]}" = "$(reference sha256 65536 "$BATS_TEST_TMPDIR/final.img")" ]
 }
 
-@test "passive: unaligned writes in 96K blocks: full blocks hashed, the checksum right" {
+@test "filter-passive: unaligned writes in 96K blocks: full blocks hashed, the checksum right" {
   # 1M in 96K blocks: 10 and a 64K one.  Full blocks written: 2 and 3,
   # 5 and 6, the short last one 10; block 8 written zero; 0, 1, 4 and 7
   # only in part; 9 never.
@@ -215,7 +215,7 @@ plugin_reads () {
     grep -q 'passive 5 blocks, computed 4 blocks reading 393216 bytes, holes 1 '
 }
 
-@test "passive: concurrent unaligned writers with 96K blocks and shake128 never leave a stale digest" {
+@test "filter-passive: concurrent unaligned writers with 96K blocks and shake128 never leave a stale digest" {
   local rounds=$(( (${STRESS_ROUNDS:-20} + 3) / 4 ))
   export rounds
   run serve memory 64M blkhash-block-size=96K blkhash-digest=shake128 -- '
@@ -228,7 +228,7 @@ plugin_reads () {
   [ "${lines[-1]}" = "$(reference shake128 98304 "$BATS_TEST_TMPDIR/final.img")" ]
 }
 
-@test "passive: by default and with blkhash-cache=false, nothing hashed in passing without blkhash-file" {
+@test "filter-passive: by default and with blkhash-cache=false, nothing hashed in passing without blkhash-file" {
   local cache
   for cache in "" blkhash-cache=false; do
     rm -f "$log"
@@ -246,7 +246,7 @@ plugin_reads () {
   done
 }
 
-@test "passive: blkhash-file lists every served export, sorted, atomically" {
+@test "filter-passive: blkhash-file lists every served export, sorted, atomically" {
   local dir="$BATS_TEST_TMPDIR/dir"
   mkdir "$dir"
   cp "$odd" "$dir/b.img"
@@ -264,20 +264,20 @@ $(reference sha256 65536 "$dir/b.img")  b.img" ]
   [ "$(ls "$BATS_TEST_TMPDIR" | grep -c '^sums')" -eq 1 ]
 }
 
-@test "passive: blkhash-file is complete even if the client read nothing" {
+@test "filter-passive: blkhash-file is complete even if the client read nothing" {
   run serve file "$aligned" blkhash-file="$sums" -- 'nbdinfo "$uri" >/dev/null'
   [ "$status" -eq 0 ]
   [ "$(cat "$sums")" = "$(reference sha256 65536 "$aligned")  -" ]
 }
 
-@test "passive: blkhash-file with the view's own digest and block size" {
+@test "filter-passive: blkhash-file with the view's own digest and block size" {
   run serve file "$aligned" blkhash-file="$sums" blkhash-digest=sha1 \
     blkhash-block-size=1M -- 'nbdcopy "$uri" null:'
   [ "$status" -eq 0 ]
   [ "$(cat "$sums")" = "BLKHASH-SHA1/1M (-) = $(reference sha1 1048576 "$aligned")" ]
 }
 
-@test "passive: blkhash-file with shake256 and 96K blocks" {
+@test "filter-passive: blkhash-file with shake256 and 96K blocks" {
   run serve file "$odd" blkhash-file="$sums" blkhash-digest=SHAKE-256 \
     blkhash-block-size=96K -- 'nbdcopy "$uri" null:'
   [ "$status" -eq 0 ]
@@ -290,7 +290,7 @@ $(reference sha256 65536 "$dir/b.img")  b.img" ]
   [ "$output" = "-: OK" ]
 }
 
-@test "memory: a 4 TiB empty image costs the filter under 64 MiB" {
+@test "filter-passive: a 4 TiB empty image costs the filter under 64 MiB" {
   local img="$BATS_TEST_TMPDIR/empty.img" pid rss want
   [ -z "${BLKHASH_SANITIZERS:-}" ] || skip "RSS under valgrind is valgrind's"
   truncate -s 4T "$img"
@@ -317,7 +317,7 @@ print(h.hexdigest())')
   [ "$rss" -lt $((64 * 1024)) ]
 }
 
-@test "passive: -D blkhash.stats=1 counts computed blocks, once per export" {
+@test "filter-passive: -D blkhash.stats=1 counts computed blocks, once per export" {
   # nbdsum opens several connections to the view: one stats line when
   # the last of them leaves, counting the 13 MiB it had to read.
   run nbdkit -D blkhash.stats=1 -v -U - --filter="$BLKHASH_FILTER" \

@@ -1,8 +1,9 @@
 #!/usr/bin/env bats
 # Copyright (C) 2026 The nbdkit-blkhash developers
 # SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
-# The filter: data exports pass through unchanged, parameters are
-# checked, unusual plugins work, plugin errors fail the checksum.
+# The filter's basics: data exports pass through unchanged, every
+# export has a view, parameters are checked, unusual plugins work.
+# Plugin errors are filter-faults.bats's.
 
 load "$top_srcdir/tests/helpers"
 
@@ -17,20 +18,20 @@ setup () {
   export disk
 }
 
-@test "filter: bytes read through the filter equal the file's" {
+@test "filter-basics: bytes read through the filter equal the file's" {
   run serve file "$disk" -- 'nbdcopy "$uri" "$BATS_TEST_TMPDIR/out.img"'
   [ "$status" -eq 0 ]
   cmp "$disk" "$BATS_TEST_TMPDIR/out.img"
 }
 
-@test "filter: bytes written through the filter reach the plugin" {
+@test "filter-basics: bytes written through the filter reach the plugin" {
   run serve memory 64M -- '
     nbdcopy "$disk" "$uri" && nbdcopy "$uri" "$BATS_TEST_TMPDIR/back.img"'
   [ "$status" -eq 0 ]
   cmp "$disk" "$BATS_TEST_TMPDIR/back.img"
 }
 
-@test "filter: extents are unchanged" {
+@test "filter-basics: extents are unchanged" {
   nbdkit -U - file "$disk" --run 'nbdinfo --map "$uri"' > "$BATS_TEST_TMPDIR/plain"
   serve file "$disk" -- 'nbdinfo --map "$uri"' > "$BATS_TEST_TMPDIR/filtered"
   cat "$BATS_TEST_TMPDIR/filtered"
@@ -38,7 +39,7 @@ setup () {
   diff "$BATS_TEST_TMPDIR/plain" "$BATS_TEST_TMPDIR/filtered"
 }
 
-@test "filter: size, flags and block size are unchanged" {
+@test "filter-basics: size, flags and block size are unchanged" {
   local filter_out plain_out
   for plugin in "file $disk" "memory 64M" "pattern 3M"; do
     plain_out=$(nbdkit -U - $plugin --run 'nbdinfo "$uri"' |
@@ -51,7 +52,7 @@ setup () {
   done
 }
 
-@test "filter: the default export lists its view" {
+@test "filter-basics: the default export lists its view" {
   run serve file "$disk" -- 'nbdinfo --list "$uri"'
   echo "$output"
   [ "$status" -eq 0 ]
@@ -60,7 +61,7 @@ setup () {
   [[ "$output" = *"description: blkhash view of the default export"* ]]
 }
 
-@test "filter: multi-export plugin: every export has a view and a checksum" {
+@test "filter-basics: multi-export plugin: every export has a view and a checksum" {
   local dir="$BATS_TEST_TMPDIR/dir"
   mkdir "$dir"
   "$MKIMAGE" '3M;d:0+1M:x' "$dir/one.img"
@@ -80,7 +81,7 @@ setup () {
     "$(reference sha256 65536 "$dir/two.img")" ]
 }
 
-@test "filter: a missing export of a multi-export plugin fails cleanly" {
+@test "filter-basics: a missing export of a multi-export plugin fails cleanly" {
   local dir="$BATS_TEST_TMPDIR/dir"
   mkdir "$dir"
   export dir
@@ -92,7 +93,7 @@ setup () {
   [ -z "$(grep -E '^[0-9a-f]{64} ' <<< "$output")" ]
 }
 
-@test "filter: image over 4 GiB with data past 4 GiB" {
+@test "filter-basics: image over 4 GiB with data past 4 GiB" {
   local big="$BATS_TEST_TMPDIR/big.img"
   "$MKIMAGE" '5G;d:0+100K:p;d:4294901760+200000:q;d:5368690000+9999:r' "$big"
   export big
@@ -102,7 +103,7 @@ setup () {
   [ "${output%% *}" = "$(reference sha256 65536 "$big")" ]
 }
 
-@test "filter: a plugin without extents (pattern)" {
+@test "filter-basics: a plugin without extents (pattern)" {
   local copy="$BATS_TEST_TMPDIR/pattern.img"
   nbdkit -U - pattern 5000000 --run "nbdcopy \"\$uri\" $copy"
   run serve pattern 5000000 -- '"$NBDSUM" "$uri"'
@@ -111,7 +112,7 @@ setup () {
   [ "${output%% *}" = "$(reference sha256 65536 "$copy")" ]
 }
 
-@test "filter: holes found by zero detection when extents are hidden" {
+@test "filter-basics: holes found by zero detection when extents are hidden" {
   run nbdkit -U - --filter="$BLKHASH_FILTER" --filter=noextents \
     file "$disk" --run '"$NBDSUM" "$uri"'
   echo "$output"
@@ -119,7 +120,7 @@ setup () {
   [ "${output%% *}" = "$(reference sha256 65536 "$disk")" ]
 }
 
-@test "filter: a serialized plugin (noparallel) still works" {
+@test "filter-basics: a serialized plugin (noparallel) still works" {
   run nbdkit -U - --filter="$BLKHASH_FILTER" --filter=noparallel \
     file "$disk" serialize=requests --run '"$NBDSUM" -C 4 -R 8 "$uri"'
   echo "$output"
@@ -127,35 +128,7 @@ setup () {
   [ "${output%% *}" = "$(reference sha256 65536 "$disk")" ]
 }
 
-@test "filter: plugin read errors fail nbdsum and print no checksum" {
-  run nbdkit -U - --filter="$BLKHASH_FILTER" --filter=error \
-    file "$disk" error-pread=EIO error-pread-rate=1 \
-    --run '"$NBDSUM" "$uri"; echo "status=$?"'
-  echo "$output"
-  [[ "$output" = *"status=1"* ]]
-  [[ "$output" = *"Input/output error"* ]]
-  [ -z "$(grep -E '^[0-9a-f]{64} ' <<< "$output")" ]
-}
-
-@test "filter: an occasional read error never gives a wrong checksum" {
-  # Some requests fail, some succeed: either an error or the right sum.
-  local want
-  want=$(reference sha256 65536 "$disk")
-  for i in 1 2 3 4 5; do
-    run nbdkit -U - --filter="$BLKHASH_FILTER" --filter=error \
-      file "$disk" error-pread=EIO error-pread-rate=0.3 \
-      --run '"$NBDSUM" -R 4 "$uri"'
-    echo "$output"
-    if [ "$status" -eq 0 ]; then
-      [ "${output%% *}" = "$want" ]
-    else
-      [ "$status" -eq 1 ]
-      [ -z "$(grep -E '^[0-9a-f]{64} ' <<< "$output")" ]
-    fi
-  done
-}
-
-@test "filter: bad parameters fail at start with a clear message" {
+@test "filter-basics: bad parameters fail at start with a clear message" {
   run nbdkit -U - --filter="$BLKHASH_FILTER" null 1M blkhash-digest=nosuch \
     --run true
   echo "$output"
@@ -199,7 +172,7 @@ setup () {
   done
 }
 
-@test "filter: blkhash-digest and blkhash-block-size change the default view" {
+@test "filter-basics: blkhash-digest and blkhash-block-size change the default view" {
   run serve file "$disk" blkhash-digest=sha512 blkhash-block-size=1M -- \
     '"$NBDSUM" "$uri"'
   echo "$output"
@@ -207,7 +180,7 @@ setup () {
   [[ "$output" = "BLKHASH-SHA512/1M ("*") = $(reference sha512 1048576 "$disk")" ]]
 }
 
-@test "filter: blkhash-block-size=3K, 100000, 32M or 0 is refused, saying the rule" {
+@test "filter-basics: blkhash-block-size=3K, 100000, 32M or 0 is refused, saying the rule" {
   local bs
   for bs in 3K 100000 32M 0; do
     run nbdkit -U - --filter="$BLKHASH_FILTER" null 1M \
@@ -218,7 +191,7 @@ setup () {
   done
 }
 
-@test "filter: block sizes that are not powers of two: 96K, 12K, 4K*3*5*7" {
+@test "filter-basics: block sizes that are not powers of two: 96K, 12K, 4K*3*5*7" {
   local bs
   for bs in 96K 12K $((4096 * 3 * 5 * 7)); do
     export bs
@@ -239,7 +212,7 @@ plugin_read_ranges () {
     "$1" | while read -r o c; do echo "$((o)) $((c))"; done
 }
 
-@test "filter: hashing reads whole blocks up to 256K, larger blocks in pieces within one" {
+@test "filter-basics: hashing reads whole blocks up to 256K, larger blocks in pieces within one" {
   local log="$BATS_TEST_TMPDIR/log" size bs B off count n end
   size=$(stat -c %s "$disk")
   for bs in 96K 12K 420K; do
@@ -275,7 +248,7 @@ plugin_read_ranges () {
   done
 }
 
-@test "filter: blkhash-digest=shake128 and shake256, the default view's digest" {
+@test "filter-basics: blkhash-digest=shake128 and shake256, the default view's digest" {
   run serve file "$disk" blkhash-digest=shake128 blkhash-block-size=96K -- \
     '"$NBDSUM" "$uri"'
   echo "$output"
@@ -295,7 +268,7 @@ plugin_read_ranges () {
   [ "${lines[1]}" = "${lines[0]}" ]
 }
 
-@test "filter: --help lists the parameters" {
+@test "filter-basics: --help lists the parameters" {
   run nbdkit --filter="$BLKHASH_FILTER" null --help
   [ "$status" -eq 0 ]
   for p in blkhash-digest blkhash-block-size blkhash-file blkhash-file-name \
@@ -304,6 +277,6 @@ plugin_read_ranges () {
   done
 }
 
-@test "filter: zero extents cut mid-block are one hole: nothing is read" {
+@test "filter-basics: zero extents cut mid-block are one hole: nothing is read" {
   hash_cut_zeros --filter="$BLKHASH_FILTER" --
 }

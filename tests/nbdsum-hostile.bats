@@ -1,0 +1,298 @@
+#!/usr/bin/env bats
+# Copyright (C) 2026 The nbdkit-blkhash developers
+# SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
+# nbdsum against views it must not trust: crafted headers, a view that
+# does not describe its image or has none, a view whose reads fail, an
+# export too small to be a view.  Never a checksum of something else.
+
+load "$top_srcdir/tests/helpers"
+load "$top_srcdir/tests/servers"
+
+setup_file () {
+  "$MKIMAGE" '4M;d:0+1M:a;d:3M+100000:b' "$BATS_FILE_TMPDIR/small.img"
+}
+
+setup () {
+  small="$BATS_FILE_TMPDIR/small.img"
+  cd "$BATS_TEST_TMPDIR"
+}
+
+teardown () {
+  kill_servers
+}
+
+# Progress and counts, shown by bats and kept in make check's log.
+report () {
+  echo "# $*" >&3
+}
+
+# Stop the server: SIGTERM, it must exit 0 within 30 s with no crash.
+stop_server () {
+  kill "$pid"
+  wait_exit "$pid" 30
+  if [ "$rc" -ne 0 ] || ! no_crash "$err" >/dev/null; then
+    echo "nbdkit exit status $rc:"
+    cat "$err"
+    return 1
+  fi
+}
+
+# The first checksum nbdsum printed, from its stdout.
+first_sum () {
+  grep -Eo '^[0-9a-f]{32,128}|^BLKHASH-.* = [0-9a-f]{32,128}$' <<< "$1" |
+    head -n 1 | sed 's/.* = //' || true
+}
+
+# A file laid out like a view; nbdkit's file plugin serves it under
+# any export name, so nbdsum reads it as NAME@blkhash (and the image as
+# the same file: nbdsum refuses such a view, whose image has not the
+# size it says, unless the header is refused first).
+# craft_view FILE SIZE COUNT BLOCK_SIZE LEN NAME [EXTRA_BYTES]
+craft_view () {
+  "$PYTHON" - "$@" <<'PY'
+import struct, sys
+path, size, count, bs, dlen, name = sys.argv[1:7]
+extra = int(sys.argv[7]) if len(sys.argv) > 7 else 0
+h = b"BLKHASH1" + struct.pack("<IIQQIIQQ", 1, 4096, int(size), int(count),
+                              int(bs), int(dlen), 4096, 8192)
+h += name.encode().ljust(64, b"\0")
+h = h.ljust(4096, b"\0") + bytes(4096)
+body = bytes(int(count) * int(dlen) + extra)
+open(path, "wb").write(h + body)
+PY
+}
+
+# nbdsum on view FILE served as x@blkhash next to x, SIZE bytes of
+# zeros, by the file plugin: the view's image has the size it says.
+# view_next_to_image FILE SIZE
+view_next_to_image () {
+  local dir="$BATS_TEST_TMPDIR/views"
+  rm -rf "$dir"
+  mkdir "$dir"
+  truncate -s "$2" "$dir/x"
+  cp "$1" "$dir/x@blkhash"
+  run nbdkit -U - file dir="$dir" \
+    --run '"$NBDSUM" "nbd+unix:///x?socket=$unixsocket"'
+}
+
+@test "nbdsum-hostile: an export too small for a view is hashed client-side" {
+  local f="$BATS_TEST_TMPDIR/small"
+  head -c 5000 /dev/urandom > "$f"
+  run nbdkit -U - file "$f" --run '"$NBDSUM" "$uri"'
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" = *"no blkhash view"* ]]
+  [ "$(grep -E '^[0-9a-f]{64}  ' <<< "$output" | cut -d' ' -f1)" = \
+    "$(reference sha256 65536 "$f")" ]
+}
+
+@test "nbdsum-hostile: a well-formed crafted view is accepted: the rejections are of bad ones" {
+  local f="$BATS_TEST_TMPDIR/view"
+  craft_view "$f" 1048576 16 65536 32 sha256
+  view_next_to_image "$f" 1048576
+  echo "$output"
+  [ "$status" -eq 0 ]
+  # The crafted root area is zero, and nbdsum prints what the server says.
+  [ "${output%% *}" = "$(printf '%064d' 0)" ]
+  # Served as its own image, it is not about an image of that size.
+  run nbdkit -U - file "$f" --run '"$NBDSUM" "$uri"'
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"describes a 1048576 byte image, but the default export has 8704 bytes"* ]]
+}
+
+# craft FILE [FIELD=VALUE]...: a view of a 1 MiB image, sha256, 64K
+# blocks, with fields replaced.  Fields: magic version hsize size count
+# bs dlen root digests name name_hex extra (bytes added to, or removed
+# from, the digest area) truncate (the file's total length).
+craft () {
+  "$PYTHON" - "$@" <<'PY'
+import struct, sys
+f = dict(magic="BLKHASH1", version=1, hsize=4096, size=1 << 20, count=16,
+         bs=65536, dlen=32, root=4096, digests=8192, name="sha256",
+         extra=0, truncate=-1)
+for a in sys.argv[2:]:
+    k, v = a.split("=", 1)
+    f[k] = v if k in ("magic", "name", "name_hex") else int(v)
+name = bytes.fromhex(f["name_hex"]) if "name_hex" in f else f["name"].encode()
+h = f["magic"].encode() + struct.pack("<IIQQIIQQ", f["version"], f["hsize"],
+                                      f["size"], f["count"], f["bs"],
+                                      f["dlen"], f["root"], f["digests"])
+h += name[:64].ljust(64, b"\0")
+h = h.ljust(4096, b"\0") + bytes(4096)
+body = bytes(max(0, min(f["count"], 1 << 16) * min(f["dlen"], 4096) + f["extra"]))
+data = h + body
+if f["truncate"] >= 0:
+    data = data[:f["truncate"]]
+with open(sys.argv[1] + ".tmp", "wb") as fp:
+    fp.write(data)
+PY
+  mv "$1.tmp" "$1"
+}
+
+@test "nbdsum-hostile: hostile view headers: nbdsum rejects them, no checksum, no crash" {
+  local dir="$BATS_TEST_TMPDIR/dir" st out case_ msg errf n=0 want
+  local -a fields
+  mkdir "$dir"
+  "$MKIMAGE" '1M;d:0+300000:x' "$dir/x"
+  want=$(reference sha256 65536 "$dir/x")
+  errf="$BATS_TEST_TMPDIR/nbdsum.err"
+  start_nbdkit hostile file dir="$dir"
+
+  # The controls: well-formed crafted views are accepted as they are.
+  craft "$dir/x@blkhash"
+  out=$(timeout 30 "$NBDSUM" "$(uri_of x)")
+  [ "$(first_sum "$out")" = "$(printf '%064d' 0)" ]
+  craft "$dir/x@blkhash" bs=98304 count=11 dlen=16 name=shake128
+  out=$(timeout 30 "$NBDSUM" "$(uri_of x)")
+  [ "$(first_sum "$out")" = "$(printf '%032d' 0)" ]
+
+  # FIELDS|expected message
+  while IFS='|' read -r case_ msg; do
+    [ -n "$case_" ] || continue
+    read -ra fields <<< "$case_"
+    craft "$dir/x@blkhash" "${fields[@]}"
+    st=0
+    out=$(timeout 30 "$NBDSUM" "$(uri_of x)" 2>"$errf") || st=$?
+    echo "$case_: status $st: $out $(cat "$errf")"
+    n=$((n + 1))
+    [ "$st" -eq 1 ]
+    [ -z "$out" ]
+    grep -q "invalid blkhash view" "$errf"
+    grep -qF "$msg" "$errf"
+  done <<'EOF'
+dlen=0|invalid digest length
+dlen=65|invalid digest length
+dlen=4096|invalid digest length
+dlen=4294967295|invalid digest length
+dlen=64|sha256 digests are 32 bytes, not 64
+dlen=16 name=sha256|sha256 digests are 32 bytes, not 16
+count=17|block count does not match image size
+count=0|block count does not match image size
+count=18446744073709551615|block count does not match image size
+size=0|block count does not match image size
+size=9223372036854775808 count=140737488355328|impossible image size
+size=18446744073709551615 count=281474976710656|impossible image size
+name=aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa|digest name is not terminated
+name_hex=736861323536006a756e6b|digest name padding is not zero
+name=|digest name is empty
+name=nosuch|digest 'nosuch': unknown digest
+name=sha1|sha1 digests are 20 bytes, not 32
+name=SHA256x|unknown digest
+hsize=0|unexpected header size
+hsize=4095|unexpected header size
+hsize=8192|unexpected header size
+version=0|unsupported view format version
+version=2|unsupported view format version
+root=0|unexpected root or digests offset
+root=4097|unexpected root or digests offset
+digests=4096|unexpected root or digests offset
+digests=0|unexpected root or digests offset
+bs=0|invalid block size
+bs=12289|invalid block size
+bs=100000 count=11|invalid block size
+bs=98304|block count does not match image size
+bs=98304 count=11 dlen=32 name=shake128|shake128 digests are 16 bytes, not 32
+bs=98304 count=11 dlen=16 name=shake256|shake256 digests are 32 bytes, not 16
+bs=2147483648|invalid block size
+bs=33554432 count=1|invalid block size
+extra=-1|does not match the header
+extra=-512|does not match the header
+extra=-512 truncate=8192|does not match the header
+extra=1|does not match the header
+size=4611686018427387904 count=274877906944 bs=16777216|does not match the header
+size=4611686018427387904 count=1125899906842624 bs=4096 dlen=64 name=sha512|does not match the header
+EOF
+  report "$n hostile headers rejected"
+
+  # Not a view at all (short, or no magic): hashed client-side, which
+  # gives x's own checksum; a failure is acceptable, a wrong sum is not.
+  for case_ in truncate=100 truncate=4095 truncate=8191 magic=BLKHASH2 \
+               magic=XXXXXXXX; do
+    craft "$dir/x@blkhash" "$case_"
+    st=0
+    out=$(timeout 30 "$NBDSUM" "$(uri_of x)" 2>"$errf") || st=$?
+    echo "$case_: status $st: $out $(cat "$errf")"
+    if [ "$st" -eq 0 ]; then
+      [ "$(first_sum "$out")" = "$want" ]
+    else
+      [ "$st" -eq 1 ]
+      [ -z "$out" ]
+      [ -s "$errf" ]
+    fi
+  done
+  stop_server
+}
+
+@test "nbdsum-hostile: a view whose reads fail: nbdsum fails, no checksum" {
+  local dir="$BATS_TEST_TMPDIR/dir" st out errf="$BATS_TEST_TMPDIR/err"
+  mkdir "$dir"
+  "$MKIMAGE" '1M;d:0+300000:x' "$dir/x"
+  craft "$dir/x@blkhash"
+  start_nbdkit failing --filter=error file dir="$dir" error-pread=EIO \
+    error-pread-rate=100% error-cache=EIO error-cache-rate=100%
+  for opt in "" --client-side; do
+    st=0
+    out=$(timeout 30 "$NBDSUM" $opt "$(uri_of x)" 2>"$errf") || st=$?
+    echo "nbdsum $opt: status $st: $out $(cat "$errf")"
+    [ "$st" -eq 1 ]
+    [ -z "$out" ]
+    grep -q 'Input/output error' "$errf"
+  done
+  stop_server
+}
+
+@test "nbdsum-hostile: a blkhash view that does not describe its image is refused" {
+  local want
+  want=$(reference sha256 65536 "$small")
+  mkdir dir
+  # The filter's view of small.img, served next to x by the file plugin.
+  nbdkit -U - --filter="$BLKHASH_FILTER" file "$small" \
+    --run 'nbdcopy "nbd+unix:///@blkhash?socket=$unixsocket" dir/x@blkhash'
+  cp "$small" dir/x
+  start_nbdkit views file dir="$PWD/dir"
+  # The control: next to its own image, it is trusted.
+  run "$NBDSUM" "$(uri_of x)"
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$output" = "$want  $(uri_of x)" ]
+  # The image is not the one the view describes.
+  truncate -s 8M dir/x
+  run "$NBDSUM" "$(uri_of x)"
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [ "$output" = "nbdsum: $(uri_of x): the blkhash view 'x@blkhash' describes a 4194304 byte image, but export 'x' has 8388608 bytes: not trusting it" ]
+  run "$NBDSUM" --blocks "$(uri_of x)"
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"describes a 4194304 byte image"* ]]
+  run "$NBDSUM" --diff "$(uri_of x)" "$small"
+  [ "$status" -eq 2 ]
+  [[ "$output" = *"describes a 4194304 byte image"* ]]
+  # Hashing the image itself is another matter.
+  run "$NBDSUM" --client-side "$(uri_of x)"
+  [ "$status" -eq 0 ]
+  truncate -s 2M dir/x
+  run "$NBDSUM" "$(uri_of x)"
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"describes a 4194304 byte image, but export 'x' has 2097152 bytes"* ]]
+  # A view without its image.
+  rm dir/x
+  run "$NBDSUM" "$(uri_of x)"
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"the blkhash view 'x@blkhash' has no image: "*"No such file or directory"* ]]
+  ! grep -qE '[0-9a-f]{64}' <<< "$output" || false
+  no_crash "$err"
+}
+
+@test "nbdsum-hostile: a server that admits one client: the view is trusted, saying so" {
+  local want
+  want=$(reference sha256 65536 "$small")
+  # nbdsum cannot ask the image's size on a connection of its own.
+  start_server one --filter=limit file "$small" limit=1
+  run "$NBDSUM" -C 1 "$uri"
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "${lines[0]}" = "nbdsum: $uri: cannot check the blkhash view '@blkhash' against its image ("*"); trusting its header" ]]
+  [ "${lines[1]}" = "$want  $uri" ]
+}
