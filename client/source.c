@@ -527,6 +527,11 @@ source_connect (const struct source *src, const char *export_name,
   return h;
 
  err:
+  /* Stopped mid-handshake: our own server goes first, or it would
+   * complain of the client that vanished.
+   */
+  if (stop_signal ())
+    local_server_kill (src->server);
   if (!(flags & SOURCE_QUIET) && !stop_signal ()) {
     if (src->server && local_server_exited (src->server))
       error_at (src->name, "%s (the private nbdkit serving it exited: see "

@@ -186,10 +186,6 @@ extern int blkhash_reader_finish (struct blkhash_reader *rd, int *err);
 extern int blkhash_hasher_init (void);
 extern void blkhash_hasher_fini (void);
 extern EVP_MD_CTX *blkhash_thread_ctx (void);
-/* Should long work stop (nbdkit is exiting, or the client is gone)?
- * Sets *err and says why.
- */
-extern bool blkhash_should_stop (int *err);
 /* Digests of blocks [first, first+count) into out (NULL: only fill the
  * table), computing and storing those the table does not know.
  */
@@ -198,13 +194,18 @@ extern int blkhash_compute (nbdkit_next *next, struct blk_table *t,
                             int *err);
 
 /* root.c: a table's root, computing what is missing on blkhash_workers
- * threads.  Stops with ESHUTDOWN when nbdkit exits or the client is
+ * threads, and stopping long work.  Should long work stop (nbdkit is
+ * exiting, or the client is gone)?  Sets *err and says why.
+ */
+extern bool blkhash_should_stop (int *err);
+/* The root.  Stops with ESHUTDOWN when nbdkit exits or the client is
  * gone.
  */
 extern int blkhash_compute_root (nbdkit_next *next, struct blk_table *t,
                                  uint8_t *root, int *err);
 /* The same on a thread of its own while the caller waits: for work
- * after the client has gone (finalize), which only nbdkit's exit stops.
+ * after the client has gone (finalize), which only nbdkit's exit stops,
+ * and that only after a grace of 10 seconds.
  */
 extern int blkhash_compute_root_detached (nbdkit_next *next,
                                           struct blk_table *t,

@@ -109,22 +109,6 @@ blkhash_thread_ctx (void)
   return w ? w->ctx : NULL;
 }
 
-/* nbdkit 1.32 has no call saying "nbdkit is exiting" or "the client
- * has gone", but nbdkit_nanosleep returns -1 at once in either case
- * (the client only on a thread serving that connection), so a sleep
- * of zero is a cheap probe between steps of long work.
- */
-bool
-blkhash_should_stop (int *err)
-{
-  if (nbdkit_nanosleep (0, 0) == 0)
-    return false;
-  nbdkit_error ("blkhash: stopped computing digests: nbdkit is exiting or "
-                "the client has gone");
-  *err = ESHUTDOWN;
-  return true;
-}
-
 /* Set hole[i] for the blocks first+i of [first, first+count) that lie
  * wholly inside runs of extents reading as zero.
  */

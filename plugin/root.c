@@ -23,6 +23,44 @@
 
 /* The root is completed in steps of this much image. */
 #define ROOT_STEP_BYTES (UINT64_C (64) * 1024 * 1024)
+/* How long a completion for blkhash-file goes on once nbdkit is asked
+ * to exit: nbdkit --run sends its SIGTERM as soon as the command ends,
+ * racing with the last client's disconnect.
+ */
+#define EXIT_GRACE_NS (UINT64_C (10) * 1000 * 1000 * 1000)
+
+/* When a completion first saw nbdkit exiting (monotonic ns), or 0. */
+static _Atomic uint64_t exit_seen_ns;
+
+/* Should long work stop?  With grace, only EXIT_GRACE_NS after nbdkit
+ * was first seen exiting.  nbdkit has no call saying "nbdkit is
+ * exiting" or "the client has gone", but nbdkit_nanosleep returns -1
+ * at once in either case (the client only on a thread serving that
+ * connection), so a sleep of zero is a cheap probe between steps.
+ */
+static bool
+stop_now (bool grace, int *err)
+{
+  if (nbdkit_nanosleep (0, 0) == 0)
+    return false;
+  if (grace) {
+    const uint64_t now = blkhash_now_ns ();
+    uint64_t seen = 0;
+    atomic_compare_exchange_strong (&exit_seen_ns, &seen, now);
+    if (now - atomic_load (&exit_seen_ns) < EXIT_GRACE_NS)
+      return false;
+  }
+  nbdkit_error ("blkhash: stopped computing digests: nbdkit is exiting or "
+                "the client has gone");
+  *err = ESHUTDOWN;
+  return true;
+}
+
+bool
+blkhash_should_stop (int *err)
+{
+  return stop_now (false, err);
+}
 
 /* The root from one pass over all blocks with a private outer hash,
  * for when writes keep invalidating the table's fold.  Each digest was
@@ -31,7 +69,7 @@
  */
 static int
 direct_root (nbdkit_next *next, struct blk_table *t, uint64_t step,
-             uint8_t *root, int *err)
+             bool grace, uint8_t *root, int *err)
 {
   const struct blk_params *p = blk_table_params (t);
   const uint64_t nblocks = blk_table_blocks (t);
@@ -47,7 +85,7 @@ direct_root (nbdkit_next *next, struct blk_table *t, uint64_t step,
   }
   for (uint64_t b = 0; b < nblocks; b += step) {
     const uint64_t n = MIN (nblocks - b, step);
-    if (blkhash_should_stop (err) ||
+    if (stop_now (grace, err) ||
         blkhash_compute (next, t, b, n, out, err) == -1)
       goto out;
     if (blk_root_add (&r, out, n) == -1)
@@ -75,6 +113,7 @@ struct root_job {
   nbdkit_next *next;
   struct blk_table *t;
   uint64_t step, nblocks;
+  bool grace;                   /* a completion: see stop_now */
   pthread_mutex_t lock;         /* cursor, err */
   uint64_t cursor;
   int err;
@@ -111,7 +150,7 @@ root_job_work (struct root_job *j)
     }
     if (b >= j->nblocks)
       break;
-    if (blkhash_should_stop (&err) ||
+    if (stop_now (j->grace, &err) ||
         blkhash_compute (j->next, j->t, b, n, NULL, &err) == -1) {
       root_job_fail (j, err);
       break;
@@ -138,14 +177,14 @@ root_job_thread (void *opaque)
  */
 static int
 root_job_run (nbdkit_next *next, struct blk_table *t, uint64_t step,
-              int *err)
+              bool grace, int *err)
 {
   /* The scan starts where the first unknown block is: nothing to do
    * (the usual case after a client cached everything) starts no thread.
    */
   struct root_job j = {
     .next = next, .t = t, .step = step, .nblocks = blk_table_blocks (t),
-    .cursor = blk_table_next_unknown (t, 0),
+    .grace = grace, .cursor = blk_table_next_unknown (t, 0),
   };
   pthread_t threads[BLKHASH_MAX_WORKERS];
   unsigned nthreads = 0, want = blkhash_workers;
@@ -170,9 +209,9 @@ root_job_run (nbdkit_next *next, struct blk_table *t, uint64_t step,
   return 0;
 }
 
-int
-blkhash_compute_root (nbdkit_next *next, struct blk_table *t, uint8_t *root,
-                      int *err)
+static int
+compute_root (nbdkit_next *next, struct blk_table *t, bool grace,
+              uint8_t *root, int *err)
 {
   const struct blk_params *p = blk_table_params (t);
   const uint64_t step = blk_blocks_per (ROOT_STEP_BYTES, p->block_size);
@@ -181,12 +220,12 @@ blkhash_compute_root (nbdkit_next *next, struct blk_table *t, uint8_t *root,
 
   /* Usually once: compute what is missing and let the fold finish. */
   for (attempt = 0; attempt < 2; attempt++) {
-    if (root_job_run (next, t, step, err) == -1)
+    if (root_job_run (next, t, step, grace, err) == -1)
       return -1;
     /* What is left of the fold, in steps that can stop. */
     while ((f = blk_table_fold (t, true, BLKHASH_FOLD_BUDGET))
            == BLK_FOLD_MORE)
-      if (blkhash_should_stop (err))
+      if (stop_now (grace, err))
         return -1;
     if (f == BLK_FOLD_FAILED)
       goto fold_failed;
@@ -197,12 +236,19 @@ blkhash_compute_root (nbdkit_next *next, struct blk_table *t, uint8_t *root,
   }
   nbdkit_debug ("blkhash: writes keep changing the image, computing the "
                 "root in one pass");
-  return direct_root (next, t, step, root, err);
+  return direct_root (next, t, step, grace, root, err);
 
  fold_failed:
   nbdkit_error ("blkhash: %s failed", p->digest.name);
   *err = EIO;
   return -1;
+}
+
+int
+blkhash_compute_root (nbdkit_next *next, struct blk_table *t, uint8_t *root,
+                      int *err)
+{
+  return compute_root (next, t, false, root, err);
 }
 
 struct detached {
@@ -217,14 +263,14 @@ detached_run (void *opaque)
 {
   struct detached *d = opaque;
 
-  d->r = blkhash_compute_root (d->next, d->t, d->root, &d->err);
+  d->r = compute_root (d->next, d->t, true, d->root, &d->err);
   return NULL;
 }
 
-/* On a thread nbdkit did not create, blkhash_should_stop sees only
+/* On a thread nbdkit did not create, nbdkit_nanosleep sees only
  * nbdkit's exit: a connection that is closing must not stop its own
- * completion.  The caller waits, so the plugin sees one caller at a
- * time as before.
+ * completion, and nbdkit's exit stops it only after EXIT_GRACE_NS.
+ * The caller waits, so the plugin sees one caller at a time as before.
  */
 int
 blkhash_compute_root_detached (nbdkit_next *next, struct blk_table *t,

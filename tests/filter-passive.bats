@@ -40,6 +40,23 @@ plugin_reads () {
   [ "$(reference sha256 65536 "$BATS_TEST_TMPDIR/copy.img")" = "$want" ]
 }
 
+# nbdkit --run sends nbdkit SIGTERM as soon as the command ends, while
+# the filter may still be completing the checksum of the last client's
+# session: a completion has 10 s to finish.
+@test "filter-passive: blkhash-file is complete when nbdkit --run exits at once" {
+  local img="$BATS_TEST_TMPDIR/unread.img" want
+  truncate -s 1G "$img"
+  head -c 256M /dev/urandom | dd of="$img" bs=1M conv=notrunc status=none
+  want=$(reference sha256 65536 "$img")
+  # The client reads nothing: the completion reads 256 MiB.
+  run nbdkit -U - --filter="$BLKHASH_FILTER" file "$img" \
+    blkhash-file="$sums" --run 'nbdinfo --size "$uri"'
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$(cat "$sums")" = "$want  -" ]
+  [[ "$output" != *"nbdkit is exiting"* ]]
+}
+
 @test "filter-passive: blkhash-file-name names the copy: nbdsum -c checks it as is" {
   cd "$BATS_TEST_TMPDIR"
   run serve file "$odd" blkhash-file="$sums" blkhash-file-name=copy.img -- \
