@@ -25,6 +25,7 @@
 #include "blkhash.h"
 #include "cleanup.h"
 #include "helpers.h"
+#include "jsonread.h"
 #include "manifest.h"
 #include "messages.h"
 #include "signals.h"
@@ -34,15 +35,6 @@
 #define LINE_MAX_LEN 512
 /* Longer JSON strings neither (a name, escaped, at most). */
 #define TEXT_MAX 65536
-
-enum tok_type { T_EOF, T_PUNCT, T_STRING, T_NUMBER, T_WORD };
-
-struct token {
-  enum tok_type type;
-  int punct;                    /* T_PUNCT: one of {}[]:, */
-  char *text;                   /* T_STRING (decoded), T_NUMBER, T_WORD */
-  size_t len;
-};
 
 /* One line of the manifest. */
 struct entry {
@@ -70,7 +62,7 @@ struct manifest {
   uint64_t size, nblocks;
 
   /* JSON reading. */
-  struct token tok;
+  struct json_reader rd;
   unsigned seen;                /* K_* members read */
   bool first_entry;
   char digest_name[BLK_DIGEST_NAME_MAX];
@@ -101,7 +93,8 @@ fail (struct manifest *m, const char *fmt, ...)
     msg = NULL;
   va_end (ap);
   if (m->lineno)
-    error_at (m->path, "line %lu: %s", m->lineno, msg ? msg : fmt);
+    error_at (m->path, "line %lu: %s", m->json ? m->rd.line : m->lineno,
+              msg ? msg : fmt);
   else
     error_at (m->path, "%s", msg ? msg : fmt);
   free (msg);
@@ -272,197 +265,25 @@ text_next_entry (struct manifest *m, struct entry *e)
 
 /* JSON manifests: the document of --blocks --json. */
 
-static int
-get (struct manifest *m)
-{
-  const int c = getc (m->fp);
-
-  if (c == '\n')
-    m->lineno++;
-  return c;
-}
-
-static int
-add_char (struct manifest *m, int c)
-{
-  if (m->tok.len >= TEXT_MAX - 1)
-    return fail (m, "a string or number is too long");
-  m->tok.text[m->tok.len++] = c;
-  m->tok.text[m->tok.len] = '\0';
-  return 0;
-}
-
-static int
-add_utf8 (struct manifest *m, uint32_t c)
-{
-  uint8_t b[4];
-  int n;
-
-  if (c < 0x80)
-    return add_char (m, c);
-  if (c < 0x800) {
-    b[0] = 0xc0 | c >> 6;
-    n = 2;
-  }
-  else if (c < 0x10000) {
-    b[0] = 0xe0 | c >> 12;
-    n = 3;
-  }
-  else {
-    b[0] = 0xf0 | c >> 18;
-    n = 4;
-  }
-  for (int i = 1; i < n; i++)
-    b[i] = 0x80 | (c >> (6 * (n - 1 - i)) & 0x3f);
-  /* One message if the string is too long, not one per byte. */
-  for (int i = 0; i < n; i++)
-    if (add_char (m, b[i]) == -1)
-      return -1;
-  return 0;
-}
-
-static int
-read_u_escape (struct manifest *m, uint32_t *v)
-{
-  *v = 0;
-  for (int i = 0; i < 4; i++) {
-    const int d = blk_hex_value (get (m));
-    if (d == -1)
-      return fail (m, "invalid \\u escape");
-    *v = *v << 4 | d;
-  }
-  return 0;
-}
-
-static int
-read_string (struct manifest *m)
-{
-  uint32_t u, lo;
-  int c;
-
-  for (;;) {
-    c = get (m);
-    if (c == EOF)
-      return fail (m, "unterminated string");
-    if (c == '"')
-      return 0;
-    if (c < 0x20)
-      return fail (m, "control character in a string");
-    if (c != '\\') {
-      if (add_char (m, c) == -1)
-        return -1;
-      continue;
-    }
-    switch (c = get (m)) {
-    case '"': case '\\': case '/': break;
-    case 'b': c = '\b'; break;
-    case 'f': c = '\f'; break;
-    case 'n': c = '\n'; break;
-    case 'r': c = '\r'; break;
-    case 't': c = '\t'; break;
-    case 'u':
-      if (read_u_escape (m, &u) == -1)
-        return -1;
-      if (u >= 0xd800 && u <= 0xdbff) {
-        if (get (m) != '\\' || get (m) != 'u' ||
-            read_u_escape (m, &lo) == -1 || lo < 0xdc00 || lo > 0xdfff)
-          return fail (m, "invalid \\u escape (a lone surrogate)");
-        u = 0x10000 + ((u - 0xd800) << 10) + (lo - 0xdc00);
-      }
-      else if ((u >= 0xdc00 && u <= 0xdfff) || u == 0)
-        return fail (m, "invalid \\u escape");
-      if (add_utf8 (m, u) == -1)
-        return -1;
-      continue;
-    default:
-      return fail (m, "invalid escape in a string");
-    }
-    if (add_char (m, c) == -1)
-      return -1;
-  }
-}
-
+/* The reader's failures, as the manifest's. */
 static int
 next_token (struct manifest *m)
 {
-  struct token *t = &m->tok;
-  int c;
-
-  do
-    c = get (m);
-  while (c == ' ' || c == '\t' || c == '\n' || c == '\r');
-  t->len = 0;
-  t->text[0] = '\0';
-  if (c == EOF) {
-    if (ferror (m->fp))
-      return fail (m, "%s", strerror (errno));
-    t->type = T_EOF;
-    return 0;
-  }
-  if (strchr ("{}[]:,", c)) {
-    t->type = T_PUNCT;
-    t->punct = c;
-    return 0;
-  }
-  if (c == '"') {
-    t->type = T_STRING;
-    return read_string (m);
-  }
-  if (c == '-' || isdigit (c) || isalpha (c)) {
-    t->type = isalpha (c) ? T_WORD : T_NUMBER;
-    do {
-      if (add_char (m, c) == -1)
-        return -1;
-      c = getc (m->fp);
-    } while (c != EOF && (isalnum (c) || strchr ("-+.", c)));
-    if (c != EOF)
-      ungetc (c, m->fp);
-    return 0;
-  }
-  return fail (m, "not JSON: unexpected character 0x%02x", (unsigned) c);
-}
-
-static bool
-is_punct (const struct manifest *m, int c)
-{
-  return m->tok.type == T_PUNCT && m->tok.punct == c;
+  return json_next (&m->rd) == -1 ? fail (m, "%s", m->rd.error) : 0;
 }
 
 static int
 expect (struct manifest *m, int c)
 {
-  if (next_token (m) == -1)
-    return -1;
-  if (!is_punct (m, c))
-    return fail (m, "expected '%c'", c);
-  return 0;
+  return json_expect (&m->rd, c) == -1 ? fail (m, "%s", m->rd.error) : 0;
 }
 
-/* The next member's key in m->key: 1, or 0 at the end of the object.
- * *first is true right after its '{'.
- */
 static int
 next_key (struct manifest *m, bool *first, char *key, size_t size)
 {
-  if (next_token (m) == -1)
-    return -1;
-  if (is_punct (m, '}'))
-    return 0;
-  if (!*first) {
-    if (!is_punct (m, ','))
-      return fail (m, "expected ',' or '}'");
-    if (next_token (m) == -1)
-      return -1;
-  }
-  *first = false;
-  if (m->tok.type != T_STRING)
-    return fail (m, "expected a key");
-  if (m->tok.len >= size)
-    return fail (m, "unknown key");
-  memcpy (key, m->tok.text, m->tok.len + 1);
-  if (expect (m, ':') == -1)
-    return -1;
-  return 1;
+  const int r = json_next_key (&m->rd, first, key, size);
+
+  return r == -1 ? fail (m, "%s", m->rd.error) : r;
 }
 
 static int
@@ -470,7 +291,7 @@ string_value (struct manifest *m, const char *key)
 {
   if (next_token (m) == -1)
     return -1;
-  if (m->tok.type != T_STRING)
+  if (m->rd.type != JSON_STRING)
     return fail (m, "\"%s\" must be a string", key);
   return 0;
 }
@@ -480,7 +301,7 @@ number_value (struct manifest *m, const char *key, uint64_t *v)
 {
   if (next_token (m) == -1)
     return -1;
-  if (m->tok.type != T_NUMBER || !parse_number (m->tok.text, v))
+  if (m->rd.type != JSON_NUMBER || !parse_number (m->rd.text, v))
     return fail (m, "\"%s\" must be a whole number from 0 to 2^63-1", key);
   return 0;
 }
@@ -515,7 +336,7 @@ json_members (struct manifest *m, bool after)
         return -1;
       return fail (m, "the --blocks run that wrote it %s: %s",
                    key[0] == 'e' ? "failed" : "was interrupted",
-                   m->tok.text);
+                   m->rd.text);
     }
     if (bit == 0)
       return fail (m, "unknown key \"%s\"", key);
@@ -526,8 +347,8 @@ json_members (struct manifest *m, bool after)
     case K_DIGEST:
       if (string_value (m, key) == -1)
         return -1;
-      snprintf (m->digest_name, sizeof m->digest_name, "%s", m->tok.text);
-      if (strlen (m->tok.text) >= sizeof m->digest_name)
+      snprintf (m->digest_name, sizeof m->digest_name, "%s", m->rd.text);
+      if (strlen (m->rd.text) >= sizeof m->digest_name)
         return fail (m, "unknown digest");
       break;
     case K_BLOCK_SIZE:
@@ -542,8 +363,8 @@ json_members (struct manifest *m, bool after)
     case K_ZERO_HASH:
       if (string_value (m, key) == -1)
         return -1;
-      snprintf (m->zero_hash, sizeof m->zero_hash, "%s", m->tok.text);
-      if (strlen (m->tok.text) >= sizeof m->zero_hash)
+      snprintf (m->zero_hash, sizeof m->zero_hash, "%s", m->rd.text);
+      if (strlen (m->rd.text) >= sizeof m->zero_hash)
         return fail (m, "\"zero-hash\" is too long");
       break;
     case K_BLOCKS:
@@ -567,7 +388,7 @@ json_members (struct manifest *m, bool after)
     return fail (m, "no \"blocks\": not a manifest");
   if (next_token (m) == -1)
     return -1;
-  if (m->tok.type != T_EOF)
+  if (m->rd.type != JSON_EOF)
     return fail (m, "more after the end of the document");
   return 0;
 }
@@ -582,16 +403,16 @@ json_next_entry (struct manifest *m, struct entry *e)
 
   if (next_token (m) == -1)
     return -1;
-  if (is_punct (m, ']'))
+  if (json_is (&m->rd, ']'))
     return 0;
   if (!m->first_entry) {
-    if (!is_punct (m, ','))
+    if (!json_is (&m->rd, ','))
       return fail (m, "expected ',' or ']' in \"blocks\"");
     if (next_token (m) == -1)
       return -1;
   }
   m->first_entry = false;
-  if (!is_punct (m, '{'))
+  if (!json_is (&m->rd, '{'))
     return fail (m, "expected a block object");
   e->zero = false;
   while ((r = next_key (m, &first, key, sizeof key)) == 1) {
@@ -610,14 +431,14 @@ json_next_entry (struct manifest *m, struct entry *e)
     else if (strcmp (key, "hash") == 0) {
       bit = 4;
       if (string_value (m, key) == -1 ||
-          parse_hex (m, m->tok.text, m->tok.len, e->digest) == -1)
+          parse_hex (m, m->rd.text, m->rd.len, e->digest) == -1)
         return -1;
     }
     else if (strcmp (key, "zero") == 0) {
       bit = 8;
       if (next_token (m) == -1)
         return -1;
-      if (m->tok.type != T_WORD || strcmp (m->tok.text, "true") != 0)
+      if (m->rd.type != JSON_WORD || strcmp (m->rd.text, "true") != 0)
         return fail (m, "\"zero\" must be true");
       e->zero = true;
     }
@@ -641,8 +462,6 @@ json_next_entry (struct manifest *m, struct entry *e)
 static int
 read_header (struct manifest *m)
 {
-  int c;
-
   if (fseeko (m->fp, m->start, SEEK_SET) == -1)
     return fail (m, "%s", strerror (errno));
   clearerr (m->fp);
@@ -653,13 +472,9 @@ read_header (struct manifest *m)
     blk_params_free (&m->p);
     m->have_params = false;
   }
-  m->lineno = 1;
-  do
-    c = get (m);
-  while (m->json && (c == ' ' || c == '\t' || c == '\n' || c == '\r'));
-  if (c != EOF)
-    ungetc (c, m->fp);
   if (m->json) {
+    m->lineno = 1;
+    json_reader_reset (&m->rd);
     if (json_members (m, false) == -1)
       return -1;
     if ((m->seen & K_ZERO_HASH) != 0) {
@@ -670,7 +485,6 @@ read_header (struct manifest *m)
     }
     return 0;
   }
-  m->lineno = 0;
   return text_read_header (m);
 }
 
@@ -762,9 +576,9 @@ manifest_open (const char *path)
   struct entry e;
   int first = 0, r = 0;
 
-  if (m == NULL || (m->tok.text = malloc (TEXT_MAX)) == NULL) {
+  if (m == NULL) {
     error_at (path, "out of memory");
-    goto err;
+    return NULL;
   }
   m->path = path;
   m->fp = strcmp (path, "-") == 0 ? stdin : fopen (path, "r");
@@ -779,6 +593,10 @@ manifest_open (const char *path)
   if ((m->start == -1 || fseeko (m->fp, m->start, SEEK_SET) == -1) &&
       spool (m, first) == -1)
     goto err;
+  if (m->json && json_reader_init (&m->rd, m->fp, TEXT_MAX) == -1) {
+    fail (m, "out of memory");
+    goto err;
+  }
 
   /* All of it first. */
   if (read_header (m) == -1)
@@ -825,7 +643,7 @@ manifest_close (struct manifest *m)
     fclose (m->fp);
   if (m->have_params)
     blk_params_free (&m->p);
-  free (m->tok.text);
+  json_reader_free (&m->rd);
   free (m);
 }
 

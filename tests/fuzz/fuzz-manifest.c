@@ -44,7 +44,7 @@ stop_signal (void)
 const char *progname = "nbdsum";
 static unsigned messages;
 
-static void
+static void __attribute__ ((format (printf, 1, 0)))
 count (const char *fmt, va_list ap)
 {
   char buf[256];
