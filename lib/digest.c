@@ -85,7 +85,7 @@ blk_digest_init (struct blk_digest *d, const char *name)
   /* Fetching once avoids an implicit fetch on every EVP_DigestInit. */
   d->md = EVP_MD_fetch (NULL, d->name, NULL);
   if (d->md == NULL)
-    return "unknown digest (see 'openssl list -digest-algorithms')";
+    return "unknown digest (nbdsum --list-digests lists those it takes)";
   /* sha256, SHA-256 and sha2-256 are one digest: one name for all,
    * the object's short name where it has one (what every OpenSSL
    * version and the reference tool know).

@@ -149,7 +149,8 @@ static int
 blkhash_config_complete (nbdkit_next_config_complete *next,
                          nbdkit_backend *nxdata)
 {
-  blkhash_default_params = blkhash_params_get (digest_name, block_size);
+  blkhash_default_params = blkhash_params_get (NULL, digest_name,
+                                               block_size);
   if (blkhash_default_params == NULL)
     return -1;
 
@@ -161,16 +162,17 @@ blkhash_config_complete (nbdkit_next_config_complete *next,
 }
 
 #define blkhash_config_help \
-  "blkhash-digest=NAME        OpenSSL digest (default sha256).\n" \
-  "blkhash-block-size=SIZE    Block size, a multiple of 4K from 4K to 16M\n" \
+  "blkhash-digest=<NAME>      OpenSSL digest (default sha256).\n" \
+  "blkhash-block-size=<SIZE>  Block size, a multiple of 4K from 4K to 16M\n" \
   "                           (default 64K).\n" \
-  "blkhash-file=PATH          Write checksum lines when clients leave.\n" \
-  "blkhash-file-name=NAME     The default export's NAME there (default -).\n" \
+  "blkhash-file=<PATH>        Write checksum lines when clients leave.\n" \
+  "blkhash-file-name=<NAME>   The default export's NAME there (default -).\n" \
   "blkhash-cache=<BOOL>       Keep digests between clients: only if no\n" \
   "                           one else writes the image (default false).\n" \
-  "blkhash-workers=N          Threads for a root that needs everything\n" \
+  "blkhash-workers=<N>        Threads for a root that needs everything\n" \
   "                           (default: online CPUs).\n" \
-  "blkhash-readahead=auto|BOOL  Two reads in flight per request: auto\n" \
+  "blkhash-readahead=auto|<BOOL>\n" \
+  "                           Two reads in flight per request: auto\n" \
   "                           on slow storage with idle CPUs (default)."
 
 static void
@@ -268,7 +270,8 @@ blkhash_open (nbdkit_next_open *next, nbdkit_context *context,
   if (view) {
     h->name = vn.base;
     vn.base = NULL;
-    h->params = blkhash_params_get (vn.digest ? vn.digest : digest_name,
+    h->params = blkhash_params_get (exportname,
+                                    vn.digest ? vn.digest : digest_name,
                                     vn.block_size ? vn.block_size
                                     : block_size);
     blk_view_name_free (&vn);
@@ -458,8 +461,9 @@ blkhash_block_size (nbdkit_next *next, void *handle,
   return 0;
 }
 
-/* The view is read-only, has no extents, and serves CACHE itself; it
- * is the same for every connection (multi-conn).
+/* The view is read-only, has no extents of its own (nbdkit reports it
+ * all data), and serves CACHE itself; it is the same for every
+ * connection (multi-conn).
  */
 static int
 blkhash_can_write (nbdkit_next *next, void *handle)

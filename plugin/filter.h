@@ -58,9 +58,11 @@ extern bool blkhash_plugin_parallel;
 
 /* params.c: the registry of digest and block size combinations,
  * created on demand and kept until unload; aliases of a digest share
- * one entry.  NULL with nbdkit_error called on bad values.
+ * one entry.  NULL with nbdkit_error called on bad values, naming what
+ * gave them (NULL: the parameters).
  */
-extern const struct blk_params *blkhash_params_get (const char *digest,
+extern const struct blk_params *blkhash_params_get (const char *what,
+                                                    const char *digest,
                                                     uint64_t block_size);
 extern void blkhash_params_free_all (void);
 

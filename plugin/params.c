@@ -37,7 +37,8 @@ find_params (const char *digest, uint64_t block_size)
 }
 
 const struct blk_params *
-blkhash_params_get (const char *digest, uint64_t block_size)
+blkhash_params_get (const char *what, const char *digest,
+                    uint64_t block_size)
 {
   struct params_entry *e, *alias;
   const char *msg;
@@ -46,8 +47,14 @@ blkhash_params_get (const char *digest, uint64_t block_size)
   e = find_params (digest, block_size);
   if (e == NULL && (e = calloc (1, sizeof *e)) != NULL) {
     if ((msg = blk_params_init (&e->p, digest, block_size)) != NULL) {
-      nbdkit_error ("blkhash: digest '%s' with block size %" PRIu64 ": %s",
-                    digest, block_size, msg);
+      if (what)
+        nbdkit_error ("blkhash: export '%s': digest '%s' with block "
+                      "size %" PRIu64 ": %s", what, digest, block_size, msg);
+      else if (blk_check_block_size (block_size))
+        nbdkit_error ("blkhash-block-size=%" PRIu64 ": %s", block_size,
+                      msg);
+      else
+        nbdkit_error ("blkhash-digest=%s: %s", digest, msg);
       free (e);
       e = NULL;
     }

@@ -36,6 +36,19 @@ load "$top_srcdir/tests/helpers"
   done
 }
 
+@test "docs: the filter's --help writes values as nbdkit's filters do" {
+  local help
+  help=$(nbdkit --filter="$BLKHASH_FILTER" null --help |
+         sed -n '/^blkhash-/p')
+  echo "$help"
+  # KEY=<VALUE>, booleans as <BOOL>, as in nbdkit's own --help.
+  [ -z "$(grep -E '^blkhash-[a-z-]+=[A-Z]' <<< "$help")" ]
+  grep -q '^blkhash-cache=<BOOL>' <<< "$help"
+  grep -q '^blkhash-readahead=auto|<BOOL>' <<< "$help"
+  [ "$(grep -cE '=([a-z]+\|)?<[A-Z]+>' <<< "$help")" -eq \
+    "$(grep -c '^blkhash-' <<< "$help")" ]
+}
+
 @test "docs: dd in README and man page examples prints no records noise" {
   local bad
   bad=$(grep -nE '\| *dd |^ *dd ' "$top_srcdir/README.md" \

@@ -133,13 +133,19 @@ setup () {
     --run true
   echo "$output"
   [ "$status" -ne 0 ]
-  [[ "$output" = *"nosuch"*"unknown digest"* ]]
+  # The parameter, and where to find the digests there are.
+  [[ "$output" = *"blkhash-digest=nosuch: unknown digest (nbdsum --list-digests lists those it takes)"* ]]
+  # In a view's name: the export.
+  run nbdkit -U - --filter="$BLKHASH_FILTER" null 1M \
+    --run 'nbdinfo "nbd+unix:///x@blkhash:sha7?socket=$unixsocket"'
+  [ "$status" -ne 0 ]
+  [[ "$output" = *"export 'x@blkhash:sha7': digest 'sha7' with block size 65536: unknown digest (nbdsum --list-digests"* ]]
 
   run nbdkit -U - --filter="$BLKHASH_FILTER" null 1M \
     blkhash-block-size=3000 --run true
   echo "$output"
   [ "$status" -ne 0 ]
-  [[ "$output" = *"block size must be a multiple of 4K from 4K to 16M"* ]]
+  [[ "$output" = *"blkhash-block-size=3000: block size must be a multiple of 4K from 4K to 16M"* ]]
 
   run nbdkit -U - --filter="$BLKHASH_FILTER" null 1M \
     blkhash-digest=keccak-kmac-128 --run true
