@@ -104,7 +104,7 @@ check_one_file (const char *path, const struct hash_spec *untagged,
   const char *msg;
   char *line = NULL, *name;
   size_t size = 0;
-  unsigned lines = 0, lineno = 0, verified = 0;
+  unsigned lines = 0, lineno = 0, verified = 0, untagged_failed = 0;
   const unsigned malformed = t->malformed;
 
   if (json_out ()) {
@@ -153,6 +153,7 @@ check_one_file (const char *path, const struct hash_spec *untagged,
     }
     else if (strcasecmp (res.hex, sl.hex) != 0) {
       t->mismatched++;
+      untagged_failed += !sl.tagged;
       if (!opts->status)
         verdict (lineno, name, sl.hex, "FAILED", &res, NULL);
     }
@@ -171,6 +172,11 @@ check_one_file (const char *path, const struct hash_spec *untagged,
     json_uint ("verified", verified);
     json_uint ("malformed", t->malformed - malformed);
   }
+  /* Every line failed, none tagged: most likely sha256sum's. */
+  if (verified && untagged_failed == verified && !opts->status)
+    notice_at (path, "no line matched: if the lines come from sha256sum, "
+               "they are plain sha256 checksums of the bytes, which nbdsum "
+               "does not compute (it prints and checks blkhash checksums)");
   if (lines == 0)
     file_error (path, "no properly formatted checksum lines found");
   else if (verified == 0)

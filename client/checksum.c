@@ -11,6 +11,7 @@
 #include "checksum.h"
 #include "helpers.h"
 #include "json.h"
+#include "local.h"
 #include "method.h"
 #include "options.h"
 #include "progress.h"
@@ -22,7 +23,7 @@ struct endpoint *
 input_open (const char *name, const struct hash_spec *spec)
 {
   struct source *src = source_open (name);
-  struct fallback fb = { NULL, NULL, 0 };
+  struct fallback fb = { NULL, NULL, 0, NULL };
   struct endpoint *ep = NULL;
   int r = 0;
 
@@ -59,13 +60,19 @@ checksum_one (const char *name, const struct hash_spec *spec,
   uint8_t root[EVP_MAX_MD_SIZE];
   const double start = now ();
   struct endpoint *ep;
+  int fd = STDIN_FILENO;
 
   memset (res, 0, sizeof *res);
   res->name = name;
-  if (strcmp (name, "-") == 0) {
+  /* Standard input, and files a read hashes but nbdkit cannot serve. */
+  if (strcmp (name, "-") == 0 ||
+      (!is_uri (name) && !local_command_argv (name) &&
+       (fd = local_stream_open (name)) >= 0)) {
     struct blk_params p;
-    if (stream_checksum (name, STDIN_FILENO, spec, root, &res->size,
-                         &p) == -1)
+    const int r = stream_checksum (name, fd, spec, root, &res->size, &p);
+    if (fd != STDIN_FILENO)
+      close (fd);
+    if (r == -1)
       return -1;
     blk_hex (root, p.digest.len, res->hex);
     snprintf (res->digest, sizeof res->digest, "%s", p.digest.name);

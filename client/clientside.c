@@ -58,6 +58,7 @@ client_side_open (struct source *src, const struct hash_spec *spec,
 {
   struct nbd_handle *h = fb ? fb->h : NULL;
   CLEANUP_FREE char *export_name = fb ? fb->export_name : NULL;
+  CLEANUP_FREE char *notice = fb ? fb->notice : NULL;
   const double deadline = fb ? fb->deadline : 0;
   const struct hash_spec hs = hash_spec_or_defaults (spec);
   struct client_side *cs;
@@ -67,16 +68,21 @@ client_side_open (struct source *src, const struct hash_spec *spec,
   unsigned i;
 
   if (fb)
-    *fb = (struct fallback) { NULL, NULL, 0 };        /* ours now */
+    *fb = (struct fallback) { NULL, NULL, 0, NULL };  /* ours now */
   if (h && (nbd_set_export_name (h, export_name) == -1 ||
             source_go (h, deadline) == -1)) {
+    /* The export itself fails: not a missing view, then. */
     if (!stop_signal ())
-      error_at (src->name, "%s", source_error ());
+      error_at (src->name, "%s%s%s: %s",
+                export_name[0] ? "export '" : "the default export",
+                export_name, export_name[0] ? "'" : "", source_error ());
     nbd_close (h);
     return NULL;
   }
   if (h == NULL && (h = source_connect (src, NULL, SOURCE_GO, NULL)) == NULL)
     return NULL;
+  if (notice)
+    notice_at (src->name, "%s", notice);
   if ((cs = calloc (1, sizeof *cs)) == NULL) {
     error_at (src->name, "out of memory");
     nbd_close (h);

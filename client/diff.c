@@ -233,11 +233,12 @@ compare (struct side *a, struct side *b)
     json_uint ("differing-bytes", runs.bytes);
     json_uint ("differing-ranges", runs.count);
   }
-  if (runs.count)
-    fprintf (stderr, "%s: %s and %s differ in %" PRIu64 " bytes "
-             "(%" PRIu64 " range%s, compared in %" PRIu64 " byte blocks)\n",
-             progname, a->name, b->name, runs.bytes, runs.count,
-             runs.count == 1 ? "" : "s", bs);
+  /* The summary, but not beside the JSON document that holds it. */
+  if (runs.count && !opts->json)
+    notice_at (NULL, "%s and %s differ in %" PRIu64 " bytes (%" PRIu64
+               " range%s, compared in %" PRIu64 " byte blocks)", a->name,
+               b->name, runs.bytes, runs.count, runs.count == 1 ? "" : "s",
+               bs);
   return runs.count ? 1 : 0;
 }
 

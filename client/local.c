@@ -39,6 +39,7 @@
 
 struct local_server {
   const char *name;             /* the input, for messages */
+  const char *what;             /* the program serving it, for messages */
   pid_t pid;
   char *dir, *sock, *uri;
 };
@@ -83,19 +84,14 @@ probe_format (int fd)
   return "raw";
 }
 
+/* In the child: the listening socket as fd 3 for systemd-style socket
+ * activation (LISTEN_PID, LISTEN_FDS), then argv; with path, argv[0]
+ * is looked for in $PATH.
+ */
 static void __attribute__ ((noreturn))
-exec_nbdkit (int listen_fd, const char *filter, const char *format,
-             const char *path)
+exec_activated (int listen_fd, const char *const *argv, bool path)
 {
-  char pid[32], *filter_arg, *fmt_arg, *path_arg;
-  const char *argv[16];
-  int i = 0;
-
-  /* nbdsum has no other thread yet: allocating here is safe. */
-  if (asprintf (&filter_arg, "--filter=%s", filter ? filter : "") == -1 ||
-      asprintf (&fmt_arg, "arg=%s", format) == -1 ||
-      asprintf (&path_arg, "arg=%s", path) == -1)
-    _exit (126);
+  char pid[32];
 
   if (listen_fd != 3) {
     if (dup2 (listen_fd, 3) == -1)
@@ -106,6 +102,33 @@ exec_nbdkit (int listen_fd, const char *filter, const char *format,
   setenv ("LISTEN_PID", pid, 1);
   setenv ("LISTEN_FDS", "1", 1);
   unsetenv ("LISTEN_FDNAMES");
+  if (path)
+    execvp (argv[0], (char **) argv);
+  else
+    execv (argv[0], (char **) argv);
+  fprintf (stderr, "%s: %s: %m\n", progname, argv[0]);
+  _exit (127);
+}
+
+/* What a private server for a local file runs. */
+struct file_server {
+  const char *filter, *format, *path;
+};
+
+static void __attribute__ ((noreturn))
+exec_nbdkit (int listen_fd, const void *opaque)
+{
+  const struct file_server *f = opaque;
+  const char *filter = f->filter, *format = f->format, *path = f->path;
+  char *filter_arg, *fmt_arg, *path_arg;
+  const char *argv[16];
+  int i = 0;
+
+  /* nbdsum has no other thread yet: allocating here is safe. */
+  if (asprintf (&filter_arg, "--filter=%s", filter ? filter : "") == -1 ||
+      asprintf (&fmt_arg, "arg=%s", format) == -1 ||
+      asprintf (&path_arg, "arg=%s", path) == -1)
+    _exit (126);
 
   argv[i++] = NBDKIT;
   argv[i++] = "--exit-with-parent";
@@ -125,43 +148,37 @@ exec_nbdkit (int listen_fd, const char *filter, const char *format,
     argv[i++] = path_arg;
   }
   argv[i] = NULL;
-  execv (NBDKIT, (char **) argv);
-  fprintf (stderr, "%s: %s: %m\n", progname, NBDKIT);
-  _exit (127);
+  exec_activated (listen_fd, argv, false);
 }
 
-struct local_server *
-local_server_start (const char *name, const char *path)
+/* [ CMD ARGS... ]: the user's server. */
+static void __attribute__ ((noreturn))
+exec_command (int listen_fd, const void *opaque)
+{
+  exec_activated (listen_fd, opaque, true);
+}
+
+/* A server for the input name, started by exec_fn (given data) on a
+ * socket of a private directory, in a process group of its own.
+ */
+static struct local_server *
+serve (const char *name, const char *what,
+       void (*exec_fn) (int listen_fd, const void *data), const void *data)
 {
   struct local_server *s = calloc (1, sizeof *s);
   struct sockaddr_un addr = { .sun_family = AF_UNIX };
   const char *tmpdir = temp_dir ();
-  char abs[PATH_MAX], *tmpl = NULL;
-  const char *format;
-  struct stat st;
+  char *tmpl = NULL;
   sigset_t saved;
-  int fd = -1, lfd = -1, err;
+  int lfd = -1, err;
 
   if (s == NULL) {
     error_at (name, "out of memory");
     return NULL;
   }
   s->name = name;
+  s->what = what;
   s->pid = -1;
-  /* Check the file here, for a clear message. */
-  if (realpath (path, abs) == NULL || (fd = open (abs, O_RDONLY)) == -1 ||
-      fstat (fd, &st) == -1) {
-    error_at (name, "%m");
-    goto err;
-  }
-  if (!S_ISREG (st.st_mode) && !S_ISBLK (st.st_mode)) {
-    error_at (name, "not a regular file or block device");
-    goto err;
-  }
-  format = opts->format ? opts->format : probe_format (fd);
-  close (fd);
-  fd = -1;
-
   if (asprintf (&tmpl, "%s/nbdsumXXXXXX", tmpdir) == -1) {
     tmpl = NULL;
     error_at (name, "out of memory");
@@ -209,8 +226,7 @@ local_server_start (const char *name, const char *path)
     /* The listening socket must survive exec as fd 3. */
     int flags = fcntl (lfd, F_GETFD);
     fcntl (lfd, F_SETFD, flags & ~FD_CLOEXEC);
-    /* Hashing client-side, the filter would only hash twice. */
-    exec_nbdkit (lfd, opts->client_side ? NULL : find_filter (), format, abs);
+    exec_fn (lfd, data);
   }
   err = errno;
   /* Also here, so that the group exists whichever runs first. */
@@ -229,12 +245,136 @@ local_server_start (const char *name, const char *path)
   return s;
 
  err:
-  if (fd >= 0)
-    close (fd);
   if (lfd >= 0)
     close (lfd);
   free (tmpl);
   local_server_stop (s);
+  return NULL;
+}
+
+/* Does the regular file at fd, which says size 0, have bytes? */
+static bool
+has_bytes (int fd)
+{
+  char c;
+
+  return pread (fd, &c, 1, 0) == 1;
+}
+
+int
+local_stream_open (const char *path)
+{
+  struct stat st;
+  int fd = open (path, O_RDONLY | O_CLOEXEC);
+
+  if (fd == -1)
+    return -1;
+  if (fstat (fd, &st) == 0 &&
+      (S_ISFIFO (st.st_mode) || S_ISCHR (st.st_mode) ||
+       (S_ISREG (st.st_mode) && st.st_size == 0 && has_bytes (fd))))
+    return fd;
+  close (fd);
+  return -1;
+}
+
+struct local_server *
+local_server_start (const char *name, const char *path)
+{
+  char abs[PATH_MAX];
+  struct file_server f;
+  struct stat st;
+  int fd;
+
+  /* Check the file here, for a clear message (what it is first: a
+   * pipe has no real path).
+   */
+  if ((fd = open (path, O_RDONLY | O_CLOEXEC)) == -1) {
+    error_at (name, "%m");
+    return NULL;
+  }
+  if (fstat (fd, &st) == -1) {
+    error_at (name, "%m");
+    close (fd);
+    return NULL;
+  }
+  if (!S_ISREG (st.st_mode) && !S_ISBLK (st.st_mode)) {
+    error_at (name, "not a regular file or block device%s",
+              S_ISFIFO (st.st_mode) || S_ISCHR (st.st_mode)
+              ? " (nbdsum hashes it as a stream, but --diff and --blocks "
+              "need an image: save it to a file first)" : "");
+    close (fd);
+    return NULL;
+  }
+  /* A /proc or /sys file: its size is not its length. */
+  if (S_ISREG (st.st_mode) && st.st_size == 0 && has_bytes (fd)) {
+    error_at (name, "says it has 0 bytes but has some (a /proc or /sys "
+              "file?): nbdsum hashes it as a stream, but --diff and "
+              "--blocks need an image: save it to a file first");
+    close (fd);
+    return NULL;
+  }
+  if (realpath (path, abs) == NULL) {
+    error_at (name, "%m");
+    close (fd);
+    return NULL;
+  }
+  f.format = opts->format ? opts->format : probe_format (fd);
+  close (fd);
+  /* Hashing client-side, the filter would only hash twice. */
+  f.filter = opts->client_side ? NULL : find_filter ();
+  f.path = abs;
+  return serve (name, "private nbdkit", exec_nbdkit, &f);
+}
+
+struct local_server *
+local_server_start_command (const char *name, char **argv)
+{
+  return serve (name, argv[0], exec_command, argv);
+}
+
+/* The [ CMD ARGS... ] inputs, known by their names' addresses. */
+struct command {
+  char *name;
+  char **argv;
+};
+static struct command commands[MAX_COMMANDS];
+static size_t ncommands;
+
+const char *
+local_command_add (char **argv, size_t n)
+{
+  struct command *c;
+  size_t len = 2;
+
+  if (ncommands == MAX_COMMANDS || n == 0)
+    return NULL;
+  c = &commands[ncommands];
+  for (size_t i = 0; i < n; i++)
+    len += strlen (argv[i]) + 1;
+  c->name = malloc (len + 2);
+  c->argv = calloc (n + 1, sizeof *c->argv);
+  if (c->name == NULL || c->argv == NULL) {
+    free (c->name);
+    free (c->argv);
+    return NULL;
+  }
+  strcpy (c->name, "[");
+  for (size_t i = 0; i < n; i++) {
+    strcat (c->name, " ");
+    strcat (c->name, argv[i]);
+    c->argv[i] = argv[i];
+  }
+  strcat (c->name, " ]");
+  ncommands++;
+  return c->name;
+}
+
+char **
+local_command_argv (const char *name)
+{
+  for (size_t i = 0; i < ncommands; i++)
+    if (name == commands[i].name)
+      return commands[i].argv;
   return NULL;
 }
 
@@ -245,6 +385,12 @@ local_server_exited (struct local_server *s)
 
   return waitpid (s->pid, &status, WNOHANG) == s->pid &&
     (s->pid = -1, true);
+}
+
+const char *
+local_server_what (const struct local_server *s)
+{
+  return s->what;
 }
 
 const char *
@@ -284,8 +430,8 @@ local_server_stop (struct local_server *s)
   if (s->pid > 0) {
     kill (s->pid, SIGTERM);
     if (!reap (s)) {
-      error_at (s->name, "the private nbdkit did not exit in %d seconds: "
-                "killing it", STOP_SECONDS);
+      error_at (s->name, "the %s did not exit in %d seconds: killing it",
+                s->what, STOP_SECONDS);
       local_server_kill (s);
       while (waitpid (s->pid, NULL, 0) == -1 && errno == EINTR)
         ;

@@ -1,8 +1,9 @@
 /* Copyright (C) 2026 The nbdkit-blkhash developers
  * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
  */
-/* nbdsum: a private nbdkit serving a local file, reached through a
- * Unix socket it inherits (socket activation).
+/* nbdsum: a private server for an input, reached through a Unix
+ * socket it inherits (socket activation): nbdkit for a local file, or
+ * the server of a [ CMD ARGS... ] input.
  */
 #ifndef NBDSUM_LOCAL_H
 #define NBDSUM_LOCAL_H
@@ -16,7 +17,30 @@ struct local_server;
  */
 extern struct local_server *local_server_start (const char *name,
                                                 const char *path);
+/* A local file nbdkit cannot serve but a read can hash, as sha256sum
+ * does: a pipe (nbdsum <(...)), a character device, a file saying size
+ * 0 that has bytes (/proc, /sys).  Returns a descriptor to read it
+ * from, or -1 when path is for local_server_start (or does not open).
+ */
+extern int local_stream_open (const char *path);
+
+/* Run argv, a server taking its socket by systemd socket activation
+ * (qemu-nbd, nbdkit, ...), as nbdinfo and nbdcopy do for [ CMD ]. */
+extern struct local_server *local_server_start_command (const char *name,
+                                                        char **argv);
 extern const char *local_server_uri (const struct local_server *s);
+
+/* [ CMD ARGS... ] on the command line: its n words argv (kept, not
+ * copied) become one input.  Returns its name, "[ CMD ARGS... ]", which
+ * local_command_argv knows; NULL when out of memory or past
+ * MAX_COMMANDS.
+ */
+#define MAX_COMMANDS 256
+extern const char *local_command_add (char **argv, size_t n);
+/* The command of an input name local_command_add returned, or NULL. */
+extern char **local_command_argv (const char *name);
+/* What serves it: "private nbdkit", or the command's program. */
+extern const char *local_server_what (const struct local_server *s);
 /* Has the private nbdkit exited (for a clearer error)? */
 extern bool local_server_exited (struct local_server *s);
 /* Kill it at once, before closing connections that still have requests

@@ -14,6 +14,7 @@
 
 #include "cleanup.h"
 #include "messages.h"
+#include "options.h"
 
 const char *progname = "nbdsum";
 
@@ -83,6 +84,20 @@ error_msg (const char *fmt, ...)
 
   va_start (ap, fmt);
   vmessage (NULL, fmt, ap);
+  va_end (ap);
+}
+
+void
+notice_at (const char *name, const char *fmt, ...)
+{
+  va_list ap;
+
+  if (opts->quiet)
+    return;
+  va_start (ap, fmt);
+  fprintf (stderr, "%s: %s%s", progname, name ? name : "", name ? ": " : "");
+  vfprintf (stderr, fmt, ap);
+  fputc ('\n', stderr);
   va_end (ap);
 }
 

@@ -13,6 +13,12 @@ extern void error_at (const char *name, const char *fmt, ...)
 /* Print "nbdsum: message" on stderr. */
 extern void error_msg (const char *fmt, ...)
   __attribute__ ((format (printf, 1, 2)));
+/* Print "nbdsum: NAME: message" (NAME NULL: "nbdsum: message") on
+ * stderr unless -q, for what is not an error: how an input is hashed,
+ * a check nbdsum could not make.  Not kept for --json.
+ */
+extern void notice_at (const char *name, const char *fmt, ...)
+  __attribute__ ((format (printf, 2, 3)));
 
 /* For --json: also keep the messages printed from now on, until
  * messages_captured.  Those about subject are kept without the name,

@@ -26,6 +26,11 @@ struct fallback {
   char *export_name;
   /* When --connect-timeout runs out for h (0: never). */
   double deadline;
+  /* Why the server does not hash, malloc'd: said once the image is
+   * open, so that an image that cannot be opened is not announced as
+   * hashed client-side.
+   */
+  char *notice;
 };
 
 /* serverside.c: returns 1 with *ep ready, 0 when the server has no

@@ -17,6 +17,7 @@
 #include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "check.h"
 #include "checksum.h"
@@ -24,6 +25,7 @@
 #include "diff.h"
 #include "endpoint.h"
 #include "json.h"
+#include "local.h"
 #include "messages.h"
 #include "options.h"
 #include "signals.h"
@@ -38,6 +40,11 @@ print_sum_line (const struct result *res)
 {
   unsigned flags = opts->zero ? BLK_SUM_ZERO : 0;
 
+  /* --no-names: the value alone, as b3sum --no-names, for scripts. */
+  if (opts->no_names) {
+    printf ("%s%c", res->hex, opts->zero ? '\0' : '\n');
+    return;
+  }
   if (opts->tag == TAG_ALWAYS ||
       (opts->tag == TAG_AUTO &&
        blk_sum_needs_tag (res->digest, res->block_size)))
@@ -172,6 +179,39 @@ checksum_inputs (char **args, int nargs, const struct hash_spec *spec)
   return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }
 
+/* Each [ CMD ARGS... ] in argv becomes one input, as in nbdinfo and
+ * nbdcopy, before getopt sees the command's options.  Returns the new
+ * argc; exits on a '[' without its ']'.
+ */
+static int
+collapse_commands (int argc, char **argv)
+{
+  int i, j, k, out = 0;
+
+  for (i = 0; i < argc; i++) {
+    if (i == 0 || strcmp (argv[i], "[") != 0) {
+      argv[out++] = argv[i];
+      continue;
+    }
+    for (j = i + 1; j < argc && strcmp (argv[j], "]") != 0; j++)
+      ;
+    if (j == argc || j == i + 1) {
+      fprintf (stderr, "%s: '[' must be followed by a command and ']'\n",
+               progname);
+      exit (EXIT_FAILURE);
+    }
+    argv[out++] = (char *) local_command_add (&argv[i + 1], j - i - 1);
+    if (argv[out - 1] == NULL) {
+      fprintf (stderr, "%s: out of memory\n", progname);
+      exit (EXIT_FAILURE);
+    }
+    i = j;
+  }
+  for (k = out; k < argc; k++)
+    argv[k] = NULL;
+  return out;
+}
+
 int
 main (int argc, char **argv)
 {
@@ -184,6 +224,7 @@ main (int argc, char **argv)
    */
   mallopt (M_MMAP_THRESHOLD, SPAN_BYTES);
 
+  argc = collapse_commands (argc, argv);
   parse_options (argc, argv, &first);
   catch_stop_signals ();
 

@@ -12,6 +12,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <libnbd.h>
+
 #include "blkhash.h"
 #include "messages.h"
 #include "options.h"
@@ -72,11 +74,13 @@ usage (FILE *fp, int status)
 "                        verify, give -c the same -d and --block-size)\n"
 "  -z, --zero            end each output line with NUL, not newline, and\n"
 "                        do not escape names\n"
+"      --no-names        print the checksums alone, one per line\n"
 "  -c, --check           read checksum lines from the FILEs and check\n"
 "                        them, like sha256sum -c; a tagged line gives its\n"
 "                        own digest and block size, -d and --block-size\n"
 "                        apply to untagged lines (default sha256, 64K)\n"
-"      --quiet           with --check, do not print OK lines\n"
+"  -q, --quiet           print no notices (how an input is hashed); with\n"
+"                        --check, do not print OK lines either\n"
 "      --status          with --check, print nothing; the exit status says\n"
 "      --ignore-missing  with --check, skip lines naming missing files\n"
 "      --strict          with --check, fail on improperly formatted lines\n"
@@ -89,8 +93,11 @@ usage (FILE *fp, int status)
 "                        of an earlier --blocks (text or JSON)\n"
 "      --blocks          print the digest of every block (zero runs merged)\n"
 "      --list-digests    list the digests nbdsum accepts, with their lengths\n"
+"      --bats-helper     print the path of the bats helpers, for\n"
+"                        load \"$(nbdsum --bats-helper)\" in a bats test\n"
+"  -v, --verbose         libnbd's debug messages on standard error\n"
 "  -h, --help            print this help and exit\n"
-"  -V, --version         print the version and exit\n"
+"  -V, --version         print the version (and libnbd's) and exit\n"
 "\n"
 "Each input prints 'CHECKSUM  NAME', like sha256sum, when it was hashed\n"
 "with sha256 and 64K blocks, and otherwise a line tagged with its digest\n"
@@ -153,6 +160,45 @@ list_digests (void)
   exit (EXIT_SUCCESS);
 }
 
+/* The bats helpers beside a build tree's nbdsum (client/nbdsum, with
+ * bats/ beside client/), else the installed ones.
+ */
+static void __attribute__ ((noreturn))
+print_bats_helper (void)
+{
+  static const char build_tree[] = "/../bats/blkhash.bash";
+  char path[PATH_MAX + sizeof build_tree];
+  const ssize_t n = readlink ("/proc/self/exe", path, PATH_MAX - 1);
+  char *slash;
+
+  if (n > 0) {
+    path[n] = '\0';
+    if ((slash = strrchr (path, '/')) != NULL) {
+      strcpy (slash, build_tree);
+      if (access (path, R_OK) == 0) {
+        puts (path);
+        exit (EXIT_SUCCESS);
+      }
+    }
+  }
+  puts (PKGDATADIR "/blkhash.bash");
+  exit (EXIT_SUCCESS);
+}
+
+/* As nbdinfo and nbdcopy: ours, then the library's. */
+static void __attribute__ ((noreturn))
+print_version (void)
+{
+  struct nbd_handle *h = nbd_create ();
+
+  printf ("%s %s\n", progname, PACKAGE_VERSION);
+  if (h) {
+    printf ("libnbd %s\n", nbd_get_version (h));
+    nbd_close (h);
+  }
+  exit (EXIT_SUCCESS);
+}
+
 /* Usage errors exit 1, or 2 with --diff, where 1 means "the images
  * differ" (as cmp and diff do).
  */
@@ -203,9 +249,9 @@ parse_options (int argc, char **argv, int *first_arg)
 {
   enum {
     OPT_BLOCK_SIZE = CHAR_MAX + 1, OPT_FORMAT, OPT_CLIENT_SIDE, OPT_JSON,
-    OPT_QUIET, OPT_STATUS, OPT_IGNORE_MISSING, OPT_STRICT, OPT_DIFF, OPT_BLOCKS, OPT_LIST_DIGESTS,
-    OPT_MANIFEST,
-    OPT_TAG, OPT_UNTAGGED, OPT_CONNECT_TIMEOUT,
+    OPT_STATUS, OPT_IGNORE_MISSING, OPT_STRICT, OPT_DIFF, OPT_BLOCKS,
+    OPT_LIST_DIGESTS, OPT_MANIFEST, OPT_TAG, OPT_UNTAGGED,
+    OPT_CONNECT_TIMEOUT, OPT_NO_NAMES, OPT_BATS_HELPER,
   };
   static const struct option long_options[] = {
     { "connections", required_argument, NULL, 'C' },
@@ -218,8 +264,9 @@ parse_options (int argc, char **argv, int *first_arg)
     { "tag", no_argument, NULL, OPT_TAG },
     { "untagged", no_argument, NULL, OPT_UNTAGGED },
     { "zero", no_argument, NULL, 'z' },
+    { "no-names", no_argument, NULL, OPT_NO_NAMES },
     { "check", no_argument, NULL, 'c' },
-    { "quiet", no_argument, NULL, OPT_QUIET },
+    { "quiet", no_argument, NULL, 'q' },
     { "status", no_argument, NULL, OPT_STATUS },
     { "ignore-missing", no_argument, NULL, OPT_IGNORE_MISSING },
     { "strict", no_argument, NULL, OPT_STRICT },
@@ -230,6 +277,8 @@ parse_options (int argc, char **argv, int *first_arg)
     { "manifest", required_argument, NULL, OPT_MANIFEST },
     { "blocks", no_argument, NULL, OPT_BLOCKS },
     { "list-digests", no_argument, NULL, OPT_LIST_DIGESTS },
+    { "bats-helper", no_argument, NULL, OPT_BATS_HELPER },
+    { "verbose", no_argument, NULL, 'v' },
     { "help", no_argument, NULL, 'h' },
     { "version", no_argument, NULL, 'V' },
     { NULL }
@@ -240,7 +289,7 @@ parse_options (int argc, char **argv, int *first_arg)
   set_usage_status (argc, argv);
   /* getopt names the program from argv[0]: nbdsum, not its path. */
   argv[0] = (char *) progname;
-  while ((c = getopt_long (argc, argv, "C:R:d:cphVwz", long_options, NULL))
+  while ((c = getopt_long (argc, argv, "C:R:d:cphqvVwz", long_options, NULL))
          != -1) {
     switch (c) {
     case 'C':
@@ -295,8 +344,14 @@ parse_options (int argc, char **argv, int *first_arg)
     case 'c':
       parsed.check = true;
       break;
-    case OPT_QUIET:
+    case 'q':
       parsed.quiet = true;
+      break;
+    case 'v':
+      parsed.verbose = true;
+      break;
+    case OPT_NO_NAMES:
+      parsed.no_names = true;
       break;
     case OPT_STATUS:
       parsed.status = true;
@@ -330,11 +385,12 @@ parse_options (int argc, char **argv, int *first_arg)
       break;
     case OPT_LIST_DIGESTS:
       list_digests ();
+    case OPT_BATS_HELPER:
+      print_bats_helper ();
     case 'h':
       usage (stdout, EXIT_SUCCESS);
     case 'V':
-      printf ("%s %s\n", progname, PACKAGE_VERSION);
-      exit (EXIT_SUCCESS);
+      print_version ();
     default:
       fprintf (stderr, "Try '%s --help' for more information.\n", progname);
       exit (usage_status);
@@ -348,10 +404,18 @@ parse_options (int argc, char **argv, int *first_arg)
              progname);
     exit (usage_status);
   }
-  if ((parsed.quiet || parsed.status || parsed.ignore_missing ||
-       parsed.strict || parsed.warn) && !parsed.check) {
-    fprintf (stderr, "%s: --quiet, --status, --ignore-missing, --strict "
-             "and --warn only go with --check\n", progname);
+  if ((parsed.status || parsed.ignore_missing || parsed.strict ||
+       parsed.warn) && !parsed.check) {
+    fprintf (stderr, "%s: --status, --ignore-missing, --strict and --warn "
+             "only go with --check\n", progname);
+    exit (usage_status);
+  }
+  if (parsed.no_names &&
+      (parsed.check || parsed.diff || parsed.blocks || parsed.json ||
+       parsed.tag != TAG_AUTO)) {
+    fprintf (stderr, "%s: --no-names only goes with plain checksums: not "
+             "with --check, --diff, --blocks, --json, --tag or --untagged\n",
+             progname);
     exit (usage_status);
   }
   /* As sha256sum: -c reads lines of either form, ending with newlines

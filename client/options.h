@@ -30,7 +30,10 @@ struct options {
   bool progress_bar;            /* -p on a terminal */
   int progress_fd;              /* --progress=FD, or -1 */
   bool check;                   /* -c: the arguments are checksum files */
-  bool quiet, status;           /* with --check */
+  bool quiet;                   /* -q: no notices; with -c no OK lines */
+  bool status;                  /* with --check */
+  bool no_names;                /* --no-names: checksums alone */
+  bool verbose;                 /* -v: libnbd's debug messages */
   bool ignore_missing, strict, warn;    /* with --check */
   bool diff;                    /* --diff A B */
   const char *manifest;         /* --diff --manifest=FILE B */

@@ -154,9 +154,9 @@ check_image_size (struct source *src, const char *base,
       error_at (src->name, "the blkhash view '%s' has no image: %s",
                 view_name, source_error ());
     else if (!stopped)
-      fprintf (stderr, "%s: %s: cannot check the blkhash view '%s' "
-               "against its image (%s); trusting its header\n",
-               progname, src->name, view_name, source_error ());
+      notice_at (src->name, "cannot check the blkhash view '%s' against "
+                 "its image (%s); trusting its header", view_name,
+                 source_error ());
     nbd_close (h);
     return missing || stopped ? -1 : 0;
   }
@@ -182,7 +182,7 @@ server_side_open (struct source *src, const struct hash_spec *spec,
   struct blk_header hdr;
   struct server_side *ss;
   struct endpoint *ep;
-  char *base, *view_name;
+  char *base, *view_name, *notice;
   const char *msg;
   int r;
 
@@ -215,21 +215,20 @@ server_side_open (struct source *src, const struct hash_spec *spec,
       nbd_close (h);
       return -1;
     }
-    fprintf (stderr, "%s: %s: no blkhash view '%s' (%s); hashing "
-             "client-side\n", progname, src->name, view_name,
-             source_error ());
+    if (asprintf (&notice, "no blkhash view '%s' (%s); hashing "
+                  "client-side", view_name, source_error ()) == -1)
+      notice = NULL;
     free (view_name);
     /* Still negotiating: the client side goes on to the image. */
     *fb = (struct fallback) {
-      .h = h, .export_name = base, .deadline = deadline
+      .h = h, .export_name = base, .deadline = deadline, .notice = notice,
     };
     return 0;
   }
   r = read_header (src->name, spec, h, &hdr);
   if (r == 0)
-    fprintf (stderr, "%s: %s: the server has no blkhash view (is it running "
-             "nbdkit --filter=blkhash?); hashing client-side\n",
-             progname, src->name);
+    fb->notice = strdup ("the server has no blkhash view (is it running "
+                         "nbdkit --filter=blkhash?); hashing client-side");
   if (r == 1 && check_image_size (src, base, view_name, &hdr) == -1)
     r = -1;
   if (r <= 0) {

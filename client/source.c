@@ -62,6 +62,15 @@ source_errno (void)
   return failure ? failure_errno : nbd_get_errno ();
 }
 
+/* Views are refused before nbdsum connects anywhere (nbdsum(1),
+ * INPUTS), which needs the export name of a URI first; libnbd reads a
+ * URI only inside nbd_connect_uri, which connects.  So these three
+ * read the path as libnbd does (RFC 3986, percent-decoded), and
+ * libnbd keeps the last word: source_connect checks the export name
+ * it got again.  The image's URI in the refusal is built here for the
+ * same reason (nbd_get_uri also needs a connected handle).
+ */
+
 /* Where the path of an NBD URI is: after "scheme://authority", up to
  * the query or the fragment.
  */
@@ -212,6 +221,13 @@ source_open (const char *name)
   src->name = name;
   if (is_uri (name))
     src->uri = strdup (name);
+  else if (local_command_argv (name)) {
+    src->server = local_server_start_command (name,
+                                              local_command_argv (name));
+    if (src->server == NULL)
+      goto err;
+    src->uri = strdup (local_server_uri (src->server));
+  }
   else {
     src->server = local_server_start (name, name);
     if (src->server == NULL)
@@ -498,6 +514,7 @@ source_connect (const struct source *src, const char *export_name,
   if (stop_signal ())
     return NULL;
   if ((h = nbd_create ()) == NULL ||
+      (opts->verbose && nbd_set_debug (h, true) == -1) ||
       nbd_set_opt_mode (h, true) == -1 ||
       nbd_set_uri_allow_local_file (h, true) == -1 ||
       nbd_add_meta_context (h, LIBNBD_CONTEXT_BASE_ALLOCATION) == -1 ||
@@ -534,8 +551,9 @@ source_connect (const struct source *src, const char *export_name,
     local_server_kill (src->server);
   if (!(flags & SOURCE_QUIET) && !stop_signal ()) {
     if (src->server && local_server_exited (src->server))
-      error_at (src->name, "%s (the private nbdkit serving it exited: see "
-                "its messages above)", source_error ());
+      error_at (src->name, "%s (the %s serving it exited: see its "
+                "messages above)", source_error (),
+                local_server_what (src->server));
     else
       error_at (src->name, "%s", source_error ());
   }

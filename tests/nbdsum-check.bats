@@ -517,3 +517,17 @@ name\img' > SUMS
   [ "$status" -eq 0 ]
   [ "$output" = '\disk\r: OK' ]
 }
+
+@test "nbdsum-check: lines from sha256sum all fail, and nbdsum says what they are" {
+  sha256sum disk.img > SHA256SUMS
+  run "$NBDSUM" -c SHA256SUMS
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"disk.img: FAILED"* ]]
+  [[ "$output" = *"SHA256SUMS: no line matched: if the lines come from sha256sum, they are plain sha256 checksums"* ]]
+  # Not when some line matches: then it is the image that changed.
+  "$NBDSUM" disk.img >> SHA256SUMS
+  run "$NBDSUM" -c SHA256SUMS
+  [ "$status" -eq 1 ]
+  [[ "$output" != *"no line matched"* ]]
+}

@@ -494,6 +494,14 @@ assert json.load(open("out.json")) == {"interrupted": "SIGINT"}'
 5242880 131072
 41811968 65536" ]
   [[ "$output" = *"differ in 262144 bytes (3 ranges"* ]]
+  # The summary is a notice: not with -q, not beside --json's document.
+  run --separate-stderr "$NBDSUM" --diff -q a.img b.img
+  [ "$status" -eq 1 ]
+  [ -z "$stderr" ]
+  run --separate-stderr "$NBDSUM" --diff --json a.img b.img
+  [ "$status" -eq 1 ]
+  [ -z "$stderr" ]
+  [[ "$output" = *'"differing-bytes": 262144'* ]]
 }
 
 @test "nbdsum-diff: --diff with shake256 and 96K blocks gives 96K ranges" {

@@ -175,3 +175,58 @@ sums () {
   [[ "$output" = *"too long"*"TMPDIR"* ]]
   [ -z "$(ls -A "$long")" ]
 }
+
+@test "nbdsum-inputs: [ CMD ARGS ] runs a server for the input, as nbdinfo does" {
+  local qcow2="$BATS_FILE_TMPDIR/disk.qcow2"
+  # qemu-nbd's options are not nbdsum's; the line names the command.
+  run "$NBDSUM" -q [ qemu-nbd -r -f qcow2 "$qcow2" ]
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$output" = "$want  [ qemu-nbd -r -f qcow2 $qcow2 ]" ]
+  # With the filter in the command, the server hashes; options after.
+  run "$NBDSUM" [ nbdkit --filter="$BLKHASH_FILTER" file "$disk" ] \
+    -d sha1 "$disk"
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "${#lines[@]}" -eq 2 ]
+  [[ "${lines[0]}" = "BLKHASH-SHA1/64K ([ nbdkit "*" ]) = $(reference sha1 65536 "$disk")" ]]
+  [ "$(sum_hex "${lines[0]}")" = "$(sum_hex "${lines[1]}")" ]
+  # Errors: a command that does not run, a '[' without ']'.
+  run "$NBDSUM" [ nosuch-server-command ]
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"nosuch-server-command: No such file or directory"* ]]
+  ! grep -qE '[0-9a-f]{64}' <<< "$output" || false
+  run "$NBDSUM" [ qemu-nbd -r "$disk"
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"'[' must be followed by a command and ']'"* ]]
+}
+
+@test "nbdsum-inputs: an export that fails is an error, not a missing view" {
+  mkdir dir
+  run nbdkit -U - --filter="$BLKHASH_FILTER" file dir="$PWD/dir" \
+    --run '"$NBDSUM" "nbd+unix:///missing?socket=$unixsocket"'
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"export 'missing': "*"No such file or directory"* ]]
+  [[ "$output" != *"hashing client-side"* ]]
+}
+
+@test "nbdsum-inputs: pipes and /proc files are hashed as what they read, as sha256sum does" {
+  run "$NBDSUM" <(cat "$disk")
+  [ "$status" -eq 0 ]
+  [ "$(sum_hex "$output")" = "$want" ]
+  # /proc/version says 0 bytes and has some: its bytes, not an empty
+  # image's checksum.
+  cat /proc/version > version
+  run "$NBDSUM" /proc/version
+  [ "$status" -eq 0 ]
+  [ "$(sum_hex "$output")" = "$(reference sha256 65536 version)" ]
+  [ "$(sum_hex "$output")" != "$(: | reference sha256 65536 -)" ]
+  # --blocks needs an image it can read twice.
+  run "$NBDSUM" --blocks /proc/version
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"says it has 0 bytes but has some"* ]]
+  run "$NBDSUM" --blocks <(cat "$disk")
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"not a regular file or block device (nbdsum hashes it as a stream"* ]]
+}

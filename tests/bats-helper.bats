@@ -1,0 +1,65 @@
+#!/usr/bin/env bats
+# Copyright (C) 2026 The nbdkit-blkhash developers
+# SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
+# The bats helpers users load with "$(nbdsum --bats-helper)", tested
+# as a user's pipeline test would use them: serve an image through the
+# filter, copy it, check the copy, catch a corrupted one.
+
+load "$top_srcdir/tests/helpers"
+load "$("$NBDSUM" --bats-helper)"
+
+setup () {
+  cd "$BATS_TEST_TMPDIR"
+  "$MKIMAGE" '8M;d:0+1M:a;z:2M+1M;d:5M+300000:b' disk.img
+}
+
+teardown () {
+  blkhash_stop
+}
+
+# The sample from the helpers' own comment, as a user writes it.
+@test "bats-helper: a user's test: the copy is the image, a corrupted copy is not" {
+  blkhash_serve disk.img
+  qemu-img convert -f raw -O qcow2 "$BLKHASH_URI" copy.qcow2
+  assert_blkhash copy.qcow2 "$(blkhash_sum "$BLKHASH_URI")"
+  # A corrupted copy fails the assertion, and says so.
+  qemu-io -f qcow2 copy.qcow2 -c 'write -P 7 100000 1' >/dev/null
+  run assert_blkhash copy.qcow2 "$(blkhash_sum "$BLKHASH_URI")"
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"assert_blkhash: copy.qcow2"*"expected"*"got"* ]]
+}
+
+@test "bats-helper: blkhash_sum is the reference checksum, with nbdsum's options" {
+  [ "$(blkhash_sum disk.img)" = "$(reference sha256 65536 disk.img)" ]
+  [ "$(blkhash_sum disk.img -d sha1 --block-size 1M)" = \
+    "$(reference sha1 1048576 disk.img)" ]
+  assert_blkhash disk.img "$(reference sha512 65536 disk.img)" -d sha512
+}
+
+@test "bats-helper: blkhash_serve serves through the filter, a plugin and options too" {
+  blkhash_serve disk.img
+  [ -S "$BLKHASH_SOCKET" ]
+  kill -0 "$BLKHASH_PID"
+  # The view is there: the server hashed it.
+  run "$NBDSUM" "$BLKHASH_URI"
+  [ "$status" -eq 0 ]
+  [[ "$output" != *"hashing client-side"* ]]
+  blkhash_stop
+  [ -z "$BLKHASH_PID" ]
+  blkhash_serve --readonly memory 1M
+  assert_blkhash "$BLKHASH_URI" "$(head -c 1M /dev/zero | reference sha256 65536 -)"
+}
+
+@test "bats-helper: blkhash_serve fails, saying why, if nbdkit does not start" {
+  run blkhash_serve nosuch-plugin
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"blkhash_serve: nbdkit did not start"* ]]
+  [[ "$output" = *"nosuch-plugin"* ]]
+}
+
+@test "bats-helper: nbdsum --bats-helper names an existing file; make install puts it there" {
+  [ -f "$("$NBDSUM" --bats-helper)" ]
+  make -C "$top_builddir" install DESTDIR="$BATS_TEST_TMPDIR/root" >/dev/null
+  [ -f "$(find "$BATS_TEST_TMPDIR/root" -path '*/nbdkit-blkhash/blkhash.bash')" ]
+  [ -f "$(find "$BATS_TEST_TMPDIR/root" -path '*/bash-completion/completions/nbdsum')" ]
+}
