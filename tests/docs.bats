@@ -49,6 +49,21 @@ load "$top_srcdir/tests/helpers"
     "$(grep -c '^blkhash-' <<< "$help")" ]
 }
 
+@test "docs: nbdsum(1) shows the five everyday tasks before its reference" {
+  local pod="$top_srcdir/man/nbdsum.pod" sections examples
+  sections=$(grep '^=head1 ' "$pod" | head -n 5 | tr '\n' ' ')
+  echo "$sections"
+  [ "$sections" = "=head1 NAME =head1 SYNOPSIS =head1 DESCRIPTION =head1 EXAMPLES =head1 INPUTS " ]
+  # Within the first screens, before any option is described.
+  [ "$(grep -n '^=head1 EXAMPLES' "$pod" | cut -d: -f1)" -lt 60 ]
+  examples=$(sed -n '/^=head1 EXAMPLES/,/^=head1 INPUTS/p' "$pod")
+  grep -q '^ nbdsum disk.img' <<< "$examples"
+  grep -q '^ nbdsum nbd://' <<< "$examples"
+  grep -q '^ nbdsum -c ' <<< "$examples"
+  grep -q 'blkhash-file=' <<< "$examples"
+  grep -q '^ nbdsum --diff ' <<< "$examples"
+}
+
 @test "docs: dd in README and man page examples prints no records noise" {
   local bad
   bad=$(grep -nE '\| *dd |^ *dd ' "$top_srcdir/README.md" \
@@ -67,12 +82,14 @@ load "$top_srcdir/tests/helpers"
     grep -q 'SPDX-License-Identifier: BSD-3-Clause' "$top_srcdir/$f" ||
       missing+=("$f")
   done < <(cd "$top_srcdir" &&
-           find lib plugin client tests bench -type f \
+           find lib plugin client tests bench bats -type f \
              \( -name '*.[ch]' -o -name '*.bats' -o -name '*.bash' \
                 -o -name '*.py' -o -name '*.sh' -o -name '*.am' \) \
              ! -path '*/_build*' ! -name 'vectors*.bats' &&
            printf '%s\n' configure.ac Makefile.am autogen.sh quickstart \
-             bench/run bench/latency bench/completion tests/gen-vectors-bats)
+             bench/run bench/latency bench/completion bench/cold bench/nbdcopy \
+             tests/gen-vectors-bats \
+             completion/nbdsum)
   echo "no licence line: ${missing[*]}"
   [ ${#missing[@]} -eq 0 ]
   for pod in "$top_srcdir"/man/*.pod; do
@@ -89,4 +106,67 @@ load "$top_srcdir/tests/helpers"
   [[ "$output" = *'./quickstart check   the same set-up, then the whole test suite,'* ]]
   [[ "$output" != *"set -euo"* ]]
   [[ "$output" != *"SPDX"* ]]
+}
+
+# Stand-ins for the hosts of the recipes: servers on sockets in $si
+# (localhost, a, b and server with the filter, tls with a pre-shared
+# key), and the images they name in the current directory.
+start_standins () {
+  si=$1
+  mkdir -p "$si/dir"
+  # Big enough (sparse) that a view outgrows a pipe's buffer: a
+  # recipe whose reader stops early must survive SIGPIPE.
+  "$MKIMAGE" '1G;d:0+1M:a;z:2M+1M;d:5M+300000:b;d:700M+64K:c' disk.img
+  qemu-img convert -f raw -O qcow2 disk.img disk.qcow2
+  cp disk.img a.img
+  cp disk.img b.img
+  cp disk.img "$si/dir/disk"
+  echo "alice:$(openssl rand -hex 32)" > "$si/keys.psk"
+  chmod 600 "$si/keys.psk"
+  local name
+  for name in localhost a b server; do
+    nbdkit -U "$si/$name.sock" -P "$si/$name.standin" \
+      --filter="$BLKHASH_FILTER" file dir="$si/dir" \
+      default-export=disk 2>/dev/null ||
+    nbdkit -U "$si/$name.sock" -P "$si/$name.standin" \
+      --filter="$BLKHASH_FILTER" --filter=exportname file dir="$si/dir" \
+      default-export=disk
+  done
+  nbdkit -U "$si/tls.sock" -P "$si/tls.standin" --tls=require \
+    --tls-psk="$si/keys.psk" --filter="$BLKHASH_FILTER" file dir="$si/dir"
+}
+
+# What a recipe leaves running: servers it started, background jobs.
+stop_standins () {
+  local p
+  kill $(jobs -p) 2>/dev/null || true
+  for p in "$1"/daemon*.pid; do
+    [ -e "$p" ] && kill "$(cat "$p")" 2>/dev/null
+    rm -f "$p" "${p%.pid}.sock"
+  done
+  pkill -f "qemu-nbd.*$1/qemu.sock" 2>/dev/null || true
+}
+export -f stop_standins
+
+@test "docs: every recipe of README.md and the man pages' examples runs, set -euo pipefail" {
+  local si="$BATS_TEST_TMPDIR/si" recipes="$BATS_TEST_TMPDIR/recipes"
+  local n=0 bad=() name where st
+  mkdir -p "$recipes" "$BATS_TEST_TMPDIR/work"
+  cd "$BATS_TEST_TMPDIR/work"
+  start_standins "$si"
+  "$PYTHON" "$top_srcdir/tests/recipes.py" "$top_srcdir" "$si" "$recipes"
+  while read -r name where; do
+    st=0
+    bash "$recipes/$name.sh" < /dev/null > "$recipes/$name.out" 2>&1 ||
+      st=$?
+    n=$((n + 1))
+    if [ "$st" -ne 0 ]; then
+      bad+=("$name $where (status $st): $(tail -n 3 "$recipes/$name.out")")
+    fi
+  done < "$recipes/list"
+  for p in "$si"/*.standin; do kill "$(cat "$p")"; done
+  echo "$n recipes"
+  printf '%s\n' "${bad[@]}"
+  [ "$n" -ge 25 ]
+  [ "${#bad[@]}" -eq 0 ]
 }
