@@ -15,12 +15,9 @@
 load "$top_srcdir/tests/helpers"
 load "$top_srcdir/tests/servers"
 
-# The python with the libnbd bindings ("import nbd").
-: "${NBD_PYTHON:=/usr/bin/python3}"
 : "${ROBUST_TRIALS:=10}"
 : "${ROBUST_ROUNDS:=3}"
 : "${ROBUST_KILLS:=18}"
-export NBD_PYTHON
 
 setup_file () {
   # Data, holes, allocated zeros, a partial last block.
@@ -155,22 +152,6 @@ teardown () {
   kill_servers
 }
 
-# Progress and counts, shown by bats and kept in make check's log.
-report () {
-  echo "# $*" >&3
-}
-
-# Stop the server: SIGTERM, it must exit 0 within 30 s with no crash.
-stop_server () {
-  kill "$pid"
-  wait_exit "$pid" 30
-  if [ "$rc" -ne 0 ] || ! no_crash "$err" >/dev/null; then
-    echo "nbdkit exit status $rc:"
-    cat "$err"
-    return 1
-  fi
-}
-
 # The root of view NAME on $sock, or "ERR message".
 view_root () {
   timeout 120 "$NBD_PYTHON" "$BATS_FILE_TMPDIR/view_root.py" "$sock" "$1"
@@ -188,12 +169,6 @@ both_methods_match () {
   echo "$output"
   [ "$status" -eq 0 ]
   [ "$(first_sum "$output")" = "$want" ]
-}
-
-# The first checksum nbdsum printed, from its stdout.
-first_sum () {
-  grep -Eo '^[0-9a-f]{32,128}|^BLKHASH-.* = [0-9a-f]{32,128}$' <<< "$1" |
-    head -n 1 | sed 's/.* = //' || true
 }
 
 #----------------------------------------------------------------------

@@ -19,10 +19,8 @@
 load "$top_srcdir/tests/helpers"
 load "$top_srcdir/tests/servers"
 
-: "${NBD_PYTHON:=/usr/bin/python3}"
 : "${FRESH_WRITES:=12}"
 : "${FRESH_NAMES:=1500}"
-export NBD_PYTHON
 
 setup_file () {
   "$MKIMAGE" '8M;d:0+1M:a;z:1M+64K;d:2M+100000:b;d:5M+2M:c' \
@@ -74,17 +72,6 @@ h.connect_uri(sys.argv[1])
 n = struct.unpack_from("<I", h.pread(4096, 0), 36)[0]
 print(h.pread(n, 4096).hex())
 h.shutdown()' "$1"
-}
-
-# pwrite_bytes URI OFFSET LENGTH BYTE: write LENGTH bytes BYTE, flush.
-pwrite_bytes () {
-  "$NBD_PYTHON" -c '
-import nbd, sys
-h = nbd.NBD()
-h.connect_uri(sys.argv[1])
-h.pwrite(bytes([int(sys.argv[4])]) * int(sys.argv[3]), int(sys.argv[2]))
-h.flush()
-h.shutdown()' "$@"
 }
 
 # hold URI: a client that connects and stays idle (in $holder).

@@ -11,10 +11,6 @@
 load "$top_srcdir/tests/helpers"
 load "$top_srcdir/tests/servers"
 
-# The python with the libnbd bindings ("import nbd").
-: "${NBD_PYTHON:=/usr/bin/python3}"
-export NBD_PYTHON
-
 setup_file () {
   # ~50 MB of data: computing its checksum takes a while.
   "$MKIMAGE" '50M;d:0+20M:a;d:24M+26M:b' "$BATS_FILE_TMPDIR/big.img"
@@ -41,17 +37,6 @@ h = nbd.NBD()
 h.connect_uri(sys.argv[1])
 h.pread(512, 0)
 h.shutdown()' "$1"
-}
-
-# pwrite_bytes URI OFFSET LENGTH BYTE: write LENGTH bytes BYTE, flush.
-pwrite_bytes () {
-  "$NBD_PYTHON" -c '
-import nbd, sys
-h = nbd.NBD()
-h.connect_uri(sys.argv[1])
-h.pwrite(bytes([int(sys.argv[4])]) * int(sys.argv[3]), int(sys.argv[2]))
-h.flush()
-h.shutdown()' "$@"
 }
 
 # view_roots SOCKET NAME...: one line per view "NAME<TAB>OK<TAB>ROOT" or

@@ -26,6 +26,12 @@ sum_hex () {
   esac
 }
 
+# The first checksum nbdsum printed, from its stdout.
+first_sum () {
+  grep -Eo '^[0-9a-f]{32,128}|^BLKHASH-.* = [0-9a-f]{32,128}$' <<< "$1" |
+    head -n 1 | sed 's/.* = //' || true
+}
+
 # Serve through the filter and run a command: $uri and $unixsocket are
 # set by nbdkit.  serve [NBDKIT ARGS...] -- COMMAND
 serve () {

@@ -21,28 +21,6 @@ teardown () {
   kill_servers
 }
 
-# Progress and counts, shown by bats and kept in make check's log.
-report () {
-  echo "# $*" >&3
-}
-
-# Stop the server: SIGTERM, it must exit 0 within 30 s with no crash.
-stop_server () {
-  kill "$pid"
-  wait_exit "$pid" 30
-  if [ "$rc" -ne 0 ] || ! no_crash "$err" >/dev/null; then
-    echo "nbdkit exit status $rc:"
-    cat "$err"
-    return 1
-  fi
-}
-
-# The first checksum nbdsum printed, from its stdout.
-first_sum () {
-  grep -Eo '^[0-9a-f]{32,128}|^BLKHASH-.* = [0-9a-f]{32,128}$' <<< "$1" |
-    head -n 1 | sed 's/.* = //' || true
-}
-
 # A file laid out like a view; nbdkit's file plugin serves it under
 # any export name, so nbdsum reads it as NAME@blkhash (and the image as
 # the same file: nbdsum refuses such a view, whose image has not the

@@ -1,9 +1,14 @@
 # Copyright (C) 2026 The nbdkit-blkhash developers
 # SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
-# Background nbdkit servers for the trust and robustness suites.  A
-# suite that loads this calls kill_servers from its teardown.
+# Background nbdkit servers, and the small libnbd (Python) clients the
+# suites drive them with.  A suite that loads this calls kill_servers
+# from its teardown.
 
 servers=()
+
+# The python with the libnbd bindings ("import nbd").
+: "${NBD_PYTHON:=/usr/bin/python3}"
+export NBD_PYTHON
 
 # nbdkit_at_least VERSION: is the installed nbdkit that release or
 # newer?
@@ -76,6 +81,17 @@ wait_exit () {
   return 1
 }
 
+# Stop the server: SIGTERM, it must exit 0 within 30 s with no crash.
+stop_server () {
+  kill "$pid"
+  wait_exit "$pid" 30
+  if [ "$rc" -ne 0 ] || ! no_crash "$err" >/dev/null; then
+    echo "nbdkit exit status $rc:"
+    cat "$err"
+    return 1
+  fi
+}
+
 # No crash or sanitizer report in nbdkit's stderr FILE.
 no_crash () {
   ! grep -E 'Assertion|assertion failed|Segmentation fault|Sanitizer|runtime error:|double free|corrupted|stack smashing|Aborted|core dumped' "$1"
@@ -84,4 +100,20 @@ no_crash () {
 # The URI of export NAME on $sock.
 uri_of () {
   echo "nbd+unix:///$1?socket=$sock"
+}
+
+# Progress and counts, shown by bats and kept in make check's log.
+report () {
+  echo "# $*" >&3
+}
+
+# pwrite_bytes URI OFFSET LENGTH BYTE: write LENGTH bytes BYTE, flush.
+pwrite_bytes () {
+  "$NBD_PYTHON" -c '
+import nbd, sys
+h = nbd.NBD()
+h.connect_uri(sys.argv[1])
+h.pwrite(bytes([int(sys.argv[4])]) * int(sys.argv[3]), int(sys.argv[2]))
+h.flush()
+h.shutdown()' "$@"
 }
