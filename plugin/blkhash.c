@@ -299,11 +299,58 @@ blkhash_open (nbdkit_next_open *next, nbdkit_context *context,
   return NULL;
 }
 
+/* Once per export when its last client leaves, not per connection:
+ * the counters are for the whole server.
+ */
+static void
+blkhash_log_stats (struct blkhash_export *e)
+{
+  if (blkhash_debug_stats)
+    nbdkit_debug ("blkhash: stats: passive %" PRIu64 " blocks, computed %"
+                  PRIu64 " blocks reading %" PRIu64 " bytes, holes %"
+                  PRIu64 " blocks, read ahead %" PRIu64 " pieces "
+                  "(since start; the last client of '%s' left)",
+                  blkhash_stats.passive_blocks, blkhash_stats.computed_blocks,
+                  blkhash_stats.read_bytes, blkhash_stats.hole_blocks,
+                  blkhash_stats.paired_reads,
+                  blkhash_export_name (e));
+}
+
+/* The handle leaves its export; the last one out ends the session.
+ * next is NULL when nbdkit closes a handle it prepared but never
+ * finalized (the client went while connecting): such a connection
+ * served nothing, but it may be the last one out.
+ */
+static void
+blkhash_leave (nbdkit_next *next, struct handle *h)
+{
+  bool line_owed = false;
+  unsigned users;
+
+  if (h->e == NULL)
+    return;
+  blkhash_table_put (h->e, h->table);
+  h->table = NULL;
+  users = next ? blkhash_export_put (h->e)
+    : blkhash_export_abandon (h->e, &line_owed);
+  if (users == 0) {
+    if (blkhash_file && next)
+      blkhash_results_session_end (next, h->e);
+    else if (blkhash_file && line_owed)
+      blkhash_results_session_lost (h->e);
+    blkhash_log_stats (h->e);
+  }
+  blkhash_export_release (h->e);
+  h->e = NULL;
+}
+
 static void
 blkhash_close (void *handle)
 {
   struct handle *h = handle;
 
+  /* nbdkit skips finalize when the handshake fails after prepare. */
+  blkhash_leave (NULL, h);
   blkhash_view_free (h->view);
   pthread_mutex_destroy (&h->lock);
   free (h->name);
@@ -383,39 +430,10 @@ data_table (const struct handle *h)
   return h->table ? blkhash_table_blocks (h->table) : NULL;
 }
 
-/* Once per export when its last client leaves, not per connection:
- * the counters are for the whole server.
- */
-static void
-blkhash_log_stats (struct blkhash_export *e)
-{
-  if (blkhash_debug_stats)
-    nbdkit_debug ("blkhash: stats: passive %" PRIu64 " blocks, computed %"
-                  PRIu64 " blocks reading %" PRIu64 " bytes, holes %"
-                  PRIu64 " blocks, read ahead %" PRIu64 " pieces "
-                  "(since start; the last client of '%s' left)",
-                  blkhash_stats.passive_blocks, blkhash_stats.computed_blocks,
-                  blkhash_stats.read_bytes, blkhash_stats.hole_blocks,
-                  blkhash_stats.paired_reads,
-                  blkhash_export_name (e));
-}
-
 static int
 blkhash_finalize (nbdkit_next *next, void *handle)
 {
-  struct handle *h = handle;
-
-  if (h->e == NULL)
-    return 0;
-  blkhash_table_put (h->e, h->table);
-  h->table = NULL;
-  if (blkhash_export_put (h->e) == 0) {
-    if (blkhash_file)
-      blkhash_results_session_end (next, h->e);
-    blkhash_log_stats (h->e);
-  }
-  blkhash_export_release (h->e);
-  h->e = NULL;
+  blkhash_leave (next, handle);
   return 0;
 }
 

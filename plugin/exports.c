@@ -56,7 +56,9 @@ struct blkhash_table {
 struct blkhash_export {
   char *name;
   uint64_t size;
-  unsigned users;               /* handles between prepare and finalize */
+  unsigned users;               /* handles prepared, not yet gone */
+  bool line_owed;               /* a user finished this session and left
+                                   its blkhash-file line to the last */
   unsigned refs;                /* users, and work left when they leave */
   uint64_t session;             /* session clock when users became 1 */
   uint64_t last_used;           /* for least recently used */
@@ -143,7 +145,20 @@ unsigned
 blkhash_export_put (struct blkhash_export *e)
 {
   ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&exports_lock);
-  return --e->users;
+  e->line_owed = --e->users > 0;
+  return e->users;
+}
+
+unsigned
+blkhash_export_abandon (struct blkhash_export *e, bool *line_owed)
+{
+  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&exports_lock);
+  *line_owed = false;
+  if (--e->users == 0) {
+    *line_owed = e->line_owed;
+    e->line_owed = false;
+  }
+  return e->users;
 }
 
 const char *

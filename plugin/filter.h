@@ -89,10 +89,17 @@ extern uint64_t blkhash_session_tick (void);
  */
 extern struct blkhash_export *blkhash_export_get (const char *name,
                                                   uint64_t size);
-/* One user fewer; returns how many are left (0: its session ended).
- * The caller still holds the export until blkhash_export_release.
+/* One user fewer, one that finished (finalize); returns how many are
+ * left (0: its session ended).  The caller still holds the export
+ * until blkhash_export_release.
  */
 extern unsigned blkhash_export_put (struct blkhash_export *e);
+/* The same for a user nbdkit closed without finalizing (its handshake
+ * failed): *line_owed if the session ended and a user that finished
+ * left its blkhash-file line to this one, which cannot compute it.
+ */
+extern unsigned blkhash_export_abandon (struct blkhash_export *e,
+                                        bool *line_owed);
 extern void blkhash_export_release (struct blkhash_export *e);
 extern const char *blkhash_export_name (const struct blkhash_export *e);
 extern uint64_t blkhash_export_size (const struct blkhash_export *e);
@@ -151,6 +158,11 @@ extern int blkhash_results_open (const char *path);
 /* The last client of e has gone: complete its checksum, record it. */
 extern void blkhash_results_session_end (nbdkit_next *next,
                                          struct blkhash_export *e);
+/* The last client of e has gone without a way to read the image: its
+ * line from the digests the session read, if they cover every block;
+ * else no line, and an error saying why.
+ */
+extern void blkhash_results_session_lost (struct blkhash_export *e);
 /* An export of size bytes is being written: its lines go. */
 extern void blkhash_results_forget_size (uint64_t size);
 /* nbdkit is exiting: lines of exports still in use, then the file. */

@@ -42,10 +42,11 @@
 #include "sumline.h"
 #include "util.h"
 
-/* Digest bytes the fold may still take at exit (2 TiB of 64K blocks):
- * beyond that, exiting promptly matters more.
+/* Digest bytes a fold without plugin I/O may still take, at exit or
+ * when a failed connection ends a session (2 TiB of 64K blocks):
+ * beyond that, exiting or closing promptly matters more.
  */
-#define EXIT_FOLD_BYTES (UINT64_C (1) << 30)
+#define KNOWN_FOLD_BYTES (UINT64_C (1) << 30)
 
 struct result {
   char *name;
@@ -415,6 +416,51 @@ blkhash_results_session_end (nbdkit_next *next, struct blkhash_export *e)
   results_write ();
 }
 
+/* The root from the digests the table holds, without plugin I/O:
+ * false unless it knows every block and folding what is left costs
+ * little.
+ */
+static bool
+known_root (struct blkhash_table *bt, uint8_t *root)
+{
+  struct blk_table *t = blkhash_table_blocks (bt);
+  struct blk_table_stats st;
+
+  blk_table_stats (t, &st);
+  return st.known == st.blocks &&
+    (st.blocks - st.folded) * blkhash_default_params->digest.len
+    <= KNOWN_FOLD_BYTES &&
+    blk_table_root (t, root) == 0;
+}
+
+void
+blkhash_results_session_lost (struct blkhash_export *e)
+{
+  const char *name = blkhash_export_name (e);
+  uint8_t root[EVP_MAX_MD_SIZE];
+  struct blkhash_table *bt;
+  bool have_root = false;
+  int err = 0;
+
+  blkhash_export_clear_changed (e);
+  bt = blkhash_table_get (e, blkhash_default_params,
+                          blkhash_export_since (e), &err);
+  if (bt) {
+    have_root = known_root (bt, root);
+    blkhash_table_put (e, bt);
+  }
+  if (have_root && !blkhash_export_changed (e))
+    result_set (name, blkhash_export_size (e), root);
+  else {
+    nbdkit_error ("blkhash: export '%s': its last connection failed while "
+                  "connecting, and the session did not read every block: "
+                  "no line for it in %s (connect again to record one)",
+                  name, blkhash_file);
+    result_drop (name);
+  }
+  results_write ();
+}
+
 /* At exit, an export written since its checksum was recorded (its
  * last client still connected, or its completion stopped): the line
  * comes back only if the table knows every block.  No plugin I/O
@@ -424,7 +470,6 @@ static void
 exit_result (struct blkhash_export *e)
 {
   struct blkhash_table *bt;
-  struct blk_table_stats st;
   uint8_t root[EVP_MAX_MD_SIZE];
   bool have_root = false;
 
@@ -432,12 +477,7 @@ exit_result (struct blkhash_export *e)
     return;
   bt = blkhash_table_find (e, blkhash_default_params);
   if (bt) {
-    struct blk_table *t = blkhash_table_blocks (bt);
-    blk_table_stats (t, &st);
-    if (st.known == st.blocks &&
-        (st.blocks - st.folded) * blkhash_default_params->digest.len
-        <= EXIT_FOLD_BYTES)
-      have_root = blk_table_root (t, root) == 0;
+    have_root = known_root (bt, root);
     blkhash_table_put (e, bt);
   }
   if (have_root)

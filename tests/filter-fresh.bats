@@ -185,6 +185,88 @@ wait_for_line () {
   return 1
 }
 
+@test "filter-fresh: a client gone while connecting does not hold the session open" {
+  local sums="$BATS_TEST_TMPDIR/sums" i
+  # The filter's prepare asks the size: the first time, the plugin
+  # takes a second to answer, and the client has gone by then, so the
+  # answer to its NBD_OPT_GO fails and nbdkit never finalizes it.
+  touch slow-once
+  export img
+  start_server gone -v -D blkhash.stats=1 eval \
+    get_size='[ ! -e slow-once ] || { rm slow-once; sleep 1; }; stat -c %s "$img"' \
+    pread='dd if="$img" skip=$4 count=$3 iflag=skip_bytes,count_bytes status=none' \
+    blkhash-file="$sums"
+  abort_handshake "$sock"
+  for ((i = 0; i < 100; i++)); do
+    grep -q 'blkhash: close' "$err" && break
+    sleep 0.1
+  done
+  grep 'NBD_OPT_GO' "$err"
+  grep -q 'blkhash: prepare' "$err"
+  # The session of this copy ends when it disconnects: its line, and
+  # the stats of the session.
+  nbdcopy "$uri" copy1.img
+  wait_for_line "$sums" "$(reference sha256 65536 copy1.img)  -"
+  grep -q 'blkhash: stats:' "$err"
+  # The next one starts afresh: an outside write is in its line.
+  RANDOM=11
+  outside_write "$img"
+  nbdcopy "$uri" copy2.img
+  cmp "$img" copy2.img
+  wait_for_line "$sums" "$(reference sha256 65536 copy2.img)  -"
+}
+
+# lost_session SLOW_FILE CLIENT...: a client that connects to the
+# server of the next test while its plugin stalls in can_write (the
+# handle is prepared then), then leaves with the failed connection the
+# last one out of CLIENT's session.
+lost_session () {
+  local slow=$1 aborted i closes
+  shift
+  closes=$(grep -c 'eval\[1\]: debug: blkhash: close' "$err" || true)
+  touch "$slow"
+  abort_handshake "$sock" &
+  aborted=$!
+  for ((i = 0; i < 100; i++)); do
+    [ -e "$slow" ] || break
+    sleep 0.1
+  done
+  "$@"
+  wait "$aborted"
+  for ((i = 0; i < 100; i++)); do
+    [ "$(grep -c 'eval\[1\]: debug: blkhash: close' "$err")" -gt "$closes" ] &&
+      break
+    sleep 0.1
+  done
+}
+
+@test "filter-fresh: a client gone while connecting, last out of a session" {
+  local sums="$BATS_TEST_TMPDIR/sums"
+  # Its handle is prepared, then nbdkit takes two seconds to ask the
+  # plugin whether it can write: a client comes and goes meanwhile,
+  # and leaves its line to the connection that cannot read the image.
+  export img slow="$BATS_TEST_TMPDIR/slow-once"
+  start_server lost -v eval thread_model='echo parallel' \
+    get_size='stat -c %s "$img"' \
+    can_write='[ ! -e "$slow" ] || { rm "$slow"; sleep 2; }; exit 3' \
+    pread='dd if="$img" skip=$4 count=$3 iflag=skip_bytes,count_bytes status=none' \
+    blkhash-file="$sums"
+  # A copy read every block: its line, from what it read.
+  lost_session "$slow" nbdcopy "$uri" copy1.img
+  grep "NBD_OPT_GO" "$err"
+  wait_for_line "$sums" "$(reference sha256 65536 "$img")  -"
+  # A client that read nothing: no line, and an error saying why.
+  RANDOM=12
+  outside_write "$img"
+  lost_session "$slow" nbdinfo --size "$uri"
+  [ "$(grep -c "NBD_OPT_GO.*Broken pipe\|NBD_OPT_GO.*Connection reset" "$err")" -ge 2 ]
+  grep "export '': its last connection failed while connecting, and the session did not read every block" "$err"
+  [ ! -s "$sums" ]
+  # Connecting again records it.
+  nbdinfo --size "$uri"
+  wait_for_line "$sums" "$(reference sha256 65536 "$img")  -"
+}
+
 # alias_check [NBDKIT ARGS...]: nbdsum of export x, a write through the
 # default export, nbdsum of x again: the bytes of x now.
 alias_check () {

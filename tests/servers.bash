@@ -117,3 +117,25 @@ h.pwrite(bytes([int(sys.argv[4])]) * int(sys.argv[3]), int(sys.argv[2]))
 h.flush()
 h.shutdown()' "$@"
 }
+
+# abort_handshake SOCKET [EXPORT]: a client that asks for EXPORT with
+# NBD_OPT_GO and resets the connection without reading the answer, as
+# a client killed while connecting does.
+abort_handshake () {
+  "$NBD_PYTHON" - "$@" <<'PY'
+import socket, struct, sys
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+name = (sys.argv[2] if len(sys.argv) > 2 else "").encode()
+greeting = b""
+while len(greeting) < 18:
+    greeting += s.recv(18 - len(greeting))
+assert greeting[:8] == b"NBDMAGIC", greeting
+s.sendall(struct.pack(">I", 3))     # fixed newstyle, no zeroes
+data = struct.pack(">I", len(name)) + name + struct.pack(">H", 0)
+s.sendall(struct.pack(">QII", 0x49484156454F5054, 7, len(data)) + data)
+# RST, not FIN: the server's answer fails.
+s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+s.close()
+PY
+}
