@@ -317,9 +317,9 @@ blkhash_log_stats (struct blkhash_export *e)
 }
 
 /* The handle leaves its export; the last one out ends the session.
- * next is NULL when nbdkit closes a handle it prepared but never
- * finalized (the client went while connecting): such a connection
- * served nothing, but it may be the last one out.
+ * next is NULL for a handle that served nothing: one nbdkit closes
+ * without finalizing it (the client went while connecting), or whose
+ * prepare failed.  It may still be the last one out.
  */
 static void
 blkhash_leave (nbdkit_next *next, struct handle *h)
@@ -384,9 +384,7 @@ blkhash_prepare (nbdkit_next *next, void *handle, int readonly)
     h->since = blkhash_cache ? 0 : blkhash_session_tick ();
     h->view = blkhash_view_new (size, h->params);
     if (h->view == NULL) {
-      blkhash_export_put (h->e);
-      blkhash_export_release (h->e);
-      h->e = NULL;
+      blkhash_leave (NULL, h);  /* served nothing, as if gone */
       return -1;
     }
   }
