@@ -1,7 +1,7 @@
 /* Copyright (C) 2026 The nbdkit-blkhash developers
  * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
  */
-/* nbdsum: --check, like sha256sum -c.
+/* nbdsum: --check, like sha256sum -c, and --check-manifest.
  *
  * Lines are 'CHECKSUM  NAME' or 'BLKHASH-DIGEST/BLOCKSIZE (NAME) =
  * CHECKSUM' (nbdsum's and blkhash-file's formats), mixed in any order,
@@ -23,6 +23,7 @@
 #include "cleanup.h"
 #include "helpers.h"
 #include "json.h"
+#include "manifest.h"
 #include "messages.h"
 #include "options.h"
 #include "signals.h"
@@ -239,4 +240,34 @@ check_files (char **files, int n, const struct hash_spec *spec)
   if (t.mismatched || t.unreadable || (opts->strict && t.malformed))
     status = EXIT_FAILURE;
   return status;
+}
+
+int
+check_manifests (char **files, int n)
+{
+  unsigned failed = 0;
+
+  for (int i = 0; i < n && !stop_signal (); i++) {
+    struct manifest *m = manifest_open (files[i]);
+    uint8_t root[EVP_MAX_MD_SIZE];
+    bool ok = m != NULL;
+
+    if (m && !manifest_root (m, root)) {
+      error_at (files[i], "it carries no checksum (an older nbdsum --blocks "
+                "wrote it): its form is right, its digests cannot be "
+                "verified");
+      ok = false;
+    }
+    manifest_close (m);
+    if (stop_signal ())
+      break;
+    if (!ok)
+      failed++;
+    if (!ok || !opts->quiet)
+      report (files[i], ok ? "OK" : "FAILED");
+  }
+  if (failed && !stop_signal ())
+    fprintf (stderr, "%s: WARNING: %u of %d manifest%s did not verify\n",
+             progname, failed, n, n == 1 ? "" : "s");
+  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

@@ -12,4 +12,9 @@
  */
 extern int check_files (char **files, int n, const struct hash_spec *spec);
 
+/* --check-manifest: is each manifest whole, and do its block digests
+ * give the checksum it carries?  Returns the exit status.
+ */
+extern int check_manifests (char **files, int n);
+
 #endif /* NBDSUM_CHECK_H */

@@ -10,6 +10,7 @@
 
 #include "checksum.h"
 #include "helpers.h"
+#include "incremental.h"
 #include "json.h"
 #include "local.h"
 #include "method.h"
@@ -35,7 +36,7 @@ input_open (const char *name, const struct hash_spec *spec)
   if (!opts->client_side)
     r = server_side_open (src, spec, &ep, &fb);
   if (r == 0)
-    ep = client_side_open (src, spec, &fb);
+    ep = client_side_open (src, spec, &fb, NULL);
   if (ep == NULL)
     source_close (src);
   return ep;
@@ -80,6 +81,23 @@ checksum_one (const char *name, const struct hash_spec *spec,
     res->method = "stream";
     blk_params_free (&p);
   }
+  else if (opts->since) {
+    struct incremental *inc = incremental_open (name, spec);
+    const struct endpoint *iep;
+
+    if (inc == NULL)
+      return -1;
+    iep = incremental_endpoint (inc);
+    blk_hex (incremental_root (inc), iep->params->digest.len, res->hex);
+    snprintf (res->digest, sizeof res->digest, "%s", iep->params->digest.name);
+    res->block_size = iep->params->block_size;
+    res->size = iep->size;
+    res->method = iep->ops->name;
+    res->incremental = true;
+    res->hashed_blocks = incremental_hashed (inc);
+    res->read_bytes = atomic_load (&iep->progress.data);
+    incremental_close (inc);
+  }
   else {
     if ((ep = input_open (name, spec)) == NULL)
       return -1;
@@ -106,5 +124,11 @@ result_json_members (const struct result *res)
   json_uint ("block-size", res->block_size);
   json_uint ("size", res->size);
   json_string ("method", res->method);
+  if (res->incremental) {
+    json_name ("since", opts->since);
+    json_name ("dirty-bitmap", opts->dirty_bitmap);
+    json_uint ("blocks-hashed", res->hashed_blocks);
+    json_uint ("bytes-read", res->read_bytes);
+  }
   json_seconds ("seconds", res->seconds);
 }

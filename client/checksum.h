@@ -5,6 +5,7 @@
 #ifndef NBDSUM_CHECKSUM_H
 #define NBDSUM_CHECKSUM_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "blkhash.h"
@@ -20,6 +21,11 @@ struct result {
   uint64_t size;
   const char *method;           /* server-side, client-side, stream */
   double seconds;
+  /* --since: blocks hashed rather than taken from the manifest, and
+   * the image bytes read for them.
+   */
+  bool incremental;
+  uint64_t hashed_blocks, read_bytes;
 };
 
 /* --json: res's members, as nbdsum and nbdsum -c write them. */

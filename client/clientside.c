@@ -41,6 +41,7 @@ struct client_side {
   uint64_t seg_blocks, nsegs, read_blocks, snapshot;
   atomic_uint_fast64_t next_seg;
   bool extents;                 /* base:allocation negotiated */
+  const struct cs_select *select;       /* NULL: hash every block */
 };
 
 static const struct method_ops client_side_ops;
@@ -49,12 +50,13 @@ static const struct method_ops client_side_ops;
 struct cs_conn {
   EVP_MD_CTX *ctx;
   uint64_t first, count, pos;   /* blocks; pos is the next to read */
-  bool *hole;                   /* per block of the segment */
+  bool *hole;                   /* per block of the segment: not read */
+  bool *skip;                   /* of those, not hashed at all */
 };
 
 struct endpoint *
 client_side_open (struct source *src, const struct hash_spec *spec,
-                  struct fallback *fb)
+                  struct fallback *fb, const struct cs_select *select)
 {
   struct nbd_handle *h = fb ? fb->h : NULL;
   CLEANUP_FREE char *export_name = fb ? fb->export_name : NULL;
@@ -107,6 +109,8 @@ client_side_open (struct source *src, const struct hash_spec *spec,
     goto err;
   }
   cs->extents = nbd_can_meta_context (h, LIBNBD_CONTEXT_BASE_ALLOCATION) == 1;
+  cs->select = select;
+  ep->some_blocks = select != NULL;
   cs->seg_blocks = blk_blocks_per (SPAN_BYTES, ep->params->block_size);
   cs->nsegs = (ep->nblocks + cs->seg_blocks - 1) / cs->seg_blocks;
   cs->read_blocks = blk_blocks_per (IMAGE_READ_BYTES, ep->params->block_size);
@@ -125,7 +129,10 @@ client_side_open (struct source *src, const struct hash_spec *spec,
   for (i = 0; i < ep->nconns; i++) {
     struct cs_conn *cc = calloc (1, sizeof *cc);
     if (cc == NULL || (cc->ctx = EVP_MD_CTX_new ()) == NULL ||
-        (cc->hole = malloc (cs->seg_blocks * sizeof *cc->hole)) == NULL) {
+        (cc->hole = malloc (cs->seg_blocks * sizeof *cc->hole)) == NULL ||
+        (cc->skip = malloc (cs->seg_blocks * sizeof *cc->skip)) == NULL) {
+      if (cc)
+        free (cc->hole);
       if (cc)
         EVP_MD_CTX_free (cc->ctx);
       free (cc);
@@ -151,6 +158,7 @@ cs_close (struct endpoint *ep)
     if (cc) {
       EVP_MD_CTX_free (cc->ctx);
       free (cc->hole);
+      free (cc->skip);
       free (cc);
     }
   }
@@ -191,14 +199,29 @@ extent_cb (void *opaque, const char *metacontext, uint64_t offset,
   return 0;
 }
 
-/* Take the next segment: find its holes and store them. */
+/* Image bytes of the blocks marked in mark[0..count) of the segment. */
+static uint64_t
+marked_bytes (const struct endpoint *ep, const struct cs_conn *cc,
+              const bool *mark)
+{
+  uint64_t bytes = 0;
+
+  for (uint64_t i = 0, n; blk_next_run (mark, cc->count, &i, &n); i += n)
+    for (uint64_t b = cc->first + i; b < cc->first + i + n; b++)
+      bytes += blk_block_len (ep->size, ep->params->block_size, b);
+  return bytes;
+}
+
+/* Take the next segment: the blocks to skip, then the holes among the
+ * others (stored as zero).
+ */
 static int
 next_segment (struct endpoint *ep, struct conn *c)
 {
   struct client_side *cs = container_of (ep, struct client_side, ep);
   struct cs_conn *cc = c->priv;
   const uint64_t seg = atomic_fetch_add (&cs->next_seg, 1);
-  uint64_t start, len, holes = 0;
+  uint64_t start, len, skipped = 0;
 
   if (seg >= cs->nsegs)
     return 0;
@@ -207,6 +230,22 @@ next_segment (struct endpoint *ep, struct conn *c)
     ? ep->nblocks - cc->first : cs->seg_blocks;
   cc->pos = 0;
   memset (cc->hole, 0, cc->count * sizeof *cc->hole);
+  memset (cc->skip, 0, cc->count * sizeof *cc->skip);
+
+  if (cs->select) {
+    if (cs->select->select (cs->select->opaque, ep, c->h, cc->first,
+                            cc->count, cc->skip) == -1)
+      return -1;
+    for (uint64_t i = 0; i < cc->count; i++)
+      skipped += cc->skip[i];
+    if (skipped) {
+      progress_add (&ep->progress, marked_bytes (ep, cc, cc->skip), 0);
+      if (skipped == cc->count) {
+        cc->pos = cc->count;
+        return 1;
+      }
+    }
+  }
 
   start = cc->first * ep->params->block_size;
   len = (cc->first + cc->count) * ep->params->block_size < ep->size
@@ -231,19 +270,16 @@ next_segment (struct endpoint *ep, struct conn *c)
     blk_holes_end (&w.holes);
   }
 
+  /* Holes among the skipped blocks are not ours to store. */
+  for (uint64_t i = 0; skipped && i < cc->count; i++)
+    if (cc->skip[i])
+      cc->hole[i] = false;
   for (uint64_t i = 0, n; blk_next_run (cc->hole, cc->count, &i, &n);
-       i += n) {
+       i += n)
     blk_table_store_zero (cs->table, cc->first + i, n, cs->snapshot);
-    holes += n;
-  }
-  if (holes) {
-    const uint64_t end = (cc->first + cc->count) * ep->params->block_size;
-    /* The short last block may be among them. */
-    uint64_t bytes = holes * ep->params->block_size;
-    if (end > ep->size && cc->hole[cc->count - 1])
-      bytes -= end - ep->size;
-    progress_add (&ep->progress, bytes, 0);
-  }
+  progress_add (&ep->progress, marked_bytes (ep, cc, cc->hole), 0);
+  for (uint64_t i = 0; skipped && i < cc->count; i++)
+    cc->hole[i] |= cc->skip[i];
   return 1;
 }
 
@@ -356,6 +392,16 @@ cs_digests (struct endpoint *ep, uint64_t first, uint64_t count,
     return -1;
   }
   return 0;
+}
+
+uint64_t
+client_side_lookup (struct endpoint *ep, uint64_t first, uint64_t count,
+                    uint8_t *out, bool *need)
+{
+  struct client_side *cs = container_of (ep, struct client_side, ep);
+  uint64_t snapshot;
+
+  return blk_table_lookup (cs->table, first, count, out, need, &snapshot);
 }
 
 static const struct method_ops client_side_ops = {

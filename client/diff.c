@@ -17,6 +17,7 @@
 #include "cleanup.h"
 #include "diff.h"
 #include "endpoint.h"
+#include "incremental.h"
 #include "json.h"
 #include "manifest.h"
 #include "messages.h"
@@ -28,14 +29,16 @@
 /* Blocks compared or printed per round of digest reads. */
 #define WINDOW 65536
 
-/* Open name and hash it, for its block digests. */
+/* Open name and hash it, for its block digests (and root, if not
+ * NULL).
+ */
 static struct endpoint *
-open_hashed (const char *name, const struct hash_spec *spec)
+open_hashed (const char *name, const struct hash_spec *spec, uint8_t *root)
 {
   struct endpoint *ep = input_open (name, spec);
-  uint8_t root[EVP_MAX_MD_SIZE];
+  uint8_t unused[EVP_MAX_MD_SIZE];
 
-  if (ep && ep->ops->checksum (ep, root) == -1) {
+  if (ep && ep->ops->checksum (ep, root ? root : unused) == -1) {
     input_close (ep);
     return NULL;
   }
@@ -103,7 +106,7 @@ open_side (const char *key, struct side *s, const char *name,
   if (opts->json)
     messages_capture (name);
   if (spec)
-    s->ep = open_hashed (name, spec);
+    s->ep = open_hashed (name, spec, NULL);
   else
     s->m = manifest_open (name);
   if (opts->json)
@@ -121,29 +124,6 @@ open_side (const char *key, struct side *s, const char *name,
   if (opts->json)
     json_side (key, s, error);
   return s->ep || s->m ? 0 : -1;
-}
-
-/* B is hashed as A was: a manifest's digest and block size, which -d
- * and --block-size may only repeat.
- */
-static int
-manifest_spec (const struct side *a, const struct hash_spec *spec,
-               struct hash_spec *spec_b)
-{
-  const struct blk_params *p = a->params;
-
-  if (spec->digest && !blk_digest_same (spec->digest, p->digest.name)) {
-    error_at (a->name, "the manifest was made with %s, not %s",
-              p->digest.name, spec->digest);
-    return -1;
-  }
-  if (spec->block_size && spec->block_size != p->block_size) {
-    error_at (a->name, "the manifest was made with %" PRIu32 " byte blocks, "
-              "not %" PRIu64, p->block_size, spec->block_size);
-    return -1;
-  }
-  *spec_b = (struct hash_spec) { p->digest.name, p->block_size };
-  return 0;
 }
 
 struct runs {
@@ -259,7 +239,7 @@ diff (const char *manifest, const char *a, const char *b,
       goto out;
     if (opts->json)
       messages_capture (NULL);
-    if (manifest_spec (&sa, spec, &spec_b) == -1)
+    if (manifest_hash_spec (sa.m, spec, &spec_b) == -1)
       goto out;
   }
   else {
@@ -327,10 +307,54 @@ print_block_line (uint64_t offset, uint64_t length, const char *hex)
             hex ? hex : "zero");
 }
 
+/* What --blocks prints: an image hashed, or with --since its blocks
+ * now.
+ */
+struct block_list {
+  struct endpoint *ep;
+  struct incremental *inc;
+  const struct endpoint *iep;   /* ep, or inc's */
+  uint8_t root[EVP_MAX_MD_SIZE];
+};
+
+static int
+block_list_open (struct block_list *bl, const char *name,
+                 const struct hash_spec *spec)
+{
+  if (opts->since) {
+    if ((bl->inc = incremental_open (name, spec)) == NULL)
+      return -1;
+    bl->iep = incremental_endpoint (bl->inc);
+    memcpy (bl->root, incremental_root (bl->inc), bl->iep->params->digest.len);
+    return 0;
+  }
+  if ((bl->ep = open_hashed (name, spec, bl->root)) == NULL)
+    return -1;
+  bl->iep = bl->ep;
+  return 0;
+}
+
+static int
+block_list_digests (struct block_list *bl, uint64_t first, uint64_t count,
+                    uint8_t *out)
+{
+  if (bl->inc)
+    return incremental_digests (bl->inc, first, count, out);
+  return bl->ep->ops->digests (bl->ep, first, count, out);
+}
+
+static void
+block_list_close (struct block_list *bl)
+{
+  incremental_close (bl->inc);
+  input_close (bl->ep);
+}
+
 int
 print_blocks (const char *name, const struct hash_spec *spec)
 {
-  struct endpoint *ep;
+  struct block_list bl = { NULL };
+  const struct endpoint *ep;
   CLEANUP_FREE uint8_t *d = NULL;
   CLEANUP_FREE char *error = NULL;
   char hex[2 * EVP_MAX_MD_SIZE + 1];
@@ -342,27 +366,30 @@ print_blocks (const char *name, const struct hash_spec *spec)
     json_name ("name", name);
     messages_capture (name);
   }
-  if ((ep = open_hashed (name, spec)) == NULL)
+  if (block_list_open (&bl, name, spec) == -1)
     goto out;
+  ep = bl.iep;
   if ((d = malloc (WINDOW * ep->params->digest.len)) == NULL) {
     error_at (name, "out of memory");
     goto out;
   }
+  blk_hex (bl.root, ep->params->digest.len, hex);
   if (opts->json) {
     json_string ("digest", ep->params->digest.name);
     json_uint ("block-size", ep->params->block_size);
     json_uint ("size", ep->size);
     json_string ("method", ep->ops->name);
+    json_string ("checksum", hex);
     blk_hex (ep->params->zero_digest, ep->params->digest.len, hex);
     json_string ("zero-hash", hex);
     json_begin_array ("blocks", false);
   }
   else
-    printf ("# %s %" PRIu32 " %" PRIu64 "\n", ep->params->digest.name,
-            ep->params->block_size, ep->size);
+    printf ("# %s %" PRIu32 " %" PRIu64 " %s\n", ep->params->digest.name,
+            ep->params->block_size, ep->size, hex);
   for (uint64_t w = 0; w < ep->nblocks; w += WINDOW) {
     const uint64_t n = MIN (ep->nblocks - w, (uint64_t) WINDOW);
-    if (ep->ops->digests (ep, w, n, d) == -1)
+    if (block_list_digests (&bl, w, n, d) == -1)
       goto out;
     for (uint64_t i = 0; i < n; i++) {
       /* Stop at a signal (SIGPIPE from "| head"), or when standard
@@ -403,6 +430,6 @@ print_blocks (const char *name, const struct hash_spec *spec)
       json_end_to (0);
     }
   }
-  input_close (ep);
+  block_list_close (&bl);
   return status;
 }

@@ -233,7 +233,7 @@ endpoint_run (struct endpoint *ep)
   int r;
 
   progress_init (&ep->progress, ep->src->name, ep->size);
-  if (opts->progress_bar)
+  if (opts->progress_bar && !ep->some_blocks)
     scan_extents (ep);
   /* Signals go to the main thread; the workers hear of them through
    * the pipe, and their syscalls are not interrupted.

@@ -96,6 +96,10 @@ struct endpoint {
    * (server-side: a view has none).  NULL: connection 0's.  Owned.
    */
   char *data_export;
+  /* Only some blocks are read (--since): the bar counts all bytes,
+   * not the data the extents list.
+   */
+  bool some_blocks;
   struct progress progress;
   atomic_bool failed;
   pthread_mutex_t lock;         /* first_error */

@@ -3,11 +3,12 @@
  */
 /* nbdsum: reading a saved --blocks manifest (see manifest.h).
  *
- * A manifest is read twice: once to check all of it before anything
- * is hashed or printed, then again as the comparison asks for its
- * digests, so that a manifest of any size needs no memory.  One that
- * cannot be read twice (a pipe) is copied to a temporary file first.
- * Every entry is checked again on the second reading.
+ * A manifest is read more than once: first to check all of it before
+ * anything is hashed or printed, then again (and for --since, a third
+ * time) as its digests are asked for, so that a manifest of any size
+ * needs no memory.  One that cannot be read twice (a pipe) is copied
+ * to a temporary file first.  Every entry, and the checksum the
+ * digests fold to, is checked again on each reading.
  */
 #include <config.h>
 
@@ -28,6 +29,8 @@
 #include "jsonread.h"
 #include "manifest.h"
 #include "messages.h"
+#include "options.h"
+#include "minmax.h"
 #include "signals.h"
 #include "util.h"
 
@@ -46,7 +49,7 @@ struct entry {
 /* JSON members, to refuse repeated ones. */
 enum {
   K_NAME = 1, K_NAME_HEX = 2, K_DIGEST = 4, K_BLOCK_SIZE = 8, K_SIZE = 16,
-  K_METHOD = 32, K_ZERO_HASH = 64, K_BLOCKS = 128,
+  K_METHOD = 32, K_ZERO_HASH = 64, K_BLOCKS = 128, K_CHECKSUM = 256,
 };
 
 struct manifest {
@@ -71,6 +74,14 @@ struct manifest {
 
   /* Checking the entries: where the next one must start. */
   uint64_t pos;
+
+  /* The root it carries (root_hex, checked against the digests folded
+   * as they are read, each time they are read), if any.
+   */
+  char root_hex[2 * EVP_MAX_MD_SIZE + 1];
+  uint8_t root[EVP_MAX_MD_SIZE];
+  struct blk_root fold;
+  bool have_fold;
 
   /* manifest_digests: the entry being handed out, blocks
    * [cur_block, cur_end) of it.
@@ -151,6 +162,55 @@ set_params (struct manifest *m, const char *digest, uint64_t block_size,
   m->have_params = true;
   m->size = size;
   m->nblocks = blk_block_count (size, m->p.block_size);
+  if (blk_root_init (&m->fold, &m->p) == -1)
+    return fail (m, "%s failed", m->p.digest.name);
+  m->have_fold = true;
+  return 0;
+}
+
+/* The root as the manifest writes it: the digest's length in hex. */
+static int
+parse_root (struct manifest *m)
+{
+  if (m->root_hex[0] == '\0')
+    return 0;
+  return parse_hex (m, m->root_hex, strlen (m->root_hex), m->root);
+}
+
+/* Fold an entry's digests, to check the root at the end. */
+static int
+fold_entry (struct manifest *m, const struct entry *e)
+{
+  uint64_t n = blk_block_count (e->length, m->p.block_size);
+  int r = 0;
+
+  if (!e->zero)
+    r = blk_root_add (&m->fold, e->digest, 1);
+  while (r == 0 && e->zero && n > 0) {
+    const size_t k = MIN (n, (uint64_t) m->p.zero_run_count);
+    r = blk_root_add (&m->fold, m->p.zero_run, k);
+    n -= k;
+  }
+  return r == -1 ? fail (m, "%s failed", m->p.digest.name) : 0;
+}
+
+/* Once every entry is read: do they fold to the root it carries? */
+static int
+check_root (struct manifest *m)
+{
+  uint8_t got[EVP_MAX_MD_SIZE];
+  char hex[2 * EVP_MAX_MD_SIZE + 1];
+
+  if (m->root_hex[0] == '\0')
+    return 0;
+  if (blk_root_final (&m->fold, m->size, got) == -1)
+    return fail (m, "%s failed", m->p.digest.name);
+  if (memcmp (got, m->root, m->p.digest.len) != 0) {
+    blk_hex (got, m->p.digest.len, hex);
+    m->lineno = 0;
+    return fail (m, "its block digests give the checksum %s, not the %s "
+                 "it carries: corrupt or edited", hex, m->root_hex);
+  }
   return 0;
 }
 
@@ -228,21 +288,35 @@ split (char *line, char **fields, int n)
   return fields[n - 1][0] != '\0';
 }
 
+/* '# DIGEST BLOCK-SIZE SIZE CHECKSUM', or without the checksum as
+ * nbdsum wrote it before manifests carried one.
+ */
 static int
 text_read_header (struct manifest *m)
 {
-  char line[LINE_MAX_LEN], *f[3];
+  char line[LINE_MAX_LEN], copy[LINE_MAX_LEN], *f[4];
   uint64_t bs, size;
-  int r;
+  int r, n = 4;
 
   if ((r = read_line (m, line)) == -1)
     return -1;
   if (r == 0)
     return fail (m, "empty: not a manifest");
-  if (strncmp (line, "# ", 2) != 0 || !split (line + 2, f, 3) ||
+  memcpy (copy, line, sizeof copy);
+  if (strncmp (line, "# ", 2) != 0 ||
+      (!split (line + 2, f, n) && !split (copy + 2, f, --n)) ||
       !parse_number (f[1], &bs) || !parse_number (f[2], &size))
-    return fail (m, "not a manifest header '# DIGEST BLOCK-SIZE SIZE'");
-  return set_params (m, f[0], bs, size);
+    return fail (m, "not a manifest header "
+                 "'# DIGEST BLOCK-SIZE SIZE CHECKSUM'");
+  m->root_hex[0] = '\0';
+  if (n == 4) {
+    if (strlen (f[3]) >= sizeof m->root_hex)
+      return fail (m, "the checksum is too long");
+    strcpy (m->root_hex, f[3]);
+  }
+  if (set_params (m, f[0], bs, size) == -1 || parse_root (m) == -1)
+    return -1;
+  return 0;
 }
 
 static int
@@ -316,7 +390,7 @@ json_members (struct manifest *m, bool after)
     { "name", K_NAME }, { "name-hex", K_NAME_HEX }, { "digest", K_DIGEST },
     { "block-size", K_BLOCK_SIZE }, { "size", K_SIZE },
     { "method", K_METHOD }, { "zero-hash", K_ZERO_HASH },
-    { "blocks", K_BLOCKS },
+    { "blocks", K_BLOCKS }, { "checksum", K_CHECKSUM },
   };
   bool first = !after;
   char key[32];
@@ -367,13 +441,22 @@ json_members (struct manifest *m, bool after)
       if (strlen (m->rd.text) >= sizeof m->zero_hash)
         return fail (m, "\"zero-hash\" is too long");
       break;
+    case K_CHECKSUM:
+      if (after)
+        return fail (m, "\"checksum\" must come before \"blocks\"");
+      if (string_value (m, key) == -1)
+        return -1;
+      if (strlen (m->rd.text) >= sizeof m->root_hex)
+        return fail (m, "\"checksum\" is too long");
+      strcpy (m->root_hex, m->rd.text);
+      break;
     case K_BLOCKS:
       if ((m->seen & (K_DIGEST | K_BLOCK_SIZE | K_SIZE)) !=
           (K_DIGEST | K_BLOCK_SIZE | K_SIZE))
         return fail (m, "\"digest\", \"block-size\" and \"size\" must come "
                      "before \"blocks\"");
       if (set_params (m, m->digest_name, m->block_size, m->size) == -1 ||
-          expect (m, '[') == -1)
+          parse_root (m) == -1 || expect (m, '[') == -1)
         return -1;
       m->first_entry = true;
       return 0;
@@ -468,6 +551,12 @@ read_header (struct manifest *m)
   m->lineno = 0;
   m->seen = 0;
   m->pos = 0;
+  m->root_hex[0] = '\0';
+  m->cur_end = m->next_block = 0;
+  if (m->have_fold) {
+    blk_root_free (&m->fold);
+    m->have_fold = false;
+  }
   if (m->have_params) {
     blk_params_free (&m->p);
     m->have_params = false;
@@ -493,7 +582,8 @@ next_entry (struct manifest *m, struct entry *e)
 {
   int r = m->json ? json_next_entry (m, e) : text_next_entry (m, e);
 
-  if (r == 1 && check_entry (m, e) == -1)
+  if (r == 1 && (check_entry (m, e) == -1 || fold_entry (m, e) == -1 ||
+                 (m->pos == m->size && check_root (m) == -1)))
     return -1;
   return r;
 }
@@ -569,6 +659,24 @@ spool (struct manifest *m, int first)
   return 0;
 }
 
+int
+manifest_rewind (struct manifest *m)
+{
+  const uint64_t size = m->size;
+  const uint32_t bs = m->p.block_size;
+  char digest[BLK_DIGEST_NAME_MAX], root[sizeof m->root_hex];
+
+  snprintf (digest, sizeof digest, "%s", m->p.digest.name);
+  memcpy (root, m->root_hex, sizeof root);
+  if (read_header (m) == -1)
+    return -1;
+  if (m->size != size || m->p.block_size != bs ||
+      strcmp (m->p.digest.name, digest) != 0 ||
+      strcmp (m->root_hex, root) != 0)
+    return fail (m, "changed while nbdsum read it");
+  return 0;
+}
+
 struct manifest *
 manifest_open (const char *path)
 {
@@ -612,21 +720,12 @@ manifest_open (const char *path)
     goto err;
   }
 
-  /* Then again, as the comparison asks. */
-  {
-    const uint64_t size = m->size;
-    const uint32_t bs = m->p.block_size;
-    char digest[BLK_DIGEST_NAME_MAX];
+  if (m->size == 0 && check_root (m) == -1)
+    goto err;
 
-    snprintf (digest, sizeof digest, "%s", m->p.digest.name);
-    if (read_header (m) == -1)
-      goto err;
-    if (m->size != size || m->p.block_size != bs ||
-        strcmp (m->p.digest.name, digest) != 0) {
-      fail (m, "changed while nbdsum read it");
-      goto err;
-    }
-  }
+  /* Then again, as the comparison asks. */
+  if (manifest_rewind (m) == -1)
+    goto err;
   return m;
 
  err:
@@ -641,6 +740,8 @@ manifest_close (struct manifest *m)
     return;
   if (m->fp && m->fp != stdin)
     fclose (m->fp);
+  if (m->have_fold)
+    blk_root_free (&m->fold);
   if (m->have_params)
     blk_params_free (&m->p);
   json_reader_free (&m->rd);
@@ -657,6 +758,15 @@ uint64_t
 manifest_size (const struct manifest *m)
 {
   return m->size;
+}
+
+bool
+manifest_root (const struct manifest *m, uint8_t *root)
+{
+  if (m->root_hex[0] == '\0')
+    return false;
+  memcpy (root, m->root, m->p.digest.len);
+  return true;
 }
 
 int
@@ -682,5 +792,23 @@ manifest_digests (struct manifest *m, uint64_t first, uint64_t count,
             m->cur.zero ? m->p.zero_digest : m->cur.digest, len);
   }
   m->next_block = first + count;
+  return 0;
+}
+
+int
+manifest_hash_spec (const struct manifest *m, const struct hash_spec *spec,
+                    struct hash_spec *out)
+{
+  if (spec->digest && !blk_digest_same (spec->digest, m->p.digest.name)) {
+    error_at (m->path, "the manifest was made with %s, not %s",
+              m->p.digest.name, spec->digest);
+    return -1;
+  }
+  if (spec->block_size && spec->block_size != m->p.block_size) {
+    error_at (m->path, "the manifest was made with %" PRIu32 " byte blocks, "
+              "not %" PRIu64, m->p.block_size, spec->block_size);
+    return -1;
+  }
+  *out = (struct hash_spec) { m->p.digest.name, m->p.block_size };
   return 0;
 }

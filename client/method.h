@@ -40,11 +40,33 @@ struct fallback {
 extern int server_side_open (struct source *src, const struct hash_spec *spec,
                              struct endpoint **ep, struct fallback *fb);
 
+/* Client-side, the blocks whose digests come from elsewhere
+ * (--since: a manifest) are not hashed.
+ */
+struct cs_select {
+  /* Called in connection h's thread for each segment of blocks
+   * [first, first+count): set skip[i] for each block not to hash
+   * (skip is all false on entry).  Returns 0, or -1 after
+   * endpoint_fail.
+   */
+  int (*select) (void *opaque, struct endpoint *ep, struct nbd_handle *h,
+                 uint64_t first, uint64_t count, bool *skip);
+  void *opaque;
+};
+
 /* clientside.c: takes what fb holds (NULL or empty: connect anew).
- * NULL on error (printed).
+ * select may be NULL: every block.  NULL on error (printed).
  */
 extern struct endpoint *client_side_open (struct source *src,
                                           const struct hash_spec *spec,
-                                          struct fallback *fb);
+                                          struct fallback *fb,
+                                          const struct cs_select *select);
+
+/* After a client-side run: the digests known of blocks [first,
+ * first+count) in out, need[i] set for each block not hashed.  Returns
+ * the count of those.
+ */
+extern uint64_t client_side_lookup (struct endpoint *ep, uint64_t first,
+                                    uint64_t count, uint8_t *out, bool *need);
 
 #endif /* NBDSUM_METHOD_H */

@@ -2,9 +2,10 @@
  * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
  */
 /* nbdsum: print or check blkhash checksums of disk images.  This file
- * owns main: it parses the options, sends the run to its mode (-c to
- * check.c, --diff to diff.c, --blocks and plain checksums here) and
- * prints checksums and block lists.
+ * owns main: it parses the options, sends the run to its mode (-c and
+ * --check-manifest to check.c, --diff and --blocks to diff.c, plain
+ * checksums here, --since with either to incremental.c through them)
+ * and prints checksums.
  *
  * Hashing one input: checksum_one (checksum.c) opens it with
  * input_open, which picks the method (serverside.c, else
@@ -240,6 +241,8 @@ main (int argc, char **argv)
   }
   if (opts->check)
     status = check_files (args, nargs, &spec);
+  else if (opts->check_manifest)
+    status = check_manifests (args, nargs);
   else if (any_view (args, nargs))
     status = opts->diff ? 2 : EXIT_FAILURE;
   else if (opts->diff && opts->manifest)

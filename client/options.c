@@ -38,6 +38,8 @@ usage (FILE *fp, int status)
 "       %s --diff [OPTION]... A B\n"
 "       %s --diff --manifest=FILE [OPTION]... B\n"
 "       %s --blocks [OPTION]... URI|FILE\n"
+"       %s --since=MANIFEST --dirty-bitmap=NAME [--blocks] [OPTION]... URI\n"
+"       %s --check-manifest [OPTION]... MANIFEST...\n"
 "\n"
 "Inputs:\n"
 "  URI                   nbd://, nbd+unix://, nbds://, nbds+unix:// ...\n"
@@ -92,6 +94,15 @@ usage (FILE *fp, int status)
 "      --manifest=FILE   with --diff, compare B with FILE, the output\n"
 "                        of an earlier --blocks (text or JSON)\n"
 "      --blocks          print the digest of every block (zero runs merged)\n"
+"                        and the checksum they give: a manifest\n"
+"      --since=MANIFEST  the checksum of the image now from MANIFEST, an\n"
+"                        earlier --blocks of it, hashing only the blocks\n"
+"                        the dirty bitmap marks as written since (the\n"
+"                        new manifest, with --blocks)\n"
+"      --dirty-bitmap=NAME  with --since: the bitmap the server exports\n"
+"                        as qemu:dirty-bitmap:NAME (qemu-nbd -B NAME)\n"
+"      --check-manifest  check that each MANIFEST is whole and that its\n"
+"                        block digests give the checksum it carries\n"
 "      --list-digests    list the digests nbdsum accepts, with their lengths\n"
 "      --bats-helper     print the path of the bats helpers, for\n"
 "                        load \"$(nbdsum --bats-helper)\" in a bats test\n"
@@ -121,7 +132,7 @@ usage (FILE *fp, int status)
 "\n"
 "See nbdsum(1) and nbdkit-blkhash-filter(1).\n",
            progname, progname, progname, progname, progname, progname,
-           progname, progname, progname);
+           progname, progname, progname, progname, progname);
   exit (status);
 }
 
@@ -251,7 +262,8 @@ parse_options (int argc, char **argv, int *first_arg)
     OPT_BLOCK_SIZE = CHAR_MAX + 1, OPT_FORMAT, OPT_CLIENT_SIDE, OPT_JSON,
     OPT_STATUS, OPT_IGNORE_MISSING, OPT_STRICT, OPT_DIFF, OPT_BLOCKS,
     OPT_LIST_DIGESTS, OPT_MANIFEST, OPT_TAG, OPT_UNTAGGED,
-    OPT_CONNECT_TIMEOUT, OPT_NO_NAMES, OPT_BATS_HELPER,
+    OPT_CONNECT_TIMEOUT, OPT_NO_NAMES, OPT_BATS_HELPER, OPT_SINCE,
+    OPT_DIRTY_BITMAP, OPT_CHECK_MANIFEST,
   };
   static const struct option long_options[] = {
     { "connections", required_argument, NULL, 'C' },
@@ -276,6 +288,9 @@ parse_options (int argc, char **argv, int *first_arg)
     { "diff", no_argument, NULL, OPT_DIFF },
     { "manifest", required_argument, NULL, OPT_MANIFEST },
     { "blocks", no_argument, NULL, OPT_BLOCKS },
+    { "since", required_argument, NULL, OPT_SINCE },
+    { "dirty-bitmap", required_argument, NULL, OPT_DIRTY_BITMAP },
+    { "check-manifest", no_argument, NULL, OPT_CHECK_MANIFEST },
     { "list-digests", no_argument, NULL, OPT_LIST_DIGESTS },
     { "bats-helper", no_argument, NULL, OPT_BATS_HELPER },
     { "verbose", no_argument, NULL, 'v' },
@@ -383,6 +398,20 @@ parse_options (int argc, char **argv, int *first_arg)
     case OPT_BLOCKS:
       parsed.blocks = true;
       break;
+    case OPT_SINCE:
+      parsed.since = optarg;
+      break;
+    case OPT_DIRTY_BITMAP:
+      if (*optarg == '\0') {
+        fprintf (stderr, "%s: --dirty-bitmap needs a bitmap's name\n",
+                 progname);
+        exit (usage_status);
+      }
+      parsed.dirty_bitmap = optarg;
+      break;
+    case OPT_CHECK_MANIFEST:
+      parsed.check_manifest = true;
+      break;
     case OPT_LIST_DIGESTS:
       list_digests ();
     case OPT_BATS_HELPER:
@@ -432,6 +461,34 @@ parse_options (int argc, char **argv, int *first_arg)
              "lines: not with --diff, --blocks or --json\n", progname);
     exit (usage_status);
   }
+  if (!parsed.since != !parsed.dirty_bitmap) {
+    fprintf (stderr, "%s: --since and --dirty-bitmap go together: the "
+             "manifest of the image then, and the bitmap of what was "
+             "written since\n", progname);
+    exit (usage_status);
+  }
+  if (parsed.since && (parsed.check || parsed.diff || parsed.check_manifest)) {
+    fprintf (stderr, "%s: --since does not go with --check, --diff or "
+             "--check-manifest\n", progname);
+    exit (usage_status);
+  }
+  if (parsed.since && nargs != 1) {
+    fprintf (stderr, "%s: --since needs one image, the one MANIFEST was "
+             "made of\n", progname);
+    exit (usage_status);
+  }
+  if (parsed.check_manifest &&
+      (parsed.check || parsed.diff || parsed.blocks || parsed.json ||
+       parsed.no_names || parsed.client_side)) {
+    fprintf (stderr, "%s: --check-manifest goes with no other mode, nor "
+             "with --json, --no-names or --client-side\n", progname);
+    exit (usage_status);
+  }
+  if (parsed.check_manifest && nargs == 0) {
+    fprintf (stderr, "%s: --check-manifest needs the manifests to check\n",
+             progname);
+    exit (usage_status);
+  }
   if (parsed.manifest && !parsed.diff) {
     fprintf (stderr, "%s: --manifest only goes with --diff\n", progname);
     exit (usage_status);
@@ -450,11 +507,13 @@ parse_options (int argc, char **argv, int *first_arg)
     exit (usage_status);
   }
   /* Block digests need an image that can be read anywhere. */
-  for (int i = optind; (parsed.diff || parsed.blocks) && i < argc; i++)
+  for (int i = optind;
+       (parsed.diff || parsed.blocks || parsed.since) && i < argc; i++)
     if (strcmp (argv[i], "-") == 0) {
       fprintf (stderr, "%s: %s: standard input cannot be an image with "
                "%s (save it to a file first)\n", progname, argv[i],
-               parsed.diff ? "--diff" : "--blocks");
+               parsed.diff ? "--diff" :
+               parsed.since ? "--since" : "--blocks");
       exit (usage_status);
     }
   *first_arg = optind;

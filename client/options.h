@@ -38,6 +38,9 @@ struct options {
   bool diff;                    /* --diff A B */
   const char *manifest;         /* --diff --manifest=FILE B */
   bool blocks;                  /* --blocks */
+  const char *since;            /* --since=MANIFEST URI */
+  const char *dirty_bitmap;     /* --dirty-bitmap=NAME, with --since */
+  bool check_manifest;          /* --check-manifest FILE... */
 };
 
 /* Set by parse_options, before anything else runs. */

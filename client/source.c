@@ -518,6 +518,8 @@ source_connect (const struct source *src, const char *export_name,
       nbd_set_opt_mode (h, true) == -1 ||
       nbd_set_uri_allow_local_file (h, true) == -1 ||
       nbd_add_meta_context (h, LIBNBD_CONTEXT_BASE_ALLOCATION) == -1 ||
+      (src->meta_context &&
+       nbd_add_meta_context (h, src->meta_context) == -1) ||
       connect_uri (h, src->uri, until) == -1)
     goto err;
 

@@ -20,6 +20,10 @@ struct source {
   const char *name;             /* as given on the command line */
   char *uri;                    /* the input's, or the private server's */
   struct local_server *server;  /* private nbdkit, or NULL */
+  /* Another metadata context every connection asks for (--since: the
+   * dirty bitmap's), or NULL.
+   */
+  const char *meta_context;
 };
 
 /* Is name the URI of a blkhash view rather than of an image?  Then say

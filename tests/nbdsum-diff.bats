@@ -187,7 +187,8 @@ same_as_images () {
 @test "nbdsum-diff: shake128 with 96K blocks, text and JSON" {
   "$NBDSUM" --blocks -d shake128 --block-size 96K "$base" > shake.blocks
   "$NBDSUM" --blocks --json -d SHAKE-128 --block-size 96K "$base" > shake.json
-  [ "$(head -n 1 shake.blocks)" = "# shake128 98304 2109497" ]
+  [ "$(head -n 1 shake.blocks)" = \
+    "# shake128 98304 2109497 $(reference shake128 98304 "$base")" ]
   variant 'write -P 1 5000 1' 'write -P 2 1200000 10000' size=2109500
   images=$(reference_ranges "$base" b.img shake128 98304)
   [ -n "$images" ]
@@ -224,7 +225,7 @@ doc = json.load(open("out.json"))
 assert list(doc) == ["a"] and "not a manifest" in doc["a"]["error"], doc'
   truncate -s 0 empty.img
   "$NBDSUM" --blocks empty.img > empty.blocks
-  [ "$(cat empty.blocks)" = "# sha256 65536 0" ]
+  [ "$(cat empty.blocks)" = "# sha256 65536 0 $(reference sha256 65536 empty.img)" ]
   run "$NBDSUM" --diff --manifest=empty.blocks empty.img
   [ "$status" -eq 0 ]
   [ -z "$output" ]
@@ -261,7 +262,11 @@ assert list(doc) == ["a"] and "not a manifest" in doc["a"]["error"], doc'
   mkdir bad
   "$PYTHON" - "$blocks" "$json" "$base" <<'PY'
 import json, sys
-text = open(sys.argv[1]).read()
+full = open(sys.argv[1]).read()
+root = full.split("\n", 1)[0].split()[4]
+# The text cases are of a manifest as nbdsum wrote them before they
+# carried a checksum (still read): each tests a check of its own.
+text = full.replace(" %s\n" % root, "\n", 1)
 doc = json.load(open(sys.argv[2]))
 lines = text.splitlines(keepends=True)
 head, body = lines[0], lines[1:]
@@ -293,8 +298,15 @@ t("size-larger", rep("2109497\n", "2109498\n"),
   "the block at offset 2097152 is 12346 bytes long, not 12345")
 t("size-smaller", rep("2109497\n", "2109496\n"),
   "the block at offset 2097152 is 12344 bytes long, not 12345")
-t("header-extra-field", rep("2109497\n", "2109497 x\n"),
+t("header-extra-field", rep("2109497\n", "2109497 %s x\n" % root),
   "not a manifest header")
+t("header-bad-checksum", rep("2109497\n", "2109497 x\n"),
+  "a sha256 digest has 64 hex digits, not 1")
+# With the checksum: any digest changed, or the checksum, is refused.
+t("checksum-block-changed", full.replace(body[0].split()[2], "00" * 32, 1),
+  "its block digests give the checksum ")
+t("checksum-changed", full.replace(root, "ff" + root[2:], 1),
+  "not the ff%s it carries: corrupt or edited" % root[2:])
 t("header-missing-field", rep(" 65536 2109497", " 65536"),
   "not a manifest header")
 t("header-no-space", rep("# sha256", "#sha256"), "not a manifest header")
@@ -377,6 +389,12 @@ x = jcopy(); x["size"] = -1
 j("json-size-negative", x, "\"size\" must be a whole number")
 t("json-size-exponent", d.replace('"size": 2109497', '"size": 2.109497e6'),
   "\"size\" must be a whole number")
+x = jcopy(); x["checksum"] = "ee" + root[2:]
+j("json-checksum-changed", x, "not the ee%s it carries" % root[2:])
+x = jcopy(); x["blocks"][0]["hash"] = "00" * 32
+j("json-checksum-block-changed", x, "corrupt or edited")
+x = {k: v for k, v in doc.items() if k != "checksum"}; x["checksum"] = root
+j("json-checksum-after-blocks", x, "\"checksum\" must come before \"blocks\"")
 x = jcopy(); x["zero-hash"] = "00" * 32
 j("json-zero-hash", x, "\"zero-hash\" is not the digest of a zero block")
 x = jcopy(); x["blocks"][0], x["blocks"][1] = x["blocks"][1], x["blocks"][0]
@@ -558,7 +576,7 @@ check_blocks () {
   blocks=$(reference --blocks "$digest" "$bs" "$disk40")
   zero=$(head -c "$bs" /dev/zero | reference --blocks "$digest" "$bs" -)
   L=${#zero}
-  [ "${lines[0]}" = "# $digest $bs $(stat -c %s "$disk40")" ]
+  [ "${lines[0]}" = "# $digest $bs $(stat -c %s "$disk40") $(reference "$digest" "$bs" "$disk40")" ]
   while read -r off len d; do
     [ "$off" = "#" ] && continue
     [ "$off" -eq "$next" ]

@@ -327,7 +327,7 @@ import hashlib, json, os, sys
 disk, ref = sys.argv[1:]
 doc = json.load(open("out.json"))
 assert list(doc) == ["name", "digest", "block-size", "size", "method",
-                     "zero-hash", "blocks"], list(doc)
+                     "checksum", "zero-hash", "blocks"], list(doc)
 assert doc["name"] == disk and doc["digest"] == "sha256"
 assert doc["block-size"] == 65536 and doc["size"] == 8 << 20
 assert doc["method"] == "server-side"
@@ -345,7 +345,10 @@ for b in doc["blocks"]:
 assert pos == 8 << 20
 # The same lines as the text manifest.
 lines = os.environ["text"].splitlines()
-assert lines[0] == "# sha256 65536 %d" % (8 << 20)
+assert lines[0] == "# sha256 65536 %d %s" % (8 << 20, doc["checksum"])
+# The checksum is the one the block digests give.
+assert doc["checksum"] == hashlib.sha256(bytes.fromhex(ref) +
+                                         (8 << 20).to_bytes(8, "little")).hexdigest()
 assert lines[1:] == ["%d %d %s" % (b["offset"], b["length"],
                                    "zero" if b.get("zero") else b["hash"])
                      for b in doc["blocks"]]

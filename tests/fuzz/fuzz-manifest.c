@@ -1,14 +1,16 @@
 /* Copyright (C) 2026 The nbdkit-blkhash developers
  * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
  */
-/* Fuzz target: --blocks manifests, as nbdsum --diff --manifest reads
- * them (client/manifest.c).
+/* Fuzz target: --blocks manifests, as nbdsum --diff --manifest,
+ * --since and --check-manifest read them (client/manifest.c).
  *
  * A refused manifest says why; an accepted one says nothing, hands out
  * the digest of each block in order, in pieces of any size, and no
  * block past the last.  For text manifests each digest handed out is
  * checked against a second, plain reading of the lines: the line's
- * hex, or the zero digest on a zero run.
+ * hex, or the zero digest on a zero run.  One that carries a checksum
+ * must have digests that fold to it, and hands out the same digests
+ * again after manifest_rewind.
  */
 #include <config.h>
 
@@ -151,6 +153,21 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
     messages = 0;
     PROPERTY (manifest_digests (m, b, 1, out) == -1);
     PROPERTY (messages == 1);
+  }
+  /* The checksum it carries is that of the digests, read again. */
+  if (manifest_root (m, want) && n == nblocks) {
+    struct blk_root r;
+    uint8_t got[EVP_MAX_MD_SIZE];
+
+    PROPERTY (manifest_rewind (m) == 0);
+    PROPERTY (blk_root_init (&r, p) == 0);
+    for (b = 0; b < n; b++) {
+      PROPERTY (manifest_digests (m, b, 1, out) == 0);
+      PROPERTY (blk_root_add (&r, out, 1) == 0);
+    }
+    PROPERTY (blk_root_final (&r, manifest_size (m), got) == 0);
+    PROPERTY (memcmp (got, want, p->digest.len) == 0);
+    blk_root_free (&r);
   }
   free (text);
   manifest_close (m);

@@ -1,0 +1,290 @@
+#!/usr/bin/env bats
+# Copyright (C) 2026 The nbdkit-blkhash developers
+# SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
+# Manifests that carry their checksum (--blocks, --check-manifest),
+# and incremental checksums: nbdsum --since=MANIFEST --dirty-bitmap=NAME
+# over qemu-nbd -B, hashing only what a qcow2 persistent dirty bitmap
+# marks.  Every result is compared with nbdsum's full computation of
+# the same image and with tests/reference.py on its raw bytes;
+# since-trials.py runs random chains (SINCE_TRIALS, 8 by default).
+
+load "$top_srcdir/tests/helpers"
+bats_require_minimum_version 1.5.0
+
+setup () {
+  cd "$BATS_TEST_TMPDIR"
+  command -v qemu-nbd > /dev/null || skip "qemu-nbd is not installed"
+}
+
+# The private qemu-nbd that nbdsum starts: serve IMAGE [BITMAP].
+qnbd () {
+  echo "[" qemu-nbd -r -f qcow2 ${2:+-B "$2"} "$1" "]"
+}
+
+# reference_of QCOW2 DIGEST BLOCK_SIZE: the reference checksum of the
+# image's raw bytes.
+reference_of () {
+  qemu-img convert -f qcow2 -O raw "$1" "$1.raw"
+  reference "$2" "$3" "$1.raw"
+  rm -f "$1.raw"
+}
+
+# A 20 MiB image: data in the first 6 MiB, a hole, data at 12 MiB.
+make_image () {
+  qemu-img create -q -f qcow2 d.qcow2 20M
+  qemu-io -f qcow2 -c 'write -P 1 0 6M' -c 'write -P 2 12M 1M' \
+    -c 'write -P 3 19M 512k' d.qcow2 > /dev/null
+}
+
+@test "nbdsum-since: --blocks carries the checksum; --check-manifest verifies it" {
+  make_image
+  want=$(reference_of d.qcow2 sha256 65536)
+  # shellcheck disable=SC2046
+  "$NBDSUM" -q --blocks $(qnbd d.qcow2) > m.txt
+  # shellcheck disable=SC2046
+  "$NBDSUM" -q --blocks --json $(qnbd d.qcow2) > m.json
+  [ "$(head -n 1 m.txt)" = "# sha256 65536 20971520 $want" ]
+  grep -q "\"checksum\": \"$want\"" m.json
+  run "$NBDSUM" --check-manifest m.txt m.json
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$output" = "m.txt: OK
+m.json: OK" ]
+  run "$NBDSUM" -q --check-manifest m.txt
+  [ "$status" -eq 0 ]
+  [ -z "$output" ]
+  # Other digests and block sizes, and a local file (server-side).
+  "$MKIMAGE" '3000000;d:0+100K:a;d:2M+5000:b' raw.img
+  "$NBDSUM" -q --blocks -d sha1 --block-size 96K raw.img > r.txt
+  [ "$(head -n 1 r.txt)" = \
+    "# sha1 98304 3000000 $(reference sha1 98304 raw.img)" ]
+  run "$NBDSUM" --check-manifest r.txt
+  [ "$status" -eq 0 ]
+}
+
+@test "nbdsum-since: manifests that do not verify are refused" {
+  "$MKIMAGE" '3000000;d:0+100K:a;d:2M+5000:b' raw.img
+  "$NBDSUM" -q --blocks raw.img > m.txt
+  "$NBDSUM" -q --blocks --json raw.img > m.json
+  root=$(head -n 1 m.txt | cut -d' ' -f5)
+  # A block digest changed: the fold does not give the checksum.
+  awk 'NR == 2 { $3 = "00" substr($3, 3) } { print }' m.txt > digest.txt
+  # The checksum changed, the size changed, the end cut off.
+  sed "1s/ $root\$/ 00${root:2}/" m.txt > root.txt
+  sed '1s/ 3000000 / 3000001 /' m.txt > size.txt
+  head -n 2 m.txt > short.txt
+  sed "s/\"checksum\": \"$root\"/\"checksum\": \"11${root:2}\"/" m.json \
+    > root.json
+  ! cmp -s m.json root.json
+  for f in digest.txt root.txt size.txt short.txt root.json; do
+    run "$NBDSUM" --check-manifest "$f"
+    echo "$f: $output"
+    [ "$status" -eq 1 ]
+    [[ "$output" = *"$f: FAILED"* ]]
+  done
+  run "$NBDSUM" --check-manifest digest.txt
+  [[ "$output" = *"its block digests give the checksum "*", not the $root it"* ]]
+  [[ "$output" = *"corrupt or edited"* ]]
+  # A manifest without its checksum, as nbdsum wrote them before: it
+  # cannot be verified, nor used by --since, but --diff still reads it.
+  sed '1s/ [0-9a-f]*$//' m.txt > old.txt
+  run "$NBDSUM" --check-manifest old.txt
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"old.txt: it carries no checksum"* ]]
+  run "$NBDSUM" -q --diff --manifest=old.txt raw.img
+  echo "$output"
+  [ "$status" -eq 0 ]
+  run "$NBDSUM" -q --diff --manifest=digest.txt raw.img
+  [ "$status" -eq 2 ]
+  [[ "$output" = *"corrupt or edited"* ]]
+}
+
+# since_case BLOCK_SIZE DIGEST: a manifest, a bitmap (64K granularity),
+# writes unaligned and across blocks, then --since equals the full
+# checksum and the reference, and reads exactly the dirty data blocks.
+since_case () {
+  local bs=$1 d=$2 want got json blocks
+  make_image
+  # shellcheck disable=SC2046
+  "$NBDSUM" -q --blocks -d "$d" --block-size "$bs" $(qnbd d.qcow2) > m0
+  qemu-img bitmap --add --enable d.qcow2 b1
+  # Three data writes: 1000+5000 (in block 0), 7340000+200000 (in the
+  # hole, across blocks), the last 4 KiB of the image.
+  qemu-io -f qcow2 -c 'write -P 9 1000 5000' -c 'write -P 8 7340000 200000' \
+    -c 'write -P 7 20967424 4096' d.qcow2 > /dev/null
+  want=$(reference_of d.qcow2 "$d" "$bs")
+  # shellcheck disable=SC2046
+  run "$NBDSUM" -q --json --since=m0 --dirty-bitmap=b1 $(qnbd d.qcow2 b1)
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" = *"\"checksum\": \"$want\""* ]]
+  # shellcheck disable=SC2046
+  got=$("$NBDSUM" -q -d "$d" --block-size "$bs" $(qnbd d.qcow2))
+  [ "$(first_sum "$got")" = "$want" ]
+  # The bytes read: the blocks with a dirty byte (each holds data),
+  # rounded out to the bitmap's 64K too.
+  blocks=$("$PYTHON" - "$bs" <<'PY'
+import sys
+bs, g, size = int(sys.argv[1]), 65536, 20 << 20
+dirty = set()
+for off, n in ((1000, 5000), (7340000, 200000), (20967424, 4096)):
+    lo, hi = off // g * g, -(-(off + n) // g) * g
+    dirty.update(range(lo // bs, (min(hi, size) - 1) // bs + 1))
+print(sum(min(bs, size - b * bs) for b in dirty), len(dirty))
+PY
+)
+  [[ "$output" = *"\"blocks-hashed\": ${blocks#* },"* ]]
+  [[ "$output" = *"\"bytes-read\": ${blocks% *},"* ]]
+}
+
+@test "nbdsum-since: 4K blocks against a 64K bitmap" {
+  since_case 4096 sha256
+}
+
+@test "nbdsum-since: 64K blocks, the bitmap's granularity" {
+  since_case 65536 sha256
+}
+
+@test "nbdsum-since: 96K blocks, not aligned to the bitmap" {
+  since_case 98304 sha1
+}
+
+@test "nbdsum-since: 1M blocks" {
+  since_case 1048576 blake2b512
+}
+
+@test "nbdsum-since: --since --blocks prints the full --blocks manifest" {
+  make_image
+  # shellcheck disable=SC2046
+  "$NBDSUM" -q --blocks --block-size 96K $(qnbd d.qcow2) > m0
+  qemu-img bitmap --add --enable d.qcow2 b1
+  qemu-io -f qcow2 -c 'write -P 5 3M 70000' -c 'write -z 12M 64k' \
+    -c 'discard 0 64k' d.qcow2 > /dev/null
+  for j in "" --json; do
+    # shellcheck disable=SC2046
+    "$NBDSUM" -q --blocks $j --since=m0 --dirty-bitmap=b1 \
+      $(qnbd d.qcow2 b1) > inc
+    # shellcheck disable=SC2046
+    "$NBDSUM" -q --blocks $j --block-size 96K $(qnbd d.qcow2) > full
+    # The same but for the command named.
+    diff -u <(grep -v '"name"' full) <(grep -v '"name"' inc)
+  done
+  run "$NBDSUM" --check-manifest inc
+  [ "$status" -eq 0 ]
+}
+
+@test "nbdsum-since: a chain of three incrementals" {
+  make_image
+  # shellcheck disable=SC2046
+  "$NBDSUM" -q --blocks $(qnbd d.qcow2) > m0
+  for i in 1 2 3; do
+    qemu-img bitmap --add --enable d.qcow2 "b$i"
+    qemu-io -f qcow2 -c "write -P $i $((i * 3))M 100000" \
+      -c "write -P $((i + 10)) $((i * 12345)) 99" d.qcow2 > /dev/null
+    # shellcheck disable=SC2046
+    "$NBDSUM" -q --blocks --since="m$((i - 1))" --dirty-bitmap="b$i" \
+      $(qnbd d.qcow2 "b$i") > "m$i"
+    qemu-img bitmap --remove d.qcow2 "b$i"
+    [ "$(head -n 1 "m$i" | cut -d' ' -f5)" = \
+      "$(reference_of d.qcow2 sha256 65536)" ]
+  done
+}
+
+@test "nbdsum-since: the image grown and shrunk since the manifest" {
+  make_image
+  # shellcheck disable=SC2046
+  "$NBDSUM" -q --blocks --block-size 96K $(qnbd d.qcow2) > m0
+  qemu-img bitmap --add --enable d.qcow2 b1
+  # 20M is not a whole number of 96K blocks: the old last block grows.
+  qemu-img resize -q d.qcow2 21000192
+  qemu-io -f qcow2 -c 'write -P 4 20980000 4096' d.qcow2 > /dev/null
+  # shellcheck disable=SC2046
+  run "$NBDSUM" --since=m0 --dirty-bitmap=b1 $(qnbd d.qcow2 b1)
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" = *"21000192 bytes, 20971520 in the manifest"* ]]
+  [ "$(first_sum "$output")" = "$(reference_of d.qcow2 sha256 98304)" ]
+  # shellcheck disable=SC2046
+  "$NBDSUM" -q --blocks --since=m0 --dirty-bitmap=b1 \
+    $(qnbd d.qcow2 b1) > m1
+  qemu-img bitmap --remove d.qcow2 b1
+  qemu-img bitmap --add --enable d.qcow2 b2
+  qemu-img resize -q --shrink d.qcow2 10000384
+  # shellcheck disable=SC2046
+  run "$NBDSUM" -q --since=m1 --dirty-bitmap=b2 $(qnbd d.qcow2 b2)
+  [ "$status" -eq 0 ]
+  [ "$(first_sum "$output")" = "$(reference_of d.qcow2 sha256 98304)" ]
+}
+
+@test "nbdsum-since: what cannot be trusted is refused" {
+  make_image
+  # shellcheck disable=SC2046
+  "$NBDSUM" -q --blocks $(qnbd d.qcow2) > m0
+  qemu-img bitmap --add --enable d.qcow2 b1
+  # No such bitmap, or the server exports none.
+  # shellcheck disable=SC2046
+  run "$NBDSUM" --since=m0 --dirty-bitmap=b2 $(qnbd d.qcow2 b1)
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"the server exports no dirty bitmap 'b2'"* ]]
+  # shellcheck disable=SC2046
+  run "$NBDSUM" --since=m0 --dirty-bitmap=b1 $(qnbd d.qcow2)
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"no dirty bitmap 'b1'"*"qemu-nbd -B b1"* ]]
+  # A local file: its private nbdkit has no bitmaps.
+  "$MKIMAGE" '1000000;d:0+100K:a' raw.img
+  run "$NBDSUM" --since=m0 --dirty-bitmap=b1 raw.img
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"no dirty bitmap"* ]]
+  # The manifest's digest and block size are the ones; -d and
+  # --block-size may only repeat them.
+  # shellcheck disable=SC2046
+  run "$NBDSUM" --since=m0 --dirty-bitmap=b1 -d sha1 $(qnbd d.qcow2 b1)
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"m0: the manifest was made with sha256, not sha1"* ]]
+  # shellcheck disable=SC2046
+  run "$NBDSUM" --since=m0 --dirty-bitmap=b1 --block-size 1M \
+    $(qnbd d.qcow2 b1)
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"made with 65536 byte blocks, not 1048576"* ]]
+  # shellcheck disable=SC2046
+  run "$NBDSUM" -q --since=m0 --dirty-bitmap=b1 -d sha256 --block-size 64K \
+    $(qnbd d.qcow2 b1)
+  [ "$status" -eq 0 ]
+  # A manifest edited, or without its checksum.
+  awk 'NR == 3 { $3 = "00" substr($3, 3) } { print }' m0 > bad
+  # shellcheck disable=SC2046
+  run "$NBDSUM" --since=bad --dirty-bitmap=b1 $(qnbd d.qcow2 b1)
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"corrupt or edited"* ]]
+  [[ "$output" != *[0-9a-f]"  ["* ]]
+  sed '1s/ [0-9a-f]*$//' m0 > old
+  # shellcheck disable=SC2046
+  run "$NBDSUM" --since=old --dirty-bitmap=b1 $(qnbd d.qcow2 b1)
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"old: it carries no checksum"* ]]
+  # Usage errors.
+  run "$NBDSUM" --since=m0 x
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"--since and --dirty-bitmap go together"* ]]
+  run "$NBDSUM" --since=m0 --dirty-bitmap=b1 a b
+  [[ "$output" = *"--since needs one image"* ]]
+  run "$NBDSUM" --since=m0 --dirty-bitmap=b1 -c m0
+  [[ "$output" = *"--since does not go with --check"* ]]
+  run "$NBDSUM" --since=m0 --dirty-bitmap=b1 -
+  [[ "$output" = *"standard input cannot be an image with --since"* ]]
+  run "$NBDSUM" --check-manifest
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"--check-manifest needs the manifests"* ]]
+  run "$NBDSUM" --check-manifest --json m0
+  [ "$status" -eq 1 ]
+}
+
+@test "nbdsum-since: random chains equal full computations" {
+  command -v qemu-img > /dev/null || skip "qemu-img is not installed"
+  run "$PYTHON" "$top_srcdir/tests/since-trials.py" "$NBDSUM" \
+    "$top_srcdir/tests/reference.py" "${SINCE_TRIALS:-8}" \
+    "${SINCE_SEED:-$RANDOM}" "$BATS_TEST_TMPDIR"
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "${lines[-1]}" = "$((3 * ${SINCE_TRIALS:-8})) compared, 0 mismatched" ]]
+}
