@@ -58,18 +58,6 @@ blk_format_block_size (uint64_t size, char out[BLK_BLOCK_SIZE_STR_MAX])
   return out;
 }
 
-int
-blk_hex_value (int c)
-{
-  if (c >= '0' && c <= '9')
-    return c - '0';
-  if (c >= 'a' && c <= 'f')
-    return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F')
-    return c - 'A' + 10;
-  return -1;
-}
-
 void
 blk_hex (const uint8_t *buf, size_t len, char *out)
 {

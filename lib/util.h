@@ -27,7 +27,19 @@ extern char *blk_format_block_size (uint64_t size,
 
 /* Lower-case hex of len bytes into out (2*len+1 bytes). */
 extern void blk_hex (const uint8_t *buf, size_t len, char *out);
-/* The value of hex digit c (either case), or -1. */
-extern int blk_hex_value (int c);
+/* The value of hex digit c (either case), or -1.  Inline: manifests
+ * are millions of hex digits.
+ */
+static inline int
+blk_hex_value (int c)
+{
+  if (c >= '0' && c <= '9')
+    return c - '0';
+  if (c >= 'a' && c <= 'f')
+    return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F')
+    return c - 'A' + 10;
+  return -1;
+}
 
 #endif /* BLKHASH_UTIL_H */
