@@ -131,10 +131,10 @@ client_side_open (struct source *src, const struct hash_spec *spec,
     if (cc == NULL || (cc->ctx = EVP_MD_CTX_new ()) == NULL ||
         (cc->hole = malloc (cs->seg_blocks * sizeof *cc->hole)) == NULL ||
         (cc->skip = malloc (cs->seg_blocks * sizeof *cc->skip)) == NULL) {
-      if (cc)
+      if (cc) {
         free (cc->hole);
-      if (cc)
         EVP_MD_CTX_free (cc->ctx);
+      }
       free (cc);
       error_at (src->name, "out of memory");
       goto err;

@@ -288,3 +288,32 @@ PY
   [ "$status" -eq 0 ]
   [[ "${lines[-1]}" = "$((3 * ${SINCE_TRIALS:-8})) compared, 0 mismatched" ]]
 }
+
+@test "nbdsum-since: a bitmap described in pieces, or not at all" {
+  "$MKIMAGE" '1000000;d:0+300K:a;d:600K+100K:b' old.img
+  "$MKIMAGE" '1000000;d:0+200K:c;d:500K+300K:d' new.img
+  "$NBDSUM" -q --blocks --block-size 4K old.img > m0
+  # Every block dirty, described half a range at a time: asked again.
+  "$PYTHON" "$top_srcdir/tests/bitmapnbd.py" short "$PWD/s.sock" new.img \
+    > s.out 3>&- &
+  pid=$!
+  for i in $(seq 50); do grep -q listening s.out && break; sleep 0.1; done
+  run "$NBDSUM" -q --since=m0 --dirty-bitmap=b1 \
+    "nbd+unix:///?socket=$PWD/s.sock"
+  kill "$pid"
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$(first_sum "$output")" = "$(reference sha256 4096 new.img)" ]
+  # Never described: silence is not "clean", the run fails.
+  "$PYTHON" "$top_srcdir/tests/bitmapnbd.py" omit "$PWD/o.sock" new.img \
+    > o.out 3>&- &
+  pid=$!
+  for i in $(seq 50); do grep -q listening o.out && break; sleep 0.1; done
+  run "$NBDSUM" --since=m0 --dirty-bitmap=b1 \
+    "nbd+unix:///?socket=$PWD/o.sock"
+  kill "$pid"
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"did not describe qemu:dirty-bitmap:b1 at offset 0"* ]]
+  [ -z "$(first_sum "$output")" ]
+}

@@ -1,0 +1,148 @@
+# Copyright (C) 2026 The nbdkit-blkhash developers
+# SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
+"""An NBD server with a dirty bitmap that misbehaves, for nbdsum --since.
+
+bitmapnbd.py MODE SOCKET FILE serves FILE read-only on the Unix socket
+SOCKET (one client at a time, until killed), with the metadata
+contexts base:allocation (all data) and qemu:dirty-bitmap:b1 (all
+dirty), answered as MODE says:
+
+  short   each block status reply describes the bitmap for half of the
+          range asked (at least 512 bytes): legal, the client asks again
+  omit    block status replies never describe the bitmap: a client
+          that took silence for clean would skip every block
+
+Structured replies only; every other option is refused as unsupported.
+It prints 'listening' once the socket is there.
+"""
+
+import os
+import socket
+import struct
+import sys
+
+IHAVEOPT = 0x49484156454F5054
+REPLY_MAGIC = 0x3E889045565A9
+REQUEST_MAGIC = 0x25609513
+CHUNK_MAGIC = 0x668E33EF
+OPT_ABORT, OPT_INFO, OPT_GO = 2, 6, 7
+OPT_STRUCTURED_REPLY, OPT_SET_META_CONTEXT = 8, 10
+REP_ACK, REP_INFO, REP_META_CONTEXT = 1, 3, 4
+REP_ERR_UNSUP = (1 << 31) + 1
+CMD_READ, CMD_DISC, CMD_BLOCK_STATUS = 0, 2, 7
+CHUNK_NONE, CHUNK_OFFSET_DATA, CHUNK_BLOCK_STATUS, CHUNK_ERROR = 0, 1, 5, 32769
+FLAG_DONE = 1
+CONTEXTS = {"base:allocation": 1, "qemu:dirty-bitmap:b1": 2}
+
+MODE, SOCKET, FILE = sys.argv[1:4]
+DATA = open(FILE, "rb").read()
+
+
+def recv_exactly(conn, n):
+    buf = b""
+    while len(buf) < n:
+        chunk = conn.recv(n - len(buf))
+        if not chunk:
+            raise EOFError
+        buf += chunk
+    return buf
+
+
+def option_reply(conn, opt, rep, data=b""):
+    conn.sendall(struct.pack(">QIII", REPLY_MAGIC, opt, rep, len(data)) + data)
+
+
+def chunk(conn, flags, ctype, cookie, payload):
+    conn.sendall(struct.pack(">IHHQI", CHUNK_MAGIC, flags, ctype, cookie,
+                             len(payload)) + payload)
+
+
+def negotiate(conn):
+    """Options until NBD_OPT_GO: returns the contexts chosen."""
+    chosen = {}
+    conn.sendall(b"NBDMAGIC" + struct.pack(">QH", IHAVEOPT, 3))
+    recv_exactly(conn, 4)
+    while True:
+        _, opt, length = struct.unpack(">QII", recv_exactly(conn, 16))
+        data = recv_exactly(conn, length)
+        if opt == OPT_ABORT:
+            raise EOFError
+        if opt == OPT_STRUCTURED_REPLY:
+            option_reply(conn, opt, REP_ACK)
+        elif opt == OPT_SET_META_CONTEXT:
+            (n,) = struct.unpack(">I", data[:4])
+            pos = 4 + n
+            (count,) = struct.unpack(">I", data[pos:pos + 4])
+            pos += 4
+            chosen = {}
+            for _ in range(count):
+                (qlen,) = struct.unpack(">I", data[pos:pos + 4])
+                name = data[pos + 4:pos + 4 + qlen].decode()
+                pos += 4 + qlen
+                if name in CONTEXTS:
+                    chosen[name] = CONTEXTS[name]
+                    option_reply(conn, opt, REP_META_CONTEXT,
+                                 struct.pack(">I", CONTEXTS[name]) +
+                                 name.encode())
+            option_reply(conn, opt, REP_ACK)
+        elif opt in (OPT_INFO, OPT_GO):
+            # NBD_INFO_EXPORT: size; flags HAS_FLAGS | READ_ONLY.
+            option_reply(conn, opt, REP_INFO,
+                         struct.pack(">HQH", 0, len(DATA), 1 | 2))
+            option_reply(conn, opt, REP_ACK)
+            if opt == OPT_GO:
+                return chosen
+        else:
+            option_reply(conn, opt, REP_ERR_UNSUP)
+
+
+def block_status(conn, cookie, offset, length, chosen):
+    length = min(length, len(DATA) - offset)
+    for name, cid in chosen.items():
+        if name == "base:allocation":
+            chunk(conn, 0, CHUNK_BLOCK_STATUS, cookie,
+                  struct.pack(">III", cid, length, 0))
+        elif MODE == "short":
+            n = max(512, length // 2 // 512 * 512) if length > 512 else length
+            chunk(conn, 0, CHUNK_BLOCK_STATUS, cookie,
+                  struct.pack(">III", cid, min(n, length), 1))
+    chunk(conn, FLAG_DONE, CHUNK_NONE, cookie, b"")
+
+
+def serve(conn):
+    chosen = negotiate(conn)
+    while True:
+        (magic, _, ctype, cookie, offset,
+         length) = struct.unpack(">IHHQQI", recv_exactly(conn, 28))
+        assert magic == REQUEST_MAGIC
+        if ctype == CMD_DISC:
+            return
+        if ctype == CMD_READ:
+            chunk(conn, FLAG_DONE, CHUNK_OFFSET_DATA, cookie,
+                  struct.pack(">Q", offset) + DATA[offset:offset + length])
+        elif ctype == CMD_BLOCK_STATUS:
+            block_status(conn, cookie, offset, length, chosen)
+        else:
+            msg = b"unsupported"
+            chunk(conn, FLAG_DONE, CHUNK_ERROR, cookie,
+                  struct.pack(">IH", 95, len(msg)) + msg)
+
+
+def main():
+    if os.path.exists(SOCKET):
+        os.unlink(SOCKET)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.bind(SOCKET)
+    sock.listen(4)
+    print("listening", flush=True)
+    while True:
+        conn, _ = sock.accept()
+        try:
+            serve(conn)
+        except (EOFError, ConnectionError):
+            pass
+        finally:
+            conn.close()
+
+
+main()
