@@ -124,7 +124,8 @@ check_one_file (const char *path, const struct hash_spec *untagged,
     lineno++;
     if ((msg = blk_sum_line_parse (line, hexlen, &sl)) != NULL) {
       t->malformed++;
-      if (opts->warn)
+      /* Not malformed, but unreadable here: always say why. */
+      if (opts->warn || msg == blk_digest_no_blake3)
         fprintf (stderr, "%s: %s: %u: improperly formatted checksum line "
                  "(%s)\n", progname, path, lineno, msg);
       continue;
@@ -249,7 +250,7 @@ check_manifests (char **files, int n)
 
   for (int i = 0; i < n && !stop_signal (); i++) {
     struct manifest *m = manifest_open (files[i]);
-    uint8_t root[EVP_MAX_MD_SIZE];
+    uint8_t root[BLK_DIGEST_MAX];
     bool ok = m != NULL;
 
     if (m && !manifest_root (m, root)) {

@@ -58,7 +58,7 @@ int
 checksum_one (const char *name, const struct hash_spec *spec,
               struct result *res)
 {
-  uint8_t root[EVP_MAX_MD_SIZE];
+  uint8_t root[BLK_DIGEST_MAX];
   const double start = now ();
   struct endpoint *ep;
   int fd = STDIN_FILENO;

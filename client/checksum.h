@@ -15,7 +15,7 @@
 /* Output of one checksum. */
 struct result {
   const char *name;
-  char hex[2 * EVP_MAX_MD_SIZE + 1];
+  char hex[2 * BLK_DIGEST_MAX + 1];
   char digest[BLK_DIGEST_NAME_MAX + 1];
   uint32_t block_size;
   uint64_t size;

@@ -48,7 +48,7 @@ static const struct method_ops client_side_ops;
 
 /* The segment a connection is working through. */
 struct cs_conn {
-  EVP_MD_CTX *ctx;
+  struct blk_ctx *ctx;
   uint64_t first, count, pos;   /* blocks; pos is the next to read */
   bool *hole;                   /* per block of the segment: not read */
   bool *skip;                   /* of those, not hashed at all */
@@ -128,12 +128,12 @@ client_side_open (struct source *src, const struct hash_spec *spec,
     goto err;
   for (i = 0; i < ep->nconns; i++) {
     struct cs_conn *cc = calloc (1, sizeof *cc);
-    if (cc == NULL || (cc->ctx = EVP_MD_CTX_new ()) == NULL ||
+    if (cc == NULL || (cc->ctx = blk_ctx_new ()) == NULL ||
         (cc->hole = malloc (cs->seg_blocks * sizeof *cc->hole)) == NULL ||
         (cc->skip = malloc (cs->seg_blocks * sizeof *cc->skip)) == NULL) {
       if (cc) {
         free (cc->hole);
-        EVP_MD_CTX_free (cc->ctx);
+        blk_ctx_free (cc->ctx);
       }
       free (cc);
       error_at (src->name, "out of memory");
@@ -156,7 +156,7 @@ cs_close (struct endpoint *ep)
   for (unsigned i = 0; i < MAX_CONNECTIONS; i++) {
     struct cs_conn *cc = ep->conns[i].priv;
     if (cc) {
-      EVP_MD_CTX_free (cc->ctx);
+      blk_ctx_free (cc->ctx);
       free (cc->hole);
       free (cc->skip);
       free (cc);
@@ -291,7 +291,7 @@ read_done (void *opaque, int *error)
   struct client_side *cs = container_of (ep, struct client_side, ep);
   struct cs_conn *cc = r->c->priv;
   const struct blk_params *p = ep->params;
-  uint8_t digests[(IMAGE_READ_BYTES / BLK_MIN_BLOCK_SIZE) * EVP_MAX_MD_SIZE];
+  uint8_t digests[(IMAGE_READ_BYTES / BLK_MIN_BLOCK_SIZE) * BLK_DIGEST_MAX];
   bool zero[IMAGE_READ_BYTES / BLK_MIN_BLOCK_SIZE];
   uint64_t bytes = 0;
 

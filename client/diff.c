@@ -36,7 +36,7 @@ static struct endpoint *
 open_hashed (const char *name, const struct hash_spec *spec, uint8_t *root)
 {
   struct endpoint *ep = input_open (name, spec);
-  uint8_t unused[EVP_MAX_MD_SIZE];
+  uint8_t unused[BLK_DIGEST_MAX];
 
   if (ep && ep->ops->checksum (ep, root ? root : unused) == -1) {
     input_close (ep);
@@ -314,7 +314,7 @@ struct block_list {
   struct endpoint *ep;
   struct incremental *inc;
   const struct endpoint *iep;   /* ep, or inc's */
-  uint8_t root[EVP_MAX_MD_SIZE];
+  uint8_t root[BLK_DIGEST_MAX];
 };
 
 static int
@@ -357,7 +357,7 @@ print_blocks (const char *name, const struct hash_spec *spec)
   const struct endpoint *ep;
   CLEANUP_FREE uint8_t *d = NULL;
   CLEANUP_FREE char *error = NULL;
-  char hex[2 * EVP_MAX_MD_SIZE + 1];
+  char hex[2 * BLK_DIGEST_MAX + 1];
   uint64_t zero_start = 0, zero_len = 0;
   int status = EXIT_FAILURE;
 

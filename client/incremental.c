@@ -61,7 +61,7 @@ struct incremental {
   uint8_t *old;
   bool *need;
 
-  uint8_t root[EVP_MAX_MD_SIZE];
+  uint8_t root[BLK_DIGEST_MAX];
   uint64_t hashed;              /* blocks not taken from the manifest */
 };
 
@@ -231,7 +231,7 @@ static int
 open_manifest (struct incremental *inc, const struct hash_spec *spec,
                struct hash_spec *out)
 {
-  uint8_t root[EVP_MAX_MD_SIZE];
+  uint8_t root[BLK_DIGEST_MAX];
 
   if ((inc->m = manifest_open (opts->since)) == NULL)
     return -1;

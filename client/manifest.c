@@ -43,7 +43,7 @@
 struct entry {
   uint64_t offset, length;
   bool zero;
-  uint8_t digest[EVP_MAX_MD_SIZE];
+  uint8_t digest[BLK_DIGEST_MAX];
 };
 
 /* JSON members, to refuse repeated ones. */
@@ -70,7 +70,7 @@ struct manifest {
   bool first_entry;
   char digest_name[BLK_DIGEST_NAME_MAX];
   uint64_t block_size;
-  char zero_hash[2 * EVP_MAX_MD_SIZE + 1];
+  char zero_hash[2 * BLK_DIGEST_MAX + 1];
 
   /* Checking the entries: where the next one must start. */
   uint64_t pos;
@@ -78,8 +78,8 @@ struct manifest {
   /* The root it carries (root_hex, checked against the digests folded
    * as they are read, each time they are read), if any.
    */
-  char root_hex[2 * EVP_MAX_MD_SIZE + 1];
-  uint8_t root[EVP_MAX_MD_SIZE];
+  char root_hex[2 * BLK_DIGEST_MAX + 1];
+  uint8_t root[BLK_DIGEST_MAX];
   struct blk_root fold;
   bool have_fold;
 
@@ -203,8 +203,8 @@ fold_entry (struct manifest *m, const struct entry *e)
 static int
 check_root (struct manifest *m)
 {
-  uint8_t got[EVP_MAX_MD_SIZE];
-  char hex[2 * EVP_MAX_MD_SIZE + 1];
+  uint8_t got[BLK_DIGEST_MAX];
+  char hex[2 * BLK_DIGEST_MAX + 1];
 
   if (m->root_hex[0] == '\0')
     return 0;
@@ -573,7 +573,7 @@ read_header (struct manifest *m)
     if (json_members (m, false) == -1)
       return -1;
     if ((m->seen & K_ZERO_HASH) != 0) {
-      char hex[2 * EVP_MAX_MD_SIZE + 1];
+      char hex[2 * BLK_DIGEST_MAX + 1];
       blk_hex (m->p.zero_digest, m->p.digest.len, hex);
       if (strcasecmp (hex, m->zero_hash) != 0)
         return fail (m, "\"zero-hash\" is not the digest of a zero block");

@@ -12,9 +12,9 @@
 #include "minmax.h"
 #include "zero.h"
 
-static int hash_zeros (const struct blk_digest *d, EVP_MD_CTX *ctx,
+static int hash_zeros (const struct blk_digest *d, struct blk_ctx *ctx,
                        size_t len, uint8_t *out);
-static int update_zeros (EVP_MD_CTX *ctx, uint64_t n);
+static int update_zeros (struct blk_ctx *ctx, uint64_t n);
 
 const char *
 blk_check_block_size (uint64_t block_size)
@@ -30,7 +30,7 @@ blk_params_init (struct blk_params *p, const char *digest,
                  uint64_t block_size)
 {
   const char *msg;
-  EVP_MD_CTX *ctx;
+  struct blk_ctx *ctx;
   int r;
 
   memset (p, 0, sizeof *p);
@@ -40,13 +40,13 @@ blk_params_init (struct blk_params *p, const char *digest,
     return msg;
   p->block_size = block_size;
 
-  ctx = EVP_MD_CTX_new ();
+  ctx = blk_ctx_new ();
   if (ctx == NULL) {
     blk_digest_free (&p->digest);
     return "out of memory";
   }
   r = hash_zeros (&p->digest, ctx, block_size, p->zero_digest);
-  EVP_MD_CTX_free (ctx);
+  blk_ctx_free (ctx);
   if (r == -1) {
     blk_digest_free (&p->digest);
     return "cannot compute the zero block digest";
@@ -71,17 +71,16 @@ blk_params_free (struct blk_params *p)
 }
 
 static int
-hash_zeros (const struct blk_digest *d, EVP_MD_CTX *ctx, size_t len,
+hash_zeros (const struct blk_digest *d, struct blk_ctx *ctx, size_t len,
             uint8_t *out)
 {
-  if (EVP_DigestInit_ex (ctx, d->md, NULL) != 1 ||
-      update_zeros (ctx, len) == -1)
+  if (blk_ctx_init (ctx, d) == -1 || update_zeros (ctx, len) == -1)
     return -1;
-  return blk_digest_final (d, ctx, out);
+  return blk_ctx_final (ctx, out);
 }
 
 int
-blk_zero_block_digest (const struct blk_params *p, EVP_MD_CTX *ctx,
+blk_zero_block_digest (const struct blk_params *p, struct blk_ctx *ctx,
                        size_t len, uint8_t *out)
 {
   if (len == p->block_size) {
@@ -93,7 +92,7 @@ blk_zero_block_digest (const struct blk_params *p, EVP_MD_CTX *ctx,
 
 void
 blk_block_begin (struct blk_block_hasher *bh, const struct blk_params *p,
-                 EVP_MD_CTX *ctx)
+                 struct blk_ctx *ctx)
 {
   bh->p = p;
   bh->ctx = ctx;
@@ -104,13 +103,13 @@ blk_block_begin (struct blk_block_hasher *bh, const struct blk_params *p,
 
 /* Feed n zero bytes to the digest in progress. */
 static int
-update_zeros (EVP_MD_CTX *ctx, uint64_t n)
+update_zeros (struct blk_ctx *ctx, uint64_t n)
 {
   static const uint8_t zeros[64 * 1024];
 
   while (n > 0) {
     size_t k = MIN (n, (uint64_t) sizeof zeros);
-    if (EVP_DigestUpdate (ctx, zeros, k) != 1)
+    if (blk_ctx_update (ctx, zeros, k) == -1)
       return -1;
     n -= k;
   }
@@ -126,12 +125,12 @@ blk_block_update (struct blk_block_hasher *bh, const void *buf, size_t len)
       bh->pending_zero += len;
       return 0;
     }
-    if (EVP_DigestInit_ex (bh->ctx, bh->p->digest.md, NULL) != 1 ||
+    if (blk_ctx_init (bh->ctx, &bh->p->digest) == -1 ||
         update_zeros (bh->ctx, bh->pending_zero) == -1)
       return -1;
     bh->started = true;
   }
-  return EVP_DigestUpdate (bh->ctx, buf, len) == 1 ? 0 : -1;
+  return blk_ctx_update (bh->ctx, buf, len);
 }
 
 int
@@ -140,11 +139,11 @@ blk_block_final (struct blk_block_hasher *bh, uint8_t *out, bool *zero)
   *zero = !bh->started;
   if (*zero)
     return blk_zero_block_digest (bh->p, bh->ctx, bh->len, out);
-  return blk_digest_final (&bh->p->digest, bh->ctx, out);
+  return blk_ctx_final (bh->ctx, out);
 }
 
 int
-blk_hash_block (const struct blk_params *p, EVP_MD_CTX *ctx,
+blk_hash_block (const struct blk_params *p, struct blk_ctx *ctx,
                 const void *buf, size_t len, uint8_t *out, bool *zero)
 {
   struct blk_block_hasher bh;
@@ -159,7 +158,7 @@ int
 blk_root_init (struct blk_root *r, const struct blk_params *p)
 {
   r->p = p;
-  r->ctx = EVP_MD_CTX_new ();
+  r->ctx = blk_ctx_new ();
   if (r->ctx == NULL)
     return -1;
   if (blk_root_reset (r) == -1) {
@@ -172,20 +171,19 @@ blk_root_init (struct blk_root *r, const struct blk_params *p)
 int
 blk_root_reset (struct blk_root *r)
 {
-  return EVP_DigestInit_ex (r->ctx, r->p->digest.md, NULL) == 1 ? 0 : -1;
+  return blk_ctx_init (r->ctx, &r->p->digest);
 }
 
 int
 blk_root_add (struct blk_root *r, const uint8_t *digests, size_t count)
 {
-  return EVP_DigestUpdate (r->ctx, digests, count * r->p->digest.len) == 1
-    ? 0 : -1;
+  return blk_ctx_update (r->ctx, digests, count * r->p->digest.len);
 }
 
 int
 blk_root_final (struct blk_root *r, uint64_t size, uint8_t *out)
 {
-  EVP_MD_CTX *copy = EVP_MD_CTX_new ();
+  struct blk_ctx *copy = blk_ctx_new ();
   uint8_t le[8];
   int i, ret = -1;
 
@@ -193,18 +191,18 @@ blk_root_final (struct blk_root *r, uint64_t size, uint8_t *out)
     return -1;
   for (i = 0; i < 8; i++)
     le[i] = size >> (8 * i);
-  if (EVP_MD_CTX_copy_ex (copy, r->ctx) == 1 &&
-      EVP_DigestUpdate (copy, le, sizeof le) == 1 &&
-      blk_digest_final (&r->p->digest, copy, out) == 0)
+  if (blk_ctx_copy (copy, r->ctx) == 0 &&
+      blk_ctx_update (copy, le, sizeof le) == 0 &&
+      blk_ctx_final (copy, out) == 0)
     ret = 0;
-  EVP_MD_CTX_free (copy);
+  blk_ctx_free (copy);
   return ret;
 }
 
 void
 blk_root_free (struct blk_root *r)
 {
-  EVP_MD_CTX_free (r->ctx);
+  blk_ctx_free (r->ctx);
   r->ctx = NULL;
 }
 
@@ -214,10 +212,10 @@ blk_stream_init (struct blk_stream *s, const struct blk_params *p)
   memset (s, 0, sizeof *s);
   s->p = p;
   s->buf = malloc (p->block_size);
-  s->ctx = EVP_MD_CTX_new ();
+  s->ctx = blk_ctx_new ();
   if (s->buf == NULL || s->ctx == NULL || blk_root_init (&s->root, p) == -1) {
     free (s->buf);
-    EVP_MD_CTX_free (s->ctx);
+    blk_ctx_free (s->ctx);
     errno = ENOMEM;
     return -1;
   }
@@ -227,7 +225,7 @@ blk_stream_init (struct blk_stream *s, const struct blk_params *p)
 static int
 stream_flush_block (struct blk_stream *s, const void *block, size_t len)
 {
-  uint8_t d[EVP_MAX_MD_SIZE];
+  uint8_t d[BLK_DIGEST_MAX];
   bool zero;
 
   if (blk_hash_block (s->p, s->ctx, block, len, d, &zero) == -1)
@@ -278,7 +276,7 @@ void
 blk_stream_free (struct blk_stream *s)
 {
   blk_root_free (&s->root);
-  EVP_MD_CTX_free (s->ctx);
+  blk_ctx_free (s->ctx);
   free (s->buf);
   s->buf = NULL;
   s->ctx = NULL;

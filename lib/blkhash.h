@@ -33,7 +33,7 @@
 struct blk_params {
   struct blk_digest digest;
   uint32_t block_size;
-  uint8_t zero_digest[EVP_MAX_MD_SIZE];   /* H(block_size zero bytes) */
+  uint8_t zero_digest[BLK_DIGEST_MAX];   /* H(block_size zero bytes) */
   uint8_t *zero_run;                      /* zero_run_count of them */
   size_t zero_run_count;
 };
@@ -71,9 +71,9 @@ blk_block_len (uint64_t size, uint32_t block_size, uint64_t i)
 
 /* Digest of one block (len <= block_size) at its real length.  A full
  * zero block gets the cached zero digest without hashing.  *zero is set
- * when the block was all zeros.  Returns 0 or -1 (OpenSSL failure).
+ * when the block was all zeros.  Returns 0 or -1 (digest failure).
  */
-extern int blk_hash_block (const struct blk_params *p, EVP_MD_CTX *ctx,
+extern int blk_hash_block (const struct blk_params *p, struct blk_ctx *ctx,
                            const void *buf, size_t len,
                            uint8_t *out, bool *zero);
 
@@ -83,26 +83,26 @@ extern int blk_hash_block (const struct blk_params *p, EVP_MD_CTX *ctx,
  */
 struct blk_block_hasher {
   const struct blk_params *p;
-  EVP_MD_CTX *ctx;
+  struct blk_ctx *ctx;
   uint64_t len;                 /* bytes fed so far */
   uint64_t pending_zero;        /* leading zero bytes not hashed yet */
   bool started;                 /* ctx holds a digest in progress */
 };
 
 extern void blk_block_begin (struct blk_block_hasher *bh,
-                             const struct blk_params *p, EVP_MD_CTX *ctx);
+                             const struct blk_params *p, struct blk_ctx *ctx);
 extern int blk_block_update (struct blk_block_hasher *bh, const void *buf,
                              size_t len);
 extern int blk_block_final (struct blk_block_hasher *bh, uint8_t *out,
                             bool *zero);
 
 /* Digest of len zero bytes, for holes (len <= block_size). */
-extern int blk_zero_block_digest (const struct blk_params *p, EVP_MD_CTX *ctx,
+extern int blk_zero_block_digest (const struct blk_params *p, struct blk_ctx *ctx,
                                   size_t len, uint8_t *out);
 
 /* The outer hash over block digests and the image size. */
 struct blk_root {
-  EVP_MD_CTX *ctx;
+  struct blk_ctx *ctx;
   const struct blk_params *p;
 };
 
@@ -118,7 +118,7 @@ extern void blk_root_free (struct blk_root *r);
 struct blk_stream {
   const struct blk_params *p;
   struct blk_root root;
-  EVP_MD_CTX *ctx;
+  struct blk_ctx *ctx;
   uint8_t *buf;                 /* one block */
   size_t fill;
   uint64_t size;

@@ -1,17 +1,42 @@
 /* Copyright (C) 2026 The nbdkit-blkhash developers
  * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
  */
-/* nbdkit-blkhash: OpenSSL digests looked up by name. */
+/* nbdkit-blkhash: digests looked up by name, and the context that
+ * runs them.  OpenSSL has no BLAKE3; where configure found libblake3
+ * (Debian unstable packages it), blake3 is one more digest, with
+ * blksum's output length.  Callers see one kind of context and never
+ * which library is behind it.
+ */
 #include <config.h>
 
 #include <ctype.h>
+#include <errno.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <openssl/objects.h>
+#ifdef HAVE_BLAKE3
+#include <blake3.h>
+#endif
 
 #include "digest.h"
+
+#define BLAKE3_NAME "blake3"
+#define BLAKE3_LEN 32           /* BLAKE3_OUT_LEN, what blksum uses */
+
+#ifdef HAVE_BLAKE3
+_Static_assert (BLAKE3_OUT_LEN == BLAKE3_LEN, "blake3 output length");
+#endif
+_Static_assert (BLAKE3_LEN <= BLK_DIGEST_MAX, "blake3 fits");
+
+struct blk_ctx {
+  const struct blk_digest *d;   /* the digest in progress */
+  EVP_MD_CTX *evp;
+#ifdef HAVE_BLAKE3
+  blake3_hasher blake3;
+#endif
+};
 
 /* Extendable-output digests at a fixed length: OpenSSL 3.0's defaults,
  * what blksum gets from EVP_DigestFinal_ex.  They are finished with
@@ -82,6 +107,14 @@ blk_digest_init (struct blk_digest *d, const char *name)
     d->name[i] = tolower ((unsigned char) name[i]);
   }
 
+  if (strcmp (d->name, BLAKE3_NAME) == 0) {
+    if (!blk_digest_have_blake3 ())
+      return blk_digest_no_blake3;
+    d->blake3 = true;
+    d->len = BLAKE3_LEN;
+    return NULL;
+  }
+
   /* Fetching once avoids an implicit fetch on every EVP_DigestInit. */
   d->md = EVP_MD_fetch (NULL, d->name, NULL);
   if (d->md == NULL)
@@ -138,13 +171,98 @@ blk_digest_same (const char *a, const char *b)
   return same;
 }
 
-int
-blk_digest_final (const struct blk_digest *d, EVP_MD_CTX *ctx, uint8_t *out)
-{
-  const int r = d->xof ? EVP_DigestFinalXOF (ctx, out, d->len)
-    : EVP_DigestFinal_ex (ctx, out, NULL);
+const char blk_digest_no_blake3[] =
+  "this build has no blake3: OpenSSL has none, and configure did not "
+  "find libblake3 (Debian: libblake3-dev, in unstable)";
 
+bool
+blk_digest_have_blake3 (void)
+{
+#ifdef HAVE_BLAKE3
+  return true;
+#else
+  return false;
+#endif
+}
+
+struct blk_ctx *
+blk_ctx_new (void)
+{
+  struct blk_ctx *ctx = calloc (1, sizeof *ctx);
+
+  if (ctx == NULL)
+    return NULL;
+  ctx->evp = EVP_MD_CTX_new ();
+  if (ctx->evp == NULL) {
+    free (ctx);
+    errno = ENOMEM;
+    return NULL;
+  }
+  return ctx;
+}
+
+void
+blk_ctx_free (struct blk_ctx *ctx)
+{
+  if (ctx) {
+    EVP_MD_CTX_free (ctx->evp);
+    free (ctx);
+  }
+}
+
+int
+blk_ctx_init (struct blk_ctx *ctx, const struct blk_digest *d)
+{
+  ctx->d = d;
+#ifdef HAVE_BLAKE3
+  if (d->blake3) {
+    blake3_hasher_init (&ctx->blake3);
+    return 0;
+  }
+#endif
+  return EVP_DigestInit_ex (ctx->evp, d->md, NULL) == 1 ? 0 : -1;
+}
+
+int
+blk_ctx_update (struct blk_ctx *ctx, const void *buf, size_t len)
+{
+#ifdef HAVE_BLAKE3
+  if (ctx->d->blake3) {
+    blake3_hasher_update (&ctx->blake3, buf, len);
+    return 0;
+  }
+#endif
+  return EVP_DigestUpdate (ctx->evp, buf, len) == 1 ? 0 : -1;
+}
+
+int
+blk_ctx_final (struct blk_ctx *ctx, uint8_t *out)
+{
+  const struct blk_digest *d = ctx->d;
+  int r;
+
+#ifdef HAVE_BLAKE3
+  if (d->blake3) {
+    blake3_hasher_finalize (&ctx->blake3, out, d->len);
+    return 0;
+  }
+#endif
+  r = d->xof ? EVP_DigestFinalXOF (ctx->evp, out, d->len)
+    : EVP_DigestFinal_ex (ctx->evp, out, NULL);
   return r == 1 ? 0 : -1;
+}
+
+int
+blk_ctx_copy (struct blk_ctx *dst, const struct blk_ctx *src)
+{
+  dst->d = src->d;
+#ifdef HAVE_BLAKE3
+  if (src->d->blake3) {
+    dst->blake3 = src->blake3;
+    return 0;
+  }
+#endif
+  return EVP_MD_CTX_copy_ex (dst->evp, src->evp) == 1 ? 0 : -1;
 }
 
 struct list_state {
@@ -212,5 +330,7 @@ blk_digest_list (void (*fn) (const char *names, size_t len, void *opaque),
 {
   struct list_state st = { fn, opaque };
 
+  if (blk_digest_have_blake3 ())
+    fn (BLAKE3_NAME, BLAKE3_LEN, opaque);
   EVP_MD_do_all_provided (NULL, list_one, &st);
 }

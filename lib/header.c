@@ -96,7 +96,7 @@ blk_header_decode (const uint8_t *buf, size_t len, struct blk_header *h)
 
   if (blk_check_block_size (h->block_size) != NULL)
     return "invalid block size (must be a multiple of 4K from 4K to 16M)";
-  if (h->digest_len == 0 || h->digest_len > EVP_MAX_MD_SIZE)
+  if (h->digest_len == 0 || h->digest_len > BLK_DIGEST_MAX)
     return "invalid digest length";
   if (h->image_size > INT64_MAX)
     return "impossible image size";

@@ -136,7 +136,7 @@ fold_locked (struct blk_table *t, uint64_t budget)
       continue;
     }
     if (complete) {
-      uint8_t root[EVP_MAX_MD_SIZE];
+      uint8_t root[BLK_DIGEST_MAX];
       if (blk_root_final (&t->fold, t->size, root) == -1) {
         errno = EIO;
         ret = BLK_FOLD_FAILED;

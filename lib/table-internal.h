@@ -47,7 +47,7 @@ struct blk_table {
   uint64_t size, nblocks, nchunks;
   size_t len;                           /* digest length */
   unsigned depth;                       /* levels of nodes above chunks */
-  uint8_t tail_zero[EVP_MAX_MD_SIZE];   /* zero digest of a short last block */
+  uint8_t tail_zero[BLK_DIGEST_MAX];   /* zero digest of a short last block */
 
   pthread_mutex_t lock;                 /* everything below */
   void *tree;                           /* slot covering every chunk */
@@ -65,7 +65,7 @@ struct blk_table {
   uint64_t folded;                      /* blocks claimed by the fold */
   bool fold_dirty;                      /* a folded block changed */
   bool root_valid;
-  uint8_t root[EVP_MAX_MD_SIZE];
+  uint8_t root[BLK_DIGEST_MAX];
 
   pthread_mutex_t fold_lock;            /* the fold's context */
   struct blk_root fold;

@@ -20,7 +20,7 @@ struct blk_table *
 blk_table_new (const struct blk_params *p, uint64_t size)
 {
   struct blk_table *t = calloc (1, sizeof *t);
-  EVP_MD_CTX *ctx = NULL;
+  struct blk_ctx *ctx = NULL;
 
   if (t == NULL)
     return NULL;
@@ -36,18 +36,18 @@ blk_table_new (const struct blk_params *p, uint64_t size)
   pthread_mutex_init (&t->lock, NULL);
   pthread_mutex_init (&t->fold_lock, NULL);
 
-  ctx = EVP_MD_CTX_new ();
+  ctx = blk_ctx_new ();
   if (ctx == NULL ||
       blk_zero_block_digest (p, ctx, size % p->block_size ?
                              size % p->block_size : p->block_size,
                              t->tail_zero) == -1 ||
       blk_root_init (&t->fold, p) == -1)
     goto err;
-  EVP_MD_CTX_free (ctx);
+  blk_ctx_free (ctx);
   return t;
 
  err:
-  EVP_MD_CTX_free (ctx);
+  blk_ctx_free (ctx);
   pthread_mutex_destroy (&t->lock);
   pthread_mutex_destroy (&t->fold_lock);
   free (t);

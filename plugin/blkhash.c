@@ -162,7 +162,8 @@ blkhash_config_complete (nbdkit_next_config_complete *next,
 }
 
 #define blkhash_config_help \
-  "blkhash-digest=<NAME>      OpenSSL digest (default sha256).\n" \
+  "blkhash-digest=<NAME>      Digest: OpenSSL's, or blake3 if built with\n" \
+  "                           libblake3 (default sha256).\n" \
   "blkhash-block-size=<SIZE>  Block size, a multiple of 4K from 4K to 16M\n" \
   "                           (default 64K).\n" \
   "blkhash-file=<PATH>        Write checksum lines when clients leave.\n" \
@@ -192,6 +193,7 @@ blkhash_dump_plugin (void)
   printf ("blkhash_default_digest=%s\n", BLK_DEFAULT_DIGEST);
   printf ("blkhash_default_block_size=%u\n", BLK_DEFAULT_BLOCK_SIZE);
   printf ("blkhash_openssl=%s\n", OpenSSL_version (OPENSSL_VERSION));
+  printf ("blkhash_blake3=%s\n", blk_digest_have_blake3 () ? "yes" : "no");
 }
 #endif
 

@@ -199,7 +199,7 @@ extern int blkhash_reader_finish (struct blkhash_reader *rd, int *err);
 /* hasher.c: block digests computed through the plugin. */
 extern int blkhash_hasher_init (void);
 extern void blkhash_hasher_fini (void);
-extern EVP_MD_CTX *blkhash_thread_ctx (void);
+extern struct blk_ctx *blkhash_thread_ctx (void);
 /* Digests of blocks [first, first+count) into out (NULL: only fill the
  * table), computing and storing those the table does not know.
  */

@@ -33,7 +33,7 @@
 #define EXTENTS_WINDOW (UINT64_C (1) << 30)
 
 struct worker {
-  EVP_MD_CTX *ctx;
+  struct blk_ctx *ctx;
   uint8_t *buf;
   size_t size;
 };
@@ -46,7 +46,7 @@ worker_free (void *opaque)
   struct worker *w = opaque;
 
   if (w) {
-    EVP_MD_CTX_free (w->ctx);
+    blk_ctx_free (w->ctx);
     free (w->buf);
     free (w);
   }
@@ -81,7 +81,7 @@ get_worker (size_t size)
 
   if (w == NULL) {
     w = calloc (1, sizeof *w);
-    if (w == NULL || (w->ctx = EVP_MD_CTX_new ()) == NULL) {
+    if (w == NULL || (w->ctx = blk_ctx_new ()) == NULL) {
       free (w);
       nbdkit_error ("blkhash: out of memory");
       return NULL;
@@ -101,7 +101,7 @@ get_worker (size_t size)
   return w;
 }
 
-EVP_MD_CTX *
+struct blk_ctx *
 blkhash_thread_ctx (void)
 {
   struct worker *w = get_worker (0);
@@ -168,7 +168,7 @@ piece_len (uint64_t off, uint64_t run_end, uint32_t bs, uint64_t most)
  */
 static int
 hash_piece (struct blk_table *t, struct blk_block_hasher *bh,
-            EVP_MD_CTX *ctx, uint64_t first, const uint8_t *buf,
+            struct blk_ctx *ctx, uint64_t first, const uint8_t *buf,
             uint64_t off, uint64_t len, bool *zero, uint8_t *out, int *err)
 {
   const struct blk_params *p = blk_table_params (t);
@@ -334,7 +334,7 @@ blkhash_compute (nbdkit_next *next, struct blk_table *t, uint64_t first,
     if (!hole[i])
       continue;
     const uint64_t b = first + i;
-    EVP_MD_CTX *ctx = blkhash_thread_ctx ();
+    struct blk_ctx *ctx = blkhash_thread_ctx ();
     if (ctx == NULL ||
         blk_zero_block_digest (p, ctx, blk_block_len (size, p->block_size, b),
                                out + i * len) == -1) {

@@ -44,7 +44,7 @@ hash_buffer (struct blk_table *t, const uint8_t *buf, uint64_t offset,
 {
   const struct blk_params *p = blk_table_params (t);
   const uint64_t size = blk_table_size (t);
-  EVP_MD_CTX *ctx = blkhash_thread_ctx ();
+  struct blk_ctx *ctx = blkhash_thread_ctx ();
 
   if (ctx == NULL) {
     *err = ENOMEM;

@@ -52,7 +52,7 @@ struct result {
   char *name;
   uint64_t size;                /* of the export, for aliases */
   const struct blk_params *p;   /* how hex was computed */
-  char hex[2 * EVP_MAX_MD_SIZE + 1];
+  char hex[2 * BLK_DIGEST_MAX + 1];
   struct result *next;
 };
 
@@ -386,7 +386,7 @@ void
 blkhash_results_session_end (nbdkit_next *next, struct blkhash_export *e)
 {
   const char *name = blkhash_export_name (e);
-  uint8_t root[EVP_MAX_MD_SIZE];
+  uint8_t root[BLK_DIGEST_MAX];
   struct blkhash_table *bt;
   int err = 0, r = -1;
 
@@ -437,7 +437,7 @@ void
 blkhash_results_session_lost (struct blkhash_export *e)
 {
   const char *name = blkhash_export_name (e);
-  uint8_t root[EVP_MAX_MD_SIZE];
+  uint8_t root[BLK_DIGEST_MAX];
   struct blkhash_table *bt;
   bool have_root = false;
   int err = 0;
@@ -470,7 +470,7 @@ static void
 exit_result (struct blkhash_export *e)
 {
   struct blkhash_table *bt;
-  uint8_t root[EVP_MAX_MD_SIZE];
+  uint8_t root[BLK_DIGEST_MAX];
   bool have_root = false;
 
   if (!blkhash_export_changed (e))

@@ -125,7 +125,7 @@ blkhash_view_pread (nbdkit_next *next, struct blkhash_view *v,
   }
 
   if (offset < root_end && end > BLK_VIEW_ROOT_OFFSET) {
-    uint8_t root[EVP_MAX_MD_SIZE];
+    uint8_t root[BLK_DIGEST_MAX];
     if (blkhash_compute_root (next, t, root, err) == -1)
       return -1;
     const uint64_t from = MAX (offset, (uint64_t) BLK_VIEW_ROOT_OFFSET);
@@ -159,7 +159,7 @@ blkhash_view_cache (nbdkit_next *next, struct blkhash_view *v,
       return -1;
   }
   if (offset < root_end && end > BLK_VIEW_ROOT_OFFSET) {
-    uint8_t root[EVP_MAX_MD_SIZE];
+    uint8_t root[BLK_DIGEST_MAX];
     if (blkhash_compute_root (next, t, root, err) == -1)
       return -1;
   }

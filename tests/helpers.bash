@@ -16,6 +16,16 @@ reference () {
   "$PYTHON" "$top_srcdir/tests/reference.py" "$@"
 }
 
+# Whether this build has digest $1 (blake3 needs libblake3), and a
+# skip saying so in a test when it does not.
+have_digest () {
+  "$NBDSUM" --list-digests | grep -Eq "^$1(,| )"
+}
+need_digest () {
+  have_digest "$1" ||
+    skip "this build has no $1 (configure found no lib$1)"
+}
+
 # The checksum of one line of nbdsum's output or of a blkhash-file,
 # tagged ('BLKHASH-DIGEST/BLOCKSIZE (NAME) = HEX') or not ('HEX  NAME').
 sum_hex () {

@@ -7,6 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#ifdef HAVE_BLAKE3
+#include <blake3.h>
+#endif
+
 #include "blkhash.h"
 #include "util.h"
 #include "tap.h"
@@ -52,6 +56,28 @@ direct (const char *digest, uint32_t bs, const uint8_t *img, uint64_t size,
   direct_xof (digest, 0, bs, img, size, out);
 }
 
+#ifdef HAVE_BLAKE3
+/* The same with blake3, straight from libblake3. */
+static void
+direct_blake3 (uint32_t bs, const uint8_t *img, uint64_t size, uint8_t *out)
+{
+  blake3_hasher outer, inner;
+  uint8_t d[BLAKE3_OUT_LEN], le[8];
+
+  blake3_hasher_init (&outer);
+  for (uint64_t off = 0; off < size; off += bs) {
+    blake3_hasher_init (&inner);
+    blake3_hasher_update (&inner, img + off, size - off < bs ? size - off : bs);
+    blake3_hasher_finalize (&inner, d, sizeof d);
+    blake3_hasher_update (&outer, d, sizeof d);
+  }
+  for (int i = 0; i < 8; i++)
+    le[i] = size >> (8 * i);
+  blake3_hasher_update (&outer, le, 8);
+  blake3_hasher_finalize (&outer, out, BLAKE3_OUT_LEN);
+}
+#endif
+
 static void
 fill (uint8_t *buf, size_t len, unsigned seed)
 {
@@ -88,7 +114,7 @@ main (void)
   uint8_t a[EVP_MAX_MD_SIZE], b[EVP_MAX_MD_SIZE];
   char hex[2 * EVP_MAX_MD_SIZE + 1];
   struct blk_params p;
-  EVP_MD_CTX *ctx = EVP_MD_CTX_new ();
+  struct blk_ctx *ctx = blk_ctx_new ();
   bool zero;
 
   ok (blk_check_block_size (4096) == NULL, "4K block size is valid");
@@ -246,7 +272,27 @@ main (void)
   ok (blk_blocks_per (4096, 65536) == 1 && blk_blocks_per (0, 4096) == 1,
       "blocks per step: at least one");
 
-  EVP_MD_CTX_free (ctx);
+#ifdef HAVE_BLAKE3
+  /* blake3: 3.5 blocks of data, zeros, data, short data, and the empty
+   * image, whose value vectors-blake3.tsv has from blksum.
+   */
+  ok (blk_params_init (&p, "blake3", bs) == NULL && p.digest.len == 32,
+      "blake3 with 4K blocks");
+  direct_blake3 (bs, img, size, b);
+  ok (stream (&p, img, size, 1000, a) == 0 && memcmp (a, b, 32) == 0,
+      "blake3 in 1000 byte pieces matches libblake3 directly");
+  ok (stream (&p, img, 0, 1, a) == 0, "blake3 empty image");
+  blk_hex (a, 32, hex);
+  ok (strcmp (hex, "71e0a99173564931c0b8acc52d2685a8"
+              "e39c64dc52e3d02390fdac2a12b155cb") == 0,
+      "blake3 empty image equals the vector");
+  blk_params_free (&p);
+#else
+  ok (blk_params_init (&p, "blake3", bs) != NULL,
+      "no blake3 in this build: refused");
+#endif
+
+  blk_ctx_free (ctx);
   free (img);
   return done_testing ();
 }

@@ -12,7 +12,7 @@
 #include "tap.h"
 
 struct listed {
-  bool sha256, shake128, shake256, kmac;
+  bool sha256, shake128, shake256, kmac, blake3;
 };
 
 static void
@@ -28,29 +28,31 @@ find_listed (const char *names, size_t len, void *opaque)
     l->shake256 = true;
   if (strstr (names, "kmac"))
     l->kmac = true;
+  if (strcmp (names, "blake3") == 0 && len == 32)
+    l->blake3 = true;
+}
+
+/* The digest of buf, as the construction computes one, with a context
+ * reused.
+ */
+static int
+digest_buf (const struct blk_digest *d, struct blk_ctx *ctx, const void *buf,
+            size_t len, uint8_t *out)
+{
+  if (blk_ctx_init (ctx, d) == -1 || blk_ctx_update (ctx, buf, len) == -1)
+    return -1;
+  return blk_ctx_final (ctx, out);
 }
 
 /* Hex of name(msg) through the wrapper, with a guard after the digest:
  * exactly d.len bytes are written.  NULL if the name is refused.
  */
-/* The digest of buf, as the construction computes one: through d's
- * OpenSSL digest and blk_digest_final, with a context reused.
- */
-static int
-digest_buf (const struct blk_digest *d, EVP_MD_CTX *ctx, const void *buf,
-            size_t len, uint8_t *out)
-{
-  if (EVP_DigestInit_ex (ctx, d->md, NULL) != 1 ||
-      EVP_DigestUpdate (ctx, buf, len) != 1)
-    return -1;
-  return blk_digest_final (d, ctx, out);
-}
-
 static const char *
-digest_hex (const char *name, EVP_MD_CTX *ctx, const char *msg, size_t *len)
+digest_hex (const char *name, struct blk_ctx *ctx, const char *msg,
+            size_t *len)
 {
-  static char hex[2 * EVP_MAX_MD_SIZE + 1];
-  uint8_t out[EVP_MAX_MD_SIZE + 8];
+  static char hex[2 * BLK_DIGEST_MAX + 1];
+  uint8_t out[BLK_DIGEST_MAX + 8];
   struct blk_digest d;
 
   if (blk_digest_init (&d, name) != NULL)
@@ -71,9 +73,9 @@ int
 main (void)
 {
   struct blk_digest d;
-  uint8_t out[EVP_MAX_MD_SIZE];
-  char hex[2 * EVP_MAX_MD_SIZE + 1];
-  EVP_MD_CTX *ctx = EVP_MD_CTX_new ();
+  uint8_t out[BLK_DIGEST_MAX];
+  char hex[2 * BLK_DIGEST_MAX + 1];
+  struct blk_ctx *ctx = blk_ctx_new (), *copy = blk_ctx_new ();
   struct listed listed = { false };
   const char *msg, *h;
   size_t len = 0;
@@ -154,8 +156,57 @@ main (void)
   ok (listed.shake128 && listed.shake256,
       "the digest list names shake128, 16 bytes, and shake256, 32 bytes");
   ok (!listed.kmac, "the digest list leaves out what is refused");
+  ok (listed.blake3 == blk_digest_have_blake3 (),
+      "the digest list names blake3, 32 bytes, exactly when built with it");
 
-  EVP_MD_CTX_free (ctx);
+  /* A copy goes on from where the original was, and leaves it be. */
+  for (int i = 0; i < 2; i++) {
+    const char *name = i == 0 ? "sha256" : "blake3";
+    uint8_t a[BLK_DIGEST_MAX], b[BLK_DIGEST_MAX];
+
+    if (blk_digest_init (&d, name) != NULL) {
+      ok (i == 1 && !blk_digest_have_blake3 (), "no %s to copy", name);
+      continue;
+    }
+    ok (blk_ctx_init (ctx, &d) == 0 && blk_ctx_update (ctx, "ab", 2) == 0 &&
+        blk_ctx_copy (copy, ctx) == 0 && blk_ctx_update (copy, "c", 1) == 0 &&
+        blk_ctx_final (copy, a) == 0 && digest_buf (&d, copy, "abc", 3, b) == 0
+        && memcmp (a, b, d.len) == 0, "%s: a copy of H(ab) + c is H(abc)",
+        name);
+    ok (blk_ctx_update (ctx, "x", 1) == 0 && blk_ctx_final (ctx, a) == 0 &&
+        digest_buf (&d, copy, "abx", 3, b) == 0 && memcmp (a, b, d.len) == 0,
+        "%s: the original goes on as H(abx)", name);
+    blk_digest_free (&d);
+  }
+
+  /* blake3: the official test answers, or a clear refusal. */
+  if (blk_digest_have_blake3 ()) {
+    ok (blk_digest_init (&d, "BLAKE3") == NULL && d.len == 32 && d.blake3 &&
+        strcmp (d.name, "blake3") == 0, "blake3 is 32 bytes, any case");
+    blk_digest_free (&d);
+    h = digest_hex ("blake3", ctx, "", &len);
+    ok (h && len == 32 && strcmp (h, "af1349b9f5f9a1a6a0404dea36dcc949"
+                                  "9bcb25c9adc112b7cc9a93cae41f3262") == 0,
+        "blake3('') is the reference answer");
+    h = digest_hex ("blake3", ctx, "abc", &len);
+    ok (h && strcmp (h, "6437b3ac38465133ffb63b75273a8db5"
+                     "48c558465d79db03fd359c6cd5bd9d85") == 0,
+        "blake3(abc) is the reference answer");
+    h = digest_hex ("sha256", ctx, "abc", &len);
+    ok (h && strcmp (h, "ba7816bf8f01cfea414140de5dae2223"
+                     "b00361a396177a9cb410ff61f20015ad") == 0,
+        "sha256 after blake3 with the same context");
+    ok (!blk_digest_same ("blake3", "sha256") &&
+        blk_digest_same ("blake3", "Blake3"), "blake3 is itself only");
+  }
+  else {
+    msg = blk_digest_init (&d, "blake3");
+    ok (msg && strstr (msg, "no blake3") && strstr (msg, "libblake3"),
+        "without libblake3, blake3 is refused saying why: %s", msg);
+  }
+
+  blk_ctx_free (ctx);
+  blk_ctx_free (copy);
   ok (blk_digest_same ("sha256", "SHA2-256") &&
       blk_digest_same ("SHAKE-128", "shake128") &&
       !blk_digest_same ("sha256", "sha512") &&

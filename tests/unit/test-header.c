@@ -106,8 +106,8 @@ main (void)
   ok (corrupt (buf, 32, 100000, 4) != NULL, "block size 100000 rejected");
   ok (corrupt (buf, 32, 1024, 4) != NULL, "block size too small");
   ok (corrupt (buf, 36, 0, 4) != NULL, "digest length 0 rejected");
-  ok (corrupt (buf, 36, EVP_MAX_MD_SIZE + 1, 4) != NULL,
-      "digest length above EVP_MAX_MD_SIZE rejected");
+  ok (corrupt (buf, 36, BLK_DIGEST_MAX + 1, 4) != NULL,
+      "digest length above BLK_DIGEST_MAX rejected");
   ok (corrupt (buf, 24, 81920, 8) != NULL, "block count too small");
   ok (corrupt (buf, 24, 81922, 8) != NULL, "block count too large");
   ok (corrupt (buf, 16, UINT64_MAX, 8) != NULL, "impossible image size");

@@ -80,7 +80,7 @@ static void
 test_roots (void)
 {
   struct blk_table_stats st;
-  uint8_t root[EVP_MAX_MD_SIZE], want[EVP_MAX_MD_SIZE];
+  uint8_t root[BLK_DIGEST_MAX], want[BLK_DIGEST_MAX];
   uint64_t snap;
 
   t = blk_table_new (&p, SIZE);
@@ -132,7 +132,7 @@ test_roots (void)
 static void
 test_snapshots (void)
 {
-  uint8_t root[EVP_MAX_MD_SIZE], d[L];
+  uint8_t root[BLK_DIGEST_MAX], d[L];
   uint64_t snap, snap2;
   struct blk_write w;
 
@@ -249,7 +249,7 @@ test_next_unknown (void)
 static void
 test_parallel_fill (void)
 {
-  uint8_t root[EVP_MAX_MD_SIZE], want[EVP_MAX_MD_SIZE];
+  uint8_t root[BLK_DIGEST_MAX], want[BLK_DIGEST_MAX];
   enum { THREADS = 4 };
   const uint64_t n = 5000;
   pthread_t th[THREADS];
@@ -344,7 +344,7 @@ test_huge (void)
   unsigned seed = 12345, bad = 0;
   uint8_t dd[L], got[L];
   bool nd;
-  EVP_MD_CTX *ctx = EVP_MD_CTX_new ();
+  struct blk_ctx *ctx = blk_ctx_new ();
 
   blk_params_init (&p4, "sha256", 4096);
   t = blk_table_new (&p4, huge);
@@ -415,7 +415,7 @@ test_huge (void)
       "next unknown finds the first block");
   blk_table_free (t);
   blk_params_free (&p4);
-  EVP_MD_CTX_free (ctx);
+  blk_ctx_free (ctx);
 }
 
 /* 1 PiB known zero (16M blocks: three levels of nodes): the tree
@@ -456,8 +456,8 @@ test_shake_96k (void)
   const uint32_t bs = 96 * 1024;
   const uint64_t nblocks = 130, size = (nblocks - 1) * bs + 5000;
   uint8_t *img = calloc (1, size);
-  uint8_t d[EVP_MAX_MD_SIZE], root[EVP_MAX_MD_SIZE], want[EVP_MAX_MD_SIZE];
-  EVP_MD_CTX *ctx = EVP_MD_CTX_new ();
+  uint8_t d[BLK_DIGEST_MAX], root[BLK_DIGEST_MAX], want[BLK_DIGEST_MAX];
+  struct blk_ctx *ctx = blk_ctx_new ();
   struct blk_params sp;
   struct blk_table *st;
   struct blk_stream s;
@@ -494,7 +494,7 @@ test_shake_96k (void)
       "the table's root equals the stream's");
   blk_table_free (st);
   blk_params_free (&sp);
-  EVP_MD_CTX_free (ctx);
+  blk_ctx_free (ctx);
   free (img);
 }
 
@@ -507,7 +507,7 @@ test_reset (void)
 {
   struct blk_table *rt = blk_table_new (&p, SIZE);
   struct blk_table_stats st;
-  uint8_t root[EVP_MAX_MD_SIZE], want[EVP_MAX_MD_SIZE], d[L];
+  uint8_t root[BLK_DIGEST_MAX], want[BLK_DIGEST_MAX], d[L];
   uint64_t snap, old_snap;
   struct blk_write w;
 
@@ -588,7 +588,7 @@ test_small_tables (void)
 {
   struct blk_table_stats st;
   uint64_t total = 0, snap;
-  uint8_t root[EVP_MAX_MD_SIZE];
+  uint8_t root[BLK_DIGEST_MAX];
 
   for (uint64_t b = 0; b < 128; b++)
     fake (b, 1, all + b * L);
