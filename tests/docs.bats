@@ -89,7 +89,9 @@ load "$top_srcdir/tests/helpers"
            printf '%s\n' configure.ac Makefile.am autogen.sh quickstart \
              bench/run bench/latency bench/completion bench/cold bench/nbdcopy \
              tests/gen-vectors-bats \
-             completion/nbdsum)
+             completion/nbdsum \
+             systemd/nbdkit-blkhash.socket systemd/nbdkit-blkhash.service.in \
+             systemd/nbdkit-blkhash.conf)
   echo "no licence line: ${missing[*]}"
   [ ${#missing[@]} -eq 0 ]
   for pod in "$top_srcdir"/man/*.pod; do

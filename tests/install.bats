@@ -33,6 +33,30 @@ load "$top_srcdir/tests/helpers"
   [ -z "$(find "$root" -type f)" ]
 }
 
+# The systemd examples (nbdkit-blkhash-filter(1), DEPLOYING TO MANY
+# HOSTS): the service installed is the one tests/service.bats runs, and
+# names the filter where make install put it.
+@test "install: systemd units in DOCDIR/examples/systemd, naming the installed filter" {
+  local root="$BATS_TEST_TMPDIR/root" dir f filter page
+  local filterdir=${BLKHASH_FILTERDIR:-$(pkg-config --variable=filterdir nbdkit)}
+  make -C "$top_builddir" install DESTDIR="$root" >/dev/null
+  dir=$(find "$root" -type d -path '*/doc/nbdkit-blkhash/examples/systemd')
+  echo "examples: $dir"
+  [ -n "$dir" ]
+  for f in nbdkit-blkhash.socket nbdkit-blkhash.service nbdkit-blkhash.conf; do
+    [ -f "$dir/$f" ]
+  done
+  cmp "$dir/nbdkit-blkhash.service" "$top_builddir/systemd/nbdkit-blkhash.service"
+  ! grep -n '@[A-Za-z_]*@' "$dir/nbdkit-blkhash.service"
+  filter=$(sed -n 's/^ExecStart=.* --filter=\([^ ]*\) .*/\1/p' "$dir/nbdkit-blkhash.service")
+  echo "filter: $filter"
+  [ "$filter" = "$filterdir/nbdkit-blkhash-filter.so" ]
+  [ -f "$root$filter" ]
+  # The man page says where they are (roff source, hyphens unescaped).
+  page=$(sed 's/\\-/-/g' "$top_builddir/man/nbdkit-blkhash-filter.1")
+  [[ "$page" = *"${dir#"$root"}"* ]]
+}
+
 @test "install: the filter says its own version where nbdkit lets it" {
   local version
   version=$("$NBDSUM" --version | awk 'NR == 1 { print $2 }')
