@@ -148,7 +148,8 @@ assert_socket_activated () {
   echo "process $pid is $exe"
   [ "$exe" = "$(readlink -f "${unit_start[0]}")" ]
   tr '\0' '\n' < "/proc/$pid/environ" | grep -qx 'LISTEN_FDS=1'
-  grep -q "^Execing ${unit_start[0]} " "$err"
+  # systemd 252 and 257 say "Execing CMD", 262 "Executing: CMD".
+  grep -Eq "^(Execing|Executing:) ${unit_start[0]} " "$err"
 }
 
 @test "service: the units are what the man page says" {
@@ -299,7 +300,8 @@ ip_conf () {
     # address: the service does not start, and serves nothing.
     cat "$err"
     grep -q 'ip.*cannot parse address\|error: cannot parse address' "$err"
-    grep -q "^Execing ${unit_start[0]} " "$err"
+    # systemd 252 and 257 say "Execing CMD", 262 "Executing: CMD".
+  grep -Eq "^(Execing|Executing:) ${unit_start[0]} " "$err"
   fi
 }
 
