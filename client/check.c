@@ -7,7 +7,9 @@
  * CHECKSUM' (nbdsum's and blkhash-file's formats), mixed in any order,
  * read by blk_sum_line_parse in lib/sumline.c.  A tagged line is
  * hashed as its tag says; -d and --block-size only apply to untagged
- * lines, which mean sha256 and 64K without them.
+ * lines, which mean sha256 and 64K without them.  With -j, jobs.c
+ * hashes several lines' inputs at once; verdicts and everything else
+ * printed go through it, to come out in order.
  */
 #include <config.h>
 
@@ -20,8 +22,8 @@
 
 #include "check.h"
 #include "checksum.h"
-#include "cleanup.h"
 #include "helpers.h"
+#include "jobs.h"
 #include "json.h"
 #include "manifest.h"
 #include "messages.h"
@@ -95,97 +97,216 @@ missing (const char *name)
     access (name, F_OK) == -1 && errno == ENOENT;
 }
 
-static int
+/* A checksum file being checked, until its end is printed. */
+struct file_check {
+  const char *path;
+  struct tally *t;
+  int *status;                  /* check_files' */
+  bool opened;
+  int open_errno;
+  unsigned lines, verified, malformed, untagged_failed;
+};
+
+/* A line being checked, until its verdict is printed. */
+struct line_check {
+  struct file_check *fc;
+  unsigned lineno;
+  bool tagged;
+  char *name, *expected;
+};
+
+/* An improperly formatted line, for --warn. */
+struct malformed_line {
+  const char *path;
+  unsigned lineno;
+  const char *why;              /* static */
+};
+
+static void * __attribute__ ((malloc))
+alloc_or_exit (size_t size)
+{
+  void *p = calloc (1, size);
+
+  if (p == NULL) {
+    error_msg ("out of memory");
+    exit (EXIT_FAILURE);
+  }
+  return p;
+}
+
+static char *
+strdup_or_exit (const char *s)
+{
+  char *p = strdup (s);
+
+  if (p == NULL) {
+    error_msg ("out of memory");
+    exit (EXIT_FAILURE);
+  }
+  return p;
+}
+
+/* The file's beginning: with --json its object, or why it could not
+ * be opened.
+ */
+static void
+file_begin (void *opaque, bool cancelled)
+{
+  struct file_check *fc = opaque;
+
+  if (cancelled) {
+    if (!fc->opened)
+      free (fc);
+    return;
+  }
+  if (json_out ()) {
+    json_begin_object (NULL, false);
+    json_name ("file", fc->path);
+  }
+  if (!fc->opened) {
+    file_error (fc->path, strerror (fc->open_errno));
+    if (json_out ())
+      json_end ();
+    *fc->status = EXIT_FAILURE;
+    free (fc);
+    return;
+  }
+  if (json_out ())
+    json_begin_array ("results", false);
+}
+
+static void
+warn_malformed (void *opaque, bool cancelled)
+{
+  struct malformed_line *ml = opaque;
+
+  if (!cancelled)
+    fprintf (stderr, "%s: %s: %u: improperly formatted checksum line (%s)\n",
+             progname, ml->path, ml->lineno, ml->why);
+  free (ml);
+}
+
+/* A line's verdict, once its input was hashed. */
+static void
+line_done (void *opaque, const struct job_outcome *out)
+{
+  struct line_check *lc = opaque;
+  struct file_check *fc = lc->fc;
+  struct tally *t = fc->t;
+
+  if (out == NULL)
+    ;
+  else if (out->r == -1) {
+    t->unreadable++;
+    if (!opts->status)
+      verdict (lc->lineno, lc->name, lc->expected, "FAILED open or read",
+               NULL, out->error);
+  }
+  else if (strcasecmp (out->res.hex, lc->expected) != 0) {
+    t->mismatched++;
+    fc->untagged_failed += !lc->tagged;
+    if (!opts->status)
+      verdict (lc->lineno, lc->name, lc->expected, "FAILED", &out->res, NULL);
+  }
+  else if (!opts->quiet && !opts->status)
+    verdict (lc->lineno, lc->name, lc->expected, "OK", &out->res, NULL);
+  free (lc->name);
+  free (lc->expected);
+  free (lc);
+}
+
+/* The file's end: its counts, and why it failed as a whole. */
+static void
+file_end (void *opaque, bool cancelled)
+{
+  struct file_check *fc = opaque;
+  const char *path = fc->path;
+
+  if (cancelled) {
+    free (fc);
+    return;
+  }
+  fc->t->lines += fc->lines;
+  fc->t->malformed += fc->malformed;
+  if (json_out ()) {
+    json_end ();
+    json_uint ("lines", fc->lines);
+    json_uint ("verified", fc->verified);
+    json_uint ("malformed", fc->malformed);
+  }
+  /* Every line failed, none tagged: most likely sha256sum's. */
+  if (fc->verified && fc->untagged_failed == fc->verified && !opts->status)
+    notice_at (path, "no line matched: if the lines come from sha256sum, "
+               "they are plain sha256 checksums of the bytes, which nbdsum "
+               "does not compute (it prints and checks blkhash checksums)");
+  if (fc->lines == 0)
+    file_error (path, "no properly formatted checksum lines found");
+  else if (fc->verified == 0)
+    file_error (path, "no file was verified");
+  if (json_out ())
+    json_end ();
+  if (fc->lines == 0 || fc->verified == 0)
+    *fc->status = EXIT_FAILURE;
+  free (fc);
+}
+
+/* Read the file's lines and hand each to jobs.c, and what is printed
+ * around them, in order (with -j several lines are hashed at once).
+ */
+static void
 check_one_file (const char *path, const struct hash_spec *untagged,
-                size_t hexlen, struct tally *t)
+                size_t hexlen, struct tally *t, int *status)
 {
   FILE *fp = strcmp (path, "-") == 0 ? stdin : fopen (path, "r");
   const int open_errno = errno;
+  struct file_check *fc = alloc_or_exit (sizeof *fc);
   struct blk_sum_line sl;
   const char *msg;
   char *line = NULL, *name;
   size_t size = 0;
-  unsigned lines = 0, lineno = 0, verified = 0, untagged_failed = 0;
-  const unsigned malformed = t->malformed;
+  unsigned lineno = 0;
 
-  if (json_out ()) {
-    json_begin_object (NULL, false);
-    json_name ("file", path);
-  }
-  if (fp == NULL) {
-    file_error (path, strerror (open_errno));
-    if (json_out ())
-      json_end ();
-    return -1;
-  }
-  if (json_out ())
-    json_begin_array ("results", false);
+  *fc = (struct file_check) {
+    .path = path, .t = t, .status = status, .opened = fp != NULL,
+    .open_errno = open_errno,
+  };
+  jobs_then (file_begin, fc);
+  if (fp == NULL)
+    return;
   while (!stop_signal () && getline (&line, &size, fp) != -1) {
     lineno++;
     if ((msg = blk_sum_line_parse (line, hexlen, &sl)) != NULL) {
-      t->malformed++;
-      /* Not malformed, but unreadable here: always say why. */
-      if (opts->warn || msg == blk_digest_no_blake3)
-        fprintf (stderr, "%s: %s: %u: improperly formatted checksum line "
-                 "(%s)\n", progname, path, lineno, msg);
+      fc->malformed++;
+      /* A line with a digest this build lacks is not malformed, but
+       * cannot be read here: always say why.
+       */
+      if (opts->warn || msg == blk_digest_no_blake3) {
+        struct malformed_line *ml = alloc_or_exit (sizeof *ml);
+        *ml = (struct malformed_line) { path, lineno, msg };
+        jobs_then (warn_malformed, ml);
+      }
       continue;
     }
-    lines++;
+    fc->lines++;
     name = sl.name;
     /* The tag says how the line was made: it wins over -d. */
     const struct hash_spec tagged = { sl.digest, sl.block_size };
     const struct hash_spec *spec = sl.tagged ? &tagged : untagged;
     if (opts->ignore_missing && missing (name))
       continue;
-    verified++;
-    struct result res;
-    CLEANUP_FREE char *error = NULL;
-    if (json_out ())
-      messages_capture (name);
-    const int r = checksum_one (name, spec, &res);
-    if (json_out ())
-      error = messages_captured ();
-    /* Interrupted: this line has no verdict. */
-    if (stop_signal ())
-      break;
-    if (r == -1) {
-      t->unreadable++;
-      if (!opts->status)
-        verdict (lineno, name, sl.hex, "FAILED open or read", NULL, error);
-    }
-    else if (strcasecmp (res.hex, sl.hex) != 0) {
-      t->mismatched++;
-      untagged_failed += !sl.tagged;
-      if (!opts->status)
-        verdict (lineno, name, sl.hex, "FAILED", &res, NULL);
-    }
-    else if (!opts->quiet && !opts->status)
-      verdict (lineno, name, sl.hex, "OK", &res, NULL);
+    fc->verified++;
+    struct line_check *lc = alloc_or_exit (sizeof *lc);
+    *lc = (struct line_check) {
+      .fc = fc, .lineno = lineno, .tagged = sl.tagged,
+      .name = strdup_or_exit (name), .expected = strdup_or_exit (sl.hex),
+    };
+    jobs_hash (lc->name, spec, json_out (), line_done, lc);
   }
   free (line);
   if (fp != stdin)
     fclose (fp);
-  t->lines += lines;
-  if (stop_signal ())
-    return -1;
-  if (json_out ()) {
-    json_end ();
-    json_uint ("lines", lines);
-    json_uint ("verified", verified);
-    json_uint ("malformed", t->malformed - malformed);
-  }
-  /* Every line failed, none tagged: most likely sha256sum's. */
-  if (verified && untagged_failed == verified && !opts->status)
-    notice_at (path, "no line matched: if the lines come from sha256sum, "
-               "they are plain sha256 checksums of the bytes, which nbdsum "
-               "does not compute (it prints and checks blkhash checksums)");
-  if (lines == 0)
-    file_error (path, "no properly formatted checksum lines found");
-  else if (verified == 0)
-    file_error (path, "no file was verified");
-  if (json_out ())
-    json_end ();
-  return lines == 0 || verified == 0 ? -1 : 0;
+  /* Interrupted: the file has no end (it is freed all the same). */
+  jobs_then (file_end, fc);
 }
 
 static void
@@ -220,9 +341,10 @@ check_files (char **files, int n, const struct hash_spec *spec)
     json_begin_object (NULL, false);
     json_begin_array ("files", false);
   }
+  jobs_begin (opts->jobs);
   for (int i = 0; i < n && !stop_signal (); i++)
-    if (check_one_file (files[i], &untagged, hexlen, &t) == -1)
-      status = EXIT_FAILURE;
+    check_one_file (files[i], &untagged, hexlen, &t, &status);
+  jobs_finish ();
   if (stop_signal ())
     return EXIT_FAILURE;
   if (json_out ()) {

@@ -5,7 +5,8 @@
  * owns main: it parses the options, sends the run to its mode (-c and
  * --check-manifest to check.c, --diff and --blocks to diff.c, plain
  * checksums here, --since with either to incremental.c through them)
- * and prints checksums.
+ * and prints checksums.  -j hands the inputs to jobs.c, which hashes
+ * several at once and calls back here in input order.
  *
  * Hashing one input: checksum_one (checksum.c) opens it with
  * input_open, which picks the method (serverside.c, else
@@ -22,9 +23,9 @@
 
 #include "check.h"
 #include "checksum.h"
-#include "cleanup.h"
 #include "diff.h"
 #include "endpoint.h"
+#include "jobs.h"
 #include "json.h"
 #include "local.h"
 #include "messages.h"
@@ -139,7 +140,30 @@ any_view (char **names, int n)
   return found;
 }
 
-/* The checksum of each input.  Returns the exit status. */
+/* One input's turn: its checksum line, or with --json its element of
+ * "inputs".
+ */
+static void
+input_done (void *opaque, const struct job_outcome *out)
+{
+  unsigned *failed = opaque;
+
+  if (out == NULL)
+    return;
+  if (out->r == -1) {
+    (*failed)++;
+    if (opts->json) {
+      json_failed (NULL, out->name, out->error);
+      fflush (stdout);
+    }
+  }
+  else
+    print_result (&out->res);
+}
+
+/* The checksum of each input, -j of them at once.  Returns the exit
+ * status.
+ */
 static int
 checksum_inputs (char **args, int nargs, const struct hash_spec *spec)
 {
@@ -149,29 +173,12 @@ checksum_inputs (char **args, int nargs, const struct hash_spec *spec)
     json_begin_object (NULL, false);
     json_begin_array ("inputs", false);
   }
-  for (int i = 0; i < nargs && !stop_signal (); i++) {
-    CLEANUP_FREE char *error = NULL;
-    struct result res;
-    int r;
-
-    if (opts->json)
-      messages_capture (args[i]);
-    r = checksum_one (args[i], spec, &res);
-    if (opts->json)
-      error = messages_captured ();
-    /* A signal may have come after the last request. */
-    if (stop_signal ())
-      break;
-    if (r == -1) {
-      failed++;
-      if (opts->json) {
-        json_failed (NULL, args[i], error);
-        fflush (stdout);
-      }
-    }
-    else
-      print_result (&res);
-  }
+  /* One input: nothing to do at once, and its own bar. */
+  jobs_begin (nargs > 1 ? opts->jobs : 1);
+  jobs_expect (nargs);
+  for (int i = 0; i < nargs && !stop_signal (); i++)
+    jobs_hash (args[i], spec, opts->json, input_done, &failed);
+  jobs_finish ();
   if (opts->json && !stop_signal ()) {
     json_end ();
     json_uint ("failed", failed);

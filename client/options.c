@@ -23,6 +23,7 @@ static struct options parsed = {
   .connections = 4,
   .requests = 16,
   .progress_fd = -1,
+  .jobs = 1,
 };
 const struct options *const opts = &parsed;
 
@@ -58,6 +59,9 @@ usage (FILE *fp, int status)
 "                        give up on a connection whose connect, handshake\n"
 "                        and option negotiation take longer (default 0:\n"
 "                        wait as long as it takes)\n"
+"  -j, --jobs=N          hash up to N inputs (or --check lines) at once,\n"
+"                        each with its own connections; output as without\n"
+"                        -j, in input order (default 1: one at a time)\n"
 "  -d, --digest=NAME     an OpenSSL digest, or blake3 where built with\n"
 "                        libblake3 (default: the server's default,\n"
 "                        sha256 unless it was started with blkhash-digest=;\n"
@@ -270,6 +274,7 @@ parse_options (int argc, char **argv, int *first_arg)
     { "connections", required_argument, NULL, 'C' },
     { "requests", required_argument, NULL, 'R' },
     { "connect-timeout", required_argument, NULL, OPT_CONNECT_TIMEOUT },
+    { "jobs", required_argument, NULL, 'j' },
     { "digest", required_argument, NULL, 'd' },
     { "block-size", required_argument, NULL, OPT_BLOCK_SIZE },
     { "format", required_argument, NULL, OPT_FORMAT },
@@ -305,7 +310,7 @@ parse_options (int argc, char **argv, int *first_arg)
   set_usage_status (argc, argv);
   /* getopt names the program from argv[0]: nbdsum, not its path. */
   argv[0] = (char *) progname;
-  while ((c = getopt_long (argc, argv, "C:R:d:cphqvVwz", long_options, NULL))
+  while ((c = getopt_long (argc, argv, "C:R:d:j:cphqvVwz", long_options, NULL))
          != -1) {
     switch (c) {
     case 'C':
@@ -314,6 +319,9 @@ parse_options (int argc, char **argv, int *first_arg)
       break;
     case 'R':
       parsed.requests = parse_count ("--requests", optarg, MAX_REQUESTS);
+      break;
+    case 'j':
+      parsed.jobs = parse_count ("--jobs", optarg, MAX_JOBS);
       break;
     case OPT_CONNECT_TIMEOUT:
       parsed.connect_timeout = parse_seconds ("--connect-timeout", optarg,
@@ -518,4 +526,11 @@ parse_options (int argc, char **argv, int *first_arg)
       exit (usage_status);
     }
   *first_arg = optind;
+}
+
+void
+options_for_job (void)
+{
+  parsed.progress_bar = false;
+  parsed.progress_fd = -1;
 }

@@ -11,6 +11,7 @@
 #define MAX_CONNECTIONS 64
 #define MAX_REQUESTS 1024
 #define MAX_CONNECT_TIMEOUT 86400
+#define MAX_JOBS 1024
 
 struct options {
   unsigned connections;         /* -C, default 4 */
@@ -41,6 +42,7 @@ struct options {
   const char *since;            /* --since=MANIFEST URI */
   const char *dirty_bitmap;     /* --dirty-bitmap=NAME, with --since */
   bool check_manifest;          /* --check-manifest FILE... */
+  unsigned jobs;                /* -j: inputs hashed at once, default 1 */
 };
 
 /* Set by parse_options, before anything else runs. */
@@ -59,5 +61,10 @@ struct hash_spec {
  * *first_arg is the first input.
  */
 extern void parse_options (int argc, char **argv, int *first_arg);
+
+/* In a -j job (a child process hashing one input for the run): no
+ * bar and no --progress=FD lines of its own, the run shows progress.
+ */
+extern void options_for_job (void);
 
 #endif /* NBDSUM_OPTIONS_H */

@@ -9,6 +9,10 @@
  * data is: a sparse image's bar then says how fast data is read, not
  * how fast holes are skipped.  --progress=FD goes by position in the
  * image, as it always did.
+ *
+ * With -j, a job reports its bytes to the run (progress_report_to) and
+ * the run is drawn here: a line for it and one per input being hashed
+ * (progress_run_draw).
  */
 #include <config.h>
 
@@ -48,6 +52,15 @@
 #define BAR_MAX 50
 #define NAME_MIN 8
 #define LINE_MAX_COLS 512
+
+/* -j: where a job's progress goes instead (progress_report_to). */
+static progress_reporter *reporter;
+
+void
+progress_report_to (progress_reporter *fn)
+{
+  reporter = fn;
+}
 
 void
 progress_init (struct progress *p, const char *name, uint64_t total)
@@ -295,11 +308,11 @@ put_name (char *out, const char *name, size_t room)
  * time and the name go, in that order.
  */
 static size_t
-bar_line (const struct progress *p, char *out, size_t width, int percent,
+bar_line (const char *name, char *out, size_t width, int percent,
           const char *rate, const char *eta)
 {
   char pct[16];
-  const size_t name_len = strlen (p->name);
+  const size_t name_len = strlen (name);
   const size_t name_min = MIN (name_len, (size_t) NAME_MIN);
   size_t np, nr = strlen (rate), ne = strlen (eta), fixed, cells = 0, n;
   bool with_name = true;
@@ -329,7 +342,7 @@ bar_line (const struct progress *p, char *out, size_t width, int percent,
     /* All the room the other parts leave. */
     size_t others = np + (nr ? nr + 1 : 0) + (ne ? ne + 1 : 0)
       + (cells ? cells + 3 : 0);
-    n = put_name (out, p->name, MIN (name_len, width - others - 1));
+    n = put_name (out, name, MIN (name_len, width - others - 1));
     out[n++] = ' ';
   }
   if (cells) {
@@ -356,6 +369,30 @@ bar_line (const struct progress *p, char *out, size_t width, int percent,
   return n;
 }
 
+/* The rate and time left (or, when final, time taken) of a bar:
+ * "  12.3 MiB/s" and "ETA 0:00:17", or " in 0:00:34".
+ */
+#define RATE_COLS 40
+#define ETA_COLS 40
+static void
+rate_and_eta (double rate, uint64_t left, double elapsed, bool final,
+              char rate_s[RATE_COLS], char eta[ETA_COLS])
+{
+  char rbuf[32];
+
+  human (rate, rbuf, sizeof rbuf);
+  snprintf (rate_s, RATE_COLS, "%10s/s", rbuf);
+  if (final)
+    hms (elapsed, "in ", rbuf, sizeof rbuf);
+  else if (left == 0)
+    hms (0, "ETA ", rbuf, sizeof rbuf);
+  else if (rate > 0)
+    hms (left / rate, "ETA ", rbuf, sizeof rbuf);
+  else
+    snprintf (rbuf, sizeof rbuf, "ETA -:--:--");
+  snprintf (eta, ETA_COLS, "%11s", rbuf);
+}
+
 static void
 draw_bar (struct progress *p, bool final, uint64_t done)
 {
@@ -369,7 +406,7 @@ draw_bar (struct progress *p, bool final, uint64_t done)
   const double rate = elapsed > 0 ? data / elapsed : 0;
   const size_t cols = terminal_columns ();
   const size_t width = MIN (cols - 1, (size_t) LINE_MAX_COLS);
-  char rbuf[32], rate_s[40], eta[40], line[1 + LINE_MAX_COLS + 2];
+  char rate_s[RATE_COLS], eta[ETA_COLS], line[1 + LINE_MAX_COLS + 2];
   int percent;
   size_t n;
 
@@ -384,20 +421,10 @@ draw_bar (struct progress *p, bool final, uint64_t done)
     /* 100% is for the end: the last holes may still be going. */
     percent = MIN (percent, 99);
   }
-  human (rate, rbuf, sizeof rbuf);
-  snprintf (rate_s, sizeof rate_s, "%10s/s", rbuf);
-  if (final)
-    hms (elapsed, "in ", rbuf, sizeof rbuf);
-  else if (left == 0)
-    hms (0, "ETA ", rbuf, sizeof rbuf);
-  else if (rate > 0)
-    hms (left / rate, "ETA ", rbuf, sizeof rbuf);
-  else
-    snprintf (rbuf, sizeof rbuf, "ETA -:--:--");
-  snprintf (eta, sizeof eta, "%11s", rbuf);
+  rate_and_eta (rate, left, elapsed, final, rate_s, eta);
 
   line[0] = '\r';
-  n = 1 + bar_line (p, line + 1, width, percent, rate_s, eta);
+  n = 1 + bar_line (p->name, line + 1, width, percent, rate_s, eta);
   /* Cover what is left of a longer line before it. */
   while (n - 1 < MIN (p->last_len, width))
     line[n++] = ' ';
@@ -414,6 +441,12 @@ progress_update (struct progress *p, bool final)
   const uint64_t done = atomic_load (&p->done);
   int percent;
 
+  /* In a -j job: to the run, which shows it. */
+  if (reporter) {
+    if (!stop_signal ())
+      reporter (done, p->total, final);
+    return;
+  }
   /* After a signal, not a word more: that pipe may be what broke. */
   if ((!opts->progress_bar && opts->progress_fd < 0) || stop_signal ())
     return;
@@ -425,4 +458,200 @@ progress_update (struct progress *p, bool final)
   if (opts->progress_bar)
     draw_bar (p, final, done);
   p->last_percent = percent;
+}
+
+/* -j: the run's progress (see progress.h).  On a terminal that moves
+ * its cursor (TERM set, not "dumb") and says how many rows it has,
+ * the drawing is a block: the run's line, then a line per input being
+ * hashed while rows are left, redrawn in place by moving the cursor up
+ * over it.  Elsewhere it is the run's line alone, redrawn after '\r'
+ * as a bar is.
+ */
+static struct {
+  size_t lines;                 /* lines of the block on screen, or 0 */
+  size_t last_len;              /* columns of the last line drawn */
+  int last_percent;             /* last --progress=FD line, or -1 */
+} run_screen = { 0, 0, -1 };
+
+static bool
+cursor_moves (void)
+{
+  const char *term = getenv ("TERM");
+
+  return term && *term && strcmp (term, "dumb") != 0;
+}
+
+/* Rows of the terminal, 0 if it does not say. */
+static size_t
+terminal_rows (void)
+{
+  struct winsize ws;
+
+  if (ioctl (STDERR_FILENO, TIOCGWINSZ, &ws) == 0)
+    return ws.ws_row;
+  return 0;
+}
+
+/* The run's line, at most width columns, into out (width + 1 bytes):
+ * [####......] 12/100 done, 16 running, 3.2 GiB  1.1 GiB/s ETA 0:00:07
+ * (no bar and "12/?" while the total is unknown).
+ */
+static size_t
+run_line (const struct progress_run *run, bool final, char *out,
+          size_t width)
+{
+  const double elapsed = now () - run->start;
+  const double rate = elapsed > 0 ? run->bytes / elapsed : 0;
+  char total[24], bytes[32], rate_s[RATE_COLS], eta[ETA_COLS];
+  char text[LINE_MAX_COLS + 1];
+  size_t len, n = 0;
+
+  if (run->total_known)
+    snprintf (total, sizeof total, "%u", run->total);
+  else
+    snprintf (total, sizeof total, "?");
+  human (run->bytes, bytes, sizeof bytes);
+  /* Time left by inputs: they are alike in a fleet, and bytes of
+   * inputs not begun are unknown.
+   */
+  rate_and_eta (rate, 0, elapsed, final, rate_s, eta);
+  if (!final && run->total_known && run->done > 0 && run->done < run->total)
+    hms (elapsed / run->done * (run->total - run->done), "ETA ", eta,
+         sizeof eta);
+  else if (!final)
+    snprintf (eta, sizeof eta, "ETA -:--:--");
+  if (final)
+    snprintf (text, sizeof text, "%u/%s done, %s %s %s", run->done, total,
+              bytes, rate_s, eta);
+  else
+    snprintf (text, sizeof text, "%u/%s done, %u running, %s %s %s",
+              run->done, total, run->running, bytes, rate_s, eta);
+  len = strlen (text);
+
+  /* A bar of the inputs done, when there is room and a total. */
+  if (run->total_known && width >= len + 3 + BAR_MIN) {
+    const size_t cells = MIN (width - len - 3, (size_t) BAR_MAX);
+    const size_t filled = run->total
+      ? (size_t) ((double) run->done * cells / run->total) : cells;
+    out[n++] = '[';
+    for (size_t i = 0; i < cells; i++)
+      out[n++] = i < filled ? '#' : '.';
+    out[n++] = ']';
+    out[n++] = ' ';
+  }
+  len = MIN (len, width - n);
+  memcpy (out + n, text, len);
+  n += len;
+  out[n] = '\0';
+  return n;
+}
+
+/* An input's line in the block: its bar, by image bytes. */
+static size_t
+input_line (const struct progress_input *in, char *out, size_t width)
+{
+  const double elapsed = now () - in->start;
+  const double rate = elapsed > 0 ? in->done / elapsed : 0;
+  const uint64_t left = in->total - MIN (in->done, in->total);
+  char rate_s[RATE_COLS], eta[ETA_COLS];
+  int percent = in->total ? 100.0 * MIN (in->done, in->total) / in->total : 0;
+
+  rate_and_eta (rate, left, elapsed, false, rate_s, eta);
+  /* Its size not known yet (the job is connecting): no time left. */
+  if (in->total == 0)
+    snprintf (eta, sizeof eta, "%11s", "ETA -:--:--");
+  return bar_line (in->name, out, width, MIN (percent, 99), rate_s, eta);
+}
+
+void
+progress_run_erase (void)
+{
+  if (run_screen.lines == 0)
+    return;
+  if (cursor_moves ()) {
+    if (run_screen.lines > 1)
+      fprintf (stderr, "\r\x1b[%zuA\x1b[J", run_screen.lines - 1);
+    else
+      fputs ("\r\x1b[K", stderr);
+  }
+  else
+    fprintf (stderr, "\r%*s\r", (int) run_screen.last_len, "");
+  fflush (stderr);
+  run_screen.lines = 0;
+  run_screen.last_len = 0;
+}
+
+void
+progress_run_draw (const struct progress_run *run,
+                   const struct progress_input *inputs, size_t n,
+                   bool final)
+{
+  const size_t width = MIN (terminal_columns () - 1, (size_t) LINE_MAX_COLS);
+  const bool block = cursor_moves ();
+  const size_t rows = block ? terminal_rows () : 0;
+  const size_t shown = final || rows < 3 ? 0 : MIN (n, rows - 2);
+  const size_t before = run_screen.lines;
+  char line[LINE_MAX_COLS + 1];
+  size_t len;
+
+  if (stop_signal ())
+    return;
+  if (opts->progress_fd >= 0) {
+    int percent = -1;
+    if (final)
+      percent = 100;
+    else if (run->total_known)
+      percent = run->total ? 100.0 * MIN (run->done, run->total) / run->total
+        : 100;
+    if (percent >= 0 && percent != run_screen.last_percent) {
+      dprintf (opts->progress_fd, "%d/100\n", percent);
+      run_screen.last_percent = percent;
+    }
+  }
+  if (!opts->progress_bar)
+    return;
+
+  if (block) {
+    /* Back to the block's first line; the rest is cleared below. */
+    if (before > 1)
+      fprintf (stderr, "\r\x1b[%zuA", before - 1);
+    else
+      fputc ('\r', stderr);
+  }
+  else
+    fputc ('\r', stderr);
+  len = run_line (run, final, line, width);
+  fwrite (line, 1, len, stderr);
+  if (block)
+    fputs ("\x1b[K", stderr);
+  else {
+    /* Cover what is left of a longer line before it. */
+    for (size_t i = len; i < MIN (run_screen.last_len, width); i++)
+      fputc (' ', stderr);
+  }
+  run_screen.last_len = len;
+  for (size_t i = 0; i < shown; i++) {
+    len = input_line (&inputs[i], line, width);
+    fputc ('\n', stderr);
+    fwrite (line, 1, len, stderr);
+    fputs ("\x1b[K", stderr);
+  }
+  if (block && shown + 1 < before)
+    fputs ("\x1b[J", stderr);
+  run_screen.lines = 1 + shown;
+  if (final) {
+    fputc ('\n', stderr);
+    run_screen.lines = 0;
+    run_screen.last_len = 0;
+  }
+  fflush (stderr);
+}
+
+void
+progress_run_abandon (void)
+{
+  if (run_screen.lines && opts->progress_bar)
+    fputc ('\n', stderr);
+  run_screen.lines = 0;
+  run_screen.last_len = 0;
 }

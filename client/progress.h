@@ -65,4 +65,41 @@ extern void progress_add_range (struct progress *p, uint64_t offset,
 /* Report p, at the end when final is true. */
 extern void progress_update (struct progress *p, bool final);
 
+/* -j: in a job, progress_update hands image bytes done and the image's
+ * size to fn instead of drawing anything (fn NULL: draw again).
+ */
+typedef void progress_reporter (uint64_t done, uint64_t total, bool final);
+extern void progress_report_to (progress_reporter *fn);
+
+/* -j: the run, several inputs hashed at once. */
+struct progress_run {
+  unsigned done;                /* inputs done */
+  unsigned total;               /* inputs in all, if total_known */
+  bool total_known;             /* -c: once the files are read */
+  unsigned running;             /* inputs being hashed */
+  uint64_t bytes;               /* image bytes done, holes included */
+  double start;
+};
+/* An input being hashed, as its job last reported it. */
+struct progress_input {
+  const char *name;
+  uint64_t done, total;         /* image bytes, holes included */
+  double start;
+};
+/* Draw the run, as -p and --progress=FD say: with -p on a terminal, a
+ * line for the run and, where the terminal moves its cursor and has
+ * the rows, one per input of inputs[n] below it, redrawn in place; on
+ * --progress=FD, "N/100" lines of the inputs done, once their number
+ * is known.  final: the run is over; its line stays.
+ */
+extern void progress_run_draw (const struct progress_run *run,
+                               const struct progress_input *inputs,
+                               size_t n, bool final);
+/* Take the drawing off the terminal before other output is written
+ * there; the next progress_run_draw puts it back.
+ */
+extern void progress_run_erase (void);
+/* Interrupted: leave the drawing as it is and go to the next line. */
+extern void progress_run_abandon (void);
+
 #endif /* NBDSUM_PROGRESS_H */

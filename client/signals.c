@@ -75,6 +75,15 @@ catch_stop_signals (void)
   }
 }
 
+void
+stop_signals_renew (void)
+{
+  if (pipe2 (stop_pipe, O_CLOEXEC | O_NONBLOCK) == -1) {
+    fprintf (stderr, "%s: pipe2: %m\n", progname);
+    _exit (EXIT_FAILURE);
+  }
+}
+
 int
 stop_signal (void)
 {

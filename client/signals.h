@@ -17,6 +17,12 @@
 
 /* Install the handlers (exits on failure). */
 extern void catch_stop_signals (void);
+/* In a child process that keeps the handlers (a -j job), with the
+ * handled signals blocked since before fork and the inherited pipe's
+ * descriptors closed: a pipe of its own, so that its signals wake it
+ * and not its parent (exits on failure).
+ */
+extern void stop_signals_renew (void);
 /* The signal caught, or 0. */
 extern int stop_signal (void);
 /* Readable once a signal was caught (-1 before they are handled). */

@@ -115,7 +115,7 @@ echo "== check-sanitizers: unit tests, fuzz drivers, nbdsum suites (ASan, UBSan)
     tap "${t##*/}" "$build/$t"
   done
   for s in nbdsum-options nbdsum-inputs nbdsum-views nbdsum-hostile nbdsum-signals \
-           nbdsum-check nbdsum-json nbdsum-diff nbdsum-since; do
+           nbdsum-check nbdsum-json nbdsum-diff nbdsum-since nbdsum-jobs; do
     tap "$s.bats" bats --tap "$build/tests/$s.bats"
   done
   echo "$passed $failed $skipped" > "$logs/counts"
