@@ -261,17 +261,20 @@ descendants () {
 # behind, and no file in its TMPDIR.  Sets rc; the processes that ran
 # under it are in procs ("PID ARGS" lines).
 interrupt () {
-  local sig=$1 pid i p t0
+  local sig=$1 pid i p t0 ms
   shift
   tmp=$(mktemp -d "$BATS_TEST_TMPDIR/tmp.XXXXXX")
   TMPDIR=$tmp env --default-signal=HUP,INT,PIPE,TERM \
     "$NBDSUM" "$@" > out 2> err 3>&- &
   pid=$!
   : > procs
-  for ((i = 0; i < 40; i++)); do
+  # By the clock, not by rounds: listing the processes may be slow.
+  t0=$(date +%s%N)
+  for ((i = 0; i < 400; i++)); do
     sleep 0.05
     descendants "$pid" >> procs
-    [ -s out ] && [ "$i" -ge 20 ] && break
+    ms=$((($(date +%s%N) - t0) / 1000000))
+    { [ -s out ] && [ "$ms" -ge 1000 ]; } || [ "$ms" -ge 2000 ] && break
   done
   t0=$(date +%s%N)
   kill -s "$sig" "$pid"
@@ -293,7 +296,8 @@ interrupt () {
 }
 
 # Inputs that take a while: a fast host first, then hosts whose reads
-# of slow.img (8 MiB of data) take 500 ms each, one request at a time
+# of slow.img (8 MiB of data) take 1.5 s each (6 s an input, far more
+# than the 2 s before the signal on a loaded machine), one request at a time
 # (nbdkit 1.32 aborts when a client vanishes under requests on several
 # threads), and the same image served by private nbdkits; twice.
 # $names: each input's name as nbdsum prints it.
@@ -304,11 +308,11 @@ slow_inputs () {
   inputs+=("$uri") names+=("$uri")
   for i in 1 2; do
     start_server "slow$i" "${KILLED_CLIENT_OPTS[@]}" --filter=delay \
-      file "$BATS_FILE_TMPDIR/slow.img" rdelay=500ms
+      file "$BATS_FILE_TMPDIR/slow.img" rdelay=1500ms
     inputs+=("$uri") names+=("$uri")
   done
   cmd=(nbdkit "${KILLED_CLIENT_OPTS[@]}" --filter="$BLKHASH_FILTER"
-       --filter=delay file "$BATS_FILE_TMPDIR/slow.img" rdelay=500ms)
+       --filter=delay file "$BATS_FILE_TMPDIR/slow.img" rdelay=1500ms)
   for i in 1 2; do
     inputs+=("[" "${cmd[@]}" "]") names+=("[ ${cmd[*]} ]")
   done
