@@ -61,6 +61,7 @@ blkhash_load (void)
 {
   const long cpus = MAX (sysconf (_SC_NPROCESSORS_ONLN), 1L);
 
+  blkhash_order_loaded ();
   if (blkhash_hasher_init () == -1 || blkhash_readahead_init (cpus) == -1)
     exit (EXIT_FAILURE);
   blkhash_exports_init ();

@@ -67,8 +67,10 @@ extern const struct blk_params *blkhash_params_get (const char *what,
 extern void blkhash_params_free_all (void);
 
 /* order.c: refuse to start behind a filter that would see the views as
- * data (0, or -1 with nbdkit_error called).
+ * data (0, or -1 with nbdkit_error called), once every filter is
+ * loaded; blkhash_order_loaded is called by each .load.
  */
+extern void blkhash_order_loaded (void);
 extern int blkhash_order_check (void);
 
 /* exports.c: the shared state of each export (name and size) and its

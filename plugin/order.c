@@ -7,17 +7,34 @@
  * same plugin.  One that keeps data (cache, cow, readahead) can serve
  * view bytes as image data or write them back into the image, and one
  * that makes exports writable (cow) makes the views writable; one that
- * changes bytes, sizes or names (offset, partition, truncate, ...)
- * makes the view describe something else than its data export.  So
- * blkhash must come first, behind only filters that pass requests
+ * changes bytes, sizes or names (offset, partition, truncate, qcow2dec,
+ * ...) makes the view describe something else than its data export.
+ * So blkhash must come first, behind only filters that pass requests
  * through unchanged.
  *
- * nbdkit tells a filter nothing of the filters in front of it, but
- * they are on nbdkit's command line, in order, outermost first: read
- * in /proc/self/cmdline.  Without it (not Linux) nothing is checked.
+ * nbdkit tells a filter nothing of the filters in front of it, and its
+ * command line says only how they were spelt (--fi=cache, a path, a
+ * renamed copy).  What they are is in the process: nbdkit dlopen()s
+ * the plugin, then the filters innermost first (it prepends each
+ * --filter to a list, then wraps the plugin in list order), so in the
+ * dynamic linker's list of objects, in load order, every filter
+ * loaded after blkhash's own object is in front of it.  Each filter
+ * exports filter_init (NBDKIT_REGISTER_FILTER), which returns its
+ * struct nbdkit_filter, whose name is what the filter is.  blkhash
+ * finds its own object by the address of its code, not by file name.
+ *
+ * One case the list cannot show: a filter given twice is loaded once,
+ * at its innermost place.  nbdkit calls .load once per --filter, so
+ * blkhash counts its own; for the others, the number of --filter
+ * options on the command line (/proc/self/cmdline) against the filters
+ * loaded says whether one is given twice, and then a filter behind
+ * blkhash that does not pass requests through might also be in front:
+ * refused.  Whatever cannot be decided is refused, never passed.
  */
 #include <config.h>
 
+#include <dlfcn.h>
+#include <link.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,42 +50,125 @@ static const char *const pass_through[] = {
   "noparallel", "rate", "stats", NULL,
 };
 
-/* nbdkit's name for a --filter argument: "cache" for "cache" and
- * for ".../nbdkit-cache-filter.so".  Returns a pointer into buf.
- */
-static const char *
-filter_name (const char *arg, char *buf, size_t size)
-{
-  const char *base = strrchr (arg, '/');
-  size_t len;
+#define PASS_THROUGH_LIST \
+  "delay, error, exitlast, exitwhen, ip, limit, log, noparallel, rate " \
+  "and stats"
 
-  base = base ? base + 1 : arg;
-  snprintf (buf, size, "%s", base);
-  len = strlen (buf);
-  if (len > 10 && strcmp (buf + len - 10, "-filter.so") == 0)
-    buf[len - 10] = '\0';
-  if (strncmp (buf, "nbdkit-", 7) == 0)
-    return buf + 7;
-  return buf;
+/* How many times nbdkit registered blkhash (its .load). */
+static unsigned registrations;
+
+void
+blkhash_order_loaded (void)
+{
+  registrations++;
 }
 
-/* The value of a --filter option at argument i of argv (n of them),
- * getopt's way: "--filter=X", "--filter X", or an unambiguous
- * abbreviation ("--filt=X").  NULL if argument i is not one.
+/* A loaded object, from the dynamic linker's list. */
+struct object {
+  char *path;                   /* as the linker has it; "" for nbdkit */
+  ElfW(Addr) base;
+  const ElfW(Phdr) *phdr;
+  ElfW(Half) phnum;
+};
+
+struct objects {
+  struct object *v;
+  size_t n, cap;
+  bool failed;
+};
+
+static int
+collect (struct dl_phdr_info *info, size_t size, void *opaque)
+{
+  struct objects *o = opaque;
+  struct object *v;
+
+  if (o->n == o->cap) {
+    o->cap = o->cap ? o->cap * 2 : 64;
+    v = realloc (o->v, o->cap * sizeof *v);
+    if (v == NULL)
+      goto failed;
+    o->v = v;
+  }
+  v = &o->v[o->n];
+  v->path = strdup (info->dlpi_name ? info->dlpi_name : "");
+  if (v->path == NULL)
+    goto failed;
+  v->base = info->dlpi_addr;
+  v->phdr = info->dlpi_phdr;
+  v->phnum = info->dlpi_phnum;
+  o->n++;
+  return 0;
+
+ failed:
+  o->failed = true;
+  return 1;
+}
+
+static void
+objects_free (struct objects *o)
+{
+  for (size_t i = 0; i < o->n; i++)
+    free (o->v[i].path);
+  free (o->v);
+}
+
+/* Whether address p is in one of object's loaded segments. */
+static bool
+contains (const struct object *obj, const void *p)
+{
+  const ElfW(Addr) a = (ElfW(Addr)) p;
+
+  for (ElfW(Half) i = 0; i < obj->phnum; i++) {
+    const ElfW(Phdr) *ph = &obj->phdr[i];
+    if (ph->p_type == PT_LOAD &&
+        a >= obj->base + ph->p_vaddr &&
+        a - (obj->base + ph->p_vaddr) < ph->p_memsz)
+      return true;
+  }
+  return false;
+}
+
+/* Symbol sym if the object defines it itself (not a library it
+ * uses): 0 with *p set (NULL if it does not), -1 if the object cannot
+ * be looked at.
+ */
+static int
+own_symbol (const struct object *obj, const char *sym, void **p)
+{
+  void *h;
+
+  *p = NULL;
+  if (obj->path[0] == '\0')
+    return -1;
+  h = dlopen (obj->path, RTLD_NOLOAD | RTLD_LAZY);
+  if (h == NULL)
+    return -1;
+  *p = dlsym (h, sym);
+  dlclose (h);
+  if (*p && !contains (obj, *p))
+    *p = NULL;
+  return 0;
+}
+
+/* What a filter object is: its struct nbdkit_filter's name, or NULL
+ * if it does not look like a filter of this nbdkit (which nbdkit would
+ * not have registered).
  */
 static const char *
-filter_option (char **argv, size_t n, size_t *i)
+filter_name (void *filter_init)
 {
-  const char *a = argv[*i];
-  const size_t len = strcspn (a, "=");
+  struct nbdkit_filter *(*init) (void) =
+    (struct nbdkit_filter *(*) (void)) filter_init;
+  const struct nbdkit_filter *f = init ();
 
-  if (len < 5 || strncmp (a, "--filter", len) != 0)
+  /* nbdkit guarantees only these two fields' place, and registers a
+   * filter only if they match its own: then the rest is ours too.
+   */
+  if (f == NULL || f->_api_version != NBDKIT_FILTER_API_VERSION ||
+      f->_version == NULL || strcmp (f->_version, NBDKIT_VERSION_STRING) != 0)
     return NULL;
-  if (a[len] == '=')
-    return a + len + 1;
-  if (*i + 1 < n)
-    return argv[++*i];
-  return NULL;
+  return f->name;
 }
 
 static bool
@@ -80,62 +180,166 @@ passes_through (const char *name)
   return false;
 }
 
-/* Split the NUL-separated arguments of /proc/self/cmdline. */
-static size_t
-split_args (char *buf, size_t len, char ***argv)
+/* The number of --filter options on nbdkit's command line, as getopt
+ * reads it: any unambiguous abbreviation ("--fi=X", "--filt X"), up to
+ * "--".  -1 if the command line cannot be read.
+ */
+static int
+count_filter_options (void)
 {
-  size_t n = 0, i;
+  CLEANUP_FREE char *buf = NULL;
+  size_t size = 0, len = 0, i;
+  FILE *fp;
+  int n = 0;
 
-  for (i = 0; i < len; i++)
-    n += buf[i] == '\0';
-  *argv = malloc ((n + 1) * sizeof **argv);
-  if (*argv == NULL)
-    return 0;
-  n = 0;
-  for (i = 0; i < len; i += strlen (buf + i) + 1)
-    (*argv)[n++] = buf + i;
+  fp = fopen ("/proc/self/cmdline", "re");
+  if (fp == NULL)
+    return -1;
+  for (;;) {
+    char *p;
+    if (len == size) {
+      size = size ? size * 2 : 4096;
+      p = realloc (buf, size);
+      if (p == NULL) {
+        fclose (fp);
+        return -1;
+      }
+      buf = p;
+    }
+    i = fread (buf + len, 1, size - len, fp);
+    if (i == 0)
+      break;
+    len += i;
+  }
+  if (ferror (fp) || len == 0 || buf[len - 1] != '\0') {
+    fclose (fp);
+    return -1;
+  }
+  fclose (fp);
+
+  /* argv[0], then each argument. */
+  for (i = strlen (buf) + 1; i < len; i += strlen (buf + i) + 1) {
+    const char *a = buf + i;
+    size_t name_len;
+
+    if (strcmp (a, "--") == 0)
+      break;
+    if (strncmp (a, "--", 2) != 0)
+      continue;
+    name_len = strcspn (a + 2, "=");
+    /* nbdkit refused any abbreviation that is not only --filter's. */
+    if (name_len == 0 || name_len > 6 || strncmp (a + 2, "filter", name_len))
+      continue;
+    n++;
+    if (a[2 + name_len] == '\0' && i + strlen (a) + 1 < len)
+      i += strlen (a) + 1;      /* its value: "--filter X" */
+  }
   return n;
+}
+
+static void
+refuse_in_front (const char *name, const char *path)
+{
+  nbdkit_error ("blkhash: the %s filter (%s) is in front of blkhash: it "
+                "would see the views as data (serving view bytes as image "
+                "data, writing them into the image, making views writable, "
+                "or describing other bytes than the export's).  Give "
+                "--filter=blkhash before it on the command line; only "
+                PASS_THROUGH_LIST " may come before blkhash.", name, path);
 }
 
 int
 blkhash_order_check (void)
 {
-  CLEANUP_FREE char *buf = NULL;
-  CLEANUP_FREE char **argv = NULL;
-  size_t size = 0, len, n;
-  FILE *fp;
-  char name[256];
+  struct objects o = { 0 };
+  size_t self = 0, plugin = 0, i;
+  const char *behind = NULL;    /* a filter behind that changes things */
+  unsigned filters = 0;
+  int options, ret = -1;
 
-  fp = fopen ("/proc/self/cmdline", "re");
-  if (fp == NULL) {
-    nbdkit_debug ("blkhash: cannot read nbdkit's command line (%m): the "
-                  "order of filters is not checked");
-    return 0;
+  if (registrations > 1) {
+    nbdkit_error ("blkhash: --filter=blkhash is given more than once: one "
+                  "would be in front of the other.  Give it once.");
+    return -1;
   }
-  len = getdelim (&buf, &size, EOF, fp);
-  fclose (fp);
-  if (len == (size_t) -1 || len == 0)
-    return 0;
-  n = split_args (buf, buf[len - 1] == '\0' ? len : len + 1, &argv);
 
-  for (size_t i = 1; i < n; i++) {
-    const char *arg = filter_option (argv, n, &i);
-    const char *f;
-    if (arg == NULL)
+  dl_iterate_phdr (collect, &o);
+  if (o.failed) {
+    nbdkit_error ("blkhash: out of memory");
+    goto out;
+  }
+  while (self < o.n && !contains (&o.v[self], (void *) blkhash_order_check))
+    self++;
+  for (plugin = 0; plugin < self; plugin++) {
+    void *init;
+    if (own_symbol (&o.v[plugin], "plugin_init", &init) == 0 && init)
+      break;
+  }
+  if (self == o.n || plugin == self) {
+    nbdkit_error ("blkhash: cannot find %s among the loaded objects, so "
+                  "cannot check which filters are in front of blkhash",
+                  self == o.n ? "blkhash itself" : "nbdkit's plugin");
+    goto out;
+  }
+
+  /* The filters between the plugin and blkhash are behind it, those
+   * after it in front.  Libraries without filter_init are not filters.
+   */
+  for (i = plugin + 1; i < o.n; i++) {
+    void *init;
+    const char *name;
+
+    filters += i == self;
+    if (i == self)
       continue;
-    f = filter_name (arg, name, sizeof name);
-    if (strcmp (f, "blkhash") == 0)
-      return 0;
-    if (!passes_through (f)) {
-      nbdkit_error ("blkhash: --filter=%s is in front of --filter=blkhash: "
-                    "it would see the views as data (serving view bytes "
-                    "as image data, writing them into the image, making "
-                    "views writable, or describing other bytes than the "
-                    "export's).  Give --filter=blkhash first; only "
-                    "delay, error, exitlast, exitwhen, ip, limit, log, "
-                    "noparallel, rate and stats may come before it.", f);
-      return -1;
+    if (own_symbol (&o.v[i], "filter_init", &init) == -1) {
+      nbdkit_error ("blkhash: cannot tell whether %s, loaded after nbdkit's "
+                    "plugin, is a filter, and where it is",
+                    o.v[i].path[0] ? o.v[i].path : "an unnamed object");
+      goto out;
     }
+    if (init == NULL)
+      continue;
+    filters++;
+    name = filter_name (init);
+    if (name == NULL) {
+      nbdkit_error ("blkhash: cannot tell which filter %s is (it is not "
+                    "built for nbdkit %s)", o.v[i].path,
+                    NBDKIT_VERSION_STRING);
+      goto out;
+    }
+    nbdkit_debug ("blkhash: the %s filter (%s) is %s blkhash", name,
+                  o.v[i].path, i < self ? "behind" : "in front of");
+    if (passes_through (name))
+      continue;
+    if (i > self) {
+      refuse_in_front (name, o.v[i].path);
+      goto out;
+    }
+    if (behind == NULL)
+      behind = name;
   }
-  return 0;
+
+  /* A filter given twice is loaded once, behind blkhash if either of
+   * its places is: only the command line can tell.
+   */
+  options = count_filter_options ();
+  if (behind && options != (int) filters) {
+    if (options == -1)
+      nbdkit_error ("blkhash: the %s filter is behind blkhash, and nbdkit's "
+                    "command line cannot be read to check that it is not "
+                    "also given in front of it", behind);
+    else
+      nbdkit_error ("blkhash: the %s filter is behind blkhash, and there "
+                    "are %d --filter options for %u filters: one is given "
+                    "more than once, and blkhash cannot tell whether %s is "
+                    "also in front of it.  Give each filter once.",
+                    behind, options, filters, behind);
+    goto out;
+  }
+  ret = 0;
+
+ out:
+  objects_free (&o);
+  return ret;
 }

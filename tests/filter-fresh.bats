@@ -10,7 +10,9 @@
 # failed on the filter before sessions (exports.c) and the blkhash-file
 # rules of results.c; those four pin what must stay: blkhash-cache=true
 # reuses digests, pass-through filters may sit in front, cache and cow
-# may sit behind, the file's mode.
+# may sit behind, the file's mode.  The filter order tests that judge
+# spellings, renamed files and filters given twice failed on 90ab42e,
+# which read the order from the command line's spelling.
 #
 #   FRESH_WRITES=N   outside writes per run (default 12; 200 long)
 #   FRESH_NAMES=N    export names opened (default 1500; 5000 long)
@@ -323,31 +325,134 @@ $x  x"
   wait_for_line "$sums" "$(reference sha256 65536 now.img)  -"
 }
 
+# nbdkit's filter directory, and a filter of it.
+filterdir () {
+  pkg-config --variable=filterdir nbdkit
+}
+
+# refused_naming F NBDKIT-ARGS...: nbdkit serving the image with these
+# arguments (getopt takes options after the plugin's name too) refuses
+# to start, naming filter F as in front of blkhash.
+refused_naming () {
+  local f=$1
+  shift
+  run nbdkit -U - file "$img" "$@" --run '"$NBDSUM" "$uri"'
+  echo "$*: $status: $output"
+  [ "$status" -ne 0 ]
+  [[ "$output" = *"the $f filter ("*") is in front of blkhash"* ]]
+  # Not a line of nbdsum's: nothing was served.
+  [[ "$output" != *nbd+unix* ]]
+}
+
+# served_right NBDKIT-ARGS...: nbdkit with these arguments serves the
+# image, and nbdsum through it prints its reference checksum.
+served_right () {
+  run nbdkit -U - file "$img" "$@" --run '"$NBDSUM" "$uri"'
+  echo "$*: $status: $output"
+  [ "$status" -eq 0 ]
+  [ "$(sum_hex "${lines[-1]}")" = "$(reference sha256 65536 "$img")" ]
+}
+
 @test "filter-fresh: filters that would see the views as data may not sit in front" {
   local f
   for f in cache cow readahead offset truncate; do
-    run nbdkit -U - --filter=$f --filter="$BLKHASH_FILTER" file "$img" \
-      --run true
-    echo "$f: $status: $output"
-    [ "$status" -ne 0 ]
-    [[ "$output" = *"--filter=$f is in front of --filter=blkhash"* ]]
+    refused_naming "$f" --filter=$f --filter="$BLKHASH_FILTER"
   done
-  # The other spelling of the option, and a path.
-  run nbdkit -U - --filter "$(pkg-config --variable=filterdir nbdkit)/nbdkit-cow-filter.so" \
-    --filter "$BLKHASH_FILTER" file "$img" --run true
-  [ "$status" -ne 0 ]
-  [[ "$output" = *"--filter=cow is in front"* ]]
+}
+
+# nbdkit takes any unambiguous abbreviation of --filter, its value in
+# the next argument, a path, and any file name: what counts is the
+# filter's own name (its struct nbdkit_filter), not the spelling.
+@test "filter-fresh: every spelling of --filter is judged by what the filter is" {
+  local dir="$BATS_TEST_TMPDIR/f"
+  mkdir "$dir"
+  cp "$(filterdir)/nbdkit-cache-filter.so" "$dir/nbdkit-delay-filter.so"
+  ln -s "$(filterdir)/nbdkit-cache-filter.so" "$dir/log.so"
+  refused_naming cache --fi=cache --filter="$BLKHASH_FILTER"
+  refused_naming cache --filt cache --filter="$BLKHASH_FILTER"
+  refused_naming cache --filter "$(filterdir)/nbdkit-cache-filter.so" \
+    --filter "$BLKHASH_FILTER"
+  # A copy of the cache filter under the delay filter's name, by path,
+  # relative, and a symbolic link.
+  refused_naming cache --filter="$dir/nbdkit-delay-filter.so" \
+    --filter="$BLKHASH_FILTER"
+  refused_naming cache --filter=./f/nbdkit-delay-filter.so \
+    --filter="$BLKHASH_FILTER"
+  refused_naming cache --filter="$dir/log.so" --filter="$BLKHASH_FILTER"
+  # Options after the plugin's name are options too.
+  refused_naming cache --filter=log --filter=cache \
+    --filter="$BLKHASH_FILTER" logfile=/dev/null
+}
+
+@test "filter-fresh: blkhash knows itself whatever its file is called" {
+  local dir="$BATS_TEST_TMPDIR/f"
+  mkdir "$dir"
+  cp "$BLKHASH_FILTER" "$dir/bh.so"
+  cp "$BLKHASH_FILTER" "$dir/nbdkit-blkhash-filter.so.1"
+  ln -s "$BLKHASH_FILTER" "$dir/nbdkit-cache-filter.so"
+  served_right --filter="$dir/bh.so"
+  served_right --filter="$dir/nbdkit-blkhash-filter.so.1"
+  served_right --filter=./f/bh.so --filter=cow
+  served_right --filter=log --fi "$dir/nbdkit-cache-filter.so" \
+    logfile=/dev/null
+  # A copy of the delay filter under the cache filter's name passes.
+  cp "$(filterdir)/nbdkit-delay-filter.so" "$dir/nbdkit-cache-filter.so.1"
+  served_right --filter="$dir/nbdkit-cache-filter.so.1" --filt "$dir/bh.so" \
+    rdelay=1ms
 }
 
 @test "filter-fresh: filters that pass requests through may sit in front" {
-  local want
-  want=$(reference sha256 65536 "$img")
-  run nbdkit -U - --filter=log --filter=stats --filter=delay \
-    --filter="$BLKHASH_FILTER" file "$img" logfile=/dev/null \
-    statsfile=/dev/null rdelay=1ms --run '"$NBDSUM" "$uri"'
+  served_right --filter=log --filter=stats --filter=delay \
+    --filter="$BLKHASH_FILTER" logfile=/dev/null statsfile=/dev/null \
+    rdelay=1ms
+  served_right --filter=delay --filter="$BLKHASH_FILTER" rdelay=1ms
+  # Given twice, in front and behind: still a pass-through filter.
+  served_right --filter=delay --filter="$BLKHASH_FILTER" --filter=delay \
+    rdelay=1ms
+}
+
+# A filter given twice is loaded once, at its innermost place: blkhash
+# cannot see a second place in front of it.
+@test "filter-fresh: blkhash given twice, or a filter given twice with one behind that changes data, is refused" {
+  run nbdkit -U - --filter="$BLKHASH_FILTER" --filter="$BLKHASH_FILTER" \
+    file "$img" --run true
+  echo "$output"
+  [ "$status" -ne 0 ]
+  [[ "$output" = *"--filter=blkhash is given more than once"* ]]
+  run nbdkit -U - --filter=cow --filter="$BLKHASH_FILTER" --filter=cow \
+    file "$img" --run true
+  echo "$output"
+  [ "$status" -ne 0 ]
+  [[ "$output" = *"the cow filter is behind blkhash, and there are 3 --filter options for 2 filters: one is given more than once"* ]]
+  # The cache filter behind, and through a symbolic link (the same
+  # object) in front.
+  ln -s "$(filterdir)/nbdkit-cache-filter.so" log.so
+  run nbdkit -U - --filter=./log.so --filter="$BLKHASH_FILTER" \
+    --filter=cache file "$img" --run true
+  echo "$output"
+  [ "$status" -ne 0 ]
+  [[ "$output" = *"the cache filter is behind blkhash, and there are 3 --filter options for 2 filters: one is given more than once"* ]]
+  # A renamed copy of blkhash in front of blkhash is another filter.
+  cp "$BLKHASH_FILTER" bh.so
+  refused_naming blkhash --filter=./bh.so --filter="$BLKHASH_FILTER"
+}
+
+# nbdkit 1.36 added qcow2dec: it changes bytes and size, so it may sit
+# behind blkhash (listed after it), never in front.
+@test "filter-fresh: qcow2dec behind blkhash hashes the guest content; in front it is refused" {
+  [ -e "$(filterdir)/nbdkit-qcow2dec-filter.so" ] ||
+    skip "nbdkit $(nbdkit --version | awk '{ print $2 }') has no qcow2dec filter (added in 1.36)"
+  qemu-img convert -f raw -O qcow2 "$img" disk.qcow2
+  run nbdkit -U - --filter=qcow2dec --filter="$BLKHASH_FILTER" \
+    file disk.qcow2 --run true
+  echo "$output"
+  [ "$status" -ne 0 ]
+  [[ "$output" = *"the qcow2dec filter ("*") is in front of blkhash"* ]]
+  run nbdkit -U - --filter="$BLKHASH_FILTER" --filter=qcow2dec \
+    file disk.qcow2 --run '"$NBDSUM" "$uri"'
   echo "$output"
   [ "$status" -eq 0 ]
-  [ "$(sum_hex "${lines[-1]}")" = "$want" ]
+  [ "$(sum_hex "${lines[-1]}")" = "$(reference sha256 65536 "$img")" ]
 }
 
 @test "filter-fresh: cache and cow behind blkhash: data stays data, views stay read-only" {

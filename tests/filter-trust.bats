@@ -3,10 +3,11 @@
 # SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
 # Trust defects of the filter, one test (or more) per defect: a crash,
 # a stale blkhash-file, views of views, lock-out by views, large
-# exports, an unbounded root read, bad parameters.  Each test failed on
-# the filter as of commit 8ffc4c5 (the failure modes are in the commit
-# message that added this file); they are the regression tests of the
-# fixes.  Expected values come from tests/reference.py on the image.
+# exports, an unbounded root read, bad parameters, the filter order
+# judged by its spelling.  Each test failed on the filter as of commit
+# 8ffc4c5 (the failure modes are in the commit message that added this
+# file), 8 on 90ab42e; they are the regression tests of the fixes.
+# Expected values come from tests/reference.py on the image.
 
 load "$top_srcdir/tests/helpers"
 load "$top_srcdir/tests/servers"
@@ -404,4 +405,19 @@ print(h.pread(32, 4096).hex())' "$(uri_of @blkhash)"
   echo "$output"
   [ "$status" -ne 0 ]
   [[ "$output" = *blkhash-cache* ]]
+}
+
+# 8. The filter order was judged by spelling: nbdkit takes --fi=cache
+# for --filter=cache, and the cache filter in front served the view's
+# bytes as image data (a copy began with BLKHASH1, nbdsum printed a
+# wrong checksum, exit 0).
+@test "filter-trust: --fi=cache in front of blkhash is refused, never a wrong checksum" {
+  cd "$BATS_TEST_TMPDIR"
+  run nbdkit -U - --fi=cache --filter="$BLKHASH_FILTER" file "$small" \
+    cache-on-read=true --run 'nbdcopy "$uri" copy.img; "$NBDSUM" "$uri"'
+  echo "$output"
+  [ "$status" -ne 0 ]
+  [[ "$output" = *"the cache filter ("*") is in front of blkhash"* ]]
+  [ ! -e copy.img ]
+  [[ "$output" != *nbd+unix* ]]
 }
