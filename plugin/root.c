@@ -23,33 +23,39 @@
 
 /* The root is completed in steps of this much image. */
 #define ROOT_STEP_BYTES (UINT64_C (64) * 1024 * 1024)
-/* How long a completion for blkhash-file goes on once nbdkit is asked
- * to exit: nbdkit --run sends its SIGTERM as soon as the command ends,
- * racing with the last client's disconnect.
+/* How long a completion for blkhash-file goes on before it asks
+ * whether nbdkit is exiting: nbdkit --run sends its SIGTERM as soon as
+ * the command ends, racing with the last client's disconnect.
  */
 #define EXIT_GRACE_NS (UINT64_C (10) * 1000 * 1000 * 1000)
 
-/* When a completion first saw nbdkit exiting (monotonic ns), or 0. */
-static _Atomic uint64_t exit_seen_ns;
+/* A completion has seen nbdkit exiting: the others need not ask. */
+static atomic_bool exit_seen;
 
-/* Should long work stop?  With grace, only EXIT_GRACE_NS after nbdkit
- * was first seen exiting.  nbdkit has no call saying "nbdkit is
+/* Should long work stop?  nbdkit has no call saying "nbdkit is
  * exiting" or "the client has gone", but nbdkit_nanosleep returns -1
  * at once in either case (the client only on a thread serving that
- * connection), so a sleep of zero is a cheap probe between steps.
+ * connection), so a sleep of zero is a cheap probe between steps.  It
+ * also logs an error each time it returns -1, so only work that stops
+ * then asks: a completion (quiet_until, monotonic ns, not 0) asks only
+ * once its grace has passed, and not at all on a successful copy
+ * under nbdkit --run.
  */
 static bool
-stop_now (bool grace, int *err)
+stop_now (uint64_t quiet_until, int *err)
 {
+  if (quiet_until) {
+    if (blkhash_now_ns () < quiet_until)
+      return false;
+    if (atomic_load (&exit_seen))
+      goto stop;
+  }
   if (nbdkit_nanosleep (0, 0) == 0)
     return false;
-  if (grace) {
-    const uint64_t now = blkhash_now_ns ();
-    uint64_t seen = 0;
-    atomic_compare_exchange_strong (&exit_seen_ns, &seen, now);
-    if (now - atomic_load (&exit_seen_ns) < EXIT_GRACE_NS)
-      return false;
-  }
+  /* Off nbdkit's threads, the probe sees only nbdkit's exit. */
+  if (quiet_until)
+    atomic_store (&exit_seen, true);
+ stop:
   nbdkit_error ("blkhash: stopped computing digests: nbdkit is exiting or "
                 "the client has gone");
   *err = ESHUTDOWN;
@@ -59,7 +65,7 @@ stop_now (bool grace, int *err)
 bool
 blkhash_should_stop (int *err)
 {
-  return stop_now (false, err);
+  return stop_now (0, err);
 }
 
 /* The root from one pass over all blocks with a private outer hash,
@@ -69,7 +75,7 @@ blkhash_should_stop (int *err)
  */
 static int
 direct_root (nbdkit_next *next, struct blk_table *t, uint64_t step,
-             bool grace, uint8_t *root, int *err)
+             uint64_t quiet_until, uint8_t *root, int *err)
 {
   const struct blk_params *p = blk_table_params (t);
   const uint64_t nblocks = blk_table_blocks (t);
@@ -85,7 +91,7 @@ direct_root (nbdkit_next *next, struct blk_table *t, uint64_t step,
   }
   for (uint64_t b = 0; b < nblocks; b += step) {
     const uint64_t n = MIN (nblocks - b, step);
-    if (stop_now (grace, err) ||
+    if (stop_now (quiet_until, err) ||
         blkhash_compute (next, t, b, n, out, err) == -1)
       goto out;
     if (blk_root_add (&r, out, n) == -1)
@@ -113,7 +119,7 @@ struct root_job {
   nbdkit_next *next;
   struct blk_table *t;
   uint64_t step, nblocks;
-  bool grace;                   /* a completion: see stop_now */
+  uint64_t quiet_until;         /* a completion: see stop_now */
   pthread_mutex_t lock;         /* cursor, err */
   uint64_t cursor;
   int err;
@@ -150,7 +156,7 @@ root_job_work (struct root_job *j)
     }
     if (b >= j->nblocks)
       break;
-    if (stop_now (j->grace, &err) ||
+    if (stop_now (j->quiet_until, &err) ||
         blkhash_compute (j->next, j->t, b, n, NULL, &err) == -1) {
       root_job_fail (j, err);
       break;
@@ -177,14 +183,14 @@ root_job_thread (void *opaque)
  */
 static int
 root_job_run (nbdkit_next *next, struct blk_table *t, uint64_t step,
-              bool grace, int *err)
+              uint64_t quiet_until, int *err)
 {
   /* The scan starts where the first unknown block is: nothing to do
    * (the usual case after a client cached everything) starts no thread.
    */
   struct root_job j = {
     .next = next, .t = t, .step = step, .nblocks = blk_table_blocks (t),
-    .grace = grace, .cursor = blk_table_next_unknown (t, 0),
+    .quiet_until = quiet_until, .cursor = blk_table_next_unknown (t, 0),
   };
   pthread_t threads[BLKHASH_MAX_WORKERS];
   unsigned nthreads = 0, want = blkhash_workers;
@@ -210,7 +216,7 @@ root_job_run (nbdkit_next *next, struct blk_table *t, uint64_t step,
 }
 
 static int
-compute_root (nbdkit_next *next, struct blk_table *t, bool grace,
+compute_root (nbdkit_next *next, struct blk_table *t, uint64_t quiet_until,
               uint8_t *root, int *err)
 {
   const struct blk_params *p = blk_table_params (t);
@@ -220,12 +226,12 @@ compute_root (nbdkit_next *next, struct blk_table *t, bool grace,
 
   /* Usually once: compute what is missing and let the fold finish. */
   for (attempt = 0; attempt < 2; attempt++) {
-    if (root_job_run (next, t, step, grace, err) == -1)
+    if (root_job_run (next, t, step, quiet_until, err) == -1)
       return -1;
     /* What is left of the fold, in steps that can stop. */
     while ((f = blk_table_fold (t, true, BLKHASH_FOLD_BUDGET))
            == BLK_FOLD_MORE)
-      if (stop_now (grace, err))
+      if (stop_now (quiet_until, err))
         return -1;
     if (f == BLK_FOLD_FAILED)
       goto fold_failed;
@@ -236,7 +242,7 @@ compute_root (nbdkit_next *next, struct blk_table *t, bool grace,
   }
   nbdkit_debug ("blkhash: writes keep changing the image, computing the "
                 "root in one pass");
-  return direct_root (next, t, step, grace, root, err);
+  return direct_root (next, t, step, quiet_until, root, err);
 
  fold_failed:
   nbdkit_error ("blkhash: %s failed", p->digest.name);
@@ -248,7 +254,7 @@ int
 blkhash_compute_root (nbdkit_next *next, struct blk_table *t, uint8_t *root,
                       int *err)
 {
-  return compute_root (next, t, false, root, err);
+  return compute_root (next, t, 0, root, err);
 }
 
 struct detached {
@@ -263,13 +269,15 @@ detached_run (void *opaque)
 {
   struct detached *d = opaque;
 
-  d->r = compute_root (d->next, d->t, true, d->root, &d->err);
+  d->r = compute_root (d->next, d->t, blkhash_now_ns () + EXIT_GRACE_NS,
+                       d->root, &d->err);
   return NULL;
 }
 
 /* On a thread nbdkit did not create, nbdkit_nanosleep sees only
  * nbdkit's exit: a connection that is closing must not stop its own
- * completion, and nbdkit's exit stops it only after EXIT_GRACE_NS.
+ * completion, and nbdkit's exit stops it only EXIT_GRACE_NS after it
+ * started.
  * The caller waits, so the plugin sees one caller at a time as before.
  */
 int
