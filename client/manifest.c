@@ -179,7 +179,10 @@ parse_root (struct manifest *m)
 
 /* Fold an entry's digests, to check the root at the end.  Without a
  * root there is nothing to check: a zero run of an 8 TiB hole would
- * cost 4 GiB of hashing for nothing.
+ * cost 4 GiB of hashing for nothing.  A zero run is folded 16 KiB of
+ * digests at a time (microseconds), but a line can claim any length
+ * (64 TiB: 32 GiB of digests, many seconds): a signal stops it between
+ * two of those.
  */
 static int
 fold_entry (struct manifest *m, const struct entry *e)
@@ -193,6 +196,8 @@ fold_entry (struct manifest *m, const struct entry *e)
     r = blk_root_add (&m->fold, e->digest, 1);
   while (r == 0 && e->zero && n > 0) {
     const size_t k = MIN (n, (uint64_t) m->p.zero_run_count);
+    if (stop_signal ())
+      return -1;
     r = blk_root_add (&m->fold, m->p.zero_run, k);
     n -= k;
   }

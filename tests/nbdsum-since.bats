@@ -317,3 +317,27 @@ PY
   [[ "$output" = *"did not describe qemu:dirty-bitmap:b1 at offset 0"* ]]
   [ -z "$(first_sum "$output")" ]
 }
+
+@test "nbdsum-since: SIGTERM while a 64 TiB zero run is verified" {
+  local size=$((64 << 40)) t0 ms st
+  printf '# sha256 65536 %d %064d\n0 %d zero\n' "$size" 0 "$size" > big
+  "$MKIMAGE" '1000000;d:0+100K:a' raw.img
+  for args in "--check-manifest big" "--since=big --dirty-bitmap=b raw.img" \
+              "--diff --manifest=big raw.img"; do
+    # shellcheck disable=SC2086
+    env --default-signal=TERM "$NBDSUM" $args > out 2> err 3>&- &
+    pid=$!
+    sleep 1
+    t0=$(date +%s%N)
+    kill -TERM "$pid"
+    for i in $(seq 100); do kill -0 "$pid" 2> /dev/null || break; sleep 0.1; done
+    kill -0 "$pid" 2> /dev/null && kill -9 "$pid"
+    st=0
+    wait "$pid" || st=$?
+    ms=$((($(date +%s%N) - t0) / 1000000))
+    echo "$args: status $st after $ms ms: $(cat err)"
+    [ "$st" -eq 143 ]
+    [ "$ms" -lt 5000 ]
+    [ ! -s out ]
+  done
+}
