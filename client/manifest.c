@@ -691,6 +691,13 @@ manifest_rewind (struct manifest *m)
 struct manifest *
 manifest_open (const char *path)
 {
+  return manifest_open_visit (path, NULL, NULL);
+}
+
+struct manifest *
+manifest_open_visit (const char *path, manifest_visit_fn *visit,
+                     void *opaque)
+{
   struct manifest *m = calloc (1, sizeof *m);
   struct entry e;
   int first = 0, r = 0;
@@ -721,7 +728,10 @@ manifest_open (const char *path)
   if (read_header (m) == -1)
     goto err;
   while (!stop_signal () && (r = next_entry (m, &e)) == 1)
-    ;
+    if (visit)
+      visit (opaque, &m->p, e.offset / m->p.block_size,
+             blk_block_count (e.length, m->p.block_size),
+             e.zero ? NULL : e.digest);
   if (stop_signal () || r == -1 || (m->json && json_members (m, true) == -1))
     goto err;
   if (m->pos != m->size) {
