@@ -652,9 +652,10 @@ spool (struct manifest *m, int first)
     return fail (m, "cannot make a temporary copy: %s", strerror (errno));
   }
   fputc (first, tmp);
-  while ((n = fread (buf, 1, sizeof buf, m->fp)) > 0)
+  /* A signal cuts a read short, but the next one would wait again. */
+  while (!stop_signal () && (n = fread (buf, 1, sizeof buf, m->fp)) > 0)
     fwrite (buf, 1, n, tmp);
-  if (ferror (m->fp)) {
+  if (stop_signal () || ferror (m->fp)) {
     fclose (tmp);
     return fail (m, "%s", strerror (errno));
   }

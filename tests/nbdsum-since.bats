@@ -507,11 +507,15 @@ backing_chain () {
 }
 
 @test "nbdsum-since: SIGTERM while a 64 TiB zero run is verified" {
-  local size=$((64 << 40)) t0 ms st
+  local size=$((64 << 40)) t0 ms st writer
   printf '# sha256 65536 %d %064d\n0 %d zero\n' "$size" 0 "$size" > big
   "$MKIMAGE" '1000000;d:0+100K:a' raw.img
+  # And a manifest from a pipe that stops after its first line.
+  mkfifo pipe
+  { printf '# sha256 65536 1048576 %064d\n' 0; exec sleep 30; } > pipe 3>&- &
+  writer=$!
   for args in "--check-manifest big" "--since=big --dirty-bitmap=b raw.img" \
-              "--diff --manifest=big raw.img"; do
+              "--diff --manifest=big raw.img" "--check-manifest pipe"; do
     # shellcheck disable=SC2086
     env --default-signal=TERM "$NBDSUM" $args > out 2> err 3>&- &
     pid=$!
@@ -528,4 +532,5 @@ backing_chain () {
     [ "$ms" -lt 5000 ]
     [ ! -s out ]
   done
+  kill "$writer" 2> /dev/null || :
 }
