@@ -339,12 +339,16 @@ local_server_start_bitmap (const char *name, const char *path,
 {
   char abs[PATH_MAX], shared[16];
   const char *argv[] = {
-    "qemu-nbd", "--read-only", "--persistent", "--shared", shared,
+    "qemu-nbd", "--read-only", "--shared", shared,
     "--allocation-depth", "--bitmap", bitmap, "--format", "qcow2", abs,
     NULL,
   };
 
-  /* Absolute, so that qemu reads no protocol prefix in it. */
+  /* Not --persistent: qemu-nbd has no --exit-with-parent, but exits
+   * when its last client hangs up, and nbdsum keeps its first
+   * connection open until the end.  An absolute path, so that qemu
+   * reads no protocol prefix in it.
+   */
   if (realpath (path, abs) == NULL) {
     error_at (name, "%m");
     return NULL;
