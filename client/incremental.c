@@ -99,8 +99,9 @@ struct incremental {
   struct blk_table *zeros;
   uint64_t zeros_snapshot;
 
-  /* The sample: manifest_open_visit draws it (a reservoir over the
-   * data blocks, in sample_state's random order), sorted by block.
+  /* The sample, drawn as manifest_open_visit checks the manifest (a
+   * reservoir over its data blocks, seeded by getrandom()), then
+   * sorted by block.
    */
   struct sample sample[SAMPLE_MAX];
   size_t nsample;
