@@ -65,9 +65,11 @@ checksum_one (const char *name, const struct hash_spec *spec,
 
   memset (res, 0, sizeof *res);
   res->name = name;
-  /* Standard input, and files a read hashes but nbdkit cannot serve. */
+  /* Standard input, and files a read hashes but nbdkit cannot serve
+   * (with --since, incremental.c refuses them).
+   */
   if (strcmp (name, "-") == 0 ||
-      (!is_uri (name) && !local_command_argv (name) &&
+      (!opts->since && !is_uri (name) && !local_command_argv (name) &&
        (fd = local_stream_open (name)) >= 0)) {
     struct blk_params p;
     const int r = stream_checksum (name, fd, spec, root, &res->size, &p);
@@ -95,6 +97,7 @@ checksum_one (const char *name, const struct hash_spec *spec,
     res->method = iep->ops->name;
     res->incremental = true;
     res->hashed_blocks = incremental_hashed (inc);
+    res->sampled_blocks = incremental_sampled (inc);
     res->read_bytes = atomic_load (&iep->progress.data);
     incremental_close (inc);
   }
@@ -128,6 +131,7 @@ result_json_members (const struct result *res)
     json_name ("since", opts->since);
     json_name ("dirty-bitmap", opts->dirty_bitmap);
     json_uint ("blocks-hashed", res->hashed_blocks);
+    json_uint ("blocks-sampled", res->sampled_blocks);
     json_uint ("bytes-read", res->read_bytes);
   }
   json_seconds ("seconds", res->seconds);

@@ -21,11 +21,12 @@ struct result {
   uint64_t size;
   const char *method;           /* server-side, client-side, stream */
   double seconds;
-  /* --since: blocks hashed rather than taken from the manifest, and
-   * the image bytes read for them.
+  /* --since: blocks hashed rather than taken from the manifest, clean
+   * blocks hashed as a sample to check the manifest by, and the image
+   * bytes read for both.
    */
   bool incremental;
-  uint64_t hashed_blocks, read_bytes;
+  uint64_t hashed_blocks, sampled_blocks, read_bytes;
 };
 
 /* --json: res's members, as nbdsum and nbdsum -c write them. */

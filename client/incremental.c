@@ -10,40 +10,78 @@
  * (qemu-nbd -B NAME, qemu's NBD server); nbdkit exports none, so the
  * blocks are hashed client-side (clientside.c, its connections and
  * queue depth), and among them holes are not read.  A block is hashed
- * when it overlaps a dirty extent or when its length is not the one
- * it had in the manifest (the image was resized: the grown tail, the
- * old short last block, the new one); every other digest is the
- * manifest's.
+ * when it overlaps a dirty extent, when its data comes from a backing
+ * file (qemu:allocation-depth 2 or more: the bitmap does not see
+ * writes there), or when its length is not the one it had in the
+ * manifest (the image grew: the grown tail, the old short last block,
+ * the new one); every other digest is the manifest's.
  *
- * Memory: the block table holds the digests of the blocks hashed, and
- * the merge one window of digests; the manifest is read as it goes,
- * never held (manifest.c).  The one thing nbdsum cannot check is that
- * the bitmap started when the manifest's image was taken.
+ * The bitmap is not taken on trust where the server can contradict
+ * it: a clean block that the manifest has as data but that reads as
+ * zeros now (base:allocation), and a sample of clean data blocks
+ * hashed and compared with the manifest, fail the run.  These catch a
+ * shrink and regrowth, a disabled bitmap, the manifest of another
+ * image or a snapshot served with the image's bitmap; what they cannot
+ * catch is a few changed blocks among many, missed by the sample.  An
+ * image smaller than the manifest's is refused.  A local qcow2 file
+ * is served by qemu-nbd (local.c) once qemu-img says its bitmap is
+ * enabled and consistent.
+ *
+ * Memory: the block table holds the digests of the blocks hashed, a
+ * second one the clean blocks that read as zeros (runs, as holes are
+ * kept), and the merge one window of digests; the manifest is read as
+ * it goes, never held (manifest.c).
  */
 #include <config.h>
 
+#include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 
 #include "checksum.h"
 #include "cleanup.h"
+#include "digest.h"
 #include "endpoint.h"
+#include "helpers.h"
 #include "incremental.h"
+#include "jsonread.h"
+#include "local.h"
 #include "manifest.h"
 #include "messages.h"
 #include "method.h"
 #include "minmax.h"
 #include "signals.h"
 #include "source.h"
+#include "table.h"
 
 /* qemu's dirty bitmap context: flag 1 marks dirty extents. */
 #define DIRTY_BITMAP_PREFIX "qemu:dirty-bitmap:"
 #define DIRTY_FLAG 1
+/* qemu's allocation depth: 0 unallocated, 1 the image's own layer, 2
+ * and more a backing file's.
+ */
+#define DEPTH_CONTEXT "qemu:allocation-depth"
+#define DEPTH_BACKING 2
 
 /* Blocks merged per round. */
 #define WINDOW 65536
+
+/* Clean data blocks hashed and compared with the manifest, per run. */
+#define SAMPLE_MAX 64
+
+struct sample {
+  uint64_t block;
+  bool clean;                   /* hashed as a sample (select_clean) */
+};
 
 struct incremental {
   const char *name;
@@ -51,18 +89,36 @@ struct incremental {
   struct source *src;
   struct endpoint *ep;
   char *context;                /* qemu:dirty-bitmap:NAME */
+  const char *depth_context;    /* DEPTH_CONTEXT, or NULL: not asked */
   struct cs_select select;
   uint64_t old_size, old_nblocks;
+  /* The digest of the manifest's short last block if it were zeros. */
+  uint8_t short_zero[BLK_DIGEST_MAX];
 
-  /* incremental_digests: the next block, and a window of the
-   * manifest's digests.
+  /* Clean blocks that the server says read as zeros. */
+  struct blk_table *zeros;
+  uint64_t zeros_snapshot;
+
+  /* The sample, drawn as manifest_open_visit checks the manifest (a
+   * reservoir over its data blocks, seeded by getrandom()), then
+   * sorted by block.
+   */
+  struct sample sample[SAMPLE_MAX];
+  size_t nsample;
+  uint64_t data_blocks;         /* data blocks seen while drawing */
+  uint64_t rng;                 /* splitmix64 state */
+
+  /* incremental_digests: the next block and sample, and a window of
+   * the manifest's digests.
    */
   uint64_t next;
+  size_t next_sample;
   uint8_t *old;
-  bool *need;
+  bool *need, *not_zero;
 
   uint8_t root[BLK_DIGEST_MAX];
   uint64_t hashed;              /* blocks not taken from the manifest */
+  uint64_t sampled;             /* clean blocks hashed and compared */
 };
 
 /* May block b's digest come from the manifest, unless it is dirty? */
@@ -76,40 +132,180 @@ reusable (const struct incremental *inc, uint64_t b)
     blk_block_len (inc->old_size, bs, b) == blk_block_len (ep->size, bs, b);
 }
 
-struct dirty_walk {
+/* Is d, the manifest's digest of reusable block b, that of zeros? */
+static bool
+zero_digest (const struct incremental *inc, uint64_t b, const uint8_t *d)
+{
+  const struct blk_params *p = inc->ep->params;
+  const uint32_t len = blk_block_len (inc->old_size, p->block_size, b);
+
+  return memcmp (d, len == p->block_size ? p->zero_digest : inc->short_zero,
+                 p->digest.len) == 0;
+}
+
+/* The sample. */
+
+static uint64_t
+splitmix64 (uint64_t *state)
+{
+  uint64_t z = (*state += UINT64_C (0x9E3779B97F4A7C15));
+
+  z = (z ^ (z >> 30)) * UINT64_C (0xBF58476D1CE4E5B9);
+  z = (z ^ (z >> 27)) * UINT64_C (0x94D049BB133111EB);
+  return z ^ (z >> 31);
+}
+
+/* manifest_visit_fn: keep a uniform sample of the data blocks
+ * (reservoir sampling: the i-th replaces a random one of the
+ * SAMPLE_MAX with probability SAMPLE_MAX/i).  Blocks listed by their
+ * digest but whose digest is that of zeros are not data.
+ */
+static void
+draw_sample (void *opaque, const struct blk_params *p, uint64_t first,
+             uint64_t count, const uint8_t *digest)
+{
+  struct incremental *inc = opaque;
+  uint64_t slot;
+
+  if (digest == NULL || count != 1 ||
+      memcmp (digest, p->zero_digest, p->digest.len) == 0)
+    return;
+  slot = inc->data_blocks++;
+  if (slot >= SAMPLE_MAX)
+    slot = splitmix64 (&inc->rng) % inc->data_blocks;
+  if (slot < SAMPLE_MAX) {
+    inc->sample[slot].block = first;
+    inc->nsample = MIN (inc->data_blocks, (uint64_t) SAMPLE_MAX);
+  }
+}
+
+static int
+compare_samples (const void *a, const void *b)
+{
+  const struct sample *x = a, *y = b;
+
+  return x->block < y->block ? -1 : x->block > y->block;
+}
+
+/* Is block b in the sample?  Then its index in *k. */
+static bool
+find_sample (const struct incremental *inc, uint64_t b, size_t *k)
+{
+  const struct sample key = { .block = b };
+  const struct sample *s = bsearch (&key, inc->sample, inc->nsample,
+                                    sizeof key, compare_samples);
+
+  if (s == NULL)
+    return false;
+  *k = s - inc->sample;
+  return true;
+}
+
+/* What the server says of a segment of blocks: the dirty bitmap, the
+ * allocation depth, and whether each reads as zeros.
+ */
+struct status_walk {
   struct incremental *inc;
   uint64_t first, count;        /* the segment, in blocks */
-  bool *skip;
-  uint64_t covered;             /* end of the bytes described */
+  uint64_t start, end;          /* and in bytes */
+  bool *skip;                   /* clean so far */
+  bool *nonzero;                /* a byte not described as zero */
+  uint64_t dirty_end, depth_end, alloc_end;     /* described up to */
 };
 
 static int
-dirty_cb (void *opaque, const char *metacontext, uint64_t offset,
-          uint32_t *entries, size_t nr_entries, int *error)
+status_cb (void *opaque, const char *metacontext, uint64_t offset,
+           uint32_t *entries, size_t nr_entries, int *error)
 {
-  struct dirty_walk *w = opaque;
-  const uint32_t bs = w->inc->ep->params->block_size;
+  struct status_walk *w = opaque;
+  const struct incremental *inc = w->inc;
+  const uint32_t bs = inc->ep->params->block_size;
+  enum { DIRTY, DEPTH, ALLOC } kind;
+  uint64_t *end;
 
-  if (strcmp (metacontext, w->inc->context) != 0)
+  if (strcmp (metacontext, inc->context) == 0)
+    kind = DIRTY, end = &w->dirty_end;
+  else if (inc->depth_context &&
+           strcmp (metacontext, inc->depth_context) == 0)
+    kind = DEPTH, end = &w->depth_end;
+  else if (strcmp (metacontext, LIBNBD_CONTEXT_BASE_ALLOCATION) == 0)
+    kind = ALLOC, end = &w->alloc_end;
+  else
+    return 0;
+  /* Only what continues the description counts (a gap in
+   * base:allocation would pass for zeros).
+   */
+  if (offset > *end)
     return 0;
   for (size_t i = 0; i + 1 < nr_entries; i += 2) {
-    const uint64_t end = offset + entries[i];
-    if ((entries[i + 1] & DIRTY_FLAG) && entries[i] > 0) {
-      /* Every block with a dirty byte, within the segment. */
-      const uint64_t lo = MAX (offset / bs, w->first);
-      const uint64_t hi = MIN ((end - 1) / bs + 1, w->first + w->count);
-      for (uint64_t b = lo; b < hi; b++)
-        w->skip[b - w->first] = false;
+    const uint64_t next = offset + entries[i];
+    const uint32_t flags = entries[i + 1];
+    const uint64_t lo = MAX (offset, w->start), hi = MIN (next, w->end);
+    bool mark;
+
+    switch (kind) {
+    case DIRTY: mark = flags & DIRTY_FLAG; break;
+    case DEPTH: mark = flags >= DEPTH_BACKING; break;
+    default: mark = !(flags & LIBNBD_STATE_ZERO); break;
     }
-    offset = end;
+    /* Every block with a byte in the extent, within the segment. */
+    if (mark && lo < hi)
+      for (uint64_t b = lo / bs; b < (hi - 1) / bs + 1; b++) {
+        if (kind == ALLOC)
+          w->nonzero[b - w->first] = true;
+        else
+          w->skip[b - w->first] = false;
+      }
+    offset = next;
   }
-  if (offset > w->covered)
-    w->covered = offset;
+  if (offset > *end)
+    *end = offset;
   return 0;
 }
 
-/* cs_select: skip the blocks the manifest has and the bitmap says are
- * clean.
+/* Ask until the bitmap and the depth describe the whole segment
+ * (missing or short answers never pass for clean), and base:allocation
+ * as far as the server says.
+ */
+static int
+describe (struct endpoint *ep, struct nbd_handle *h, struct status_walk *w)
+{
+  const struct incremental *inc = w->inc;
+
+  for (;;) {
+    const char *lagging = w->dirty_end <= w->depth_end
+      ? inc->context : inc->depth_context;
+    uint64_t pos = MIN (w->dirty_end, w->depth_end), now;
+
+    if (pos >= w->end) {
+      if (w->alloc_end >= w->end)
+        return 0;
+      pos = w->alloc_end;
+      lagging = NULL;
+    }
+    if (source_block_status (h, w->end - pos, pos,
+                             (nbd_extent_callback) {
+                               .callback = status_cb, .user_data = w })
+        == -1) {
+      endpoint_fail (ep, "block status of %s: %s", inc->context,
+                     source_error ());
+      return -1;
+    }
+    now = lagging ? MIN (w->dirty_end, w->depth_end) : w->alloc_end;
+    if (now <= pos) {
+      /* Zeros unknown there: those blocks are only not cross-checked. */
+      if (lagging == NULL)
+        return 0;
+      endpoint_fail (ep, "the server did not describe %s at offset %"
+                     PRIu64, lagging, pos);
+      return -1;
+    }
+  }
+}
+
+/* cs_select: skip the blocks the manifest has and the server says are
+ * clean (not dirty, not from a backing file); note those that read as
+ * zeros, and hash those of the sample.
  */
 static int
 select_clean (void *opaque, struct endpoint *ep, struct nbd_handle *h,
@@ -117,44 +313,71 @@ select_clean (void *opaque, struct endpoint *ep, struct nbd_handle *h,
 {
   struct incremental *inc = opaque;
   const uint32_t bs = ep->params->block_size;
-  struct dirty_walk w = { inc, first, count, skip, first * bs };
-  const uint64_t end = MIN ((first + count) * bs, ep->size);
+  const uint64_t start = first * bs, end = MIN ((first + count) * bs,
+                                                ep->size);
+  CLEANUP_FREE bool *nonzero = NULL;
+  struct status_walk w = {
+    inc, first, count, start, end, skip, NULL,
+    start, inc->depth_context ? start : end, start,
+  };
   bool any = false;
+  size_t k;
 
   for (uint64_t i = 0; i < count; i++)
     any |= skip[i] = reusable (inc, first + i);
   if (!any)
     return 0;
-  /* Missing or short answers never pass for clean: ask until the
-   * bitmap has described the whole segment.
-   */
-  while (w.covered < end) {
-    const uint64_t before = w.covered;
-    if (source_block_status (h, end - w.covered, w.covered,
-                             (nbd_extent_callback) {
-                               .callback = dirty_cb, .user_data = &w })
-        == -1) {
-      endpoint_fail (ep, "block status of %s: %s", inc->context,
-                     source_error ());
-      return -1;
+  if ((w.nonzero = nonzero = calloc (count, sizeof *nonzero)) == NULL) {
+    endpoint_fail (ep, "out of memory");
+    return -1;
+  }
+  if (describe (ep, h, &w) == -1)
+    return -1;
+  for (uint64_t i = 0, run = 0; i <= count; i++) {
+    const uint64_t b = first + i;
+    const bool zero = i < count && skip[i] && !nonzero[i] &&
+      MIN ((b + 1) * bs, ep->size) <= w.alloc_end;
+
+    if (zero) {
+      run++;
+      continue;
     }
-    if (w.covered <= before) {
-      endpoint_fail (ep, "the server did not describe %s at offset %"
-                     PRIu64, inc->context, before);
-      return -1;
+    if (run)
+      blk_table_store_zero (inc->zeros, b - run, run, inc->zeros_snapshot);
+    run = 0;
+    /* Each block is in one segment: only this thread writes its
+     * sample's flag, read once every connection is done.
+     */
+    if (i < count && skip[i] && find_sample (inc, b, &k)) {
+      skip[i] = false;
+      inc->sample[k].clean = true;
     }
   }
   return 0;
 }
 
+/* The run fails: block b was taken as clean but is not. */
+static int
+missed (struct incremental *inc, uint64_t b, const char *what)
+{
+  error_at (inc->name, "block %" PRIu64 " (offset %" PRIu64 ") %s: the "
+            "bitmap missed a change (it was disabled or started late, a "
+            "shrink, a write to a backing file, or the manifest is of "
+            "another image); run without --since", b,
+            b * inc->ep->params->block_size, what);
+  return -1;
+}
+
 /* The digests of blocks [first, first+count) now: hashed, or the
- * manifest's.  Calls go forward from block 0, as manifest_digests.
+ * manifest's, checked against what the server says.  Calls go
+ * forward from block 0, as manifest_digests.
  */
 int
 incremental_digests (struct incremental *inc, uint64_t first,
                      uint64_t count, uint8_t *out)
 {
   const size_t len = inc->ep->params->digest.len;
+  uint64_t snapshot;
 
   while (count > 0) {
     const uint64_t n = MIN (count, (uint64_t) WINDOW);
@@ -166,16 +389,34 @@ incremental_digests (struct incremental *inc, uint64_t first,
       return -1;
     }
     client_side_lookup (inc->ep, first, n, out, inc->need);
+    blk_table_lookup (inc->zeros, first, n, NULL, inc->not_zero, &snapshot);
     if (old_n && manifest_digests (inc->m, first, old_n, inc->old) == -1)
       return -1;
     for (uint64_t i = 0; i < n; i++) {
-      if (!inc->need[i])
+      const uint64_t b = first + i;
+      const uint8_t *old = inc->old + i * len;
+      bool sample = false;
+
+      while (inc->next_sample < inc->nsample &&
+             inc->sample[inc->next_sample].block < b)
+        inc->next_sample++;
+      if (inc->next_sample < inc->nsample &&
+          inc->sample[inc->next_sample].block == b)
+        sample = inc->sample[inc->next_sample].clean;
+      if (!inc->need[i]) {
+        if (sample && memcmp (out + i * len, old, len) != 0)
+          return missed (inc, b, "differs from the manifest (it was "
+                         "hashed as one of a sample of the clean blocks)");
         continue;
-      if (i >= old_n || !reusable (inc, first + i)) {
-        error_at (inc->name, "block %" PRIu64 " was not hashed", first + i);
+      }
+      if (i >= old_n || !reusable (inc, b)) {
+        error_at (inc->name, "block %" PRIu64 " was not hashed", b);
         return -1;
       }
-      memcpy (out + i * len, inc->old + i * len, len);
+      if (!inc->not_zero[i] && !zero_digest (inc, b, old))
+        return missed (inc, b, "reads as zeros now, but the manifest has "
+                       "data there and the bitmap says it was not written");
+      memcpy (out + i * len, old, len);
     }
     inc->next = first += n;
     out += n * len;
@@ -217,23 +458,34 @@ fold_root (struct incremental *inc)
     error_at (inc->name, "%s failed", ep->params->digest.name);
     goto out;
   }
+  for (size_t k = 0; k < inc->nsample; k++)
+    inc->sampled += inc->sample[k].clean;
+  inc->hashed -= inc->sampled;
   if (manifest_rewind (inc->m) == -1)
     goto out;
   inc->next = 0;
+  inc->next_sample = 0;
   ret = 0;
  out:
   blk_root_free (&r);
   return ret;
 }
 
-/* The manifest, checked, and the hash spec it makes. */
+/* The manifest, checked, its sample drawn, and the hash spec it
+ * makes.
+ */
 static int
 open_manifest (struct incremental *inc, const struct hash_spec *spec,
                struct hash_spec *out)
 {
+  const struct blk_params *p;
   uint8_t root[BLK_DIGEST_MAX];
+  uint32_t last;
 
-  if ((inc->m = manifest_open (opts->since)) == NULL)
+  if (getrandom (&inc->rng, sizeof inc->rng, 0) != sizeof inc->rng)
+    inc->rng = (uint64_t) time (NULL) ^ ((uint64_t) getpid () << 32);
+  inc->m = manifest_open_visit (opts->since, draw_sample, inc);
+  if (inc->m == NULL)
     return -1;
   if (!manifest_root (inc->m, root)) {
     error_at (opts->since, "it carries no checksum to verify its block "
@@ -241,10 +493,327 @@ open_manifest (struct incremental *inc, const struct hash_spec *spec,
               "manifest with nbdsum --blocks");
     return -1;
   }
+  qsort (inc->sample, inc->nsample, sizeof *inc->sample, compare_samples);
+  p = manifest_params (inc->m);
   inc->old_size = manifest_size (inc->m);
-  inc->old_nblocks = blk_block_count (inc->old_size,
-                                      manifest_params (inc->m)->block_size);
+  inc->old_nblocks = blk_block_count (inc->old_size, p->block_size);
+  last = inc->old_nblocks
+    ? blk_block_len (inc->old_size, p->block_size, inc->old_nblocks - 1) : 0;
+  if (last && last < p->block_size) {
+    struct blk_ctx *ctx = blk_ctx_new ();
+    const int r = ctx ? blk_zero_block_digest (p, ctx, last,
+                                               inc->short_zero) : -1;
+    blk_ctx_free (ctx);
+    if (r == -1) {
+      error_at (inc->name, "%s failed", p->digest.name);
+      return -1;
+    }
+  }
   return manifest_hash_spec (inc->m, spec, out);
+}
+
+/* A local file: what qemu-img says of its bitmaps. */
+
+struct bitmap_info {
+  const char *bitmap;
+  char format[32];
+  bool found, enabled, in_use;
+};
+
+static int
+json_error (struct json_reader *r, const char *msg)
+{
+  snprintf (r->error, sizeof r->error, "line %lu: %s", r->line, msg);
+  return -1;
+}
+
+/* Skip the value whose first token was just read. */
+static int
+skip_value (struct json_reader *r)
+{
+  int depth = 0;
+
+  for (;;) {
+    if (r->type == JSON_EOF)
+      return json_error (r, "truncated");
+    if (json_is (r, '{') || json_is (r, '['))
+      depth++;
+    else if (json_is (r, '}') || json_is (r, ']'))
+      depth--;
+    if (depth <= 0)
+      return 0;
+    if (json_next (r) == -1)
+      return -1;
+  }
+}
+
+/* In an array: 1 with the next element's first token read, 0 at its
+ * ']', -1 on errors.  *first is true right after the '['.
+ */
+static int
+next_element (struct json_reader *r, bool *first)
+{
+  if (json_next (r) == -1)
+    return -1;
+  if (json_is (r, ']'))
+    return 0;
+  if (!*first) {
+    if (!json_is (r, ','))
+      return json_error (r, "expected ',' or ']'");
+    if (json_next (r) == -1)
+      return -1;
+  }
+  *first = false;
+  return 1;
+}
+
+/* One of "bitmaps": {"flags": [...], "name": ..., "granularity": ...}. */
+static int
+read_bitmap (struct json_reader *r, struct bitmap_info *bi)
+{
+  bool first = true, match = false, enabled = false, in_use = false;
+  char key[64];
+  int k, e;
+
+  if (!json_is (r, '{'))
+    return skip_value (r);
+  while ((k = json_next_key (r, &first, key, sizeof key)) == 1) {
+    if (json_next (r) == -1)
+      return -1;
+    if (strcmp (key, "name") == 0 && r->type == JSON_STRING)
+      match = strcmp (r->text, bi->bitmap) == 0;
+    else if (strcmp (key, "flags") == 0 && json_is (r, '[')) {
+      bool f = true;
+      while ((e = next_element (r, &f)) == 1) {
+        if (r->type != JSON_STRING)
+          return json_error (r, "a flag that is not a string");
+        enabled |= strcmp (r->text, "auto") == 0;
+        in_use |= strcmp (r->text, "in-use") == 0;
+      }
+      if (e == -1)
+        return -1;
+    }
+    else if (skip_value (r) == -1)
+      return -1;
+  }
+  if (k == -1)
+    return -1;
+  if (match) {
+    bi->found = true;
+    bi->enabled = enabled;
+    bi->in_use = in_use;
+  }
+  return 0;
+}
+
+/* The object whose '{' was just read, at level 0 (the image),
+ * 1 ("format-specific") or 2 (its "data", which has "bitmaps").
+ */
+static int
+read_info (struct json_reader *r, struct bitmap_info *bi, int level)
+{
+  static const char *const path[] = { "format-specific", "data" };
+  bool first = true;
+  char key[128];
+  int k, e;
+
+  if (!json_is (r, '{'))
+    return skip_value (r);
+  while ((k = json_next_key (r, &first, key, sizeof key)) == 1) {
+    if (json_next (r) == -1)
+      return -1;
+    if (level == 0 && strcmp (key, "format") == 0 &&
+        r->type == JSON_STRING)
+      snprintf (bi->format, sizeof bi->format, "%s", r->text);
+    else if (level < 2 && strcmp (key, path[level]) == 0) {
+      if (read_info (r, bi, level + 1) == -1)
+        return -1;
+    }
+    else if (level == 2 && strcmp (key, "bitmaps") == 0 &&
+             json_is (r, '[')) {
+      bool f = true;
+      while ((e = next_element (r, &f)) == 1)
+        if (read_bitmap (r, bi) == -1)
+          return -1;
+      if (e == -1)
+        return -1;
+    }
+    else if (skip_value (r) == -1)
+      return -1;
+  }
+  return k;
+}
+
+/* Run qemu-img info --output=json -U on the file at path (absolute):
+ * 0 with bi filled in, or -1 (error printed).
+ */
+static int
+qemu_img_info (const char *name, const char *path, struct bitmap_info *bi)
+{
+  const char *argv[8] = { "qemu-img", "info", "--output=json", "-U" };
+  size_t n = 4;
+  struct json_reader r = { 0 };
+  sigset_t saved;
+  int fds[2], status, parsed = -1;
+  FILE *fp;
+  pid_t pid;
+
+  if (opts->format) {
+    argv[n++] = "-f";
+    argv[n++] = opts->format;
+  }
+  argv[n] = path;
+  if (pipe2 (fds, O_CLOEXEC) == -1) {
+    error_at (name, "pipe: %m");
+    return -1;
+  }
+  stop_signals_block (&saved);
+  pid = fork ();
+  if (pid == 0) {
+    stop_signals_default ();
+    stop_signals_restore (&saved);
+    if (dup2 (fds[1], STDOUT_FILENO) == -1)
+      _exit (126);
+    execvp (argv[0], (char **) argv);
+    _exit (127);
+  }
+  stop_signals_restore (&saved);
+  close (fds[1]);
+  if (pid == -1) {
+    close (fds[0]);
+    error_at (name, "fork: %m");
+    return -1;
+  }
+  if ((fp = fdopen (fds[0], "r")) == NULL)
+    close (fds[0]);
+  else if (json_reader_init (&r, fp, 65536) == 0 && json_next (&r) == 0)
+    parsed = read_info (&r, bi, 0);
+  if (fp) {
+    /* The rest, so that qemu-img is never stopped by a full pipe. */
+    while (getc (fp) != EOF)
+      ;
+    fclose (fp);
+  }
+  while (waitpid (pid, &status, 0) == -1)
+    if (errno != EINTR) {
+      error_at (name, "waitpid: %m");
+      json_reader_free (&r);
+      return -1;
+    }
+  if (stop_signal ()) {
+    json_reader_free (&r);
+    return -1;
+  }
+  if (WIFEXITED (status) && WEXITSTATUS (status) == 127)
+    error_at (name, "--since of a local file runs qemu-img and qemu-nbd, "
+              "which are not installed (Debian: qemu-utils)");
+  else if (!WIFEXITED (status) || WEXITSTATUS (status) != 0)
+    error_at (name, "qemu-img info failed: it cannot say whether the "
+              "image's dirty bitmap is sound");
+  else if (parsed == -1)
+    error_at (name, "cannot read what qemu-img info says: %s",
+              r.text ? r.error : "out of memory");
+  else {
+    json_reader_free (&r);
+    return 0;
+  }
+  json_reader_free (&r);
+  return -1;
+}
+
+/* A local file for --since: a qcow2 image whose bitmap is enabled and
+ * consistent, or refused.
+ */
+static int
+check_local_bitmap (const char *name)
+{
+  struct bitmap_info bi = { .bitmap = opts->dirty_bitmap };
+  char abs[PATH_MAX];
+  struct stat st;
+
+  if (stat (name, &st) == -1 || realpath (name, abs) == NULL) {
+    error_at (name, "%m");
+    return -1;
+  }
+  if (!S_ISREG (st.st_mode) && !S_ISBLK (st.st_mode)) {
+    error_at (name, "not a regular file or block device: --since needs a "
+              "qcow2 image with a dirty bitmap");
+    return -1;
+  }
+  if (qemu_img_info (name, abs, &bi) == -1)
+    return -1;
+  if (strcmp (bi.format, "qcow2") != 0) {
+    error_at (name, "a %s image has no dirty bitmaps: --since of a local "
+              "file needs a qcow2 image with a persistent bitmap "
+              "(qemu-img bitmap --add --enable)",
+              bi.format[0] ? bi.format : "non-qcow2");
+    return -1;
+  }
+  if (!bi.found) {
+    error_at (name, "it has no dirty bitmap '%s' (qemu-img bitmap --add "
+              "--enable starts one, when the manifest is made)",
+              opts->dirty_bitmap);
+    return -1;
+  }
+  if (bi.in_use) {
+    error_at (name, "the dirty bitmap '%s' is in use or inconsistent: "
+              "qemu has the image open for writing, or stopped without "
+              "saving the bitmap (a crash); after a crash, start a new "
+              "chain: a full run with --blocks, and a new bitmap",
+              opts->dirty_bitmap);
+    return -1;
+  }
+  if (!bi.enabled) {
+    error_at (name, "the dirty bitmap '%s' is disabled: it records no "
+              "writes, so the blocks it calls clean may have changed; run "
+              "without --since (with --blocks for a new manifest)",
+              opts->dirty_bitmap);
+    return -1;
+  }
+  return 0;
+}
+
+/* Connected: the contexts --since needs, and sizes it can trust. */
+static int
+check_server (struct incremental *inc)
+{
+  struct nbd_handle *h = inc->ep->conns[0].h;
+
+  if (nbd_can_meta_context (h, inc->context) != 1) {
+    error_at (inc->name, "the server exports no dirty bitmap '%s' (%s): "
+              "serve the image with qemu-nbd -A -B %s, or export the "
+              "bitmap from qemu's NBD server", opts->dirty_bitmap,
+              inc->context, opts->dirty_bitmap);
+    return -1;
+  }
+  if (inc->depth_context && nbd_can_meta_context (h, DEPTH_CONTEXT) != 1) {
+    error_at (inc->name, "the server does not offer %s, so nbdsum cannot "
+              "tell the blocks that come from a backing file, whose writes "
+              "the bitmap does not see: serve the image with qemu-nbd -A "
+              "(qemu's NBD server: allocation-depth), or give "
+              "--immutable-backing if it has no backing file or its "
+              "backing files never change", DEPTH_CONTEXT);
+    return -1;
+  }
+  if (nbd_can_meta_context (h, LIBNBD_CONTEXT_BASE_ALLOCATION) != 1) {
+    error_at (inc->name, "the server does not offer %s: nbdsum cannot "
+              "check the bitmap against the image's allocation",
+              LIBNBD_CONTEXT_BASE_ALLOCATION);
+    return -1;
+  }
+  if (inc->ep->size < inc->old_size) {
+    error_at (inc->name, "%" PRIu64 " bytes, fewer than the %" PRIu64 " of "
+              "the manifest: a dirty bitmap does not record what a shrink "
+              "discards, and nbdsum cannot know the smallest size the "
+              "image went through; run without --since, with --blocks to "
+              "start a new chain", inc->ep->size, inc->old_size);
+    return -1;
+  }
+  if (inc->ep->size > inc->old_size)
+    notice_at (inc->name, "%" PRIu64 " bytes, %" PRIu64 " in the manifest: "
+               "the blocks past its size, and its last if it was short, "
+               "are hashed", inc->ep->size, inc->old_size);
+  return 0;
 }
 
 struct incremental *
@@ -267,15 +836,25 @@ incremental_open (const char *name, const struct hash_spec *spec)
     error_at (name, "out of memory");
     goto err;
   }
+  /* The user's word that no backing file changes, or the depth. */
+  if (!opts->immutable_backing)
+    inc->depth_context = DEPTH_CONTEXT;
   len = manifest_params (inc->m)->digest.len;
   if ((inc->old = malloc (WINDOW * len)) == NULL ||
-      (inc->need = malloc (WINDOW * sizeof *inc->need)) == NULL) {
+      (inc->need = malloc (WINDOW * sizeof *inc->need)) == NULL ||
+      (inc->not_zero = malloc (WINDOW * sizeof *inc->not_zero)) == NULL) {
     error_at (name, "out of memory");
     goto err;
   }
-  if ((inc->src = source_open (name)) == NULL)
+  if (!is_uri (name) && !local_command_argv (name)) {
+    if (check_local_bitmap (name) == -1 ||
+        (inc->src = source_open_bitmap (name, opts->dirty_bitmap)) == NULL)
+      goto err;
+  }
+  else if ((inc->src = source_open (name)) == NULL)
     goto err;
-  inc->src->meta_context = inc->context;
+  inc->src->meta_contexts[0] = inc->context;
+  inc->src->meta_contexts[1] = inc->depth_context;
   inc->select = (struct cs_select) { select_clean, inc };
   if ((inc->ep = client_side_open (inc->src, &hs, NULL,
                                    &inc->select)) == NULL) {
@@ -283,17 +862,13 @@ incremental_open (const char *name, const struct hash_spec *spec)
     inc->src = NULL;
     goto err;
   }
-  if (nbd_can_meta_context (inc->ep->conns[0].h, inc->context) != 1) {
-    error_at (name, "the server exports no dirty bitmap '%s' (%s): serve "
-              "the image with qemu-nbd -B %s, or export the bitmap from "
-              "qemu's NBD server", opts->dirty_bitmap, inc->context,
-              opts->dirty_bitmap);
+  if (check_server (inc) == -1)
+    goto err;
+  if ((inc->zeros = blk_table_new (inc->ep->params, inc->ep->size)) == NULL) {
+    error_at (name, "out of memory");
     goto err;
   }
-  if (inc->ep->size != inc->old_size)
-    notice_at (name, "%" PRIu64 " bytes, %" PRIu64 " in the manifest: the "
-               "blocks past the shorter size, and the last of each, are "
-               "hashed", inc->ep->size, inc->old_size);
+  blk_table_lookup (inc->zeros, 0, 0, NULL, NULL, &inc->zeros_snapshot);
   if (endpoint_run (inc->ep) == -1 || fold_root (inc) == -1)
     goto err;
   return inc;
@@ -311,9 +886,11 @@ incremental_close (struct incremental *inc)
   if (inc->ep)
     input_close (inc->ep);
   manifest_close (inc->m);
+  blk_table_free (inc->zeros);
   free (inc->context);
   free (inc->old);
   free (inc->need);
+  free (inc->not_zero);
   free (inc);
 }
 
@@ -333,4 +910,10 @@ uint64_t
 incremental_hashed (const struct incremental *inc)
 {
   return inc->hashed;
+}
+
+uint64_t
+incremental_sampled (const struct incremental *inc)
+{
+  return inc->sampled;
 }

@@ -30,6 +30,8 @@ extern const uint8_t *incremental_root (const struct incremental *inc);
  * manifest.
  */
 extern uint64_t incremental_hashed (const struct incremental *inc);
+/* Clean blocks hashed as a sample and found equal to the manifest's. */
+extern uint64_t incremental_sampled (const struct incremental *inc);
 
 /* The digests of blocks [first, first+count) now, one after another
  * in out.  Calls go forward from block 0.  Returns 0, or -1 (error

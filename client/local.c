@@ -7,7 +7,8 @@
  * starts nbdkit on it by socket activation (LISTEN_FDS), so every
  * connection reaches the same server and none can race its start.
  * Raw files are served by the file plugin; qcow2 and other formats by
- * a private qemu-nbd behind nbdkit's nbd plugin.  The blkhash filter
+ * a private qemu-nbd behind nbdkit's nbd plugin (for --since, qemu-nbd
+ * alone: nbdkit passes on no dirty bitmap).  The blkhash filter
  * comes from the build tree when nbdsum runs from it, and is left out
  * with --client-side.  The server has a process group of its own: a
  * terminal's ^C is for nbdsum, which disconnects before stopping it.
@@ -330,6 +331,30 @@ struct local_server *
 local_server_start_command (const char *name, char **argv)
 {
   return serve (name, argv[0], exec_command, argv);
+}
+
+struct local_server *
+local_server_start_bitmap (const char *name, const char *path,
+                           const char *bitmap)
+{
+  char abs[PATH_MAX], shared[16];
+  const char *argv[] = {
+    "qemu-nbd", "--read-only", "--shared", shared,
+    "--allocation-depth", "--bitmap", bitmap, "--format", "qcow2", abs,
+    NULL,
+  };
+
+  /* Not --persistent: qemu-nbd has no --exit-with-parent, but exits
+   * when its last client hangs up, and nbdsum keeps its first
+   * connection open until the end.  An absolute path, so that qemu
+   * reads no protocol prefix in it.
+   */
+  if (realpath (path, abs) == NULL) {
+    error_at (name, "%m");
+    return NULL;
+  }
+  snprintf (shared, sizeof shared, "%d", MAX_CONNECTIONS);
+  return serve (name, "qemu-nbd", exec_command, argv);
 }
 
 /* The [ CMD ARGS... ] inputs, known by their names' addresses. */

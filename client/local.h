@@ -28,6 +28,13 @@ extern int local_stream_open (const char *path);
  * (qemu-nbd, nbdkit, ...), as nbdinfo and nbdcopy do for [ CMD ]. */
 extern struct local_server *local_server_start_command (const char *name,
                                                         char **argv);
+/* --since of a local qcow2 file: qemu-nbd with the dirty bitmap and
+ * the allocation depth, for as many connections as nbdsum makes
+ * (incremental.c checked the bitmap first).
+ */
+extern struct local_server *local_server_start_bitmap (const char *name,
+                                                       const char *path,
+                                                       const char *bitmap);
 extern const char *local_server_uri (const struct local_server *s);
 
 /* [ CMD ARGS... ] on the command line: its n words argv (kept, not

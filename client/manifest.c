@@ -179,7 +179,10 @@ parse_root (struct manifest *m)
 
 /* Fold an entry's digests, to check the root at the end.  Without a
  * root there is nothing to check: a zero run of an 8 TiB hole would
- * cost 4 GiB of hashing for nothing.
+ * cost 4 GiB of hashing for nothing.  A zero run is folded 16 KiB of
+ * digests at a time (microseconds), but a line can claim any length
+ * (64 TiB: 32 GiB of digests, many seconds): a signal stops it between
+ * two of those.
  */
 static int
 fold_entry (struct manifest *m, const struct entry *e)
@@ -193,6 +196,8 @@ fold_entry (struct manifest *m, const struct entry *e)
     r = blk_root_add (&m->fold, e->digest, 1);
   while (r == 0 && e->zero && n > 0) {
     const size_t k = MIN (n, (uint64_t) m->p.zero_run_count);
+    if (stop_signal ())
+      return -1;
     r = blk_root_add (&m->fold, m->p.zero_run, k);
     n -= k;
   }
@@ -647,9 +652,10 @@ spool (struct manifest *m, int first)
     return fail (m, "cannot make a temporary copy: %s", strerror (errno));
   }
   fputc (first, tmp);
-  while ((n = fread (buf, 1, sizeof buf, m->fp)) > 0)
+  /* A signal cuts a read short, but the next one would wait again. */
+  while (!stop_signal () && (n = fread (buf, 1, sizeof buf, m->fp)) > 0)
     fwrite (buf, 1, n, tmp);
-  if (ferror (m->fp)) {
+  if (stop_signal () || ferror (m->fp)) {
     fclose (tmp);
     return fail (m, "%s", strerror (errno));
   }
@@ -686,6 +692,13 @@ manifest_rewind (struct manifest *m)
 struct manifest *
 manifest_open (const char *path)
 {
+  return manifest_open_visit (path, NULL, NULL);
+}
+
+struct manifest *
+manifest_open_visit (const char *path, manifest_visit_fn *visit,
+                     void *opaque)
+{
   struct manifest *m = calloc (1, sizeof *m);
   struct entry e;
   int first = 0, r = 0;
@@ -716,7 +729,10 @@ manifest_open (const char *path)
   if (read_header (m) == -1)
     goto err;
   while (!stop_signal () && (r = next_entry (m, &e)) == 1)
-    ;
+    if (visit)
+      visit (opaque, &m->p, e.offset / m->p.block_size,
+             blk_block_count (e.length, m->p.block_size),
+             e.zero ? NULL : e.digest);
   if (stop_signal () || r == -1 || (m->json && json_members (m, true) == -1))
     goto err;
   if (m->pos != m->size) {

@@ -39,7 +39,7 @@ usage (FILE *fp, int status)
 "       %s --diff [OPTION]... A B\n"
 "       %s --diff --manifest=FILE [OPTION]... B\n"
 "       %s --blocks [OPTION]... URI|FILE\n"
-"       %s --since=MANIFEST --dirty-bitmap=NAME [--blocks] [OPTION]... URI\n"
+"       %s --since=MANIFEST --dirty-bitmap=NAME [--blocks] [OPTION]... URI|FILE\n"
 "       %s --check-manifest [OPTION]... MANIFEST...\n"
 "\n"
 "Inputs:\n"
@@ -104,8 +104,11 @@ usage (FILE *fp, int status)
 "                        earlier --blocks of it, hashing only the blocks\n"
 "                        the dirty bitmap marks as written since (the\n"
 "                        new manifest, with --blocks)\n"
-"      --dirty-bitmap=NAME  with --since: the bitmap the server exports\n"
-"                        as qemu:dirty-bitmap:NAME (qemu-nbd -B NAME)\n"
+"      --dirty-bitmap=NAME  with --since: the bitmap, in the qcow2 FILE or\n"
+"                        as the server exports it (qemu-nbd -A -B NAME)\n"
+"      --immutable-backing  with --since: the image has no backing file,\n"
+"                        or its backing files never change (for servers\n"
+"                        without qemu:allocation-depth, qemu-nbd -A)\n"
 "      --check-manifest  check that each MANIFEST is whole and that its\n"
 "                        block digests give the checksum it carries\n"
 "      --list-digests    list the digests nbdsum accepts, with their lengths\n"
@@ -268,7 +271,7 @@ parse_options (int argc, char **argv, int *first_arg)
     OPT_STATUS, OPT_IGNORE_MISSING, OPT_STRICT, OPT_DIFF, OPT_BLOCKS,
     OPT_LIST_DIGESTS, OPT_MANIFEST, OPT_TAG, OPT_UNTAGGED,
     OPT_CONNECT_TIMEOUT, OPT_NO_NAMES, OPT_BATS_HELPER, OPT_SINCE,
-    OPT_DIRTY_BITMAP, OPT_CHECK_MANIFEST,
+    OPT_DIRTY_BITMAP, OPT_IMMUTABLE_BACKING, OPT_CHECK_MANIFEST,
   };
   static const struct option long_options[] = {
     { "connections", required_argument, NULL, 'C' },
@@ -296,6 +299,7 @@ parse_options (int argc, char **argv, int *first_arg)
     { "blocks", no_argument, NULL, OPT_BLOCKS },
     { "since", required_argument, NULL, OPT_SINCE },
     { "dirty-bitmap", required_argument, NULL, OPT_DIRTY_BITMAP },
+    { "immutable-backing", no_argument, NULL, OPT_IMMUTABLE_BACKING },
     { "check-manifest", no_argument, NULL, OPT_CHECK_MANIFEST },
     { "list-digests", no_argument, NULL, OPT_LIST_DIGESTS },
     { "bats-helper", no_argument, NULL, OPT_BATS_HELPER },
@@ -418,6 +422,9 @@ parse_options (int argc, char **argv, int *first_arg)
       }
       parsed.dirty_bitmap = optarg;
       break;
+    case OPT_IMMUTABLE_BACKING:
+      parsed.immutable_backing = true;
+      break;
     case OPT_CHECK_MANIFEST:
       parsed.check_manifest = true;
       break;
@@ -474,6 +481,11 @@ parse_options (int argc, char **argv, int *first_arg)
     fprintf (stderr, "%s: --since and --dirty-bitmap go together: the "
              "manifest of the image then, and the bitmap of what was "
              "written since\n", progname);
+    exit (usage_status);
+  }
+  if (parsed.immutable_backing && !parsed.since) {
+    fprintf (stderr, "%s: --immutable-backing only goes with --since\n",
+             progname);
     exit (usage_status);
   }
   if (parsed.since && (parsed.check || parsed.diff || parsed.check_manifest)) {

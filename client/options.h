@@ -41,6 +41,7 @@ struct options {
   bool blocks;                  /* --blocks */
   const char *since;            /* --since=MANIFEST URI */
   const char *dirty_bitmap;     /* --dirty-bitmap=NAME, with --since */
+  bool immutable_backing;       /* --immutable-backing, with --since */
   bool check_manifest;          /* --check-manifest FILE... */
   unsigned jobs;                /* -j: inputs hashed at once, default 1 */
 };

@@ -207,8 +207,9 @@ refuse_view (const char *name)
   return refused;
 }
 
-struct source *
-source_open (const char *name)
+/* source_open, and with bitmap a file is qemu-nbd's. */
+static struct source *
+open_source (const char *name, const char *bitmap)
 {
   struct source *src;
 
@@ -229,7 +230,8 @@ source_open (const char *name)
     src->uri = strdup (local_server_uri (src->server));
   }
   else {
-    src->server = local_server_start (name, name);
+    src->server = bitmap ? local_server_start_bitmap (name, name, bitmap)
+      : local_server_start (name, name);
     if (src->server == NULL)
       goto err;
     src->uri = strdup (local_server_uri (src->server));
@@ -243,6 +245,18 @@ source_open (const char *name)
  err:
   source_close (src);
   return NULL;
+}
+
+struct source *
+source_open (const char *name)
+{
+  return open_source (name, NULL);
+}
+
+struct source *
+source_open_bitmap (const char *name, const char *bitmap)
+{
+  return open_source (name, bitmap);
 }
 
 void
@@ -517,10 +531,12 @@ source_connect (const struct source *src, const char *export_name,
       (opts->verbose && nbd_set_debug (h, true) == -1) ||
       nbd_set_opt_mode (h, true) == -1 ||
       nbd_set_uri_allow_local_file (h, true) == -1 ||
-      nbd_add_meta_context (h, LIBNBD_CONTEXT_BASE_ALLOCATION) == -1 ||
-      (src->meta_context &&
-       nbd_add_meta_context (h, src->meta_context) == -1) ||
-      connect_uri (h, src->uri, until) == -1)
+      nbd_add_meta_context (h, LIBNBD_CONTEXT_BASE_ALLOCATION) == -1)
+    goto err;
+  for (size_t i = 0; i < SOURCE_META_CONTEXTS && src->meta_contexts[i]; i++)
+    if (nbd_add_meta_context (h, src->meta_contexts[i]) == -1)
+      goto err;
+  if (connect_uri (h, src->uri, until) == -1)
     goto err;
 
   /* refuse_view read the URI before connecting; libnbd has the last

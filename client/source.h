@@ -20,10 +20,11 @@ struct source {
   const char *name;             /* as given on the command line */
   char *uri;                    /* the input's, or the private server's */
   struct local_server *server;  /* private nbdkit, or NULL */
-  /* Another metadata context every connection asks for (--since: the
-   * dirty bitmap's), or NULL.
+  /* Other metadata contexts every connection asks for (--since: the
+   * dirty bitmap's and the allocation depth), up to a NULL.
    */
-  const char *meta_context;
+#define SOURCE_META_CONTEXTS 2
+  const char *meta_contexts[SOURCE_META_CONTEXTS];
 };
 
 /* Is name the URI of a blkhash view rather than of an image?  Then say
@@ -34,6 +35,11 @@ extern bool refuse_view (const char *name);
  * (printed).
  */
 extern struct source *source_open (const char *name);
+/* The same, but a local file is served by qemu-nbd with the dirty
+ * bitmap and the allocation depth (--since; local.c).
+ */
+extern struct source *source_open_bitmap (const char *name,
+                                          const char *bitmap);
 /* Stop the private server, if any. */
 extern void source_close (struct source *src);
 /* source_connect's flags. */

@@ -4,8 +4,9 @@
 
 bitmapnbd.py MODE SOCKET FILE serves FILE read-only on the Unix socket
 SOCKET (one client at a time, until killed), with the metadata
-contexts base:allocation (all data) and qemu:dirty-bitmap:b1 (all
-dirty), answered as MODE says:
+contexts base:allocation (all data), qemu:allocation-depth (all the
+image's own layer, depth 1) and qemu:dirty-bitmap:b1 (all dirty), the
+bitmap answered as MODE says:
 
   short   each block status reply describes the bitmap for half of the
           range asked (at least 512 bytes): legal, the client asks again
@@ -32,7 +33,8 @@ REP_ERR_UNSUP = (1 << 31) + 1
 CMD_READ, CMD_DISC, CMD_BLOCK_STATUS = 0, 2, 7
 CHUNK_NONE, CHUNK_OFFSET_DATA, CHUNK_BLOCK_STATUS, CHUNK_ERROR = 0, 1, 5, 32769
 FLAG_DONE = 1
-CONTEXTS = {"base:allocation": 1, "qemu:dirty-bitmap:b1": 2}
+CONTEXTS = {"base:allocation": 1, "qemu:dirty-bitmap:b1": 2,
+            "qemu:allocation-depth": 3}
 
 MODE, SOCKET, FILE = sys.argv[1:4]
 DATA = open(FILE, "rb").read()
@@ -102,6 +104,9 @@ def block_status(conn, cookie, offset, length, chosen):
         if name == "base:allocation":
             chunk(conn, 0, CHUNK_BLOCK_STATUS, cookie,
                   struct.pack(">III", cid, length, 0))
+        elif name == "qemu:allocation-depth":
+            chunk(conn, 0, CHUNK_BLOCK_STATUS, cookie,
+                  struct.pack(">III", cid, length, 1))
         elif MODE == "short":
             n = max(512, length // 2 // 512 * 512) if length > 512 else length
             chunk(conn, 0, CHUNK_BLOCK_STATUS, cookie,

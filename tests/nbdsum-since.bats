@@ -16,9 +16,10 @@ setup () {
   command -v qemu-nbd > /dev/null || skip "qemu-nbd is not installed"
 }
 
-# The private qemu-nbd that nbdsum starts: serve IMAGE [BITMAP].
+# The private qemu-nbd that nbdsum starts: serve IMAGE [BITMAP], with
+# the bitmap also the allocation depth (-A) that --since asks for.
 qnbd () {
-  echo "[" qemu-nbd -r -f qcow2 ${2:+-B "$2"} "$1" "]"
+  echo "[" qemu-nbd -r -f qcow2 ${2:+-A -B "$2"} "$1" "]"
 }
 
 # reference_of QCOW2 DIGEST BLOCK_SIZE: the reference checksum of the
@@ -101,7 +102,8 @@ m.json: OK" ]
 
 # since_case BLOCK_SIZE DIGEST: a manifest, a bitmap (64K granularity),
 # writes unaligned and across blocks, then --since equals the full
-# checksum and the reference, and reads exactly the dirty data blocks.
+# checksum and the reference, and reads exactly the dirty data blocks
+# and its sample of clean ones.
 since_case () {
   local bs=$1 d=$2 want got json blocks
   make_image
@@ -121,20 +123,36 @@ since_case () {
   # shellcheck disable=SC2046
   got=$("$NBDSUM" -q -d "$d" --block-size "$bs" $(qnbd d.qcow2))
   [ "$(first_sum "$got")" = "$want" ]
-  # The bytes read: the blocks with a dirty byte (each holds data),
-  # rounded out to the bitmap's 64K too.
-  blocks=$("$PYTHON" - "$bs" <<'PY'
-import sys
+  # The blocks hashed: those with a dirty byte (each holds data),
+  # rounded out to the bitmap's 64K too.  Besides, a sample of the
+  # clean data blocks (the manifest's, all when 64 or fewer, else 64 of
+  # them, of which those dirty are not counted), each read whole.
+  "$PYTHON" - "$bs" "$output" > counts <<'PY'
+import json, sys
 bs, g, size = int(sys.argv[1]), 65536, 20 << 20
+doc = json.loads(sys.argv[2])["inputs"][0]
 dirty = set()
 for off, n in ((1000, 5000), (7340000, 200000), (20967424, 4096)):
     lo, hi = off // g * g, -(-(off + n) // g) * g
     dirty.update(range(lo // bs, (min(hi, size) - 1) // bs + 1))
-print(sum(min(bs, size - b * bs) for b in dirty), len(dirty))
+data = set()
+for line in open("m0"):
+    off, length, digest = line.split()[:3]
+    if off != "#" and digest != "zero":
+        data.add(int(off) // bs)
+sampled = doc["blocks-sampled"]
+if len(data) <= 64:
+    ok = sampled == len(data - dirty)
+else:
+    ok = 64 - len(data & dirty) <= sampled <= 64
+read = sum(min(bs, size - b * bs) for b in dirty) + sampled * bs
+print(doc["blocks-hashed"], len(dirty), doc["bytes-read"], read, ok)
 PY
-)
-  [[ "$output" = *"\"blocks-hashed\": ${blocks#* },"* ]]
-  [[ "$output" = *"\"bytes-read\": ${blocks% *},"* ]]
+  cat counts
+  read -r hashed want_hashed bytes want_bytes ok < counts
+  [ "$hashed" -eq "$want_hashed" ]
+  [ "$bytes" -eq "$want_bytes" ]
+  [ "$ok" = True ]
 }
 
 @test "nbdsum-since: 4K blocks against a 64K bitmap" {
@@ -190,7 +208,7 @@ PY
   done
 }
 
-@test "nbdsum-since: the image grown and shrunk since the manifest" {
+@test "nbdsum-since: the image grown since the manifest" {
   make_image
   # shellcheck disable=SC2046
   "$NBDSUM" -q --blocks --block-size 96K $(qnbd d.qcow2) > m0
@@ -207,13 +225,8 @@ PY
   # shellcheck disable=SC2046
   "$NBDSUM" -q --blocks --since=m0 --dirty-bitmap=b1 \
     $(qnbd d.qcow2 b1) > m1
-  qemu-img bitmap --remove d.qcow2 b1
-  qemu-img bitmap --add --enable d.qcow2 b2
-  qemu-img resize -q --shrink d.qcow2 10000384
-  # shellcheck disable=SC2046
-  run "$NBDSUM" -q --since=m1 --dirty-bitmap=b2 $(qnbd d.qcow2 b2)
-  [ "$status" -eq 0 ]
-  [ "$(first_sum "$output")" = "$(reference_of d.qcow2 sha256 98304)" ]
+  [ "$(head -n 1 m1 | cut -d' ' -f5)" = \
+    "$(reference_of d.qcow2 sha256 98304)" ]
 }
 
 @test "nbdsum-since: what cannot be trusted is refused" {
@@ -229,7 +242,7 @@ PY
   # shellcheck disable=SC2046
   run "$NBDSUM" --since=m0 --dirty-bitmap=b1 $(qnbd d.qcow2)
   [ "$status" -eq 1 ]
-  [[ "$output" = *"no dirty bitmap 'b1'"*"qemu-nbd -B b1"* ]]
+  [[ "$output" = *"no dirty bitmap 'b1'"*"qemu-nbd -A -B b1"* ]]
   # A local file: its private nbdkit has no bitmaps.
   "$MKIMAGE" '1000000;d:0+100K:a' raw.img
   run "$NBDSUM" --since=m0 --dirty-bitmap=b1 raw.img
@@ -316,4 +329,208 @@ PY
   [ "$status" -eq 1 ]
   [[ "$output" = *"did not describe qemu:dirty-bitmap:b1 at offset 0"* ]]
   [ -z "$(first_sum "$output")" ]
+}
+
+# Below, whatever the bitmap cannot see: each case fails rather than
+# printing a checksum, or prints the reference's.
+
+# rewritten SIZE: an 8 MiB qcow2 image rs.qcow2 of data, its manifest
+# m0 and an enabled bitmap b.
+eight_megs () {
+  qemu-img create -q -f qcow2 rs.qcow2 8M
+  qemu-io -f qcow2 -c 'write -P 5 0 8M' rs.qcow2 > /dev/null
+  # shellcheck disable=SC2046
+  "$NBDSUM" -q --blocks $(qnbd rs.qcow2) > m0
+  qemu-img bitmap --add --enable rs.qcow2 b
+}
+
+@test "nbdsum-since: an image smaller than the manifest's is refused" {
+  eight_megs
+  qemu-img resize -q --shrink rs.qcow2 4M
+  # shellcheck disable=SC2046
+  run "$NBDSUM" --since=m0 --dirty-bitmap=b $(qnbd rs.qcow2 b)
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"4194304 bytes, fewer than the 8388608 of the manifest"* ]]
+  [[ "$output" = *"--blocks"* ]]
+  [ -z "$(first_sum "$output")" ]
+}
+
+@test "nbdsum-since: shrunk and grown again, the regrown blocks are caught" {
+  local size old
+  for size in 8M 10M; do
+    rm -f rs.qcow2
+    eight_megs
+    old=$(head -n 1 m0 | cut -d' ' -f5)
+    qemu-img resize -q --shrink rs.qcow2 4M
+    qemu-img resize -q rs.qcow2 "$size"
+    # shellcheck disable=SC2046
+    run "$NBDSUM" --since=m0 --dirty-bitmap=b $(qnbd rs.qcow2 b)
+    echo "$size: $output"
+    [ "$status" -eq 1 ]
+    [[ "$output" = *"block 64 (offset 4194304)"*"the bitmap missed a change"* ]]
+    [[ "$output" != *"$old"* ]]
+    [ -z "$(first_sum "$output")" ]
+  done
+}
+
+# A base image of data, an overlay top.qcow2 with some of its own, the
+# overlay's manifest m0 and a bitmap b on it.
+backing_chain () {
+  qemu-img create -q -f qcow2 base.qcow2 8M
+  qemu-io -f qcow2 -c 'write -P 1 0 6M' base.qcow2 > /dev/null
+  qemu-img create -q -f qcow2 -b base.qcow2 -F qcow2 top.qcow2
+  qemu-io -f qcow2 -c 'write -P 2 2M 128K' top.qcow2 > /dev/null
+  # shellcheck disable=SC2046
+  "$NBDSUM" -q --blocks $(qnbd top.qcow2) > m0
+  qemu-img bitmap --add --enable top.qcow2 b
+}
+
+@test "nbdsum-since: a write to a backing file is hashed (allocation depth)" {
+  backing_chain
+  qemu-io -f qcow2 -c 'write -P 7 1M 64K' base.qcow2 > /dev/null
+  qemu-io -f qcow2 -c 'write -P 8 5M 4K' top.qcow2 > /dev/null
+  # shellcheck disable=SC2046
+  run "$NBDSUM" -q --since=m0 --dirty-bitmap=b $(qnbd top.qcow2 b)
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$(first_sum "$output")" = "$(reference_of top.qcow2 sha256 65536)" ]
+  # Without the depth, nbdsum cannot know: refused.
+  run "$NBDSUM" --since=m0 --dirty-bitmap=b \
+    [ qemu-nbd -r -f qcow2 -B b top.qcow2 ]
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"qemu:allocation-depth"*"qemu-nbd -A"*"--immutable-backing"* ]]
+  [ -z "$(first_sum "$output")" ]
+}
+
+@test "nbdsum-since: --immutable-backing, the backing file untouched" {
+  backing_chain
+  qemu-io -f qcow2 -c 'write -P 8 5M 4K' -c 'write -P 9 7M 100K' \
+    top.qcow2 > /dev/null
+  run "$NBDSUM" -q --json --immutable-backing --since=m0 --dirty-bitmap=b \
+    [ qemu-nbd -r -f qcow2 -B b top.qcow2 ]
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" = *"\"checksum\": \"$(reference_of top.qcow2 sha256 65536)\""* ]]
+  # Only the dirty blocks: 5M and 7M..7M+100K, not the backing's.
+  [[ "$output" = *"\"blocks-hashed\": 3,"* ]]
+}
+
+@test "nbdsum-since: a local qcow2 file, its bitmap checked first" {
+  make_image
+  "$NBDSUM" -q --blocks d.qcow2 > m0
+  qemu-img bitmap --add --enable d.qcow2 b1
+  qemu-io -f qcow2 -c 'write -P 9 1000 5000' d.qcow2 > /dev/null
+  run "$NBDSUM" -q --since=m0 --dirty-bitmap=b1 d.qcow2
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$(first_sum "$output")" = "$(reference_of d.qcow2 sha256 65536)" ]
+  # No such bitmap; disabled (as libvirt leaves older checkpoints).
+  run "$NBDSUM" --since=m0 --dirty-bitmap=b2 d.qcow2
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"d.qcow2: it has no dirty bitmap 'b2'"* ]]
+  qemu-img bitmap --disable d.qcow2 b1
+  run "$NBDSUM" --since=m0 --dirty-bitmap=b1 d.qcow2
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"the dirty bitmap 'b1' is disabled"* ]]
+  [ -z "$(first_sum "$output")" ]
+  # In use: qemu had the image open for writing and never closed it.
+  qemu-img bitmap --enable d.qcow2 b1
+  qemu-io -f qcow2 d.qcow2 < <(sleep 5) > /dev/null &
+  pid=$!
+  for i in $(seq 50); do
+    qemu-img info -U --output=json d.qcow2 | grep -q in-use && break
+    sleep 0.1
+  done
+  kill -9 "$pid"
+  wait "$pid" || :
+  run "$NBDSUM" --since=m0 --dirty-bitmap=b1 d.qcow2
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"the dirty bitmap 'b1' is in use or inconsistent"* ]]
+  [ -z "$(first_sum "$output")" ]
+  # A raw file has no bitmaps.
+  "$MKIMAGE" '1000000;d:0+100K:a' raw.img
+  run "$NBDSUM" --since=m0 --dirty-bitmap=b1 raw.img
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"raw.img: a raw image has no dirty bitmaps"* ]]
+}
+
+@test "nbdsum-since: a disabled bitmap over NBD, every data block rewritten" {
+  make_image
+  # shellcheck disable=SC2046
+  "$NBDSUM" -q --blocks $(qnbd d.qcow2) > m0
+  qemu-img bitmap --add --disable d.qcow2 b1
+  qemu-io -f qcow2 -c 'write -P 11 0 6M' -c 'write -P 12 12M 1M' \
+    -c 'write -P 13 19M 512k' d.qcow2 > /dev/null
+  # shellcheck disable=SC2046
+  run "$NBDSUM" --since=m0 --dirty-bitmap=b1 $(qnbd d.qcow2 b1)
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"a sample of the clean blocks"*"the bitmap missed a change"* ]]
+  [ -z "$(first_sum "$output")" ]
+}
+
+@test "nbdsum-since: the manifest of another image of the same size" {
+  make_image
+  # shellcheck disable=SC2046
+  "$NBDSUM" -q --blocks $(qnbd d.qcow2) > m0
+  qemu-img create -q -f qcow2 other.qcow2 20M
+  qemu-io -f qcow2 -c 'write -P 21 0 6M' -c 'write -P 22 12M 1M' \
+    -c 'write -P 23 19M 512k' other.qcow2 > /dev/null
+  qemu-img bitmap --add --enable other.qcow2 b1
+  # shellcheck disable=SC2046
+  run "$NBDSUM" --since=m0 --dirty-bitmap=b1 $(qnbd other.qcow2 b1)
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"the bitmap missed a change"* ]]
+  [ -z "$(first_sum "$output")" ]
+}
+
+@test "nbdsum-since: an internal snapshot served with the image's bitmap" {
+  make_image
+  qemu-img snapshot -c s1 d.qcow2
+  qemu-io -f qcow2 -c 'write -P 31 0 6M' -c 'write -P 32 12M 1M' \
+    -c 'write -P 33 19M 512k' d.qcow2 > /dev/null
+  # shellcheck disable=SC2046
+  "$NBDSUM" -q --blocks $(qnbd d.qcow2) > m0
+  qemu-img bitmap --add --enable d.qcow2 b1
+  run "$NBDSUM" --since=m0 --dirty-bitmap=b1 \
+    [ qemu-nbd -r -f qcow2 -l s1 -A -B b1 d.qcow2 ]
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"the bitmap missed a change"* ]]
+  [ -z "$(first_sum "$output")" ]
+}
+
+@test "nbdsum-since: SIGTERM while a 64 TiB zero run is verified" {
+  local size=$((64 << 40)) t0 ms st writer
+  printf '# sha256 65536 %d %064d\n0 %d zero\n' "$size" 0 "$size" > big
+  "$MKIMAGE" '1000000;d:0+100K:a' raw.img
+  # And a manifest from a pipe that stops after its first line.
+  mkfifo pipe
+  { printf '# sha256 65536 1048576 %064d\n' 0; exec sleep 30; } > pipe 3>&- &
+  writer=$!
+  for args in "--check-manifest big" "--since=big --dirty-bitmap=b raw.img" \
+              "--diff --manifest=big raw.img" "--check-manifest pipe"; do
+    # shellcheck disable=SC2086
+    env --default-signal=TERM "$NBDSUM" $args > out 2> err 3>&- &
+    pid=$!
+    sleep 1
+    t0=$(date +%s%N)
+    kill -TERM "$pid"
+    for i in $(seq 100); do kill -0 "$pid" 2> /dev/null || break; sleep 0.1; done
+    kill -0 "$pid" 2> /dev/null && kill -9 "$pid"
+    st=0
+    wait "$pid" || st=$?
+    ms=$((($(date +%s%N) - t0) / 1000000))
+    echo "$args: status $st after $ms ms: $(cat err)"
+    [ "$st" -eq 143 ]
+    [ "$ms" -lt 5000 ]
+    [ ! -s out ]
+  done
+  kill "$writer" 2> /dev/null || :
 }

@@ -10,12 +10,15 @@ its manifest (nbdsum --blocks through qemu-nbd, a random digest and
 block size, text or JSON), then runs a chain of three incrementals: a
 persistent dirty bitmap (random granularity) started, random writes,
 zero writes and discards (unaligned, spanning blocks, at the tail),
-sometimes a resize, then nbdsum --since with qemu-nbd -B, once for the
-checksum and once with --blocks for the next manifest, whose bitmap is
-cleared at that moment.  Every result must equal nbdsum's full
-computation of the same image and reference.py's checksum of its raw
-bytes.  Prints one line per mismatch and a last line 'N compared, N
-mismatched'; exits 1 on any mismatch or failure.
+sometimes a resize, then nbdsum --since with qemu-nbd -A -B (or, the
+images having no backing file, -B and --immutable-backing), once for
+the checksum and once with --blocks for the next manifest, whose
+bitmap is cleared at that moment.  Every result must equal nbdsum's
+full computation of the same image and reference.py's checksum of its
+raw bytes.  A step that shrank the image must be refused instead (a
+bitmap does not record a shrink), and the chain goes on from a full
+--blocks.  Prints one line per mismatch and a last line 'N compared,
+N mismatched'; exits 1 on any mismatch or failure.
 """
 import json
 import os
@@ -43,10 +46,10 @@ def qemu_io(img, cmds):
     run(*args, img)
 
 
-def serve(img, bitmap=None):
+def serve(img, bitmap=None, depth=True):
     cmd = ["[", "qemu-nbd", "-r", "-f", "qcow2"]
     if bitmap:
-        cmd += ["-B", bitmap]
+        cmd += ["-A", "-B", bitmap] if depth else ["-B", bitmap]
     return cmd + [img, "]"]
 
 
@@ -114,28 +117,52 @@ def main():
             gran = rng.choice(GRANULARITIES)
             run("qemu-img", "bitmap", "--add", "--enable", "-g", str(gran),
                 img, bitmap)
+            shrunk = False
             if rng.random() < 0.2:
                 # qcow2 sizes are whole 512 byte sectors.
                 new = max(512, (size + rng.choice([-1, 1]) *
                                 rng.randint(1, 300000)) // 512 * 512)
                 run("qemu-img", "resize", "-q", "--shrink", "-f", "qcow2",
                     img, str(new))
+                shrunk = new < size
                 size = new
             ops = random_ops(size)
             if ops:
                 qemu_io(img, ops)
             since = ["--since", man, "--dirty-bitmap", bitmap]
+            depth = rng.random() < 0.7
+            if not depth:
+                since.append("--immutable-backing")
+            compared += 1
+            if shrunk:
+                # Refused, printing no checksum; a new chain starts.
+                r = subprocess.run([NBDSUM, "-q", *since,
+                                    *serve(img, bitmap, depth)],
+                                   capture_output=True)
+                if r.returncode != 1 or r.stdout or \
+                   b"fewer than the" not in r.stderr:
+                    mismatched += 1
+                    print("trial %d step %d (seed %d): a shrink to %d not "
+                          "refused: status %d, %s %s"
+                          % (trial, step, SEED, size, r.returncode,
+                             r.stdout, r.stderr))
+                text = run(NBDSUM, "-q", "--blocks", *hs,
+                           *(["--json"] if use_json else []),
+                           *serve(img)).decode()
+                with open(man, "w") as f:
+                    f.write(text)
+                run("qemu-img", "bitmap", "--remove", img, bitmap)
+                continue
             got = checksum_of(run(NBDSUM, "-q", *since,
-                                  *serve(img, bitmap)).decode())
+                                  *serve(img, bitmap, depth)).decode())
             text = run(NBDSUM, "-q", "--blocks", *since,
                        *(["--json"] if use_json else []),
-                       *serve(img, bitmap)).decode()
+                       *serve(img, bitmap, depth)).decode()
             got_blocks = manifest_root(text)
             full = checksum_of(run(NBDSUM, "-q", *hs, *serve(img)).decode())
             run("qemu-img", "convert", "-f", "qcow2", "-O", "raw", img, raw)
             ref = run(sys.executable, REFERENCE, digest, str(bs),
                       raw).decode().strip()
-            compared += 1
             if not got == got_blocks == full == ref:
                 mismatched += 1
                 print("trial %d step %d (seed %d, %s, %d byte blocks, "
