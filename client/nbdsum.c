@@ -51,8 +51,8 @@ print_sum_line (const struct result *res)
       (opts->tag == TAG_AUTO &&
        blk_sum_needs_tag (res->digest, res->block_size)))
     flags |= BLK_SUM_TAGGED;
-  blk_fput_sum_line (stdout, flags, res->digest, res->block_size, res->hex,
-                     res->name);
+  blk_fput_sum_line (stdout, flags, res->digest, res->block_size, NULL,
+                     res->hex, res->name);
 }
 
 /* Print res as a checksum line or, with --json, as an element of
