@@ -210,6 +210,12 @@ refuse_view (const char *name)
 struct source *
 source_open (const char *name)
 {
+  return source_open_as (name, NULL);
+}
+
+struct source *
+source_open_as (const char *name, const char *format)
+{
   struct source *src;
 
   if (refuse_view (name))
@@ -229,7 +235,7 @@ source_open (const char *name)
     src->uri = strdup (local_server_uri (src->server));
   }
   else {
-    src->server = local_server_start (name, name);
+    src->server = local_server_start (name, name, format);
     if (src->server == NULL)
       goto err;
     src->uri = strdup (local_server_uri (src->server));

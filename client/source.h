@@ -34,6 +34,11 @@ extern bool refuse_view (const char *name);
  * (printed).
  */
 extern struct source *source_open (const char *name);
+/* The same, a file read as format (NULL: probed; see
+ * local_server_start).
+ */
+extern struct source *source_open_as (const char *name,
+                                      const char *format);
 /* Stop the private server, if any. */
 extern void source_close (struct source *src);
 /* source_connect's flags. */
