@@ -179,7 +179,7 @@ sums () {
 
 @test "nbdsum-inputs: luks is refused: its guest content needs a secret" {
   qemu-img create -q -f luks --object secret,id=s0,data=pass \
-    -o key-secret=s0 disk.luks 1M
+    -o key-secret=s0,iter-time=10 disk.luks 1M
   run "$NBDSUM" disk.luks
   echo "$output"
   [ "$status" -eq 1 ]
