@@ -6,8 +6,9 @@
  * Lines are 'CHECKSUM  NAME' or 'BLKHASH-DIGEST/BLOCKSIZE (NAME) =
  * CHECKSUM' (nbdsum's and blkhash-file's formats), mixed in any order,
  * read by blk_sum_line_parse in lib/sumline.c.  A tagged line is
- * hashed as its tag says; -d and --block-size only apply to untagged
- * lines, which mean sha256 and 64K without them.  With -j, jobs.c
+ * hashed as its tag says, its file read as the format the tag names,
+ * if any; -d and --block-size only apply to untagged lines, which mean
+ * sha256 and 64K without them.  With -j, jobs.c
  * hashes several lines' inputs at once; verdicts and everything else
  * printed go through it, to come out in order.
  */
@@ -290,7 +291,7 @@ check_one_file (const char *path, const struct hash_spec *untagged,
     fc->lines++;
     name = sl.name;
     /* The tag says how the line was made: it wins over -d. */
-    const struct hash_spec tagged = { sl.digest, sl.block_size };
+    const struct hash_spec tagged = { sl.digest, sl.block_size, sl.format };
     const struct hash_spec *spec = sl.tagged ? &tagged : untagged;
     if (opts->ignore_missing && missing (name))
       continue;

@@ -13,6 +13,7 @@
 #include "incremental.h"
 #include "json.h"
 #include "local.h"
+#include "messages.h"
 #include "method.h"
 #include "options.h"
 #include "progress.h"
@@ -20,15 +21,35 @@
 #include "stream.h"
 #include "util.h"
 
+/* The format name is to be read as: a checksum line's, else the
+ * command line's, else NULL (probed).  A format for a URI or a [ CMD ]
+ * is an error (printed): they are hashed as served.
+ */
+static int
+input_format (const char *name, const struct hash_spec *spec,
+              const char **format)
+{
+  *format = spec->format ? spec->format : options_format (name);
+  if (*format && (is_uri (name) || local_command_argv (name))) {
+    error_at (name, "a format (%s) applies to local files only: this "
+              "input is hashed as its server serves it", *format);
+    return -1;
+  }
+  return 0;
+}
+
 struct endpoint *
 input_open (const char *name, const struct hash_spec *spec)
 {
-  struct source *src = source_open (name);
   struct fallback fb = { NULL, NULL, 0, NULL };
   struct endpoint *ep = NULL;
+  struct source *src;
+  const char *format;
   int r = 0;
 
-  if (src == NULL)
+  if (input_format (name, spec, &format) == -1)
+    return NULL;
+  if ((src = source_open_as (name, format)) == NULL)
     return NULL;
   /* The server hashes if it can; otherwise we do, going on with the
    * connection it left (it said so).
@@ -61,10 +82,13 @@ checksum_one (const char *name, const struct hash_spec *spec,
   uint8_t root[BLK_DIGEST_MAX];
   const double start = now ();
   struct endpoint *ep;
+  const char *format;
   int fd = STDIN_FILENO;
 
   memset (res, 0, sizeof *res);
   res->name = name;
+  if (input_format (name, spec, &format) == -1)
+    return -1;
   /* Standard input, and files a read hashes but nbdkit cannot serve
    * (with --since, incremental.c refuses them).
    */
@@ -72,7 +96,10 @@ checksum_one (const char *name, const struct hash_spec *spec,
       (!opts->since && !is_uri (name) && !local_command_argv (name) &&
        (fd = local_stream_open (name)) >= 0)) {
     struct blk_params p;
-    const int r = stream_checksum (name, fd, spec, root, &res->size, &p);
+    struct hash_spec stream_spec = *spec;
+    stream_spec.format = format;
+    const int r = stream_checksum (name, fd, &stream_spec, root, &res->size,
+                                   &p);
     if (fd != STDIN_FILENO)
       close (fd);
     if (r == -1)
@@ -81,6 +108,7 @@ checksum_one (const char *name, const struct hash_spec *spec,
     snprintf (res->digest, sizeof res->digest, "%s", p.digest.name);
     res->block_size = p.block_size;
     res->method = "stream";
+    snprintf (res->format, sizeof res->format, "raw");
     blk_params_free (&p);
   }
   else if (opts->since) {
@@ -113,8 +141,12 @@ checksum_one (const char *name, const struct hash_spec *spec,
     res->block_size = ep->params->block_size;
     res->size = ep->size;
     res->method = ep->ops->name;
+    if (ep->src->server && local_server_format (ep->src->server))
+      snprintf (res->format, sizeof res->format, "%s",
+                local_server_format (ep->src->server));
     input_close (ep);
   }
+  res->format_given = format != NULL;
   res->seconds = now () - start;
   return 0;
 }
@@ -127,6 +159,8 @@ result_json_members (const struct result *res)
   json_uint ("block-size", res->block_size);
   json_uint ("size", res->size);
   json_string ("method", res->method);
+  if (res->format[0])
+    json_string ("format", res->format);
   if (res->incremental) {
     json_name ("since", opts->since);
     json_name ("dirty-bitmap", opts->dirty_bitmap);

@@ -10,6 +10,7 @@
 
 #include "blkhash.h"
 #include "endpoint.h"
+#include "imgformat.h"
 #include "options.h"
 
 /* Output of one checksum. */
@@ -20,6 +21,12 @@ struct result {
   uint32_t block_size;
   uint64_t size;
   const char *method;           /* server-side, client-side, stream */
+  /* A local file's or stream's format, as read ("" for URIs and
+   * [ CMD ]), and whether it was given (--format, a line's) rather
+   * than probed: then its line says it.
+   */
+  char format[BLK_IMAGE_FORMAT_NAME_MAX];
+  bool format_given;
   double seconds;
   /* --since: blocks hashed rather than taken from the manifest, clean
    * blocks hashed as a sample to check the manifest by, and the image
@@ -39,7 +46,8 @@ extern int checksum_one (const char *name, const struct hash_spec *spec,
                          struct result *res);
 
 /* Open name (a URI or a file) with the method that can hash it,
- * ready for ep->ops->checksum.  NULL on error (printed).
+ * ready for ep->ops->checksum; a file as spec->format, else as
+ * --format gave it, else as probed.  NULL on error (printed).
  */
 extern struct endpoint *input_open (const char *name,
                                     const struct hash_spec *spec);

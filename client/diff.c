@@ -249,6 +249,7 @@ diff (const char *manifest, const char *a, const char *b,
     spec_b = (struct hash_spec) {
       spec->digest ? spec->digest : sa.params->digest.name,
       spec->block_size ? spec->block_size : sa.params->block_size,
+      NULL,
     };
   }
   if (opts->json)

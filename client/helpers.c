@@ -73,5 +73,6 @@ hash_spec_or_defaults (const struct hash_spec *spec)
     .digest = spec->digest ? spec->digest : BLK_DEFAULT_DIGEST,
     .block_size = spec->block_size ? spec->block_size
                   : BLK_DEFAULT_BLOCK_SIZE,
+    .format = spec->format,
   };
 }

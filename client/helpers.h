@@ -32,7 +32,8 @@ extern double now (void);
 extern size_t utf8_char (const unsigned char *p, size_t n);
 
 /* spec with what it leaves open filled with the defaults (sha256,
- * 64K): how nbdsum hashes where no server chooses.
+ * 64K): how nbdsum hashes where no server chooses.  The format is
+ * left as it is.
  */
 extern struct hash_spec hash_spec_or_defaults (const struct hash_spec *spec);
 

@@ -658,10 +658,6 @@ qemu_img_info (const char *name, const char *path, struct bitmap_info *bi)
   FILE *fp;
   pid_t pid;
 
-  if (opts->format) {
-    argv[n++] = "-f";
-    argv[n++] = opts->format;
-  }
   argv[n] = path;
   if (pipe2 (fds, O_CLOEXEC) == -1) {
     error_at (name, "pipe: %m");

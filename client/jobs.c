@@ -94,6 +94,8 @@ struct outcome_record {
   char hex[2 * EVP_MAX_MD_SIZE + 1];
   char digest[BLK_DIGEST_NAME_MAX + 1];
   char method[16];
+  char format[BLK_IMAGE_FORMAT_NAME_MAX];
+  bool format_given;
 };
 
 struct buffer {
@@ -372,6 +374,8 @@ jobs_child (struct entry *e, int records_fd, int err_fd,
     snprintf (o.hex, sizeof o.hex, "%s", res.hex);
     snprintf (o.digest, sizeof o.digest, "%s", res.digest);
     snprintf (o.method, sizeof o.method, "%s", res.method);
+    memcpy (o.format, res.format, sizeof o.format);
+    o.format_given = res.format_given;
   }
   jobs_child_record (RECORD_OUTCOME, &o, sizeof o, error,
                      error ? strlen (error) : 0);
@@ -503,6 +507,9 @@ jobs_take_records (struct entry *e)
       e->out.res.block_size = o.block_size;
       e->out.res.size = o.size;
       e->out.res.seconds = o.seconds;
+      memcpy (e->out.res.format, o.format, sizeof o.format);
+      e->out.res.format[sizeof o.format - 1] = '\0';
+      e->out.res.format_given = o.format_given;
       free (e->out.error);
       /* NULL without memory, as messages_captured. */
       e->out.error = elen ? strndup (data + sizeof o, elen) : NULL;

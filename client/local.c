@@ -6,9 +6,14 @@
  * nbdsum makes a listening Unix socket in a private directory and
  * starts nbdkit on it by socket activation (LISTEN_FDS), so every
  * connection reaches the same server and none can race its start.
- * Raw files are served by the file plugin; qcow2 and other formats by
- * a private qemu-nbd behind nbdkit's nbd plugin (for --since, qemu-nbd
- * alone: nbdkit passes on no dirty bitmap).  The blkhash filter
+ * Raw files are served by the file plugin; qcow2 and the other formats
+ * qemu reads by a private qemu-nbd behind nbdkit's nbd plugin, so that
+ * the guest content is hashed (for --since, qemu-nbd alone: nbdkit
+ * passes on no dirty bitmap).  A file's format is probed as qemu
+ * probes it (lib/imgformat.c) unless --format or a checksum line gives
+ * it; what nbdsum cannot read as guest content (luks, a fixed-size VHD
+ * qemu takes for raw, any image without qemu-nbd) is refused here,
+ * never hashed as its bytes.  The blkhash filter
  * comes from the build tree when nbdsum runs from it, and is left out
  * with --client-side.  The server has a process group of its own: a
  * terminal's ^C is for nbdsum, which disconnects before stopping it.
@@ -30,6 +35,7 @@
 #include <time.h>
 
 #include "helpers.h"
+#include "imgformat.h"
 #include "local.h"
 #include "messages.h"
 #include "options.h"
@@ -41,6 +47,8 @@
 struct local_server {
   const char *name;             /* the input, for messages */
   const char *what;             /* the program serving it, for messages */
+  const char *format;           /* a file's, static; NULL for [ CMD ] */
+  char what_buf[64];
   pid_t pid;
   char *dir, *sock, *uri;
 };
@@ -73,16 +81,94 @@ find_filter (void)
   return "blkhash";
 }
 
-/* qcow2 if it says so (like qemu's probe), else raw. */
-static const char *
-probe_format (int fd)
+/* Read all of count bytes at offset, or as many as there are.  -1 on
+ * an error.
+ */
+static ssize_t
+pread_full (int fd, uint8_t *buf, size_t count, off_t offset)
 {
-  unsigned char magic[4];
+  size_t done = 0;
 
-  if (pread (fd, magic, sizeof magic, 0) == sizeof magic &&
-      memcmp (magic, "QFI\xfb", 4) == 0)
-    return "qcow2";
-  return "raw";
+  while (done < count) {
+    const ssize_t r = pread (fd, buf + done, count - done, offset + done);
+    if (r == -1 && errno == EINTR)
+      continue;
+    if (r == -1)
+      return -1;
+    if (r == 0)
+      break;
+    done += r;
+  }
+  return done;
+}
+
+/* The file's format as qemu probes it (its name counts for dmg), or
+ * NULL after saying why nbdsum refuses it.
+ */
+static const char *
+probe_format (const char *name, int fd)
+{
+  uint8_t head[BLK_PROBE_HEAD], footer[BLK_VHD_FOOTER];
+  struct blk_probe p;
+  const off_t size = lseek (fd, 0, SEEK_END);
+  ssize_t len = pread_full (fd, head, sizeof head, 0);
+  bool have_footer = false;
+
+  if (len >= 0 && size >= (off_t) sizeof footer) {
+    const ssize_t r = pread_full (fd, footer, sizeof footer,
+                                  size - sizeof footer);
+    have_footer = r == (ssize_t) sizeof footer;
+    if (r == -1)
+      len = -1;
+  }
+  if (len == -1) {
+    error_at (name, "read: %m");
+    return NULL;
+  }
+  blk_probe_image (head, len, name, have_footer ? footer : NULL, &p);
+  if (p.also) {
+    error_at (name, "looks like both a %s and a %s image: give --format "
+              "to say which (or --format=raw for its bytes)", p.format,
+              p.also);
+    return NULL;
+  }
+  if (p.fixed_vhd) {
+    error_at (name, "looks like a fixed-size VHD: give --format=vpc for "
+              "its guest content or --format=raw for its bytes");
+    return NULL;
+  }
+  if (strcmp (p.format, "luks") == 0) {
+    error_at (name, "a luks image (encrypted): nbdsum cannot read its "
+              "guest content without the secret (serve it yourself, with "
+              "qemu-nbd --object secret,... as [ CMD ], or give "
+              "--format=raw for its bytes)");
+    return NULL;
+  }
+  return p.format;
+}
+
+/* Can execvp find program, as nbdkit's nbd plugin will? */
+static bool
+in_path (const char *program)
+{
+  const char *path = getenv ("PATH");
+  char *dirs, *dir, *save = NULL, *file;
+  bool found = false;
+
+  /* execvp's default, when PATH is unset. */
+  if ((dirs = strdup (path ? path : "/bin:/usr/bin")) == NULL)
+    return true;                /* the server will say */
+  for (dir = strtok_r (dirs, ":", &save); dir && !found;
+       dir = strtok_r (NULL, ":", &save)) {
+    struct stat st;
+    if (asprintf (&file, "%s/%s", *dir ? dir : ".", program) == -1)
+      break;
+    found = stat (file, &st) == 0 && S_ISREG (st.st_mode) &&
+      access (file, X_OK) == 0;
+    free (file);
+  }
+  free (dirs);
+  return found;
 }
 
 /* In the child: the listening socket as fd 3 for systemd-style socket
@@ -279,9 +365,10 @@ local_stream_open (const char *path)
 }
 
 struct local_server *
-local_server_start (const char *name, const char *path)
+local_server_start (const char *name, const char *path, const char *format)
 {
   char abs[PATH_MAX];
+  struct local_server *s;
   struct file_server f;
   struct stat st;
   int fd;
@@ -319,12 +406,35 @@ local_server_start (const char *name, const char *path)
     close (fd);
     return NULL;
   }
-  f.format = opts->format ? opts->format : probe_format (fd);
+  f.format = format ? format : probe_format (name, fd);
   close (fd);
+  if (f.format == NULL)
+    return NULL;
+  if (strcmp (f.format, "raw") != 0 && !in_path ("qemu-nbd")) {
+    error_at (name, "a %s image needs qemu-nbd (Debian package "
+              "qemu-utils) to be read as its guest content: install it, "
+              "or give --format=raw for its bytes", f.format);
+    return NULL;
+  }
   /* Hashing client-side, the filter would only hash twice. */
   f.filter = opts->client_side ? NULL : find_filter ();
   f.path = abs;
-  return serve (name, "private nbdkit", exec_nbdkit, &f);
+  s = serve (name, "private nbdkit", exec_nbdkit, &f);
+  if (s) {
+    s->format = f.format;
+    if (strcmp (f.format, "raw") != 0) {
+      snprintf (s->what_buf, sizeof s->what_buf,
+                "private nbdkit and qemu-nbd -f %s", f.format);
+      s->what = s->what_buf;
+    }
+  }
+  return s;
+}
+
+const char *
+local_server_format (const struct local_server *s)
+{
+  return s->format;
 }
 
 struct local_server *

@@ -12,11 +12,17 @@
 
 struct local_server;
 
-/* Serve the file at path (name is for messages).  NULL on error
- * (printed).
+/* Serve the file at path (name is for messages, and probing dmg) as
+ * format (lib/imgformat.h's names), or as its first bytes say when
+ * NULL.  NULL on error (printed): also for a file nbdsum does not read
+ * as guest content (luks, a fixed-size VHD, two formats at once, any
+ * image format but raw without qemu-nbd).
  */
 extern struct local_server *local_server_start (const char *name,
-                                                const char *path);
+                                                const char *path,
+                                                const char *format);
+/* The format a file is served as; NULL for a [ CMD ]'s server. */
+extern const char *local_server_format (const struct local_server *s);
 /* A local file nbdkit cannot serve but a read can hash, as sha256sum
  * does: a pipe (nbdsum <(...)), a character device, a file saying size
  * 0 that has bytes (/proc, /sys).  Returns a descriptor to read it

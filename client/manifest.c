@@ -831,6 +831,6 @@ manifest_hash_spec (const struct manifest *m, const struct hash_spec *spec,
               "not %" PRIu64, m->p.block_size, spec->block_size);
     return -1;
   }
-  *out = (struct hash_spec) { m->p.digest.name, m->p.block_size };
+  *out = (struct hash_spec) { m->p.digest.name, m->p.block_size, NULL };
   return 0;
 }

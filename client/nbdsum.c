@@ -35,7 +35,9 @@
 #include "sumline.h"
 
 /* A checksum line says how to verify it: tagged with its digest and
- * block size unless they are the defaults (or as --tag, --untagged).
+ * block size unless they are the defaults (or as --tag, --untagged),
+ * and with the format a file was given, which probing might not find
+ * again (--untagged: not even that, as sha256sum's lines).
  */
 static void
 print_sum_line (const struct result *res)
@@ -51,8 +53,9 @@ print_sum_line (const struct result *res)
       (opts->tag == TAG_AUTO &&
        blk_sum_needs_tag (res->digest, res->block_size)))
     flags |= BLK_SUM_TAGGED;
-  blk_fput_sum_line (stdout, flags, res->digest, res->block_size, res->hex,
-                     res->name);
+  blk_fput_sum_line (stdout, flags, res->digest, res->block_size,
+                     res->format_given && opts->tag != TAG_NEVER
+                     ? res->format : NULL, res->hex, res->name);
 }
 
 /* Print res as a checksum line or, with --json, as an element of
@@ -237,7 +240,7 @@ main (int argc, char **argv)
   catch_stop_signals ();
 
   /* Inputs are hashed as the options say (--diff: B as A was). */
-  const struct hash_spec spec = { opts->digest, opts->block_size };
+  const struct hash_spec spec = { opts->digest, opts->block_size, NULL };
 
   /* No input: standard input, as sha256sum does. */
   args = &argv[first];

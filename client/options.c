@@ -1,7 +1,10 @@
 /* Copyright (C) 2026 The nbdkit-blkhash developers
  * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
  */
-/* nbdsum: command line. */
+/* nbdsum: command line.  Options apply to every input wherever they
+ * are, but --format, which applies to the local files after it: getopt
+ * returns the inputs in order among the options.
+ */
 #include <config.h>
 
 #include <errno.h>
@@ -10,11 +13,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include <libnbd.h>
 
 #include "blkhash.h"
+#include "helpers.h"
+#include "imgformat.h"
+#include "local.h"
 #include "messages.h"
 #include "options.h"
 #include "util.h"
@@ -26,6 +33,14 @@ static struct options parsed = {
   .jobs = 1,
 };
 const struct options *const opts = &parsed;
+
+/* The inputs a --format other than auto applies to, and that format. */
+struct given_format {
+  const char *name;             /* the input, by its address */
+  const char *format;           /* static, lib/imgformat.h's */
+};
+static struct given_format *given;
+static size_t ngiven;
 
 static void __attribute__ ((noreturn))
 usage (FILE *fp, int status)
@@ -46,10 +61,13 @@ usage (FILE *fp, int status)
 "  URI                   nbd://, nbd+unix://, nbds://, nbds+unix:// ...\n"
 "                        naming an image (a blkhash view NAME@blkhash is\n"
 "                        refused: nbdsum asks for the view itself)\n"
-"  FILE                  a local image, served by a private nbdkit (raw;\n"
-"                        qcow2 and other formats through qemu-nbd)\n"
+"  FILE                  a local image, served by a private nbdkit: raw,\n"
+"                        or the guest content of qcow2, vmdk, vhdx, vpc\n"
+"                        and the other formats qemu probes (through\n"
+"                        qemu-nbd); luks is refused\n"
 "  -                     a raw image read from standard input (also\n"
-"                        when no input is given)\n"
+"                        when no input is given; refused if it looks\n"
+"                        like another format)\n"
 "\n"
 "Options:\n"
 "  -C, --connections=N   connections to open (default 4; 1 when the\n"
@@ -71,9 +89,11 @@ usage (FILE *fp, int status)
 "                        16M, e.g. 64K, 96K or 1M (default: the server's,\n"
 "                        64K unless blkhash-block-size= says; 64K for local\n"
 "                        files and client-side)\n"
-"      --format=FMT      format of local FILEs: raw, qcow2, or any qemu\n"
-"                        format (default: qcow2 if it looks like one, else\n"
-"                        raw)\n"
+"      --format=FMT      read the local FILEs after it (until the next\n"
+"                        --format) as FMT: raw (their bytes), qcow2, qcow,\n"
+"                        qed, vmdk, vhdx, vpc, vdi, parallels, bochs,\n"
+"                        cloop, dmg; or auto, the default: as qemu probes\n"
+"                        them; a line made with a --format records it\n"
 "      --client-side     hash here even if the server has a blkhash view\n"
 "      --tag             always print tagged lines\n"
 "                        'BLKHASH-DIGEST/BLOCKSIZE (NAME) = CHECKSUM'\n"
@@ -232,6 +252,110 @@ set_usage_status (int argc, char **argv)
       usage_status = 2;
 }
 
+/* --format's argument: a format's static name, or NULL for auto. */
+static const char *
+parse_format (const char *arg)
+{
+  const char *format;
+
+  if (strcasecmp (arg, "auto") == 0)
+    return NULL;
+  if ((format = blk_image_format (arg)) != NULL)
+    return format;
+  if (strcasecmp (arg, "luks") == 0)
+    fprintf (stderr, "%s: --format=%s: luks images are encrypted: nbdsum "
+             "cannot read their guest content without the secret (serve "
+             "it yourself, with qemu-nbd --object secret,... as "
+             "[ CMD ], or give --format=raw for its bytes)\n",
+             progname, arg);
+  else
+    fprintf (stderr, "%s: --format=%s: unknown format (nbdsum reads "
+             BLK_IMAGE_FORMATS_LIST "; auto probes)\n", progname, arg);
+  exit (usage_status);
+}
+
+/* A --format on the command line: where it was among the inputs. */
+struct format_option {
+  const char *arg;              /* as given */
+  int first;                    /* the first input after it */
+};
+
+/* Is the input a local file (or standard input), which --format may
+ * apply to, rather than a URI or a [ CMD ]?
+ */
+static bool
+is_local (const char *name)
+{
+  return !is_uri (name) && local_command_argv (name) == NULL;
+}
+
+/* Check each --format against the inputs it applies to (those after it
+ * until the next) and keep the format of each local file given one.
+ */
+static void
+apply_formats (const struct format_option *fo, int nfo, char **inputs,
+               int ninputs, bool implicit_stdin)
+{
+  if (nfo && (parsed.check || parsed.check_manifest || parsed.since)) {
+    fprintf (stderr, "%s: --format does not go with --check (a checksum "
+             "line carries its format), --check-manifest or --since\n",
+             progname);
+    exit (usage_status);
+  }
+  given = calloc (ninputs ? ninputs : 1, sizeof *given);
+  if (given == NULL) {
+    fprintf (stderr, "%s: out of memory\n", progname);
+    exit (usage_status);
+  }
+  for (int k = 0; k < nfo; k++) {
+    const char *format = parse_format (fo[k].arg);
+    const int end = k + 1 < nfo ? fo[k + 1].first : ninputs;
+    int local = 0;
+
+    for (int i = fo[k].first; i < end; i++) {
+      /* A stream is its bytes (stream.c says so of other streams). */
+      if (strcmp (inputs[i], "-") == 0 && format &&
+          strcmp (format, "raw") != 0) {
+        if (implicit_stdin)
+          fprintf (stderr, "%s: --format=%s applies to no local file (it "
+                   "applies to the files after it; standard input, read "
+                   "when none is given, only takes --format=raw)\n",
+                   progname, fo[k].arg);
+        else
+          fprintf (stderr, "%s: --format=%s does not apply to standard "
+                   "input: nbdsum hashes a stream's bytes (--format=raw)\n",
+                   progname, fo[k].arg);
+        exit (usage_status);
+      }
+      if (is_local (inputs[i])) {
+        local++;
+        if (format)
+          given[ngiven++] = (struct given_format) { inputs[i], format };
+      }
+      else if (format) {
+        fprintf (stderr, "%s: --format=%s does not apply to %s: it is "
+                 "hashed as its server serves it\n", progname, fo[k].arg,
+                 inputs[i]);
+        exit (usage_status);
+      }
+    }
+    if (local == 0) {
+      fprintf (stderr, "%s: --format=%s applies to no local file (it "
+               "applies to the files after it)\n", progname, fo[k].arg);
+      exit (usage_status);
+    }
+  }
+}
+
+const char *
+options_format (const char *name)
+{
+  for (size_t i = 0; i < ngiven; i++)
+    if (given[i].name == name)
+      return given[i].format;
+  return NULL;
+}
+
 static unsigned
 parse_count (const char *opt, const char *arg, unsigned max)
 {
@@ -309,14 +433,26 @@ parse_options (int argc, char **argv, int *first_arg)
     { NULL }
   };
   const char *msg;
-  int c, nargs;
+  int c, nargs = 0, nfo = 0;
+  bool implicit_stdin;
+  /* The inputs in order, and the --format options among them. */
+  char **inputs = calloc (argc, sizeof *inputs);
+  struct format_option *fo = calloc (argc, sizeof *fo);
 
+  if (inputs == NULL || fo == NULL) {
+    fprintf (stderr, "%s: out of memory\n", progname);
+    exit (EXIT_FAILURE);
+  }
   set_usage_status (argc, argv);
   /* getopt names the program from argv[0]: nbdsum, not its path. */
   argv[0] = (char *) progname;
-  while ((c = getopt_long (argc, argv, "C:R:d:j:cphqvVwz", long_options, NULL))
-         != -1) {
+  /* '-': the inputs come back in order (1), for --format. */
+  while ((c = getopt_long (argc, argv, "-C:R:d:j:cphqvVwz", long_options,
+                           NULL)) != -1) {
     switch (c) {
+    case 1:
+      inputs[nargs++] = optarg;
+      break;
     case 'C':
       parsed.connections = parse_count ("--connections", optarg,
                                       MAX_CONNECTIONS);
@@ -355,7 +491,7 @@ parse_options (int argc, char **argv, int *first_arg)
       }
       break;
     case OPT_FORMAT:
-      parsed.format = optarg;
+      fo[nfo++] = (struct format_option) { optarg, nargs };
       break;
     case OPT_CLIENT_SIDE:
       parsed.client_side = true;
@@ -442,7 +578,9 @@ parse_options (int argc, char **argv, int *first_arg)
     }
   }
 
-  nargs = argc - optind;
+  /* After "--", inputs only. */
+  while (optind < argc)
+    inputs[nargs++] = argv[optind++];
   if ((parsed.diff && (parsed.check || parsed.blocks)) ||
       (parsed.check && parsed.blocks)) {
     fprintf (stderr, "%s: --check, --diff and --blocks do not go together\n",
@@ -528,16 +666,27 @@ parse_options (int argc, char **argv, int *first_arg)
     exit (usage_status);
   }
   /* Block digests need an image that can be read anywhere. */
-  for (int i = optind;
-       (parsed.diff || parsed.blocks || parsed.since) && i < argc; i++)
-    if (strcmp (argv[i], "-") == 0) {
+  for (int i = 0;
+       (parsed.diff || parsed.blocks || parsed.since) && i < nargs; i++)
+    if (strcmp (inputs[i], "-") == 0) {
       fprintf (stderr, "%s: %s: standard input cannot be an image with "
-               "%s (save it to a file first)\n", progname, argv[i],
+               "%s (save it to a file first)\n", progname, inputs[i],
                parsed.diff ? "--diff" :
                parsed.since ? "--since" : "--blocks");
       exit (usage_status);
     }
-  *first_arg = optind;
+  /* No input is standard input (main): a --format=raw is for it. */
+  implicit_stdin = nargs == 0 && nfo > 0 && !parsed.check &&
+    !parsed.check_manifest;
+  if (implicit_stdin)
+    inputs[nargs++] = (char *) "-";
+  apply_formats (fo, nfo, inputs, nargs, implicit_stdin);
+  /* The inputs last in argv, in order, for main. */
+  for (int i = 0; i < nargs; i++)
+    argv[argc - nargs + i] = inputs[i];
+  *first_arg = argc - nargs;
+  free (inputs);
+  free (fo);
 }
 
 void

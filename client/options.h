@@ -19,7 +19,6 @@ struct options {
   double connect_timeout;       /* --connect-timeout, seconds; 0: none */
   const char *digest;           /* -d, NULL: the server's default */
   uint64_t block_size;          /* --block-size, 0: the server's default */
-  const char *format;           /* --format for local files, NULL: probe */
   bool client_side;             /* --client-side */
   bool json;                    /* --json */
   enum {
@@ -51,17 +50,26 @@ extern const struct options *const opts;
 
 /* How one input is hashed: the options' -d and --block-size, except
  * for --diff's image B, hashed like A.  NULL and 0 mean the server's
- * choice server-side, the defaults client-side.
+ * choice server-side, the defaults client-side.  format is a checksum
+ * line's, for its local file (lib/imgformat.h's names); NULL: the
+ * command line's for the input (options_format), else probed.
  */
 struct hash_spec {
   const char *digest;
   uint64_t block_size;
+  const char *format;
 };
 
 /* Parse argv (exits on errors, --help, --version, --list-digests);
  * *first_arg is the first input.
  */
 extern void parse_options (int argc, char **argv, int *first_arg);
+
+/* The format --format gave the input named name (by its address in
+ * argv, as parse_options left it), by lib/imgformat.h's static name;
+ * NULL when none did (--format=auto, or none before it): probe.
+ */
+extern const char *options_format (const char *name);
 
 /* In a -j job (a child process hashing one input for the run): no
  * bar and no --progress=FD lines of its own, the run shows progress.

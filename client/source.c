@@ -207,9 +207,11 @@ refuse_view (const char *name)
   return refused;
 }
 
-/* source_open, and with bitmap a file is qemu-nbd's. */
+/* source_open, a file read as format, and with bitmap a file is
+ * qemu-nbd's.
+ */
 static struct source *
-open_source (const char *name, const char *bitmap)
+open_source (const char *name, const char *format, const char *bitmap)
 {
   struct source *src;
 
@@ -231,7 +233,7 @@ open_source (const char *name, const char *bitmap)
   }
   else {
     src->server = bitmap ? local_server_start_bitmap (name, name, bitmap)
-      : local_server_start (name, name);
+      : local_server_start (name, name, format);
     if (src->server == NULL)
       goto err;
     src->uri = strdup (local_server_uri (src->server));
@@ -250,13 +252,19 @@ open_source (const char *name, const char *bitmap)
 struct source *
 source_open (const char *name)
 {
-  return open_source (name, NULL);
+  return open_source (name, NULL, NULL);
+}
+
+struct source *
+source_open_as (const char *name, const char *format)
+{
+  return open_source (name, format, NULL);
 }
 
 struct source *
 source_open_bitmap (const char *name, const char *bitmap)
 {
-  return open_source (name, bitmap);
+  return open_source (name, NULL, bitmap);
 }
 
 void

@@ -40,6 +40,11 @@ extern struct source *source_open (const char *name);
  */
 extern struct source *source_open_bitmap (const char *name,
                                           const char *bitmap);
+/* The same, a file read as format (NULL: probed; see
+ * local_server_start).
+ */
+extern struct source *source_open_as (const char *name,
+                                      const char *format);
 /* Stop the private server, if any. */
 extern void source_close (struct source *src);
 /* source_connect's flags. */

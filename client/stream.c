@@ -2,7 +2,11 @@
  * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
  */
 /* nbdsum: the checksum of a raw image read from a file descriptor
- * (standard input): read sequentially and hashed as it comes.
+ * (standard input, a pipe, a character device): read sequentially and
+ * hashed as it comes.  qemu cannot read a stream, so one that looks
+ * like an image (its first bytes a format's magic, or its last a
+ * fixed-size VHD's footer) is refused rather than hashed as bytes,
+ * unless --format=raw says the bytes are what is wanted.
  */
 #include <config.h>
 
@@ -10,9 +14,11 @@
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "helpers.h"
+#include "imgformat.h"
 #include "messages.h"
 #include "progress.h"
 #include "signals.h"
@@ -20,6 +26,55 @@
 
 /* Bytes read from the stream at a time. */
 #define STREAM_READ_BYTES (1024 * 1024)
+
+/* What a stream is called in messages. */
+static const char *
+stream_what (const char *name)
+{
+  return strcmp (name, "-") == 0 ? "standard input" : "the stream";
+}
+
+/* Does the stream look like an image, by its first len bytes (and, at
+ * its end, its last BLK_VHD_FOOTER ones)?  Then say so.
+ */
+static bool
+refuse_image (const char *name, const uint8_t *head, size_t len,
+              const uint8_t *footer)
+{
+  struct blk_probe p;
+
+  blk_probe_image (head, len, NULL, footer, &p);
+  if (strcmp (p.format, "raw") != 0)
+    error_at (name, "%s looks like a %s image: nbdsum hashes a stream's "
+              "bytes; give the file's name to hash its guest content, or "
+              "--format=raw to hash the bytes", stream_what (name),
+              p.format);
+  else if (p.fixed_vhd)
+    error_at (name, "%s looks like a fixed-size VHD (it ends with a VHD "
+              "footer): nbdsum hashes a stream's bytes; give the file's "
+              "name and --format=vpc to hash its guest content, or "
+              "--format=raw to hash the bytes", stream_what (name));
+  else
+    return false;
+  return true;
+}
+
+/* Keep the last BLK_VHD_FOOTER bytes seen in tail. */
+static void
+keep_tail (uint8_t *tail, size_t *tail_len, const uint8_t *buf, size_t n)
+{
+  size_t keep;
+
+  if (n >= BLK_VHD_FOOTER) {
+    memcpy (tail, buf + n - BLK_VHD_FOOTER, BLK_VHD_FOOTER);
+    *tail_len = BLK_VHD_FOOTER;
+    return;
+  }
+  keep = *tail_len < BLK_VHD_FOOTER - n ? *tail_len : BLK_VHD_FOOTER - n;
+  memmove (tail, tail + *tail_len - keep, keep);
+  memcpy (tail + keep, buf, n);
+  *tail_len = keep + n;
+}
 
 int
 stream_checksum (const char *name, int fd, const struct hash_spec *spec,
@@ -29,9 +84,21 @@ stream_checksum (const char *name, int fd, const struct hash_spec *spec,
   struct blk_stream s;
   struct progress prog;
   uint8_t *buf = malloc (STREAM_READ_BYTES);
+  /* Its first bytes, held until there are enough to probe; its last. */
+  uint8_t first[BLK_PROBE_HEAD], tail[BLK_VHD_FOOTER];
+  size_t held = 0, first_len = 0, tail_len = 0;
+  const bool bytes = hs.format && strcmp (hs.format, "raw") == 0;
+  bool probing = !bytes;
   const char *msg;
   int ret = -1;
 
+  if (hs.format && !bytes) {
+    error_at (name, "--format=%s does not apply to a stream: nbdsum hashes "
+              "a stream's bytes (--format=raw); give the file's name to "
+              "read it as %s", hs.format, hs.format);
+    free (buf);
+    return -1;
+  }
   if ((msg = blk_params_init (p, hs.digest, hs.block_size)) != NULL) {
     error_at (name, "%s", msg);
     free (buf);
@@ -56,7 +123,7 @@ stream_checksum (const char *name, int fd, const struct hash_spec *spec,
     }
     if (stop_signal ())
       goto out;
-    ssize_t n = read (fd, buf, STREAM_READ_BYTES);
+    ssize_t n = read (fd, buf + held, STREAM_READ_BYTES - held);
     if (n == -1 && errno == EINTR)
       continue;
     if (n == -1) {
@@ -65,12 +132,42 @@ stream_checksum (const char *name, int fd, const struct hash_spec *spec,
     }
     if (n == 0)
       break;
+    /* Nothing is hashed until the first bytes were probed. */
+    if (probing) {
+      held += n;
+      if (held < BLK_PROBE_HEAD)
+        continue;
+      first_len = BLK_PROBE_HEAD;
+      memcpy (first, buf, first_len);
+      if (refuse_image (name, first, first_len, NULL))
+        goto out;
+      probing = false;
+      n = held;
+      held = 0;
+    }
+    keep_tail (tail, &tail_len, buf, n);
     if (blk_stream_update (&s, buf, n) == -1) {
       error_at (name, "%s failed", p->digest.name);
       goto out;
     }
     progress_add (&prog, n, n);
   }
+  /* A stream shorter than the bytes probed, then its end. */
+  if (probing && held > 0) {
+    first_len = held;
+    memcpy (first, buf, first_len);
+    if (refuse_image (name, first, first_len, NULL))
+      goto out;
+    keep_tail (tail, &tail_len, buf, held);
+    if (blk_stream_update (&s, buf, held) == -1) {
+      error_at (name, "%s failed", p->digest.name);
+      goto out;
+    }
+    progress_add (&prog, held, held);
+  }
+  if (!bytes && tail_len == BLK_VHD_FOOTER &&
+      refuse_image (name, first, first_len, tail))
+    goto out;
   if (blk_stream_final (&s, root) == -1) {
     error_at (name, "%s failed", p->digest.name);
     goto out;

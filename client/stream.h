@@ -12,7 +12,9 @@
 
 /* Hash what fd gives until its end with spec (or the defaults); p is
  * initialised and must be freed by the caller on success.  0, or -1
- * (error printed).
+ * (error printed).  A stream is its bytes: without spec->format, one
+ * that looks like another format is refused; spec->format "raw" hashes
+ * it all the same; any other format is an error.
  */
 extern int stream_checksum (const char *name, int fd,
                             const struct hash_spec *spec, uint8_t *root,

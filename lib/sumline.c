@@ -1,7 +1,7 @@
 /* Copyright (C) 2026 The nbdkit-blkhash developers
  * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
  */
-/* nbdkit-blkhash: writing and reading checksum lines. */
+/* nbdkit-blkhash: writing and reading checksum lines (sumline.h). */
 #include <config.h>
 
 #include <ctype.h>
@@ -42,7 +42,8 @@ blk_sum_needs_tag (const char *digest, uint64_t block_size)
 
 void
 blk_fput_sum_line (FILE *fp, unsigned flags, const char *digest,
-                   uint64_t block_size, const char *hex, const char *name)
+                   uint64_t block_size, const char *format, const char *hex,
+                   const char *name)
 {
   /* -z: a NUL ends the line, so names go out as they are. */
   const bool zero = flags & BLK_SUM_ZERO;
@@ -50,13 +51,16 @@ blk_fput_sum_line (FILE *fp, unsigned flags, const char *digest,
 
   if (escape)
     fputc ('\\', fp);
-  if (flags & BLK_SUM_TAGGED) {
+  if ((flags & BLK_SUM_TAGGED) || format) {
     char bs[BLK_BLOCK_SIZE_STR_MAX];
 
     fputs (BLK_SUM_TAG_PREFIX, fp);
     for (const char *p = digest; *p; p++)
       fputc (toupper ((unsigned char) *p), fp);
-    fprintf (fp, "/%s (", blk_format_block_size (block_size, bs));
+    fprintf (fp, "/%s", blk_format_block_size (block_size, bs));
+    if (format)
+      fprintf (fp, ":%s", format);
+    fputs (" (", fp);
     blk_fput_name (fp, name, escape);
     fprintf (fp, ") = %s", hex);
   }
@@ -105,6 +109,9 @@ unescape (char *name)
 /* What blk_digest_init allows in a digest name. */
 #define DIGEST_CHARS \
   "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_."
+/* What an image format's name may have. */
+#define FORMAT_CHARS \
+  "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
 
 /* "HEX  NAME" or "HEX *NAME", from p.  NULL, or why not. */
 static const char *
@@ -127,11 +134,13 @@ parse_untagged (char *p, size_t hexlen, struct blk_sum_line *sl)
   return NULL;
 }
 
-/* "BLKHASH-DIGEST/BLOCKSIZE (NAME) = HEX", from p.  NULL, or why not. */
+/* "BLKHASH-DIGEST/BLOCKSIZE[:FORMAT] (NAME) = HEX", from p.  NULL, or
+ * why not.
+ */
 static const char *
 parse_tagged (char *p, struct blk_sum_line *sl)
 {
-  char *digest = p + strlen (BLK_SUM_TAG_PREFIX), *size, *name, *close;
+  char *digest = p + strlen (BLK_SUM_TAG_PREFIX), *size, *fmt, *name, *close;
   char size_str[32];
   struct blk_digest d;
   uint64_t block_size;
@@ -152,7 +161,8 @@ parse_tagged (char *p, struct blk_sum_line *sl)
 
   size = digest + n + 1;
   n = strspn (size, DIGEST_CHARS);
-  if (n == 0 || size[n] != ' ' || size[n + 1] != '(')
+  fmt = size + n;
+  if (n == 0 || (*fmt != ' ' && *fmt != ':'))
     return "the tag is not followed by ' (NAME) = '";
   if (n >= sizeof size_str)
     return "block size is too long";
@@ -163,10 +173,22 @@ parse_tagged (char *p, struct blk_sum_line *sl)
     return msg;
   sl->block_size = block_size;
 
+  /* ":FORMAT", a format given when the line was made. */
+  if (*fmt == ':') {
+    fmt++;
+    n = strspn (fmt, FORMAT_CHARS);
+    if ((sl->format = blk_image_format_n (fmt, n)) == NULL)
+      return "the image format after ':' is not one nbdsum reads ("
+        BLK_IMAGE_FORMATS_LIST ")";
+    fmt += n;
+  }
+  if (fmt[0] != ' ' || fmt[1] != '(')
+    return "the tag is not followed by ' (NAME) = '";
+
   /* Names are not escaped for ')': the hex has none, so the last one
    * ends the name (as cksum -c reads it).
    */
-  name = size + n + 2;
+  name = fmt + 2;
   close = strrchr (name, ')');
   if (close == NULL || strncmp (close, ") = ", 4) != 0)
     return "no ') = ' before the checksum";

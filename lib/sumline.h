@@ -8,10 +8,13 @@
  *
  *   HEX  NAME                                  untagged, sha256sum's
  *   BLKHASH-DIGEST/BLOCKSIZE (NAME) = HEX      tagged, cksum --tag's
+ *   BLKHASH-DIGEST/BLOCKSIZE:FORMAT (NAME) = HEX
  *
  * An untagged line says nothing of how it was made: it means the
  * default digest and block size (sha256, 64K) unless the reader is
- * told otherwise.  A tagged line carries both.
+ * told otherwise, and a local file read as its bytes probe.  A tagged
+ * line carries both, and the image format the file was read as when
+ * one was given rather than probed (lib/imgformat.h's names).
  */
 #ifndef BLKHASH_SUMLINE_H
 #define BLKHASH_SUMLINE_H
@@ -22,6 +25,7 @@
 #include <stdio.h>
 
 #include "digest.h"
+#include "imgformat.h"
 
 /* The start of a tagged line, any case when read. */
 #define BLK_SUM_TAG_PREFIX "BLKHASH-"
@@ -44,11 +48,13 @@ extern bool blk_sum_needs_tag (const char *digest, uint64_t block_size);
 #define BLK_SUM_ZERO   2        /* end with NUL, names not escaped (-z) */
 
 /* Write one line: "HEX  NAME\n", or tagged with digest (upper-cased)
- * and block_size, which only tagged lines use.
+ * and block_size, which only tagged lines use.  A format (a name
+ * blk_image_format knows, or NULL) makes the line tagged, whatever
+ * flags say, and follows the block size after ':'.
  */
 extern void blk_fput_sum_line (FILE *fp, unsigned flags, const char *digest,
-                               uint64_t block_size, const char *hex,
-                               const char *name);
+                               uint64_t block_size, const char *format,
+                               const char *hex, const char *name);
 
 /* One line as read. */
 struct blk_sum_line {
@@ -60,6 +66,10 @@ struct blk_sum_line {
    */
   char digest[BLK_DIGEST_NAME_MAX];
   uint32_t block_size;
+  /* The format after the block size, by blk_image_format's static
+   * name, or NULL: none (the file is probed).
+   */
+  const char *format;
 };
 
 /* Parse one line of a checksum file in place.  line is NUL-terminated;
@@ -70,8 +80,10 @@ struct blk_sum_line {
  * where BLKHASH- and DIGEST may be in any case, DIGEST is a digest
  * blk_digest_init knows, BLOCKSIZE is read by blk_parse_size and
  * passes blk_check_block_size, NAME ends at the last ')' of the line,
- * and HEX has the digest's length.  In both, a line starting with '\\'
- * has "\\\\", "\\n" and "\\r" escapes in NAME, and NAME is not empty.
+ * and HEX has the digest's length; BLOCKSIZE may be followed by ':' and
+ * a FORMAT blk_image_format knows, in any case.  In both, a line
+ * starting with '\\' has "\\\\", "\\n" and "\\r" escapes in NAME, and
+ * NAME is not empty.
  *
  * Returns NULL with *sl filled, or a static message saying why the
  * line is not well formed (line may then be changed).

@@ -261,7 +261,7 @@ write_file (struct result **lines, size_t n)
     const struct blk_params *p = lines[i]->p;
     blk_fput_sum_line (fp, blk_sum_needs_tag (p->digest.name, p->block_size)
                        ? BLK_SUM_TAGGED : 0, p->digest.name, p->block_size,
-                       lines[i]->hex, lines[i]->name[0]
+                       NULL, lines[i]->hex, lines[i]->name[0]
                        ? lines[i]->name : blkhash_file_name);
   }
   if (fflush (fp) == EOF || fsync (fileno (fp)) == -1)

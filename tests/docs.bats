@@ -120,6 +120,8 @@ start_standins () {
   # recipe whose reader stops early must survive SIGPIPE.
   "$MKIMAGE" '1G;d:0+1M:a;z:2M+1M;d:5M+300000:b;d:700M+64K:c' disk.img
   qemu-img convert -f raw -O qcow2 disk.img disk.qcow2
+  qemu-img convert -f raw -O vmdk disk.img disk.vmdk
+  qemu-img convert -f raw -O vpc -o subformat=fixed disk.img disk.vhd
   cp disk.img a.img
   cp disk.img b.img
   cp disk.img "$si/dir/disk"

@@ -13,6 +13,20 @@ setup_file () {
   "$MKIMAGE" '9M;d:0+1M:a;d:5M+300000:b;d:8M+4097:c' \
     "$BATS_FILE_TMPDIR/disk.img"
   disk40_build
+  # Images of other formats, each with its guest content's checksum.
+  local f
+  mkdir "$BATS_FILE_TMPDIR/fmt"
+  for f in vmdk vhdx qcow2; do
+    qemu-img convert -f raw -O "$f" "$BATS_FILE_TMPDIR/disk.img" \
+      "$BATS_FILE_TMPDIR/fmt/g.$f"
+  done
+  qemu-img convert -f raw -O vpc -o subformat=fixed \
+    "$BATS_FILE_TMPDIR/disk.img" "$BATS_FILE_TMPDIR/fmt/fixed.vhd"
+  qemu-img convert -f vpc -O raw "$BATS_FILE_TMPDIR/fmt/fixed.vhd" \
+    "$BATS_FILE_TMPDIR/fixed.raw"
+  reference sha256 65536 "$BATS_FILE_TMPDIR/fixed.raw" \
+    > "$BATS_FILE_TMPDIR/fmt/fixed.vhd.want"
+  rm "$BATS_FILE_TMPDIR/fixed.raw"
 }
 
 setup () {
@@ -530,4 +544,88 @@ name\img' > SUMS
   run "$NBDSUM" -c SHA256SUMS
   [ "$status" -eq 1 ]
   [[ "$output" != *"no line matched"* ]]
+}
+
+@test "nbdsum-check: a line records a format given, and -c reads the file with it" {
+  local want vpc
+  cp "$BATS_FILE_TMPDIR"/fmt/* .
+  want=$(reference sha256 65536 disk.img)
+  vpc=$(cat fixed.vhd.want)
+  # The report's case: a format given, then -c with no option.
+  "$NBDSUM" --format=vmdk g.vmdk > SUMS
+  cat SUMS
+  [ "$(cat SUMS)" = "BLKHASH-SHA256/64K:vmdk (g.vmdk) = $want" ]
+  run "$NBDSUM" -c SUMS
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$output" = "g.vmdk: OK" ]
+  # Several formats, given and probed, and their own digests.
+  {
+    "$NBDSUM" g.vmdk g.vhdx
+    "$NBDSUM" --format=vpc fixed.vhd --format=raw g.qcow2 disk.img
+    "$NBDSUM" -d sha1 --format=vpc fixed.vhd
+  } > SUMS
+  cat SUMS
+  [ "$(sed -n 3p SUMS)" = "BLKHASH-SHA256/64K:vpc (fixed.vhd) = $vpc" ]
+  [ "$(sed -n 4p SUMS)" = "BLKHASH-SHA256/64K:raw (g.qcow2) = $(reference sha256 65536 g.qcow2)" ]
+  [[ "$(sed -n 6p SUMS)" = "BLKHASH-SHA1/64K:vpc (fixed.vhd) = "* ]]
+  run "$NBDSUM" -c SUMS
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$output" = "g.vmdk: OK
+g.vhdx: OK
+fixed.vhd: OK
+g.qcow2: OK
+disk.img: OK
+fixed.vhd: OK" ]
+  run "$NBDSUM" -c -j 3 SUMS
+  [ "$status" -eq 0 ]
+  [ "$(grep -c ': OK$' <<< "$output")" -eq 6 ]
+  # Edited checksums fail, and no sha256sum hint for tagged lines.
+  flip_hex SUMS
+  run "$NBDSUM" -c SUMS
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [ "$(grep -c ': FAILED$' <<< "$output")" -eq 6 ]
+  [[ "$output" != *sha256sum* ]]
+}
+
+@test "nbdsum-check: a line's format: raw is the bytes, a URI's is an error, unknown is malformed" {
+  local bytes
+  cp "$BATS_FILE_TMPDIR"/fmt/g.qcow2 .
+  bytes=$(reference sha256 65536 g.qcow2)
+  # The bytes' checksum verifies as :raw, not as the probed qcow2.
+  printf '%s\n' "BLKHASH-SHA256/64K:raw (g.qcow2) = $bytes" \
+    "blkhash-sha256/64k:RAW (g.qcow2) = $bytes" "$bytes  g.qcow2" > SUMS
+  run "$NBDSUM" -c SUMS
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [ "$output" = "g.qcow2: OK
+g.qcow2: OK
+g.qcow2: FAILED
+nbdsum: WARNING: 1 computed checksum did NOT match" ]
+  # A URI is hashed as its server serves it: a format is an error.
+  run nbdkit -U - file g.qcow2 --run '
+    echo "BLKHASH-SHA256/64K:qcow2 ($uri) = '"$bytes"'" > URISUMS
+    "$NBDSUM" -c URISUMS'
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"a format (qcow2) applies to local files only"* ]]
+  [[ "$output" = *": FAILED open or read"* ]]
+  # Formats nbdsum does not read are improperly formatted.
+  printf '%s\n' "BLKHASH-SHA256/64K:vhd (g.qcow2) = $bytes" \
+    "BLKHASH-SHA256/64K:luks (g.qcow2) = $bytes" \
+    "BLKHASH-SHA256/64K:auto (g.qcow2) = $bytes" \
+    "BLKHASH-SHA256/64K: (g.qcow2) = $bytes" \
+    "BLKHASH-SHA256/64K:raw(g.qcow2) = $bytes" > BAD
+  run "$NBDSUM" -c -w BAD
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [ "$(grep -c 'improperly formatted checksum line' <<< "$output")" -eq 5 ]
+  [[ "$output" = *"BAD: 1: improperly formatted checksum line (the image format after ':' is not one nbdsum reads"* ]]
+  # --json gives each line's format.
+  run "$NBDSUM" -c --json SUMS
+  echo "$output"
+  [[ "$output" = *'"result": "OK"'*'"format": "raw"'* ]]
+  [[ "$output" = *'"result": "FAILED"'*'"format": "qcow2"'* ]]
 }

@@ -16,6 +16,42 @@ setup_file () {
     "$BATS_FILE_TMPDIR/compressed.qcow2"
   qemu-img create -q -f qcow2 -b "$BATS_FILE_TMPDIR/disk.qcow2" -F qcow2 \
     "$BATS_FILE_TMPDIR/overlay.qcow2"
+  formats_build
+}
+
+# Every format qemu-img can write, converted from one raw image with
+# data, a hole, zeros and an odd size, in $BATS_FILE_TMPDIR/fmt/: IMAGE
+# and, in IMAGE.want, the checksum of its guest content as qemu reads
+# it (qemu-img convert -O raw, then the reference).  Guest sizes are
+# not the raw's: qemu rounds 5000000 up to 5000192 (whole sectors),
+# and vpc to its geometry (5013504).
+formats_build () {
+  local d="$BATS_FILE_TMPDIR/fmt" f
+  mkdir "$d"
+  "$MKIMAGE" '5000000;d:0+1M:a;d:2M+100000:b;z:3M+300000;d:4700000+300000:c' \
+    "$d/g.raw"
+  for f in qcow2 qcow qed vmdk vhdx vpc vdi parallels; do
+    qemu-img convert -f raw -O "$f" "$d/g.raw" "$d/g.$f"
+  done
+  for f in streamOptimized monolithicFlat twoGbMaxExtentSparse; do
+    qemu-img convert -f raw -O vmdk -o subformat="$f" "$d/g.raw" "$d/$f.vmdk"
+  done
+  qemu-img convert -f raw -O vpc -o subformat=fixed "$d/g.raw" "$d/fixed.vhd"
+  for f in "$d"/g.* "$d"/*.vmdk "$d/fixed.vhd"; do
+    case $f in *-flat.vmdk|*-s00?.vmdk) continue ;; esac
+    case $f in *.vhd) qemu-img convert -f vpc -O raw "$f" "$d/oracle.raw" ;;
+               *) qemu-img convert -O raw "$f" "$d/oracle.raw" ;;
+    esac
+    reference sha256 65536 "$d/oracle.raw" > "$f.want"
+  done
+  rm "$d/oracle.raw"
+}
+
+# The images of formats_build qemu reads as guest content, one a line.
+format_images () {
+  local d="$BATS_FILE_TMPDIR/fmt"
+  printf '%s\n' "$d"/g.{qcow2,qcow,qed,vmdk,vhdx,vpc,vdi,parallels} \
+    "$d"/{streamOptimized,monolithicFlat,twoGbMaxExtentSparse}.vmdk
 }
 
 setup () {
@@ -83,10 +119,211 @@ sums () {
   [ "$(sums)" = "$(reference sha256 65536 changed.raw)" ]
 }
 
-@test "nbdsum-inputs: --format=raw hashes a qcow2 file's own bytes" {
-  run "$NBDSUM" --format=raw "$BATS_FILE_TMPDIR/disk.qcow2"
+@test "nbdsum-inputs: --format=raw hashes a qcow2 file's own bytes, and the line says so" {
+  local q="$BATS_FILE_TMPDIR/disk.qcow2" bytes
+  bytes=$(reference sha256 65536 "$q")
+  run "$NBDSUM" --format=raw "$q"
+  echo "$output"
   [ "$status" -eq 0 ]
-  [ "$(sums)" = "$(reference sha256 65536 "$BATS_FILE_TMPDIR/disk.qcow2")" ]
+  # Tagged even for sha256/64K: the line records the format given.
+  [ "$output" = "BLKHASH-SHA256/64K:raw ($q) = $bytes" ]
+  [ "$bytes" != "$want" ]
+}
+
+@test "nbdsum-inputs: every format qemu probes is hashed as its guest content" {
+  local img
+  for img in $(format_images); do
+    run "$NBDSUM" "$img"
+    echo "$img: $output"
+    [ "$status" -eq 0 ]
+    # Probed: the line is as it always was, untagged.
+    [ "$output" = "$(cat "$img.want")  $img" ]
+  done
+}
+
+@test "nbdsum-inputs: --client-side reads them the same, and --json names the format qemu probes" {
+  local img fmt
+  for img in $(format_images); do
+    fmt=$(qemu-img info --output=json "$img" |
+          "$PYTHON" -c 'import json, sys; print(json.load(sys.stdin)["format"])')
+    run "$NBDSUM" --client-side --json "$img"
+    echo "$img ($fmt): $output"
+    [ "$status" -eq 0 ]
+    [[ "$output" = *"\"checksum\": \"$(cat "$img.want")\""* ]]
+    [[ "$output" = *"\"format\": \"$fmt\""* ]]
+    [[ "$output" = *'"method": "client-side"'* ]]
+  done
+  # A raw file is raw.
+  run "$NBDSUM" --json "$disk"
+  [[ "$output" = *'"format": "raw"'* ]]
+}
+
+@test "nbdsum-inputs: a fixed-size VHD is refused unless --format says vpc or raw" {
+  local vhd="$BATS_FILE_TMPDIR/fmt/fixed.vhd"
+  # qemu probes it as raw; its last 512 bytes are a VHD footer.
+  [ "$(qemu-img info --output=json "$vhd" | grep '"format"')" = \
+    '    "format": "raw",' ]
+  run "$NBDSUM" "$vhd"
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"looks like a fixed-size VHD: give --format=vpc for its guest content or --format=raw for its bytes"* ]]
+  ! grep -qE '[0-9a-f]{64}' <<< "$output" || false
+  run "$NBDSUM" --format=vpc "$vhd"
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$output" = "BLKHASH-SHA256/64K:vpc ($vhd) = $(cat "$vhd.want")" ]
+  run "$NBDSUM" --format=raw "$vhd"
+  [ "$status" -eq 0 ]
+  [ "$output" = "BLKHASH-SHA256/64K:raw ($vhd) = $(reference sha256 65536 "$vhd")" ]
+}
+
+@test "nbdsum-inputs: luks is refused: its guest content needs a secret" {
+  qemu-img create -q -f luks --object secret,id=s0,data=pass \
+    -o key-secret=s0,iter-time=10 disk.luks 1M
+  run "$NBDSUM" disk.luks
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"disk.luks: a luks image (encrypted)"* ]]
+  ! grep -qE '[0-9a-f]{64}' <<< "$output" || false
+  run "$NBDSUM" --format=luks disk.luks
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"--format=luks"*"secret"* ]]
+  # Its bytes, if asked for.
+  run "$NBDSUM" --format=raw disk.luks
+  [ "$status" -eq 0 ]
+  [ "$(sum_hex "$output")" = "$(reference sha256 65536 disk.luks)" ]
+}
+
+@test "nbdsum-inputs: without qemu-nbd, images are refused, naming the format and the package" {
+  local img="$BATS_FILE_TMPDIR/fmt/g.vmdk"
+  mkdir empty
+  # nbdkit is run by its path: raw files need nothing on PATH.
+  run env PATH="$PWD/empty" "$NBDSUM" "$disk"
+  [ "$status" -eq 0 ]
+  [ "$(sums)" = "$want" ]
+  for args in "$img" "--format=vmdk $img" "$BATS_FILE_TMPDIR/disk.qcow2"; do
+    run env PATH="$PWD/empty" "$NBDSUM" $args
+    echo "$args: $output"
+    [ "$status" -eq 1 ]
+    [[ "$output" = *"image needs qemu-nbd (Debian package qemu-utils)"* ]]
+    [[ "$output" = *" a vmdk image"* || "$output" = *" a qcow2 image"* ]]
+    ! grep -qE '[0-9a-f]{64}' <<< "$output" || false
+  done
+}
+
+@test "nbdsum-inputs: --format applies to the files after it, until the next" {
+  local d="$BATS_FILE_TMPDIR/fmt"
+  run "$NBDSUM" --format=vmdk "$d/g.vmdk" --format=auto "$disk" \
+    "$d/g.vhdx" --format=raw "$d/g.qcow2" "$disk"
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "${lines[0]}" = "BLKHASH-SHA256/64K:vmdk ($d/g.vmdk) = $(cat "$d/g.vmdk.want")" ]
+  [ "${lines[1]}" = "$want  $disk" ]
+  [ "${lines[2]}" = "$(cat "$d/g.vhdx.want")  $d/g.vhdx" ]
+  [ "${lines[3]}" = "BLKHASH-SHA256/64K:raw ($d/g.qcow2) = $(reference sha256 65536 "$d/g.qcow2")" ]
+  [ "${lines[4]}" = "BLKHASH-SHA256/64K:raw ($disk) = $want" ]
+  # Options around inputs keep applying to all of them.
+  run "$NBDSUM" "$d/g.vmdk" -d sha1 --format=vpc "$d/g.vpc"
+  [ "$status" -eq 0 ]
+  [[ "${lines[0]}" = "BLKHASH-SHA1/64K ($d/g.vmdk) = "* ]]
+  [[ "${lines[1]}" = "BLKHASH-SHA1/64K:vpc ($d/g.vpc) = "* ]]
+  # Until the next: vmdk for a raw file is an error, not its bytes.
+  run "$NBDSUM" --format=vmdk "$d/g.vmdk" "$disk"
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [ "${lines[0]}" = "BLKHASH-SHA256/64K:vmdk ($d/g.vmdk) = $(cat "$d/g.vmdk.want")" ]
+  [[ "$output" = *"invalid VMDK image descriptor"* ]]
+  ! grep -q "$want" <<< "$output" || false
+}
+
+@test "nbdsum-inputs: --format usage errors: nothing after it, a URI, a command, unknown" {
+  local d="$BATS_FILE_TMPDIR/fmt"
+  run "$NBDSUM" --format=vmdk < /dev/null
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"--format=vmdk applies to no local file (it applies to the files after it"* ]]
+  run "$NBDSUM" --format=vmdk nbd://localhost/x
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"--format=vmdk does not apply to nbd://localhost/x"* ]]
+  run "$NBDSUM" --format=auto nbd://localhost/x
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"--format=auto applies to no local file (it applies to the files after it)"* ]]
+  run "$NBDSUM" "$d/g.vmdk" --format=vmdk
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"--format=vmdk applies to no local file"* ]]
+  run "$NBDSUM" --format=qcow2 nbd://localhost/x
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"--format=qcow2 does not apply to nbd://localhost/x"* ]]
+  run "$NBDSUM" --format=raw [ qemu-nbd -r -f raw "$disk" ]
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"--format=raw does not apply to [ qemu-nbd"* ]]
+  # auto is what a URI is anyway.
+  run "$NBDSUM" --format=auto [ nbdkit file "$disk" ] "$disk"
+  [ "$status" -eq 0 ]
+  run "$NBDSUM" --format=vhd "$disk"
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"--format=vhd: unknown format"*"vpc"* ]]
+  run "$NBDSUM" -c --format=raw SUMS
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"--format does not go with --check"* ]]
+}
+
+@test "nbdsum-inputs: a stream that looks like an image is refused; --format=raw hashes its bytes" {
+  local q="$BATS_FILE_TMPDIR/disk.qcow2" d="$BATS_FILE_TMPDIR/fmt"
+  run bash -c '"$NBDSUM" < "$1"' _ "$q"
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [ "$output" = "nbdsum: -: standard input looks like a qcow2 image: nbdsum hashes a stream's bytes; give the file's name to hash its guest content, or --format=raw to hash the bytes" ]
+  run "$NBDSUM" <(cat "$d/g.vmdk")
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"looks like a vmdk image"* ]]
+  # A fixed VHD's footer comes last.
+  run bash -c '"$NBDSUM" - < "$1"' _ "$d/fixed.vhd"
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"looks like a fixed-size VHD"* ]]
+  ! grep -qE '[0-9a-f]{64}' <<< "$output" || false
+  run bash -c 'cat "$1" | "$NBDSUM" --format=raw -' _ "$q"
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$output" = "BLKHASH-SHA256/64K:raw (-) = $(reference sha256 65536 "$q")" ]
+  # No input is standard input, for --format too.
+  run bash -c '"$NBDSUM" --format=raw < "$1"' _ "$q"
+  [ "$status" -eq 0 ]
+  [ "$output" = "BLKHASH-SHA256/64K:raw (-) = $(reference sha256 65536 "$q")" ]
+  run bash -c '"$NBDSUM" --format=qcow2 - < "$1"' _ "$q"
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"--format=qcow2 does not apply to standard input: nbdsum hashes a stream's bytes"* ]]
+  run "$NBDSUM" --format=qcow2 <(cat "$q")
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"--format=qcow2 does not apply to a stream"* ]]
+  # Raw streams as always, short ones too.
+  run bash -c 'printf QFI | "$NBDSUM"'
+  [ "$status" -eq 0 ]
+}
+
+@test "nbdsum-inputs: -j 2 with mixed formats prints what -j 1 prints" {
+  local d="$BATS_FILE_TMPDIR/fmt" one
+  local args=("$d/g.vmdk" --format=raw "$d/g.qcow2" --format=vpc
+              "$d/fixed.vhd" --format=auto "$d/g.vdi" "$disk")
+  run "$NBDSUM" -j 1 "${args[@]}"
+  [ "$status" -eq 0 ]
+  one=$output
+  [ "${lines[0]}" = "$(cat "$d/g.vmdk.want")  $d/g.vmdk" ]
+  [ "${lines[2]}" = "BLKHASH-SHA256/64K:vpc ($d/fixed.vhd) = $(cat "$d/fixed.vhd.want")" ]
+  run "$NBDSUM" -j 2 "${args[@]}"
+  [ "$status" -eq 0 ]
+  [ "$output" = "$one" ]
+  run "$NBDSUM" -j 2 --json "${args[@]}"
+  [[ "$output" = *'"format": "vpc"'* ]]
 }
 
 @test "nbdsum-inputs: qemu-nbd without the filter: client-side, equal, said so" {

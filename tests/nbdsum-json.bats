@@ -53,12 +53,12 @@ assert doc["failed"] == 1
 r = rows[0]
 assert r == {"name": disk, "checksum": want_disk, "digest": "sha1",
              "block-size": 65536, "size": 8 << 20, "method": "server-side",
-             "seconds": r["seconds"]}, r
+             "format": "raw", "seconds": r["seconds"]}, r
 assert isinstance(r["seconds"], float) and r["seconds"] >= 0
 assert rows[1] == {"name": "nosuch.img",
                    "error": "No such file or directory"}, rows[1]
 assert rows[2]["checksum"] == want_small and rows[2]["method"] == "stream"
-assert rows[2]["size"] == 300000, rows[2]
+assert rows[2]["size"] == 300000 and rows[2]["format"] == "raw", rows[2]
 assert rows[3]["checksum"] == want_small
 assert rows[3]["method"] == "server-side"
 PY

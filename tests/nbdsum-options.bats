@@ -297,7 +297,13 @@ complete_words () {
   [ "$output" = "shake128
 shake256" ]
   run complete_words "$NBDSUM" --format qc
-  [ "$output" = qcow2 ]
+  [ "$output" = "qcow2
+qcow" ]
+  run complete_words "$NBDSUM" --format=vh
+  [ "$output" = --format=vhdx ]
+  # As bash splits it.
+  run complete_words "$NBDSUM" --format = par
+  [ "$output" = parallels ]
   touch "$BATS_TEST_TMPDIR/image-one.img"
   run complete_words "$NBDSUM" "$BATS_TEST_TMPDIR/image-o"
   [ "$output" = "$BATS_TEST_TMPDIR/image-one.img" ]

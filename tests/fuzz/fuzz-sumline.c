@@ -4,18 +4,21 @@
 /* Fuzz target: checksum lines, as nbdsum -c reads them from a file.
  *
  * A line that parses must be well formed: an untagged line has exactly
- * the hex length asked for, a tagged line a digest OpenSSL knows (by
- * its canonical name), a valid block size and the digest's hex length;
- * both have a name.  What blk_fput_sum_line writes, tagged or not, is
- * one line and parses back to the same digest, block size, hex and
- * name.  The input is also tried as a name to write, in both forms
- * and with -z.
+ * the hex length asked for and no format, a tagged line a digest
+ * OpenSSL knows (by its canonical name), a valid block size, the
+ * digest's hex length, and no format or one nbdsum reads (by its
+ * canonical name); both have a name.  What blk_fput_sum_line writes,
+ * tagged or not, with a format or not, is one line and parses back to
+ * the same digest, block size, format, hex and name (a format makes
+ * it tagged).  The input is also tried as a name to write, in both
+ * forms, with and without a format, and with -z.
  */
 #include <config.h>
 
 #include <stdbool.h>
 
 #include "blkhash.h"
+#include "imgformat.h"
 #include "sumline.h"
 #include "fuzz.h"
 
@@ -30,21 +33,21 @@ writable (const char *name)
   return len > 0;
 }
 
-/* Write a line as nbdsum does (tagged when digest is not NULL), and
- * read it back.
+/* Write a line as nbdsum does (tagged when digest is not NULL; a
+ * format needs a digest), and read it back.
  */
 static void
-round_trip (const char *digest, uint32_t block_size, const char *hex,
-            const char *name)
+round_trip (const char *digest, uint32_t block_size, const char *format,
+            const char *hex, const char *name)
 {
-  const unsigned flags = digest ? BLK_SUM_TAGGED : 0;
+  const unsigned flags = digest && !format ? BLK_SUM_TAGGED : 0;
   char *line = NULL;
   size_t len = 0;
   FILE *fp = open_memstream (&line, &len);
   struct blk_sum_line sl;
 
   PROPERTY (fp != NULL);
-  blk_fput_sum_line (fp, flags, digest, block_size, hex, name);
+  blk_fput_sum_line (fp, flags, digest, block_size, format, hex, name);
   PROPERTY (fclose (fp) == 0);
   /* One line, whatever is in the name. */
   PROPERTY (len > 0 && memchr (line, '\n', len) == line + len - 1);
@@ -54,6 +57,7 @@ round_trip (const char *digest, uint32_t block_size, const char *hex,
     PROPERTY (strcmp (sl.digest, digest) == 0);
     PROPERTY (sl.block_size == block_size);
   }
+  PROPERTY (sl.format == format);
   PROPERTY (strcmp (hex, sl.hex) == 0);
   PROPERTY (strcmp (name, sl.name) == 0);
   free (line);
@@ -61,8 +65,8 @@ round_trip (const char *digest, uint32_t block_size, const char *hex,
 
 /* -z: the same line, unescaped, ending with its only NUL. */
 static void
-zero_line (const char *digest, uint32_t block_size, const char *hex,
-           const char *name)
+zero_line (const char *digest, uint32_t block_size, const char *format,
+           const char *hex, const char *name)
 {
   const unsigned flags = digest ? BLK_SUM_TAGGED : 0;
   char *line = NULL, *zline = NULL;
@@ -71,9 +75,9 @@ zero_line (const char *digest, uint32_t block_size, const char *hex,
   FILE *zfp = open_memstream (&zline, &zlen);
 
   PROPERTY (fp != NULL && zfp != NULL);
-  blk_fput_sum_line (fp, flags, digest, block_size, hex, name);
-  blk_fput_sum_line (zfp, flags | BLK_SUM_ZERO, digest, block_size, hex,
-                     name);
+  blk_fput_sum_line (fp, flags, digest, block_size, format, hex, name);
+  blk_fput_sum_line (zfp, flags | BLK_SUM_ZERO, digest, block_size, format,
+                     hex, name);
   PROPERTY (fclose (fp) == 0 && fclose (zfp) == 0);
   PROPERTY (zlen > 0 && memchr (zline, '\0', zlen) == zline + zlen - 1);
   PROPERTY (strstr (zline, name) != NULL);
@@ -107,16 +111,20 @@ check_line (const char *text, size_t hexlen)
       blk_digest_free (&d);
       PROPERTY (blk_check_block_size (sl.block_size) == NULL);
       PROPERTY (sl.hex > sl.name);
+      /* A format nbdsum reads, by its canonical (static) name. */
+      if (sl.format)
+        PROPERTY (blk_image_format (sl.format) == sl.format);
     }
     else {
+      PROPERTY (sl.format == NULL);
       PROPERTY (n == hexlen);
       PROPERTY (sl.hex <= line + 1 && sl.name > sl.hex + hexlen);
     }
     if (writable (sl.name)) {
-      round_trip (sl.tagged ? sl.digest : NULL, sl.block_size, sl.hex,
-                  sl.name);
-      zero_line (sl.tagged ? sl.digest : NULL, sl.block_size, sl.hex,
-                 sl.name);
+      round_trip (sl.tagged ? sl.digest : NULL, sl.block_size, sl.format,
+                  sl.hex, sl.name);
+      zero_line (sl.tagged ? sl.digest : NULL, sl.block_size, sl.format,
+                 sl.hex, sl.name);
     }
   }
   else
@@ -150,10 +158,18 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
     check_line (text, 64);      /* sha256, nbdsum's default */
   if (writable (text)) {
     const size_t t = size ? data[0] % (sizeof tags / sizeof tags[0]) : 0;
+    size_t nformats = 0;
+    const char *format;
 
-    round_trip (NULL, 0, "0123456789abcdef", text);
-    round_trip (tags[t].digest, tags[t].block_size, tags[t].hex, text);
-    zero_line (tags[t].digest, tags[t].block_size, tags[t].hex, text);
+    while (blk_image_formats[nformats])
+      nformats++;
+    format = blk_image_formats[size > 1 ? data[1] % nformats : 0];
+    round_trip (NULL, 0, NULL, "0123456789abcdef", text);
+    round_trip (tags[t].digest, tags[t].block_size, NULL, tags[t].hex, text);
+    round_trip (tags[t].digest, tags[t].block_size, format, tags[t].hex,
+                text);
+    zero_line (tags[t].digest, tags[t].block_size, NULL, tags[t].hex, text);
+    zero_line (tags[t].digest, tags[t].block_size, format, tags[t].hex, text);
   }
   free (text);
   return 0;

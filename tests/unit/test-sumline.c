@@ -45,6 +45,20 @@ parses_tagged (const char *line, const char *digest, uint32_t block_size,
   return r;
 }
 
+/* Does a tagged line parse with this format (NULL: none)? */
+static int
+parses_format (const char *line, const char *format)
+{
+  char *copy = strdup (line);
+  struct blk_sum_line sl;
+  int r = copy && blk_sum_line_parse (copy, 64, &sl) == NULL && sl.tagged &&
+    (format ? sl.format && strcmp (sl.format, format) == 0
+     : sl.format == NULL);
+
+  free (copy);
+  return r;
+}
+
 /* Malformed, with a reason. */
 static int
 malformed (const char *line)
@@ -60,17 +74,25 @@ malformed (const char *line)
 
 /* What blk_fput_sum_line writes. */
 static char *
-written (unsigned flags, const char *digest, uint64_t block_size,
-         const char *hex, const char *name, size_t *len)
+written_as (unsigned flags, const char *digest, uint64_t block_size,
+            const char *format, const char *hex, const char *name,
+            size_t *len)
 {
   char *buf = NULL;
   FILE *fp = open_memstream (&buf, len);
 
   if (fp == NULL)
     abort ();
-  blk_fput_sum_line (fp, flags, digest, block_size, hex, name);
+  blk_fput_sum_line (fp, flags, digest, block_size, format, hex, name);
   fclose (fp);
   return buf;
+}
+
+static char *
+written (unsigned flags, const char *digest, uint64_t block_size,
+         const char *hex, const char *name, size_t *len)
+{
+  return written_as (flags, digest, block_size, NULL, hex, name, len);
 }
 
 int
@@ -143,6 +165,26 @@ main (void)
   ok (malformed ("BLKHASH-SHA1/99999999999999999999999999999999999 (x) = "
                  SHA1_HEX), "a block size too long to read");
 
+  /* Tagged lines with a format. */
+  ok (parses_tagged ("BLKHASH-SHA1/1M:vpc (disk.vhd) = " SHA1_HEX,
+                     "sha1", 1 << 20, SHA1_HEX, "disk.vhd") &&
+      parses_format ("BLKHASH-SHA1/1M:vpc (disk.vhd) = " SHA1_HEX, "vpc"),
+      "tagged with a format");
+  ok (parses_format ("blkhash-sha1/64k:Parallels (x) = " SHA1_HEX,
+                     "parallels"), "a format in any case, canonical");
+  ok (parses_format ("BLKHASH-SHA1/64K:raw (a:b) = " SHA1_HEX, "raw") &&
+      parses_format ("BLKHASH-SHA1/64K (a:b) = " SHA1_HEX, NULL),
+      "':' in the name is the name's");
+  ok (malformed ("BLKHASH-SHA1/64K:vhd (x) = " SHA1_HEX), "unknown format");
+  ok (malformed ("BLKHASH-SHA1/64K:luks (x) = " SHA1_HEX),
+      "luks is not a format nbdsum reads");
+  ok (malformed ("BLKHASH-SHA1/64K:auto (x) = " SHA1_HEX), "nor auto");
+  ok (malformed ("BLKHASH-SHA1/64K: (x) = " SHA1_HEX), "an empty format");
+  ok (malformed ("BLKHASH-SHA1/64K:raw: (x) = " SHA1_HEX), "two ':'");
+  ok (malformed ("BLKHASH-SHA1/64K:raw(x) = " SHA1_HEX), "no space after it");
+  ok (malformed ("BLKHASH-SHA1:raw/64K (x) = " SHA1_HEX),
+      "the format after the block size, not the digest");
+
   {
     size_t len;
     char *buf;
@@ -168,6 +210,15 @@ main (void)
     buf = written (BLK_SUM_TAGGED, "md5", 4096, "abcd", "a\nb", &len);
     ok (strcmp (buf, "\\BLKHASH-MD5/4K (a\\nb) = abcd\n") == 0,
         "tagged line escaped, '\\' first as cksum writes it");
+    free (buf);
+    buf = written_as (0, "sha256", 65536, "vpc", "abcd", "disk.vhd", &len);
+    ok (strcmp (buf, "BLKHASH-SHA256/64K:vpc (disk.vhd) = abcd\n") == 0,
+        "a format makes the line tagged, even for sha256/64K");
+    free (buf);
+    buf = written_as (BLK_SUM_TAGGED, "sha1", 1 << 20, "raw", "abcd", "a\nb",
+                      &len);
+    ok (strcmp (buf, "\\BLKHASH-SHA1/1M:raw (a\\nb) = abcd\n") == 0,
+        "tagged line with a format, escaped");
     free (buf);
     buf = written (BLK_SUM_ZERO, "sha256", 65536, "abcd", "a\\b\nc", &len);
     ok (len == 12 && memcmp (buf, "abcd  a\\b\nc\0", 12) == 0,
