@@ -245,6 +245,22 @@ plugin_reads () {
   [ "${lines[-1]}" = "$(reference shake128 98304 "$BATS_TEST_TMPDIR/final.img")" ]
 }
 
+# Writes through one export name while a view of another computes: a
+# write forgets every table of every other export whole (they may share
+# its bytes), and nothing computed while it is in flight is kept.
+@test "filter-passive: concurrent writers through one name, the view of another never stale" {
+  local rounds=$(( (${STRESS_ROUNDS:-20} + 6) / 7 ))
+  export rounds
+  run serve memory 64M blkhash-cache=true -- '
+    "$STRESS" "nbd+unix:///a?socket=$unixsocket" \
+              "nbd+unix:///b@blkhash?socket=$unixsocket" "$rounds" \
+              "$BATS_TEST_TMPDIR/final.img"'
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$(grep -c ': ok ' <<< "$output")" -eq "$rounds" ]
+  [ "${lines[-1]}" = "$(reference sha256 65536 "$BATS_TEST_TMPDIR/final.img")" ]
+}
+
 @test "filter-passive: by default and with blkhash-cache=false, nothing hashed in passing without blkhash-file" {
   local cache
   for cache in "" blkhash-cache=false; do
