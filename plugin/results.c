@@ -114,14 +114,18 @@ drop_locked (struct result **rp)
   dirty = stale_on_disk = true;
 }
 
-/* A stamp of the writes before computing a checksum: false if one is
- * in flight (its checksum could not be recorded).
+/* A stamp of the writes before computing a checksum.  false if one
+ * is in flight: then the stamp is one that nothing matches, as what is
+ * computed now may hold digests from before that write ended.
  */
 static bool
 writes_stamp (uint64_t *stamp)
 {
   *stamp = atomic_load (&writes_begun);
-  return atomic_load (&writes_ended) == *stamp;
+  if (atomic_load (&writes_ended) == *stamp)
+    return true;
+  *stamp = UINT64_MAX;
+  return false;
 }
 
 static bool
@@ -466,11 +470,15 @@ record (struct blkhash_export *e, const uint8_t *root, uint64_t stamp,
 {
   const char *name = blkhash_export_name (e);
 
-  if (result_record (name, blkhash_export_size (e), root, stamp) == 1)
-    nbdkit_debug ("blkhash: export '%s': a write began while its checksum "
-                  "was computed %s: not recorded", name, when);
-  else
+  switch (result_record (name, blkhash_export_size (e), root, stamp)) {
+  case 0:
     nbdkit_debug ("blkhash: export '%s': checksum recorded %s", name, when);
+    break;
+  case 1:
+    nbdkit_debug ("blkhash: export '%s': a write was in flight while its "
+                  "checksum was computed %s: not recorded", name, when);
+    break;
+  }
 }
 
 void
