@@ -411,6 +411,7 @@ results_write (void)
     ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&results_lock);
     if (!dirty)
       stale_on_disk = false;
+    atomic_store (&old_lines, false);   /* the file is ours now */
     return 0;
   }
 
