@@ -115,6 +115,8 @@ blk_clock_store (struct blk_table *t, uint64_t first, uint64_t count,
 {
   const bool check = in_flight (t, first, count);
 
+  if (t->forgets)
+    return;
   for (uint64_t i = 0; i < count; i++) {
     const uint64_t b = first + i;
     if ((which && !which[i]) || !storable (t, b, snapshot, check))
@@ -130,6 +132,8 @@ blk_clock_store_zero (struct blk_table *t, uint64_t first, uint64_t count,
   const bool check = in_flight (t, first, count);
   uint64_t b = first, end = first + count;
 
+  if (t->forgets)
+    return;
   while (b < end) {
     const uint64_t ci = b / CHUNK_BLOCKS;
     const uint64_t cstart = ci * CHUNK_BLOCKS;
@@ -212,10 +216,10 @@ blk_table_write_end (struct blk_table *t, struct blk_write *w,
   blk_tree_tidy (t, w->first, w->count);
 }
 
-void
-blk_table_reset (struct blk_table *t)
+/* blk_table_reset with t->lock held. */
+static void
+reset_locked (struct blk_table *t)
 {
-  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&t->lock);
   /* As a write over every block ending now: one stamp newer than any
    * snapshot taken so far, so nothing computed from an earlier lookup
    * is stored, and writes in flight see their blocks contested.
@@ -229,4 +233,26 @@ blk_table_reset (struct blk_table *t)
   if (t->folded > 0)
     t->fold_dirty = true;
   t->root_valid = false;
+}
+
+void
+blk_table_reset (struct blk_table *t)
+{
+  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&t->lock);
+  reset_locked (t);
+}
+
+void
+blk_table_forget_begin (struct blk_table *t)
+{
+  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&t->lock);
+  t->forgets++;
+}
+
+void
+blk_table_forget_end (struct blk_table *t)
+{
+  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&t->lock);
+  reset_locked (t);
+  t->forgets--;
 }

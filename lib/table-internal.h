@@ -56,6 +56,8 @@ struct blk_table {
   struct blk_write *writes;             /* writes in flight */
   bool merge_held;                      /* no stamps merged: a write is
                                            ending (see blk_table_write_end) */
+  unsigned forgets;                     /* blk_table_forget_begin calls
+                                           not yet ended: store nothing */
   /* Must stamps up to gen stay apart (a write in flight could tell
    * them apart)?  The clock's answer (blk_clock_stamps_needed), asked
    * by the tree before it merges slots under one stamp.

@@ -113,6 +113,13 @@ blk_table_store_zero (struct blk_table *t, uint64_t first, uint64_t count,
 }
 
 uint64_t
+blk_table_unknown (struct blk_table *t)
+{
+  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&t->lock);
+  return t->nblocks - t->nknown;
+}
+
+uint64_t
 blk_table_next_unknown (struct blk_table *t, uint64_t from)
 {
   uint64_t b = from;

@@ -14,7 +14,8 @@
  * clock) when it looks up the blocks it will compute, and the store is
  * refused for any block that a write ended on after the snapshot, or
  * that a write is still in flight on.  Writers register their block
- * range for the duration of the plugin write.
+ * range for the duration of the plugin write; a change the table
+ * cannot place registers the whole table (blk_table_forget_begin).
  *
  * The root, H(digests || le64(size)), is folded incrementally over the
  * known prefix of blocks, so the one serial part overlaps the hashing.
@@ -106,6 +107,16 @@ extern void blk_table_write_end (struct blk_table *t, struct blk_write *w,
  */
 extern void blk_table_reset (struct blk_table *t);
 
+/* Bracket a change the table cannot place (a write through another
+ * export that may share these bytes, anywhere): while one is in
+ * flight nothing is stored, and end forgets every block as
+ * blk_table_reset does, so nothing looked up before it ends is stored
+ * after.  Both take time proportional to what the table holds: none
+ * for an empty table.
+ */
+extern void blk_table_forget_begin (struct blk_table *t);
+extern void blk_table_forget_end (struct blk_table *t);
+
 /* Fold the known prefix into the root.  With wait false, returns at
  * once if another thread is folding.  budget bounds the digest bytes
  * folded by this call (0: no bound).
@@ -124,6 +135,9 @@ extern enum blk_fold blk_table_fold (struct blk_table *t, bool wait,
  * fold failed.
  */
 extern int blk_table_root (struct blk_table *t, uint8_t *out);
+
+/* Blocks without a digest: 0 when the table knows every block. */
+extern uint64_t blk_table_unknown (struct blk_table *t);
 
 /* First unknown block at or after from, or the block count. */
 extern uint64_t blk_table_next_unknown (struct blk_table *t, uint64_t from);

@@ -167,7 +167,7 @@ blkhash_config_complete (nbdkit_next_config_complete *next,
   "                           libblake3 (default sha256).\n" \
   "blkhash-block-size=<SIZE>  Block size, a multiple of 4K from 4K to 16M\n" \
   "                           (default 64K).\n" \
-  "blkhash-file=<PATH>        Write checksum lines when clients leave.\n" \
+  "blkhash-file=<PATH>        Write checksum lines as they become known.\n" \
   "blkhash-file-name=<NAME>   The default export's NAME there (default -).\n" \
   "blkhash-cache=<BOOL>       Keep digests between clients: only if no\n" \
   "                           one else writes the image (default false).\n" \
@@ -551,9 +551,40 @@ blkhash_pread (nbdkit_next *next, void *handle, void *buf, uint32_t count,
     return blkhash_view_pread (next, h->view, t, buf, count, offset, err);
   }
   if (data_table (h))
-    return blkhash_passive_pread (next, data_table (h), buf, count, offset,
-                                  flags, err);
+    return blkhash_passive_pread (next, h->e, data_table (h), buf, count,
+                                  offset, flags, err);
   return next->pread (next, buf, count, offset, flags, err);
+}
+
+/* nbdkit answers for a view itself: it has no extents and no flush. */
+static int
+blkhash_extents (nbdkit_next *next, void *handle, uint32_t count,
+                 uint64_t offset, uint32_t flags,
+                 struct nbdkit_extents *extents, int *err)
+{
+  struct handle *h = handle;
+
+  if (is_view (h))
+    return nbdkit_add_extent (extents, offset, count, 0);
+  return blkhash_passive_extents (next, h->e, data_table (h), count, offset,
+                                  flags, extents, err);
+}
+
+/* A writer waits for its flush before it disconnects, and the
+ * disconnect has no reply: the flush is when its blkhash-file line
+ * must be there.
+ */
+static int
+blkhash_flush (nbdkit_next *next, void *handle, uint32_t flags, int *err)
+{
+  struct handle *h = handle;
+
+  if (is_view (h))
+    return 0;
+  if (next->flush (next, flags, err) == -1)
+    return -1;
+  blkhash_results_flushed (next, h->e, data_table (h));
+  return 0;
 }
 
 /* nbdkit refuses writes to a read-only export itself; in case. */
@@ -657,6 +688,8 @@ static struct nbdkit_filter filter = {
   .pwrite             = blkhash_pwrite,
   .zero               = blkhash_zero,
   .trim               = blkhash_trim,
+  .flush              = blkhash_flush,
+  .extents            = blkhash_extents,
   .cache              = blkhash_cache_request,
 };
 

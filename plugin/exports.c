@@ -17,10 +17,19 @@
  * reset first, so every digest it sees was read after that user began.
  * With blkhash-cache=true, users ask with clock 0 and tables last.
  *
- * Aliases.  Plugins often serve one image under every name, and the
- * filter cannot tell.  Exports of the same size are taken to be the
- * same image: a write through one brackets the tables of all of them
- * and marks them all changed.  Different sizes cannot be one image.
+ * Aliases.  Plugins often serve one image under every name, or a disk
+ * and its partitions (other names, other sizes, the same bytes at
+ * other offsets), and the filter cannot tell how exports map onto each
+ * other.  So a write (or zero, or trim, failed or not) through one
+ * export brackets its own tables by range, and every table of every
+ * other export whole, whatever its size: nothing is stored in them
+ * while the write is in flight, and its end forgets them
+ * (blk_table_forget_end), which costs nothing for a table already
+ * empty.  Range bracketing is not enough even for two exports of one
+ * size: two partitions of one size at different offsets share bytes at
+ * different block numbers.  Every export is marked changed.  Taking
+ * the blkhash-file lines out is the caller's (passive.c), not this
+ * file's.
  *
  * Locks, in this order: the gate (data writes hold it shared from
  * begin to end; changing the set of attached tables holds it
@@ -64,6 +73,8 @@ struct blkhash_export {
   uint64_t last_used;           /* for least recently used */
   atomic_bool changed;          /* a write began since the last
                                    blkhash_export_clear_changed */
+  _Atomic uint64_t credit;      /* bytes written through it, not yet
+                                   spent reading at a flush */
   size_t ntables, alloc;
   struct blkhash_table **tables;
   struct blkhash_export *next;
@@ -192,6 +203,24 @@ void
 blkhash_export_clear_changed (struct blkhash_export *e)
 {
   atomic_store (&e->changed, false);
+}
+
+void
+blkhash_export_credit (struct blkhash_export *e, uint64_t bytes)
+{
+  atomic_fetch_add (&e->credit, bytes);
+}
+
+bool
+blkhash_export_spend (struct blkhash_export *e, uint64_t bytes)
+{
+  uint64_t c = atomic_load (&e->credit);
+
+  do {
+    if (c < bytes)
+      return false;
+  } while (!atomic_compare_exchange_weak (&e->credit, &c, c - bytes));
+  return true;
 }
 
 /* Remove table i from the export; the caller holds the gate exclusive
@@ -487,9 +516,9 @@ write_free (struct blkhash_write *w)
     free (w->writes);
 }
 
-/* The tables a write through e brackets: every attached table of every
- * export of its size, marked changed.  The caller holds the gate
- * shared.  -1 when out of memory.
+/* The tables a write through e brackets: its own by range, then every
+ * table of every other export whole; every export is marked changed.
+ * The caller holds the gate shared.  -1 when out of memory.
  */
 static int
 write_tables (struct blkhash_export *e, struct blkhash_write *w)
@@ -498,20 +527,23 @@ write_tables (struct blkhash_export *e, struct blkhash_write *w)
   size_t n = 0;
 
   ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&exports_lock);
-  for (x = exports; x; x = x->next)
-    if (x->size == e->size) {
+  for (x = exports; x; x = x->next) {
+    /* Loaded first: no store to a line every writer shares. */
+    if (!atomic_load (&x->changed))
       atomic_store (&x->changed, true);
-      n += x->ntables;
-    }
+    n += x->ntables;
+  }
   if (n > BLKHASH_WRITE_INLINE) {
     w->tables = malloc (n * sizeof w->tables[0]);
     w->writes = malloc (n * sizeof w->writes[0]);
     if (w->tables == NULL || w->writes == NULL)
       return -1;
   }
-  w->ntables = 0;
+  for (size_t i = 0; i < e->ntables; i++)
+    w->tables[w->ntables++] = e->tables[i]->t;
+  w->nown = w->ntables;
   for (x = exports; x; x = x->next)
-    for (size_t i = 0; x->size == e->size && i < x->ntables; i++)
+    for (size_t i = 0; x != e && i < x->ntables; i++)
       w->tables[w->ntables++] = x->tables[i]->t;
   return 0;
 }
@@ -522,10 +554,7 @@ blkhash_write_begin (struct blkhash_export *e, struct blkhash_write *w,
 {
   w->tables = w->tables_inline;
   w->writes = w->writes_inline;
-  w->ntables = 0;
-
-  /* The checksum lines of this image are about to be stale. */
-  blkhash_results_forget_size (e->size);
+  w->ntables = w->nown = 0;
 
   /* Held until blkhash_write_end: not a scope of this function. */
   pthread_rwlock_rdlock (&gate);
@@ -538,12 +567,14 @@ blkhash_write_begin (struct blkhash_export *e, struct blkhash_write *w,
   }
 
   /* Still holding the gate: these tables stay attached until end. */
-  for (size_t i = 0; i < w->ntables; i++) {
+  for (size_t i = 0; i < w->nown; i++) {
     const uint32_t bs = blk_table_params (w->tables[i])->block_size;
     const uint64_t first = offset / bs;
     const uint64_t end = count ? (offset + count - 1) / bs + 1 : first;
     blk_table_write_begin (w->tables[i], &w->writes[i], first, end - first);
   }
+  for (size_t i = w->nown; i < w->ntables; i++)
+    blk_table_forget_begin (w->tables[i]);
   return 0;
 }
 
@@ -551,9 +582,11 @@ void
 blkhash_write_end (struct blkhash_write *w, const struct blk_table *t,
                    const struct blk_written *done)
 {
-  for (size_t i = 0; i < w->ntables; i++)
+  for (size_t i = 0; i < w->nown; i++)
     blk_table_write_end (w->tables[i], &w->writes[i],
                          w->tables[i] == t ? done : NULL);
+  for (size_t i = w->nown; i < w->ntables; i++)
+    blk_table_forget_end (w->tables[i]);
   pthread_rwlock_unlock (&gate);
   write_free (w);
 }

@@ -109,11 +109,16 @@ extern uint64_t blkhash_export_size (const struct blkhash_export *e);
  * (0: any, with blkhash-cache=true).
  */
 extern uint64_t blkhash_export_since (const struct blkhash_export *e);
-/* Has a write through it, or an export of its size, begun since the
- * last clear?
- */
+/* Has a write through any export begun since the last clear? */
 extern bool blkhash_export_changed (struct blkhash_export *e);
 extern void blkhash_export_clear_changed (struct blkhash_export *e);
+/* Bytes written (or zeroed, or trimmed) through e: credit that a
+ * flush may spend reading what its table does not know.  spend takes
+ * bytes from it, or returns false and takes nothing if there are
+ * fewer.
+ */
+extern void blkhash_export_credit (struct blkhash_export *e, uint64_t bytes);
+extern bool blkhash_export_spend (struct blkhash_export *e, uint64_t bytes);
 /* fn on every export, each held meanwhile. */
 extern void blkhash_exports_foreach (void (*fn) (struct blkhash_export *e));
 extern void blkhash_exports_free_all (void);
@@ -133,11 +138,13 @@ extern void blkhash_table_put (struct blkhash_export *e,
 extern struct blk_table *blkhash_table_blocks (const struct blkhash_table *bt);
 
 /* A data write (or zero, or trim) bracketed on every table of every
- * export of its size, from before the plugin call to after it.
+ * export, from before the plugin call to after it: the tables of its
+ * own export by range, the others whole.
  */
 #define BLKHASH_WRITE_INLINE 8
 struct blkhash_write {
   size_t ntables;
+  size_t nown;                  /* tables[0..nown): its export's */
   struct blk_table **tables;
   struct blk_write *writes;
   struct blk_table *tables_inline[BLKHASH_WRITE_INLINE];
@@ -165,8 +172,24 @@ extern void blkhash_results_session_end (nbdkit_next *next,
  * else no line, and an error saying why.
  */
 extern void blkhash_results_session_lost (struct blkhash_export *e);
-/* An export of size bytes is being written: its lines go. */
-extern void blkhash_results_forget_size (uint64_t size);
+/* A data write (or zero, or trim) through any export is about to
+ * reach the plugin: every line goes (the filter cannot tell which
+ * exports share its bytes).  Then its end, once every table has seen
+ * it end.
+ */
+extern void blkhash_results_write_begin (void);
+extern void blkhash_results_write_end (void);
+/* A flush through e succeeded (t: its passive table, or NULL): record
+ * its line before the reply, if the flush may complete it.
+ */
+extern void blkhash_results_flushed (nbdkit_next *next,
+                                     struct blkhash_export *e,
+                                     struct blk_table *t);
+/* A request through e left t knowing every block: record its line
+ * before the reply, from the table.
+ */
+extern void blkhash_results_complete (struct blkhash_export *e,
+                                      struct blk_table *t);
 /* nbdkit is exiting: lines of exports still in use, then the file. */
 extern void blkhash_results_exit (void);
 extern void blkhash_results_free_all (void);
@@ -248,9 +271,17 @@ extern int blkhash_view_cache (nbdkit_next *next, struct blkhash_view *v,
 /* passive.c: hashing what passes through a data export.  t is the
  * table that keeps passive digests, or NULL when there is none.
  */
-extern int blkhash_passive_pread (nbdkit_next *next, struct blk_table *t,
-                                  void *buf, uint32_t count, uint64_t offset,
+extern int blkhash_passive_pread (nbdkit_next *next,
+                                  struct blkhash_export *e,
+                                  struct blk_table *t, void *buf,
+                                  uint32_t count, uint64_t offset,
                                   uint32_t flags, int *err);
+extern int blkhash_passive_extents (nbdkit_next *next,
+                                    struct blkhash_export *e,
+                                    struct blk_table *t, uint32_t count,
+                                    uint64_t offset, uint32_t flags,
+                                    struct nbdkit_extents *extents,
+                                    int *err);
 extern int blkhash_passive_pwrite (nbdkit_next *next,
                                    struct blkhash_export *e,
                                    struct blk_table *t, const void *buf,

@@ -6,8 +6,12 @@
  * Full blocks read are hashed from the client's buffer; full blocks
  * written are hashed from the written buffer once the plugin accepted
  * them; write zeroes marks full blocks zero.  Every write, trim and
- * zero is bracketed on all tables of the export, so digests computed
- * concurrently are never stored stale (see lib/table.h).
+ * zero is bracketed on all tables of every export (exports.c), so
+ * digests computed concurrently are never stored stale (see
+ * lib/table.h), and takes every blkhash-file line out before the
+ * plugin sees it (results.c).  Extents reading as zero mark full
+ * blocks zero.  A read or extents request that leaves the table
+ * knowing every block records the export's line before its reply.
  */
 #include <config.h>
 
@@ -17,6 +21,8 @@
 
 #include "cleanup.h"
 #include "filter.h"
+#include "holes.h"
+#include "minmax.h"
 
 /* Blocks wholly inside [offset, offset+count): [*first, *first+*n). */
 static void
@@ -66,10 +72,20 @@ hash_buffer (struct blk_table *t, const uint8_t *buf, uint64_t offset,
   return 0;
 }
 
+/* After a request stored digests in t: if t now knows every block,
+ * e's line, before the reply.  O(1) otherwise.
+ */
+static void
+check_complete (struct blkhash_export *e, struct blk_table *t)
+{
+  if (blkhash_file && blk_table_unknown (t) == 0)
+    blkhash_results_complete (e, t);
+}
+
 int
-blkhash_passive_pread (nbdkit_next *next, struct blk_table *t,
-                       void *buf, uint32_t count, uint64_t offset,
-                       uint32_t flags, int *err)
+blkhash_passive_pread (nbdkit_next *next, struct blkhash_export *e,
+                       struct blk_table *t, void *buf, uint32_t count,
+                       uint64_t offset, uint32_t flags, int *err)
 {
   const size_t L = blk_table_params (t)->digest.len;
   uint64_t first, n, snapshot;
@@ -97,8 +113,92 @@ blkhash_passive_pread (nbdkit_next *next, struct blk_table *t,
   if (hash_buffer (t, buf, offset, first, n, need, out, zero, err) == 0) {
     blk_table_store (t, first, n, out, zero, need, snapshot);
     blk_table_fold (t, false, BLKHASH_FOLD_BUDGET);
+    check_complete (e, t);
   }
   return 0;
+}
+
+struct zero_runs {
+  struct blk_table *t;
+  uint64_t snapshot, blocks;
+};
+
+static void
+store_zero_run (void *opaque, uint64_t b0, uint64_t b1)
+{
+  struct zero_runs *z = opaque;
+
+  blk_table_store_zero (z->t, b0, b1 - b0, z->snapshot);
+  z->blocks += b1 - b0;
+}
+
+int
+blkhash_passive_extents (nbdkit_next *next, struct blkhash_export *e,
+                         struct blk_table *t, uint32_t count,
+                         uint64_t offset, uint32_t flags,
+                         struct nbdkit_extents *extents, int *err)
+{
+  const uint64_t end = offset + count;
+  struct zero_runs z = { .t = t };
+  struct blk_holes h;
+
+  if (t == NULL)
+    return next->extents (next, count, offset, flags, extents, err);
+  /* The snapshot must precede the answer, as for a read. */
+  blk_table_lookup (t, 0, 0, NULL, NULL, &z.snapshot);
+  if (next->extents (next, count, offset, flags, extents, err) == -1)
+    return -1;
+  /* Only within the request: its size bounds the work. */
+  blk_holes_begin (&h, blk_table_params (t)->block_size, blk_table_size (t),
+                   store_zero_run, &z);
+  for (size_t i = 0; i < nbdkit_extents_count (extents); i++) {
+    const struct nbdkit_extent x = nbdkit_get_extent (extents, i);
+    const uint64_t a = MAX (x.offset, offset);
+    const uint64_t b = MIN (x.offset + x.length, end);
+    if (a >= b)
+      continue;
+    const struct blk_extent ze = {
+      .offset = a, .length = b - a, .zero = x.type & NBDKIT_EXTENT_ZERO,
+    };
+    blk_holes_add (&h, &ze);
+  }
+  blk_holes_end (&h);
+  if (z.blocks) {
+    blkhash_stats.hole_blocks += z.blocks;
+    blk_table_fold (t, false, BLKHASH_FOLD_BUDGET);
+    check_complete (e, t);
+  }
+  return 0;
+}
+
+/* Before a write (or zero, or trim) reaches the plugin: the lines go
+ * (results.c), then the tables are bracketed (exports.c).
+ */
+static int
+write_begin (struct blkhash_export *e, struct blkhash_write *w,
+             uint64_t offset, uint64_t count, int *err)
+{
+  blkhash_results_write_begin ();
+  if (blkhash_write_begin (e, w, offset, count, err) == -1) {
+    blkhash_results_write_end ();
+    return -1;
+  }
+  return 0;
+}
+
+/* After it: every table sees it end before results.c does, and the
+ * bytes of a write that succeeded (written) are credit for a flush
+ * (see results.c).
+ */
+static void
+write_end (struct blkhash_export *e, struct blkhash_write *w,
+           const struct blk_table *t, const struct blk_written *done,
+           uint64_t written)
+{
+  blkhash_write_end (w, t, done);
+  blkhash_results_write_end ();
+  if (blkhash_file && written)
+    blkhash_export_credit (e, written);
 }
 
 int
@@ -113,7 +213,7 @@ blkhash_passive_pwrite (nbdkit_next *next, struct blkhash_export *e,
   bool *zero = NULL;
   int r, ignored;
 
-  if (blkhash_write_begin (e, &w, offset, count, err) == -1)
+  if (write_begin (e, &w, offset, count, err) == -1)
     return -1;
   r = next->pwrite (next, buf, count, offset, flags, err);
   /* Hash while the write is still registered: ending it stores the
@@ -132,7 +232,7 @@ blkhash_passive_pwrite (nbdkit_next *next, struct blkhash_export *e,
       done.zero = zero;
     }
   }
-  blkhash_write_end (&w, t, r == 0 ? &done : NULL);
+  write_end (e, &w, t, r == 0 ? &done : NULL, r == 0 ? count : 0);
   if (r == 0 && done.count)
     blk_table_fold (t, false, BLKHASH_FOLD_BUDGET);
   free (out);
@@ -149,12 +249,12 @@ blkhash_passive_zero (nbdkit_next *next, struct blkhash_export *e,
   struct blk_written done = { 0 };
   int r;
 
-  if (blkhash_write_begin (e, &w, offset, count, err) == -1)
+  if (write_begin (e, &w, offset, count, err) == -1)
     return -1;
   r = next->zero (next, count, offset, flags, err);
   if (r == 0 && t)
     full_blocks (t, offset, count, &done.first, &done.count);
-  blkhash_write_end (&w, t, r == 0 ? &done : NULL);
+  write_end (e, &w, t, r == 0 ? &done : NULL, r == 0 ? count : 0);
   if (r == 0 && done.count)
     blk_table_fold (t, false, BLKHASH_FOLD_BUDGET);
   return r;
@@ -169,9 +269,9 @@ blkhash_passive_trim (nbdkit_next *next, struct blkhash_export *e,
   int r;
 
   /* Trimmed data reads back as anything: forget it. */
-  if (blkhash_write_begin (e, &w, offset, count, err) == -1)
+  if (write_begin (e, &w, offset, count, err) == -1)
     return -1;
   r = next->trim (next, count, offset, flags, err);
-  blkhash_write_end (&w, NULL, NULL);
+  write_end (e, &w, NULL, NULL, r == 0 ? count : 0);
   return r;
 }

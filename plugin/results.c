@@ -8,14 +8,26 @@
  * blocks, else tagged with the digest and block size, so that a plain
  * nbdsum -c verifies every line.
  *
- * A line is recorded when the last client of its export leaves (the
- * checksum completed then, reading what was not yet hashed), and at
- * exit for an export still in use if its table knows every block.  A
- * line that can no longer be vouched for goes at once: a write through
- * any export of the same size (the same image, perhaps, under another
- * name) takes out every line of that size and rewrites the file.  If
- * the file cannot be rewritten (no space, an I/O error), it is removed
- * rather than left with a stale line, and failing that emptied.
+ * A line is recorded as soon as its checksum is known, before the
+ * reply to the request that made it known, since NBD's disconnect has
+ * no reply to wait for: at a flush (the table knows every block, or
+ * reading what it does not know costs no more than the client has
+ * written, see blkhash_results_flushed), at a read or extents request
+ * after which the table knows every block, when the last client of its
+ * export leaves (the checksum completed then, reading what was not yet
+ * hashed), and at exit for an export still in use if its table knows
+ * every block.
+ *
+ * A line is never stale.  The filter cannot tell which exports share
+ * bytes (a disk and its partitions, one image under every name), so a
+ * write through any export takes every line out of the file before the
+ * plugin sees it.  A checksum is recorded only if no write began since
+ * before it was computed, nor was in flight then: writers count
+ * themselves in (writes_begun) before they look for lines to take out,
+ * and a line is put in before the count is checked again, so of a
+ * writer and a line racing, one sees the other.  If the file cannot be
+ * rewritten (no space, an I/O error), it is removed rather than left
+ * with a stale line, and failing that emptied.
  *
  * The file is replaced whole (written beside it, synced, renamed, the
  * directory synced), only when its lines changed: a server that served
@@ -42,9 +54,11 @@
 #include "sumline.h"
 #include "util.h"
 
-/* Digest bytes a fold without plugin I/O may still take, at exit or
- * when a failed connection ends a session (2 TiB of 64K blocks):
- * beyond that, exiting or closing promptly matters more.
+/* Digest bytes a fold without plugin I/O may still take, at exit,
+ * when a failed connection ends a session, or before the reply to the
+ * request that completed a table (2 TiB of 64K blocks; the fold
+ * usually keeps up with the requests): beyond that, exiting, closing
+ * or replying promptly matters more.
  */
 #define KNOWN_FOLD_BYTES (UINT64_C (1) << 30)
 
@@ -69,6 +83,12 @@ static bool stale_on_disk;              /* ... and holds a line that is
                                            no longer current */
 static char *lock_path;
 static int lock_fd = -1;
+/* Data writes through any export that began, and that ended (every
+ * table saw them end): equal when none is in flight.
+ */
+static _Atomic uint64_t writes_begun, writes_ended;
+/* The file held lines at start that no write has taken out yet. */
+static atomic_bool old_lines;
 
 static struct result **
 find (const char *name)
@@ -94,14 +114,46 @@ drop_locked (struct result **rp)
   dirty = stale_on_disk = true;
 }
 
-static int
-result_set (const char *name, uint64_t size, const uint8_t *root)
+/* A stamp of the writes before computing a checksum.  false if one
+ * is in flight: then the stamp is one that nothing matches, as what is
+ * computed now may hold digests from before that write ended.
+ */
+static bool
+writes_stamp (uint64_t *stamp)
 {
+  *stamp = atomic_load (&writes_begun);
+  if (atomic_load (&writes_ended) == *stamp)
+    return true;
+  *stamp = UINT64_MAX;
+  return false;
+}
+
+static bool
+writes_since (uint64_t stamp)
+{
+  return atomic_load (&writes_begun) != stamp ||
+    atomic_load (&writes_ended) != stamp;
+}
+
+/* Record the checksum of name computed after stamp (writes_stamp was
+ * true).  Returns 0, 1 when a write began since (nothing recorded), or
+ * -1 (error printed).
+ */
+static int
+result_record (const char *name, uint64_t size, const uint8_t *root,
+               uint64_t stamp)
+{
+  const struct blk_params *p = blkhash_default_params;
+  char hex[2 * BLK_DIGEST_MAX + 1];
   struct result **rp, *r;
   int ret = 0;
 
+  blk_hex (root, p->digest.len, hex);
   {
     ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&results_lock);
+    /* Before touching a line: it may be newer than this checksum. */
+    if (writes_since (stamp))
+      return 1;
     rp = find (name);
     if ((r = *rp) == NULL) {
       r = calloc (1, sizeof *r);
@@ -115,19 +167,36 @@ result_set (const char *name, uint64_t size, const uint8_t *root)
         nresults++;
       }
     }
-    else
+    else if (strcmp (r->hex, hex) != 0)
       stale_on_disk = true;     /* the file has its old value */
+    else
+      r = NULL;                 /* the line is there already */
     if (r) {
       /* Results are always of the default view's table. */
       r->size = size;
-      r->p = blkhash_default_params;
-      blk_hex (root, r->p->digest.len, r->hex);
+      r->p = p;
+      memcpy (r->hex, hex, sizeof hex);
       dirty = true;
+    }
+    /* Again, now that the line is counted: a writer that began
+     * meanwhile either saw it, and will take it out, or is seen here.
+     */
+    if (ret == 0 && writes_since (stamp)) {
+      drop_locked (find (name));
+      ret = 1;
     }
   }
   if (ret == -1)
     nbdkit_error ("blkhash: cannot record the checksum of '%s': %m", name);
   return ret;
+}
+
+/* Is there a line for name? */
+static bool
+have_line (const char *name)
+{
+  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&results_lock);
+  return *find (name) != NULL;
 }
 
 static void
@@ -213,7 +282,9 @@ create_temp (char **tmp)
       *tmp = NULL;
       return -1;
     }
-    fd = open (*tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    /* O_EXCL: never an existing file, nor through a link. */
+    fd = open (*tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+               0666);
     if (fd >= 0 || errno != EEXIST)
       return fd;
     free (*tmp);
@@ -297,7 +368,8 @@ discard_file (int write_errno)
 
   if (unlink (blkhash_file) == 0 || errno == ENOENT)
     done = "removed it";
-  else if ((fd = open (blkhash_file, O_WRONLY | O_TRUNC | O_CLOEXEC)) >= 0) {
+  else if ((fd = open (blkhash_file,
+                       O_WRONLY | O_TRUNC | O_NOFOLLOW | O_CLOEXEC)) >= 0) {
     close (fd);
     done = "emptied it";
   }
@@ -339,6 +411,7 @@ results_write (void)
     ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&results_lock);
     if (!dirty)
       stale_on_disk = false;
+    atomic_store (&old_lines, false);   /* the file is ours now */
     return 0;
   }
 
@@ -357,29 +430,56 @@ results_write (void)
 }
 
 void
-blkhash_results_forget_size (uint64_t size)
+blkhash_results_write_begin (void)
 {
-  struct result **rp;
   bool dropped = false;
 
-  if (atomic_load (&nresults) == 0)
+  if (blkhash_file == NULL)
+    return;
+  /* Counted in first: see result_record. */
+  atomic_fetch_add (&writes_begun, 1);
+  if (atomic_load (&nresults) == 0 && !atomic_load (&old_lines))
     return;
   {
     ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&results_lock);
-    for (rp = &results; *rp; ) {
-      if ((*rp)->size == size) {
-        nbdkit_debug ("blkhash: an export of %" PRIu64 " bytes is being "
-                      "written: '%s' leaves blkhash-file", size,
-                      (*rp)->name);
-        drop_locked (rp);
-        dropped = true;
-      }
-      else
-        rp = &(*rp)->next;
+    while (results) {
+      nbdkit_debug ("blkhash: a write begins: '%s' leaves blkhash-file",
+                    results->name);
+      drop_locked (&results);
+      dropped = true;
     }
+    if (atomic_exchange (&old_lines, false))
+      dirty = stale_on_disk = dropped = true;
   }
   if (dropped)
     results_write ();
+}
+
+void
+blkhash_results_write_end (void)
+{
+  if (blkhash_file)
+    atomic_fetch_add (&writes_ended, 1);
+}
+
+/* Record a checksum computed after stamp, saying why not if a write
+ * began since.
+ */
+static void
+record (struct blkhash_export *e, const uint8_t *root, uint64_t stamp,
+        const char *when)
+{
+  const char *name = blkhash_export_name (e);
+
+  switch (result_record (name, blkhash_export_size (e), root, stamp)) {
+  case 0:
+    nbdkit_debug ("blkhash: export '%s': checksum recorded %s", name, when);
+    break;
+  case 1:
+    nbdkit_debug ("blkhash: export '%s': a write was in flight while its "
+                  "checksum was computed %s: not recorded", name, when);
+    break;
+  }
 }
 
 void
@@ -388,9 +488,11 @@ blkhash_results_session_end (nbdkit_next *next, struct blkhash_export *e)
   const char *name = blkhash_export_name (e);
   uint8_t root[BLK_DIGEST_MAX];
   struct blkhash_table *bt;
+  uint64_t stamp;
   int err = 0, r = -1;
 
-  /* Writes from here on make this result stale. */
+  /* Computed even with a write in flight: the digests serve later. */
+  writes_stamp (&stamp);
   blkhash_export_clear_changed (e);
   bt = blkhash_table_get (e, blkhash_default_params,
                           blkhash_export_since (e), &err);
@@ -399,13 +501,8 @@ blkhash_results_session_end (nbdkit_next *next, struct blkhash_export *e)
                                        root, &err);
     blkhash_table_put (e, bt);
   }
-  if (r == 0 && blkhash_export_changed (e)) {
-    nbdkit_debug ("blkhash: export '%s' was written while its checksum "
-                  "was computed: its next disconnect records it", name);
-    result_drop (name);
-  }
-  else if (r == 0)
-    result_set (name, blkhash_export_size (e), root);
+  if (r == 0)
+    record (e, root, stamp, "at its session's end");
   else {
     nbdkit_error ("blkhash: export '%s': cannot compute its checksum (%s): "
                   "no line for it in %s", name,
@@ -416,14 +513,12 @@ blkhash_results_session_end (nbdkit_next *next, struct blkhash_export *e)
   results_write ();
 }
 
-/* The root from the digests the table holds, without plugin I/O:
- * false unless it knows every block and folding what is left costs
- * little.
+/* The root from the digests t holds, without plugin I/O: false unless
+ * it knows every block and folding what is left costs little.
  */
 static bool
-known_root (struct blkhash_table *bt, uint8_t *root)
+known_root (struct blk_table *t, uint8_t *root)
 {
-  struct blk_table *t = blkhash_table_blocks (bt);
   struct blk_table_stats st;
 
   blk_table_stats (t, &st);
@@ -440,17 +535,19 @@ blkhash_results_session_lost (struct blkhash_export *e)
   uint8_t root[BLK_DIGEST_MAX];
   struct blkhash_table *bt;
   bool have_root = false;
+  uint64_t stamp;
   int err = 0;
 
+  writes_stamp (&stamp);
   blkhash_export_clear_changed (e);
   bt = blkhash_table_get (e, blkhash_default_params,
                           blkhash_export_since (e), &err);
   if (bt) {
-    have_root = known_root (bt, root);
+    have_root = known_root (blkhash_table_blocks (bt), root);
     blkhash_table_put (e, bt);
   }
-  if (have_root && !blkhash_export_changed (e))
-    result_set (name, blkhash_export_size (e), root);
+  if (have_root)
+    record (e, root, stamp, "at its session's end");
   else {
     nbdkit_error ("blkhash: export '%s': its last connection failed while "
                   "connecting, and the session did not read every block: "
@@ -461,28 +558,92 @@ blkhash_results_session_lost (struct blkhash_export *e)
   results_write ();
 }
 
-/* At exit, an export written since its checksum was recorded (its
- * last client still connected, or its completion stopped): the line
- * comes back only if the table knows every block.  No plugin I/O
- * here: nbdkit is exiting.
+/* The checksum of e now, if a write has taken its line out (else the
+ * line is there or its session said why not): from t alone.  false
+ * when the table does not know every block.
+ */
+static bool
+complete_from_table (struct blkhash_export *e, struct blk_table *t,
+                     const char *when)
+{
+  uint8_t root[BLK_DIGEST_MAX];
+  uint64_t stamp;
+
+  if (!writes_stamp (&stamp) || have_line (blkhash_export_name (e)))
+    return true;
+  if (!known_root (t, root))
+    return false;
+  record (e, root, stamp, when);
+  return true;
+}
+
+void
+blkhash_results_complete (struct blkhash_export *e, struct blk_table *t)
+{
+  if (blkhash_file) {
+    complete_from_table (e, t, "when its table became complete");
+    results_write ();
+  }
+}
+
+/* A flush is what a writing client waits for before it disconnects
+ * (qemu-img convert, nbdcopy --flush): the line must be there when it
+ * returns.  Blocks a client wrote in part, or not at all, are not
+ * known: they are read now, but only as many bytes as the client has
+ * written through the export since the last time, so that a client
+ * that writes a little and flushes often (a virtual machine) never
+ * makes a flush read the image; its line comes at the disconnect.
+ */
+void
+blkhash_results_flushed (nbdkit_next *next, struct blkhash_export *e,
+                         struct blk_table *t)
+{
+  const char *name = blkhash_export_name (e);
+  const uint32_t bs = blkhash_default_params->block_size;
+  uint8_t root[BLK_DIGEST_MAX];
+  uint64_t stamp, unknown;
+  int err = 0;
+
+  if (blkhash_file == NULL || t == NULL ||
+      !writes_stamp (&stamp) || have_line (name))
+    return;
+  unknown = blk_table_unknown (t);
+  if (unknown &&
+      !blkhash_export_spend (e, MIN (unknown * bs,
+                                     blkhash_export_size (e)))) {
+    nbdkit_debug ("blkhash: export '%s': %" PRIu64 " blocks unknown at a "
+                  "flush, more than the client wrote: its line waits",
+                  name, unknown);
+    return;
+  }
+  if (blkhash_compute_root (next, t, root, &err) == -1) {
+    nbdkit_debug ("blkhash: export '%s': no checksum at the flush (%s)",
+                  name, strerror (err));
+    return;
+  }
+  record (e, root, stamp, "at a flush");
+  results_write ();
+}
+
+/* At exit, an export whose line a write took out (its last client
+ * still connected, or its completion stopped): the line comes back
+ * only if the table knows every block.  No plugin I/O here: nbdkit is
+ * exiting.
  */
 static void
 exit_result (struct blkhash_export *e)
 {
   struct blkhash_table *bt;
-  uint8_t root[BLK_DIGEST_MAX];
-  bool have_root = false;
+  bool done = false;
 
   if (!blkhash_export_changed (e))
     return;
   bt = blkhash_table_find (e, blkhash_default_params);
   if (bt) {
-    have_root = known_root (bt, root);
+    done = complete_from_table (e, blkhash_table_blocks (bt), "at exit");
     blkhash_table_put (e, bt);
   }
-  if (have_root)
-    result_set (blkhash_export_name (e), blkhash_export_size (e), root);
-  else {
+  if (!done) {
     nbdkit_error ("blkhash: export '%s' changed and its checksum is not "
                   "complete at exit: no line for it in %s",
                   blkhash_export_name (e), blkhash_file);
@@ -510,11 +671,19 @@ blkhash_results_open (const char *path)
     nbdkit_error ("blkhash-file=%s: names a directory, not a file", path);
     return -1;
   }
-  if (stat (path, &st) == 0 && !S_ISREG (st.st_mode)) {
-    nbdkit_error ("blkhash-file=%s: %s", path, S_ISDIR (st.st_mode)
-                  ? "is a directory, not a file" : "is not a regular file");
+  /* A link would be replaced by the file, not followed: refused, so
+   * that nobody expects the file at its target.
+   */
+  if (lstat (path, &st) == 0 && !S_ISREG (st.st_mode)) {
+    nbdkit_error ("blkhash-file=%s: %s", path,
+                  S_ISLNK (st.st_mode) ? "is a symbolic link: give the "
+                  "path of the file itself"
+                  : S_ISDIR (st.st_mode) ? "is a directory, not a file"
+                  : "is not a regular file");
     return -1;
   }
+  /* Its lines are stale after the first write. */
+  atomic_store (&old_lines, lstat (path, &st) == 0 && st.st_size > 0);
   if ((dir = strdup (path)) == NULL) {
     nbdkit_error ("strdup: %m");
     return -1;
@@ -533,11 +702,27 @@ blkhash_results_open (const char *path)
     return -1;
   }
   /* Read-only: an open file for writing would keep its file system
-   * from being remounted read-only.
+   * from being remounted read-only.  Never through a link (in a shared
+   * directory another user's link would have nbdkit create a file
+   * where it points), nor waiting on a FIFO.
    */
-  lock_fd = open (lock_path, O_RDONLY | O_CREAT | O_CLOEXEC, 0666);
+  lock_fd = open (lock_path,
+                  O_RDONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
+                  0666);
   if (lock_fd == -1) {
-    nbdkit_error ("blkhash-file=%s: cannot create %s: %m", path, lock_path);
+    if (errno == ELOOP)
+      nbdkit_error ("blkhash-file=%s: %s is a symbolic link: remove it",
+                    path, lock_path);
+    else
+      nbdkit_error ("blkhash-file=%s: cannot create %s: %m", path,
+                    lock_path);
+    return -1;
+  }
+  if (fstat (lock_fd, &st) == -1 || !S_ISREG (st.st_mode)) {
+    nbdkit_error ("blkhash-file=%s: %s is not a regular file: remove it",
+                  path, lock_path);
+    close (lock_fd);
+    lock_fd = -1;
     return -1;
   }
   if (flock (lock_fd, LOCK_EX | LOCK_NB) == -1) {

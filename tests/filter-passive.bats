@@ -245,6 +245,22 @@ plugin_reads () {
   [ "${lines[-1]}" = "$(reference shake128 98304 "$BATS_TEST_TMPDIR/final.img")" ]
 }
 
+# Writes through one export name while a view of another computes: a
+# write forgets every table of every other export whole (they may share
+# its bytes), and nothing computed while it is in flight is kept.
+@test "filter-passive: concurrent writers through one name, the view of another never stale" {
+  local rounds=$(( (${STRESS_ROUNDS:-20} + 6) / 7 ))
+  export rounds
+  run serve memory 64M blkhash-cache=true -- '
+    "$STRESS" "nbd+unix:///a?socket=$unixsocket" \
+              "nbd+unix:///b@blkhash?socket=$unixsocket" "$rounds" \
+              "$BATS_TEST_TMPDIR/final.img"'
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$(grep -c ': ok ' <<< "$output")" -eq "$rounds" ]
+  [ "${lines[-1]}" = "$(reference sha256 65536 "$BATS_TEST_TMPDIR/final.img")" ]
+}
+
 @test "filter-passive: by default and with blkhash-cache=false, nothing hashed in passing without blkhash-file" {
   local cache
   for cache in "" blkhash-cache=false; do
@@ -279,6 +295,45 @@ plugin_reads () {
 $(reference sha256 65536 "$dir/b.img")  b.img" ]
   # No temporary file left behind.
   [ "$(ls "$BATS_TEST_TMPDIR" | grep -c '^sums')" -eq 1 ]
+}
+
+# A flush computes what the table lacks only within what clients
+# wrote: small writes and flushes (a virtual machine's) never make a
+# flush read the image; a copy that wrote it all gets its line there.
+@test "filter-passive: a flush reads no more than was written" {
+  cat > "$BATS_TEST_TMPDIR/vm.py" <<'PY'
+import nbd, os, sys
+h = nbd.NBD()
+h.connect_uri(sys.argv[1])
+for i in range(8):
+    h.pwrite(bytes([i + 1]) * 4096, i * 1048576 + 512)
+    h.flush()
+print("reads after 8 small writes and flushes:",
+      open(os.environ["log"]).read().count(" Read id="))
+print("line:", os.path.exists(os.environ["sums"]))
+h.shutdown()
+PY
+  export NBD_PYTHON=${NBD_PYTHON:-/usr/bin/python3}
+  rm -f "$log"
+  run serve --filter=log memory 96M logfile="$log" blkhash-file="$sums" -- '
+    "$NBD_PYTHON" "$BATS_TEST_TMPDIR/vm.py" "$uri" &&
+    nbdcopy "$uri" "$BATS_TEST_TMPDIR/vm.img"'
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "${lines[0]}" = "reads after 8 small writes and flushes: 0" ]
+  [ "${lines[1]}" = "line: False" ]
+  [ "$(cat "$sums")" = "$(reference sha256 65536 "$BATS_TEST_TMPDIR/vm.img")  -" ]
+
+  # A copy of the odd image writes some blocks in part: its flush reads
+  # them, and the line is there before the flush's reply.
+  rm -f "$log" "$sums"
+  run serve --filter=log memory 50000000 logfile="$log" \
+    blkhash-file="$sums" -- '
+    nbdcopy --flush "$odd" "$uri" && cat "$sums" && grep -c " Read id=" "$log"'
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "${lines[0]}" = "$(reference sha256 65536 "$odd")  -" ]
+  [ "${lines[1]}" -ge 1 ]
 }
 
 @test "filter-passive: blkhash-file is complete even if the client read nothing" {

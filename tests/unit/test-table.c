@@ -551,6 +551,69 @@ test_reset (void)
   blk_table_free (rt);
 }
 
+/* A change the table cannot place (a write through another export):
+ * nothing is stored while it is in flight, nothing looked up before it
+ * ended is stored after, and it forgets every block when it ends.
+ */
+static void
+test_forget (void)
+{
+  struct blk_table *rt = blk_table_new (&p, SIZE);
+  struct blk_table_stats st;
+  uint8_t root[BLK_DIGEST_MAX], d[L];
+  uint64_t snap, old_snap;
+
+  ok (blk_table_unknown (rt) == NBLOCKS, "forget: a new table knows nothing");
+  for (uint64_t b = 0; b < NBLOCKS; b++)
+    fake (b, 1, all + b * L);
+  blk_table_lookup (rt, 0, NBLOCKS, NULL, need, &snap);
+  blk_table_store (rt, 0, NBLOCKS - 1, all, NULL, NULL, snap);
+  ok (blk_table_unknown (rt) == 1, "one block left unknown");
+  blk_table_store_zero (rt, NBLOCKS - 1, 1, snap);
+  ok (blk_table_unknown (rt) == 0 && blk_table_root (rt, root) == 0,
+      "then none, and a root");
+
+  blk_table_lookup (rt, 0, 1, NULL, need, &old_snap);
+  blk_table_forget_begin (rt);
+  blk_table_stats (rt, &st);
+  ok (st.known == NBLOCKS, "blocks stay known while the change is in flight");
+  blk_table_lookup (rt, 0, NBLOCKS, NULL, need, &snap);
+  blk_table_forget_begin (rt);          /* two at once */
+  blk_table_forget_end (rt);
+  blk_table_store (rt, 0, NBLOCKS, all, NULL, NULL, snap);
+  blk_table_store_zero (rt, 0, NBLOCKS, snap);
+  ok (blk_table_unknown (rt) == NBLOCKS,
+      "the first to end forgets every block");
+  blk_table_lookup (rt, 0, NBLOCKS, NULL, need, &snap);
+  blk_table_store (rt, 0, NBLOCKS, all, NULL, NULL, snap);
+  blk_table_store_zero (rt, 0, NBLOCKS, snap);
+  ok (blk_table_unknown (rt) == NBLOCKS,
+      "nothing is stored while the other is in flight");
+  blk_table_forget_end (rt);
+  blk_table_store (rt, 0, NBLOCKS, all, NULL, NULL, snap);
+  ok (blk_table_unknown (rt) == NBLOCKS,
+      "nor after it, from a lookup made while it was in flight");
+  fake (0, 2, d);
+  blk_table_store (rt, 0, 1, d, NULL, NULL, old_snap);
+  ok (blk_table_unknown (rt) == NBLOCKS && blk_table_root (rt, root) == -1,
+      "nor from one made before it");
+
+  blk_table_lookup (rt, 0, NBLOCKS, NULL, need, &snap);
+  blk_table_store (rt, 0, NBLOCKS, all, NULL, NULL, snap);
+  ok (blk_table_unknown (rt) == 0, "a lookup after it stores again");
+  {
+    struct blk_write w;
+    struct blk_written done = { 5, 1, d, NULL };
+    blk_table_write_begin (rt, &w, 5, 1);
+    blk_table_forget_begin (rt);
+    blk_table_forget_end (rt);
+    blk_table_write_end (rt, &w, &done);
+    blk_table_lookup (rt, 5, 1, NULL, need, &snap);
+    ok (need[0], "a write of the table's own export across it stores nothing");
+  }
+  blk_table_free (rt);
+}
+
 /* A write reaching past the table (through a larger export) is cut to
  * its blocks; one wholly past it touches nothing.
  */
@@ -627,6 +690,7 @@ main (void)
   test_petabyte_zeros ();
   test_shake_96k ();
   test_reset ();
+  test_forget ();
   test_write_past_end ();
   test_small_tables ();
 
