@@ -45,7 +45,7 @@ report (const char *name, const char *verdict)
     putchar ('\\');
   blk_fput_name (stdout, name, escape);
   printf (": %s\n", verdict);
-  fflush (stdout);
+  stdout_flush ();
 }
 
 /* --json, unless --status silences everything. */
@@ -78,7 +78,7 @@ verdict (unsigned lineno, const char *name, const char *expected,
   else
     json_string ("error", error ? error : "failed");
   json_end ();
-  fflush (stdout);
+  stdout_flush ();
 }
 
 /* An error of the checksum file itself. */

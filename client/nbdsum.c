@@ -15,6 +15,8 @@
  */
 #include <config.h>
 
+#include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <malloc.h>
 #include <stdio.h>
@@ -25,6 +27,7 @@
 #include "checksum.h"
 #include "diff.h"
 #include "endpoint.h"
+#include "helpers.h"
 #include "jobs.h"
 #include "json.h"
 #include "local.h"
@@ -69,7 +72,7 @@ print_result (const struct result *res)
   }
   else
     print_sum_line (res);
-  fflush (stdout);
+  stdout_flush ();
 }
 
 /* --json: an input without a checksum, and why. */
@@ -154,7 +157,7 @@ input_done (void *opaque, const struct job_outcome *out)
     (*failed)++;
     if (opts->json) {
       json_failed (NULL, out->name, out->error);
-      fflush (stdout);
+      stdout_flush ();
     }
   }
   else
@@ -185,6 +188,24 @@ checksum_inputs (char **args, int nargs, const struct hash_spec *spec)
     json_end ();
   }
   return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
+
+/* A standard descriptor closed (>&-): hold its number with /dev/null
+ * opened the other way, so that using it still fails as closed
+ * (EBADF: 'write error: Bad file descriptor', as sha256sum says) but
+ * no socket or file nbdsum opens takes it, and the private nbdkit,
+ * which refuses to start without them, has it.
+ */
+static void
+hold_std_fds (void)
+{
+  for (int fd = 0; fd <= 2; fd++)
+    if (fcntl (fd, F_GETFD) == -1 && errno == EBADF) {
+      /* The lowest free number: fd. */
+      const int r = open ("/dev/null", fd == 0 ? O_WRONLY : O_RDONLY);
+      if (r >= 0 && r != fd)
+        close (r);
+    }
 }
 
 /* Each [ CMD ARGS... ] in argv becomes one input, as in nbdinfo and
@@ -223,7 +244,7 @@ collapse_commands (int argc, char **argv)
 int
 main (int argc, char **argv)
 {
-  int first, nargs, status;
+  int first, nargs, status, err;
   char *stdin_only[] = { (char *) "-" };
   char **args;
 
@@ -231,6 +252,7 @@ main (int argc, char **argv)
    * mapped and faulted in anew.
    */
   mallopt (M_MMAP_THRESHOLD, SPAN_BYTES);
+  hold_std_fds ();
 
   argc = collapse_commands (argc, argv);
   parse_options (argc, argv, &first);
@@ -264,12 +286,13 @@ main (int argc, char **argv)
     /* The document ends, valid, saying so. */
     if (opts->json) {
       json_interrupted (stop_signal ());
-      fflush (stdout);
+      stdout_flush ();
     }
     die_of_signal (stop_signal ());
   }
-  if (fflush (stdout) == EOF || ferror (stdout)) {
-    perror ("nbdsum: stdout");
+  /* As sha256sum says it. */
+  if ((err = stdout_error ()) != 0) {
+    error_msg ("write error: %s", strerror (err));
     status = opts->diff ? 2 : EXIT_FAILURE;
   }
   return status;

@@ -464,3 +464,27 @@ PY
   "$NBDSUM" -j 1 "${inputs[@]}" 2> seq.err > /dev/null || :
   diff seq.err err
 }
+
+@test "nbdsum-jobs: closed or full standard output: a write error, exit 1, with -j 1 as with -j 3" {
+  local j mode
+  "$NBDSUM" "$(img 1)" "$(img 2)" > SUMS
+  for mode in plain check json; do
+    case $mode in
+      plain) set -- "$(img 1)" "$(img 2)" ;;
+      check) set -- -c SUMS ;;
+      json) set -- --json -c SUMS ;;
+    esac
+    for j in 1 3; do
+      rc=0
+      "$NBDSUM" -j "$j" "$@" >&- 2> "err$j" || rc=$?
+      echo "$mode -j $j, closed: $rc: $(cat "err$j")"
+      [ "$rc" -eq 1 ]
+      [ "$(cat "err$j")" = "nbdsum: write error: Bad file descriptor" ]
+      rc=0
+      "$NBDSUM" -j "$j" "$@" > /dev/full 2> "full$j" || rc=$?
+      echo "$mode -j $j, full: $rc: $(cat "full$j")"
+      [ "$rc" -eq 1 ]
+      [ "$(cat "full$j")" = "nbdsum: write error: No space left on device" ]
+    done
+  done
+}
