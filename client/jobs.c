@@ -798,6 +798,7 @@ jobs_hash (const char *name, const struct hash_spec *spec,
            bool keep_messages, jobs_done_fn *done, void *opaque)
 {
   const bool reads_stdin = strcmp (name, "-") == 0;
+  struct rlimit rl;
   struct entry *e;
 
   if (jobs.max == 1) {
@@ -833,7 +834,14 @@ jobs_hash (const char *name, const struct hash_spec *spec,
       jobs_advance ();
       continue;
     }
-    jobs_fail (e, "cannot start a job to hash it: %m");
+    /* Not even one: the run needs more than it has. */
+    if (errno == EMFILE && getrlimit (RLIMIT_NOFILE, &rl) == 0)
+      jobs_fail (e, "cannot start a job to hash it: %s (ulimit -n allows "
+                 "%llu, -j %u needs about %u: raise it, or lower -j)",
+                 strerror (EMFILE), (unsigned long long) rl.rlim_cur,
+                 jobs.max, JOBS_FDS (jobs.max));
+    else
+      jobs_fail (e, "cannot start a job to hash it: %m");
     break;
   }
   jobs_advance ();

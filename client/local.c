@@ -23,6 +23,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -43,6 +44,7 @@ struct local_server {
   const char *what;             /* the program serving it, for messages */
   pid_t pid;
   char *dir, *sock, *uri;
+  double handshake_limit;       /* seconds, 0: none */
 };
 
 /* NBDSUM_FILTER, else the build tree's filter when this nbdsum is
@@ -171,6 +173,7 @@ serve (const char *name, const char *what,
   const char *tmpdir = temp_dir ();
   char *tmpl = NULL;
   sigset_t saved;
+  struct rlimit rl;
   pid_t parent;
   int lfd = -1, err;
 
@@ -181,6 +184,18 @@ serve (const char *name, const char *what,
   s->name = name;
   s->what = what;
   s->pid = -1;
+  if (exec_fn == exec_nbdkit)
+    s->handshake_limit = LOCAL_HANDSHAKE_SECONDS;
+  /* It inherits our limit (raised as far as allowed at start). */
+  if (getrlimit (RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+      rl.rlim_cur < LOCAL_SERVER_FDS (opts->connections)) {
+    error_at (name, "too few file descriptors for a %s with %u connection%s: "
+              "it needs %u, ulimit -n allows %llu (raise it, or lower -C)",
+              what, opts->connections, opts->connections == 1 ? "" : "s",
+              LOCAL_SERVER_FDS (opts->connections),
+              (unsigned long long) rl.rlim_cur);
+    goto err;
+  }
   if (asprintf (&tmpl, "%s/nbdsumXXXXXX", tmpdir) == -1) {
     tmpl = NULL;
     error_at (name, "out of memory");
@@ -416,6 +431,12 @@ const char *
 local_server_what (const struct local_server *s)
 {
   return s->what;
+}
+
+double
+local_server_handshake_limit (const struct local_server *s)
+{
+  return s->handshake_limit;
 }
 
 const char *

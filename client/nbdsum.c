@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "check.h"
 #include "checksum.h"
@@ -32,6 +33,7 @@
 #include "json.h"
 #include "local.h"
 #include "messages.h"
+#include "minmax.h"
 #include "options.h"
 #include "signals.h"
 #include "source.h"
@@ -208,6 +210,29 @@ hold_std_fds (void)
     }
 }
 
+/* Raise the soft limit on descriptors towards the hard one, as far as
+ * the run needs: its jobs' pipes, and in every process (each inherits
+ * it, a private nbdkit too) a server's need for -C connections, with
+ * room for nbdsum's own.  Where the hard limit is lower, jobs.c runs
+ * fewer jobs at once and local.c refuses to start a server that would
+ * run short, naming ulimit -n.
+ */
+static void
+raise_fd_limit (void)
+{
+  const rlim_t jobs = opts->jobs > 1 ? JOBS_FDS ((rlim_t) opts->jobs) : 0;
+  const rlim_t server = 32 + LOCAL_SERVER_FDS ((rlim_t) opts->connections);
+  const rlim_t want = MAX (jobs, server);
+  struct rlimit rl;
+
+  if (getrlimit (RLIMIT_NOFILE, &rl) == -1 || rl.rlim_cur == RLIM_INFINITY ||
+      rl.rlim_cur >= want)
+    return;
+  rl.rlim_cur = rl.rlim_max != RLIM_INFINITY && rl.rlim_max < want
+    ? rl.rlim_max : want;
+  setrlimit (RLIMIT_NOFILE, &rl);
+}
+
 /* Each [ CMD ARGS... ] in argv becomes one input, as in nbdinfo and
  * nbdcopy, before getopt sees the command's options.  Returns the new
  * argc; exits on a '[' without its ']'.
@@ -256,6 +281,7 @@ main (int argc, char **argv)
 
   argc = collapse_commands (argc, argv);
   parse_options (argc, argv, &first);
+  raise_fd_limit ();
   catch_stop_signals ();
 
   /* Inputs are hashed as the options say (--diff: B as A was). */
