@@ -42,7 +42,8 @@
  * messages of the oldest job, waits for all of them
  * (JOBS_LINGER_SECONDS, then ends them), and main dies of the signal.
  * A child whose parent dies anyway (SIGKILL) gets SIGTERM from the
- * kernel (PR_SET_PDEATHSIG): no job outlives the run.
+ * kernel (PR_SET_PDEATHSIG; SIGKILL if SIGTERM is ignored): no job
+ * outlives the run.
  */
 #include <config.h>
 
@@ -338,9 +339,9 @@ jobs_child (struct entry *e, int records_fd, int err_fd,
    * is blocked until the handler and its pipe are this job's).  It may
    * have died before this call.
    */
-  prctl (PR_SET_PDEATHSIG, SIGTERM);
+  prctl (PR_SET_PDEATHSIG, stop_signals_on_parent_death ());
   if (getppid () != parent_pid)
-    raise (SIGTERM);
+    raise (stop_signals_on_parent_death ());
   if (!e->reads_stdin)
     setpgid (0, 0);
   /* Standard input is for the one job that reads it: others and their

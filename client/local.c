@@ -243,7 +243,7 @@ serve (const char *name, const char *what,
     /* Not to outlive nbdsum, a [ CMD ]'s server too (the private
      * nbdkit has --exit-with-parent).
      */
-    prctl (PR_SET_PDEATHSIG, SIGTERM);
+    prctl (PR_SET_PDEATHSIG, stop_signals_on_parent_death ());
     if (getppid () != parent)
       _exit (126);
     setpgid (0, 0);

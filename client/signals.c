@@ -100,6 +100,17 @@ stop_signals_kill_on_end (pid_t pgid)
   slot_set (servers, MAX_SERVERS, 0, pgid);
 }
 
+int
+stop_signals_on_parent_death (void)
+{
+  struct sigaction old;
+
+  /* Left ignored (nbdsum started so), SIGTERM would do nothing. */
+  if (sigaction (SIGTERM, NULL, &old) == 0 && old.sa_handler == SIG_IGN)
+    return SIGKILL;
+  return SIGTERM;
+}
+
 void
 stop_signals_forget (pid_t pid)
 {

@@ -37,6 +37,10 @@ extern void stop_signals_pass_on (pid_t pid);
  * process group pgid (a server it started, and what that started).
  */
 extern void stop_signals_kill_on_end (pid_t pgid);
+/* What a child should get when this process dies (PR_SET_PDEATHSIG):
+ * SIGTERM, to stop as on a signal, unless it is ignored.
+ */
+extern int stop_signals_on_parent_death (void);
 /* Before pid is reaped (it may then be reused): neither any more. */
 extern void stop_signals_forget (pid_t pid);
 /* The signal caught, or 0. */
