@@ -4,7 +4,9 @@
 # nbdsum -c and checksum lines: tagged BLKHASH-DIGEST/BLOCKSIZE (NAME)
 # = HEX when the digest or block size is not sha256/64K, untagged
 # otherwise; nbdsum -c with no option verifies whatever made them (see
-# "CHECKSUM LINES" in nbdsum(1)), with sha256sum's options.
+# "CHECKSUM LINES" in nbdsum(1)), with sha256sum's options; checksum
+# files that fail to read (EIO injected by strace, a directory), and
+# a line naming - while the checksum file is standard input.
 
 bats_require_minimum_version 1.5.0
 

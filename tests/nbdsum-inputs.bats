@@ -1,9 +1,9 @@
 #!/usr/bin/env bats
 # Copyright (C) 2026 The nbdkit-blkhash developers
 # SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
-# nbdsum's inputs: local files (a private nbdkit, in TMPDIR), standard
-# input, qcow2, servers without the filter (client-side), read errors,
-# TLS.
+# nbdsum's inputs: local files (a private nbdkit, in TMPDIR, and the
+# descriptors it needs under ulimit -n), standard input, qcow2, servers
+# without the filter (client-side), read errors, TLS.
 
 load "$top_srcdir/tests/helpers"
 load "$top_srcdir/tests/servers"

@@ -4,9 +4,10 @@
 # nbdsum -j: several inputs hashed at once, each in a job of its own,
 # and output exactly as without -j: the same standard output, standard
 # error and exit status, in input order, whichever job ends first
-# (plain, --tag, --json, -c and its options, failures in the middle);
-# an interrupted run stops every job and leaves nothing behind; memory
-# and descriptors do not grow with the number of inputs.
+# (plain, --tag, --json, -c and its options, failures in the middle,
+# standard output closed); an interrupted run stops every job and
+# leaves nothing behind, even after two signals in a row or SIGKILL;
+# memory and descriptors do not grow with the number of inputs.
 
 load "$top_srcdir/tests/helpers"
 load "$top_srcdir/tests/servers"

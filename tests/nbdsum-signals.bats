@@ -3,12 +3,13 @@
 # SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
 # nbdsum stops on the first SIGTERM, SIGINT or SIGHUP whatever it waits
 # for: a server that accepts and never answers, one that stalls option
-# negotiation, its own nbdkit stuck starting, a request that is never
-# answered, hashing, output, standard input.  It disconnects cleanly
-# (nbdkit 1.32 aborts when a client vanishes with requests in flight),
-# stops its private nbdkit quietly and leaves nothing in TMPDIR; a
-# second signal ends it at once.  --connect-timeout bounds the waits
-# of connecting.
+# negotiation, its own nbdkit stuck starting (with -j too), a request
+# that is never answered, hashing, output, standard input.  It
+# disconnects cleanly (nbdkit 1.32 aborts when a client vanishes with
+# requests in flight), stops its private nbdkit quietly and leaves
+# nothing in TMPDIR; a second signal ends it at once.
+# --connect-timeout bounds the waits of connecting, and without it a
+# private nbdkit stuck starting is given up on too.
 
 load "$top_srcdir/tests/helpers"
 load "$top_srcdir/tests/servers"
