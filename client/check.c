@@ -20,6 +20,7 @@
 #include <string.h>
 #include <strings.h>
 #include <unistd.h>
+#include <sys/stat.h>
 
 #include "check.h"
 #include "checksum.h"
@@ -45,7 +46,7 @@ report (const char *name, const char *verdict)
     putchar ('\\');
   blk_fput_name (stdout, name, escape);
   printf (": %s\n", verdict);
-  fflush (stdout);
+  stdout_flush ();
 }
 
 /* --json, unless --status silences everything. */
@@ -78,7 +79,7 @@ verdict (unsigned lineno, const char *name, const char *expected,
   else
     json_string ("error", error ? error : "failed");
   json_end ();
-  fflush (stdout);
+  stdout_flush ();
 }
 
 /* An error of the checksum file itself. */
@@ -105,6 +106,7 @@ struct file_check {
   int *status;                  /* check_files' */
   bool opened;
   int open_errno;
+  int read_errno;               /* a read failed: why, else 0 */
   unsigned lines, verified, malformed, untagged_failed;
 };
 
@@ -216,6 +218,27 @@ line_done (void *opaque, const struct job_outcome *out)
   free (lc);
 }
 
+#define STDIN_IS_FILE "standard input is the checksum file being read: " \
+  "it cannot be hashed too"
+
+/* A line naming - while the checksum file is standard input: its
+ * verdict in its turn, as if hashing it had failed.
+ */
+static void
+line_refused (void *opaque, bool cancelled)
+{
+  struct line_check *lc = opaque;
+  struct job_outcome out = { .name = lc->name, .r = -1 };
+
+  if (cancelled) {
+    line_done (lc, NULL);
+    return;
+  }
+  error_at (lc->name, "%s", STDIN_IS_FILE);
+  out.error = (char *) STDIN_IS_FILE;
+  line_done (lc, &out);
+}
+
 /* The file's end: its counts, and why it failed as a whole. */
 static void
 file_end (void *opaque, bool cancelled)
@@ -240,13 +263,21 @@ file_end (void *opaque, bool cancelled)
     notice_at (path, "no line matched: if the lines come from sha256sum, "
                "they are plain sha256 checksums of the bytes, which nbdsum "
                "does not compute (it prints and checks blkhash checksums)");
-  if (fc->lines == 0)
+  /* As sha256sum: the lines read were checked, the file fails. */
+  if (fc->read_errno) {
+    char *msg = NULL;
+    if (asprintf (&msg, "read error: %s", strerror (fc->read_errno)) == -1)
+      msg = NULL;
+    file_error (path, msg ? msg : "read error");
+    free (msg);
+  }
+  else if (fc->lines == 0)
     file_error (path, "no properly formatted checksum lines found");
   else if (fc->verified == 0)
     file_error (path, "no file was verified");
   if (json_out ())
     json_end ();
-  if (fc->lines == 0 || fc->verified == 0)
+  if (fc->read_errno || fc->lines == 0 || fc->verified == 0)
     *fc->status = EXIT_FAILURE;
   free (fc);
 }
@@ -258,15 +289,24 @@ static void
 check_one_file (const char *path, const struct hash_spec *untagged,
                 size_t hexlen, struct tally *t, int *status)
 {
-  FILE *fp = strcmp (path, "-") == 0 ? stdin : fopen (path, "r");
-  const int open_errno = errno;
+  /* Not inherited by the servers nbdsum starts. */
+  FILE *fp = strcmp (path, "-") == 0 ? stdin : fopen (path, "re");
+  int open_errno = errno;
   struct file_check *fc = alloc_or_exit (sizeof *fc);
   struct blk_sum_line sl;
+  struct stat st;
   const char *msg;
   char *line = NULL, *name;
   size_t size = 0;
   unsigned lineno = 0;
 
+  /* A directory opens, and fails the first read: say what it is. */
+  if (fp && fstat (fileno (fp), &st) == 0 && S_ISDIR (st.st_mode)) {
+    if (fp != stdin)
+      fclose (fp);
+    fp = NULL;
+    open_errno = EISDIR;
+  }
   *fc = (struct file_check) {
     .path = path, .t = t, .status = status, .opened = fp != NULL,
     .open_errno = open_errno,
@@ -274,7 +314,13 @@ check_one_file (const char *path, const struct hash_spec *untagged,
   jobs_then (file_begin, fc);
   if (fp == NULL)
     return;
-  while (!stop_signal () && getline (&line, &size, fp) != -1) {
+  for (;;) {
+    errno = 0;
+    if (stop_signal () || getline (&line, &size, fp) == -1)
+      break;
+    /* Failed midway: a line cut short, not to be checked. */
+    if (ferror (fp))
+      break;
     lineno++;
     if ((msg = blk_sum_line_parse (line, hexlen, &sl)) != NULL) {
       fc->malformed++;
@@ -301,8 +347,15 @@ check_one_file (const char *path, const struct hash_spec *untagged,
       .fc = fc, .lineno = lineno, .tagged = sl.tagged,
       .name = strdup_or_exit (name), .expected = strdup_or_exit (sl.hex),
     };
-    jobs_hash (lc->name, spec, json_out (), line_done, lc);
+    /* Its bytes are the rest of this file: refused, whatever -j. */
+    if (fp == stdin && strcmp (name, "-") == 0)
+      jobs_then (line_refused, lc);
+    else
+      jobs_hash (lc->name, spec, json_out (), line_done, lc);
   }
+  /* A signal interrupts a read: that is no read error. */
+  if (ferror (fp) && !stop_signal ())
+    fc->read_errno = errno ? errno : EIO;
   free (line);
   if (fp != stdin)
     fclose (fp);

@@ -104,7 +104,11 @@ endpoint_connect_rest (struct endpoint *ep, const char *export_name)
 
   for (ep->nconns = 1; ep->nconns < want; ep->nconns++) {
     struct conn *c = &ep->conns[ep->nconns];
-    c->h = source_connect (ep->src, export_name, SOURCE_GO, NULL);
+    c->h = source_connect (ep->src, export_name, SOURCE_GO | SOURCE_MORE,
+                           NULL);
+    /* Out of descriptors (ulimit -n): fewer connections hash the same. */
+    if (c->h == NULL && source_errno () == EMFILE && !stop_signal ())
+      break;
     if (c->h == NULL)
       return -1;
     c->ep = ep;

@@ -4,7 +4,9 @@
 /* nbdsum: small shared helpers (see helpers.h). */
 #include <config.h>
 
+#include <errno.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -24,6 +26,28 @@ temp_dir (void)
   const char *dir = getenv ("TMPDIR");
 
   return dir && *dir ? dir : "/tmp";
+}
+
+/* Why standard output first failed, or 0: a later flush with nothing
+ * left to write says nothing.
+ */
+static int stdout_errno;
+
+void
+stdout_flush (void)
+{
+  errno = 0;
+  if (fflush (stdout) == EOF && stdout_errno == 0)
+    stdout_errno = errno ? errno : EIO;
+}
+
+int
+stdout_error (void)
+{
+  stdout_flush ();
+  if (ferror (stdout) && stdout_errno == 0)
+    stdout_errno = EIO;
+  return stdout_errno;
 }
 
 double

@@ -2,8 +2,9 @@
  * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
  */
 /* nbdsum: small helpers its files share, which belong to none of them:
- * what an argument is, where temporary files go, the clock, UTF-8, and
- * the digest and block size a hash spec leaves to the defaults.
+ * what an argument is, where temporary files go, standard output's
+ * errors, the clock, UTF-8, and the digest and block size a hash spec
+ * leaves to the defaults.
  */
 #ifndef NBDSUM_HELPERS_H
 #define NBDSUM_HELPERS_H
@@ -20,6 +21,13 @@ extern bool is_uri (const char *arg);
  * or empty.
  */
 extern const char *temp_dir (void);
+
+/* fflush (stdout), remembering why it first failed. */
+extern void stdout_flush (void);
+/* After a last flush: 0, or why writing standard output failed (the
+ * first error).
+ */
+extern int stdout_error (void);
 
 /* Seconds on the monotonic clock. */
 extern double now (void);

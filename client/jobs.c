@@ -33,11 +33,17 @@
  *
  * Signals: each child has a process group of its own (but one reading
  * standard input, which may be the terminal), so a terminal's ^C
- * reaches the parent only, which passes the signal on to every child
- * once; each then stops as nbdsum does (requests in flight answered,
- * private servers stopped) and dies of it.  The parent prints nothing
- * more but the messages of the oldest job, waits for all of them
+ * reaches the parent only, whose handler passes the signal on to every
+ * child (signals.c), at once: a second signal, as a double ^C or
+ * timeout(1) sends, ends the parent before its loop would run.  Each
+ * child then stops as nbdsum does (requests in flight answered, private
+ * servers stopped) and dies of it; a second signal, passed on too,
+ * ends them all at once.  The parent prints nothing more but the
+ * messages of the oldest job, waits for all of them
  * (JOBS_LINGER_SECONDS, then ends them), and main dies of the signal.
+ * A child whose parent dies anyway (SIGKILL) gets SIGTERM from the
+ * kernel (PR_SET_PDEATHSIG; SIGKILL if SIGTERM is ignored): no job
+ * outlives the run.
  */
 #include <config.h>
 
@@ -51,6 +57,7 @@
 #include <stdio_ext.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -149,6 +156,8 @@ static struct {
 /* In a child: the records' pipe, as this descriptor. */
 #define JOBS_RECORDS_FD 3
 static int child_records_fd = -1;
+/* The parent, for its children to check that it still lives. */
+static pid_t parent_pid;
 
 /* In a child: close every descriptor from fd on. */
 static void
@@ -328,6 +337,13 @@ jobs_child (struct entry *e, int records_fd, int err_fd,
    * be written from here.
    */
   __fpurge (stdout);
+  /* Not to outlive the parent, even killed: stop as on a signal (it
+   * is blocked until the handler and its pipe are this job's).  It may
+   * have died before this call.
+   */
+  prctl (PR_SET_PDEATHSIG, stop_signals_on_parent_death ());
+  if (getppid () != parent_pid)
+    raise (stop_signals_on_parent_death ());
   if (!e->reads_stdin)
     setpgid (0, 0);
   /* Standard input is for the one job that reads it: others and their
@@ -445,7 +461,10 @@ jobs_start (struct entry *e)
   }
   e->records_fd = records[0];
   e->err_fd = err[0];
-  /* The child must not run our handler before it has its own pipe. */
+  /* The child must not run our handler before it has its own pipe,
+   * and our handler must know the child before it runs again.
+   */
+  parent_pid = getpid ();
   stop_signals_block (&saved);
   pid = fork ();
   if (pid == 0)
@@ -454,6 +473,8 @@ jobs_start (struct entry *e)
   /* Also here, so that the group exists whichever runs first. */
   if (pid > 0 && !e->reads_stdin)
     setpgid (pid, pid);
+  if (pid > 0)
+    stop_signals_pass_on (pid);
   stop_signals_restore (&saved);
   close (records[1]);
   close (err[1]);
@@ -573,6 +594,8 @@ jobs_reap (struct entry *e)
 
   close (e->records_fd);
   e->records_fd = -1;
+  /* Once reaped its pid may be another process's. */
+  stop_signals_forget (e->pid);
   while (waitpid (e->pid, &status, 0) == -1 && errno == EINTR)
     ;
   e->pid = 0;
@@ -638,7 +661,7 @@ jobs_draw (bool final)
   jobs.last_draw = now ();
 }
 
-/* A signal came: pass it on to every job, once, and forget the
+/* A signal came (the handler passed it on to every job): forget the
  * callbacks (in order: an entry's opaque may be needed by later
  * ones).  Nothing is printed any more but the oldest job's messages.
  */
@@ -651,11 +674,6 @@ jobs_check_signal (void)
     return;
   jobs.stopping = sig;
   jobs.stop_time = now ();
-  for (size_t i = 0; i < jobs.len; i++) {
-    struct entry *e = jobs_at (i);
-    if (e->hash && e->pid)
-      kill (e->pid, sig);
-  }
   for (size_t i = 0; i < jobs.len; i++)
     jobs_call (jobs_at (i), NULL);
   if (jobs.draw)
@@ -788,6 +806,7 @@ jobs_hash (const char *name, const struct hash_spec *spec,
            bool keep_messages, jobs_done_fn *done, void *opaque)
 {
   const bool reads_stdin = strcmp (name, "-") == 0;
+  struct rlimit rl;
   struct entry *e;
 
   if (jobs.max == 1) {
@@ -823,7 +842,14 @@ jobs_hash (const char *name, const struct hash_spec *spec,
       jobs_advance ();
       continue;
     }
-    jobs_fail (e, "cannot start a job to hash it: %m");
+    /* Not even one: the run needs more than it has. */
+    if (errno == EMFILE && getrlimit (RLIMIT_NOFILE, &rl) == 0)
+      jobs_fail (e, "cannot start a job to hash it: %s (ulimit -n allows "
+                 "%llu, -j %u needs about %u: raise it, or lower -j)",
+                 strerror (EMFILE), (unsigned long long) rl.rlim_cur,
+                 jobs.max, JOBS_FDS (jobs.max));
+    else
+      jobs_fail (e, "cannot start a job to hash it: %m");
     break;
   }
   jobs_advance ();

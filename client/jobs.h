@@ -24,6 +24,11 @@
 #include "checksum.h"
 #include "options.h"
 
+/* File descriptors a run of n jobs needs, roughly: two pipes' ends per
+ * job, and this process's own.
+ */
+#define JOBS_FDS(n) (32 + 2 * (n))
+
 /* What checksum_one gave for an input. */
 struct job_outcome {
   const char *name;             /* as given to jobs_hash */

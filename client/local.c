@@ -28,6 +28,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -51,6 +53,7 @@ struct local_server {
   char what_buf[64];
   pid_t pid;
   char *dir, *sock, *uri;
+  double handshake_limit;       /* seconds, 0: none */
 };
 
 /* NBDSUM_FILTER, else the build tree's filter when this nbdsum is
@@ -257,6 +260,8 @@ serve (const char *name, const char *what,
   const char *tmpdir = temp_dir ();
   char *tmpl = NULL;
   sigset_t saved;
+  struct rlimit rl;
+  pid_t parent;
   int lfd = -1, err;
 
   if (s == NULL) {
@@ -266,6 +271,18 @@ serve (const char *name, const char *what,
   s->name = name;
   s->what = what;
   s->pid = -1;
+  if (exec_fn == exec_nbdkit)
+    s->handshake_limit = LOCAL_HANDSHAKE_SECONDS;
+  /* It inherits our limit (raised as far as allowed at start). */
+  if (getrlimit (RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+      rl.rlim_cur < LOCAL_SERVER_FDS (opts->connections)) {
+    error_at (name, "too few file descriptors for a %s with %u connection%s: "
+              "it needs %u, ulimit -n allows %llu (raise it, or lower -C)",
+              what, opts->connections, opts->connections == 1 ? "" : "s",
+              LOCAL_SERVER_FDS (opts->connections),
+              (unsigned long long) rl.rlim_cur);
+    goto err;
+  }
   if (asprintf (&tmpl, "%s/nbdsumXXXXXX", tmpdir) == -1) {
     tmpl = NULL;
     error_at (name, "out of memory");
@@ -305,10 +322,17 @@ serve (const char *name, const char *what,
    * run our handler in it.
    */
   stop_signals_block (&saved);
+  parent = getpid ();
   s->pid = fork ();
   if (s->pid == 0) {
     stop_signals_default ();
     stop_signals_restore (&saved);
+    /* Not to outlive nbdsum, a [ CMD ]'s server too (the private
+     * nbdkit has --exit-with-parent).
+     */
+    prctl (PR_SET_PDEATHSIG, stop_signals_on_parent_death ());
+    if (getppid () != parent)
+      _exit (126);
     setpgid (0, 0);
     /* The listening socket must survive exec as fd 3. */
     int flags = fcntl (lfd, F_GETFD);
@@ -317,8 +341,10 @@ serve (const char *name, const char *what,
   }
   err = errno;
   /* Also here, so that the group exists whichever runs first. */
-  if (s->pid > 0)
+  if (s->pid > 0) {
     setpgid (s->pid, s->pid);
+    stop_signals_kill_on_end (s->pid);
+  }
   stop_signals_restore (&saved);
   if (s->pid == -1) {
     errno = err;
@@ -513,19 +539,39 @@ local_command_argv (const char *name)
   return NULL;
 }
 
+/* waitpid (s->pid, flags), and once reaped (its pid may then be
+ * reused) the signal handler forgets it, before another signal.
+ */
+static pid_t
+reap_server (struct local_server *s, int flags)
+{
+  sigset_t saved;
+  pid_t r;
+
+  stop_signals_block (&saved);
+  r = waitpid (s->pid, NULL, flags);
+  if (r == s->pid || (r == -1 && errno == ECHILD))
+    stop_signals_forget (s->pid);
+  stop_signals_restore (&saved);
+  return r;
+}
+
 bool
 local_server_exited (struct local_server *s)
 {
-  int status;
-
-  return waitpid (s->pid, &status, WNOHANG) == s->pid &&
-    (s->pid = -1, true);
+  return reap_server (s, WNOHANG) == s->pid && (s->pid = -1, true);
 }
 
 const char *
 local_server_what (const struct local_server *s)
 {
   return s->what;
+}
+
+double
+local_server_handshake_limit (const struct local_server *s)
+{
+  return s->handshake_limit;
 }
 
 const char *
@@ -549,7 +595,7 @@ reap (struct local_server *s)
   const struct timespec tick = { 0, 10 * 1000 * 1000 };
 
   for (int i = 0; i < STOP_SECONDS * 100; i++) {
-    const pid_t r = waitpid (s->pid, NULL, WNOHANG);
+    const pid_t r = reap_server (s, WNOHANG);
     if (r == s->pid || (r == -1 && errno == ECHILD))
       return true;
     nanosleep (&tick, NULL);
@@ -568,6 +614,7 @@ local_server_stop (struct local_server *s)
       error_at (s->name, "the %s did not exit in %d seconds: killing it",
                 s->what, STOP_SECONDS);
       local_server_kill (s);
+      stop_signals_forget (s->pid);
       while (waitpid (s->pid, NULL, 0) == -1 && errno == EINTR)
         ;
     }

@@ -43,6 +43,20 @@ extern struct local_server *local_server_start_bitmap (const char *name,
                                                        const char *bitmap);
 extern const char *local_server_uri (const struct local_server *s);
 
+/* File descriptors a server of n connections needs (nbdkit 1.32 with
+ * the filter needs 8 + 4n, at least 16), with room to spare: one that
+ * runs short stops answering, or floods its standard error.  Starting
+ * one fails, saying so, under a lower ulimit -n.
+ */
+#define LOCAL_SERVER_FDS(n) (16 + 4 * (n))
+/* How long a connection to the private nbdkit of a file may take to
+ * connect and negotiate when --connect-timeout does not say: it only
+ * starts (with qemu-nbd behind it for qcow2).
+ */
+#define LOCAL_HANDSHAKE_SECONDS 30
+/* That limit for s, in seconds: 0 (none) for a [ CMD ]'s server. */
+extern double local_server_handshake_limit (const struct local_server *s);
+
 /* [ CMD ARGS... ] on the command line: its n words argv (kept, not
  * copied) become one input.  Returns its name, "[ CMD ARGS... ]", which
  * local_command_argv knows; NULL when out of memory or past

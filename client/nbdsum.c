@@ -15,20 +15,25 @@
  */
 #include <config.h>
 
+#include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "check.h"
 #include "checksum.h"
 #include "diff.h"
 #include "endpoint.h"
+#include "helpers.h"
 #include "jobs.h"
 #include "json.h"
 #include "local.h"
 #include "messages.h"
+#include "minmax.h"
 #include "options.h"
 #include "signals.h"
 #include "source.h"
@@ -72,7 +77,7 @@ print_result (const struct result *res)
   }
   else
     print_sum_line (res);
-  fflush (stdout);
+  stdout_flush ();
 }
 
 /* --json: an input without a checksum, and why. */
@@ -157,7 +162,7 @@ input_done (void *opaque, const struct job_outcome *out)
     (*failed)++;
     if (opts->json) {
       json_failed (NULL, out->name, out->error);
-      fflush (stdout);
+      stdout_flush ();
     }
   }
   else
@@ -188,6 +193,47 @@ checksum_inputs (char **args, int nargs, const struct hash_spec *spec)
     json_end ();
   }
   return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
+
+/* A standard descriptor closed (>&-): hold its number with /dev/null
+ * opened the other way, so that using it still fails as closed
+ * (EBADF: 'write error: Bad file descriptor', as sha256sum says) but
+ * no socket or file nbdsum opens takes it, and the private nbdkit,
+ * which refuses to start without them, has it.
+ */
+static void
+hold_std_fds (void)
+{
+  for (int fd = 0; fd <= 2; fd++)
+    if (fcntl (fd, F_GETFD) == -1 && errno == EBADF) {
+      /* The lowest free number: fd. */
+      const int r = open ("/dev/null", fd == 0 ? O_WRONLY : O_RDONLY);
+      if (r >= 0 && r != fd)
+        close (r);
+    }
+}
+
+/* Raise the soft limit on descriptors towards the hard one, as far as
+ * the run needs: its jobs' pipes, and in every process (each inherits
+ * it, a private nbdkit too) a server's need for -C connections, with
+ * room for nbdsum's own.  Where the hard limit is lower, jobs.c runs
+ * fewer jobs at once and local.c refuses to start a server that would
+ * run short, naming ulimit -n.
+ */
+static void
+raise_fd_limit (void)
+{
+  const rlim_t jobs = opts->jobs > 1 ? JOBS_FDS ((rlim_t) opts->jobs) : 0;
+  const rlim_t server = 32 + LOCAL_SERVER_FDS ((rlim_t) opts->connections);
+  const rlim_t want = MAX (jobs, server);
+  struct rlimit rl;
+
+  if (getrlimit (RLIMIT_NOFILE, &rl) == -1 || rl.rlim_cur == RLIM_INFINITY ||
+      rl.rlim_cur >= want)
+    return;
+  rl.rlim_cur = rl.rlim_max != RLIM_INFINITY && rl.rlim_max < want
+    ? rl.rlim_max : want;
+  setrlimit (RLIMIT_NOFILE, &rl);
 }
 
 /* Each [ CMD ARGS... ] in argv becomes one input, as in nbdinfo and
@@ -226,7 +272,7 @@ collapse_commands (int argc, char **argv)
 int
 main (int argc, char **argv)
 {
-  int first, nargs, status;
+  int first, nargs, status, err;
   char *stdin_only[] = { (char *) "-" };
   char **args;
 
@@ -234,9 +280,11 @@ main (int argc, char **argv)
    * mapped and faulted in anew.
    */
   mallopt (M_MMAP_THRESHOLD, SPAN_BYTES);
+  hold_std_fds ();
 
   argc = collapse_commands (argc, argv);
   parse_options (argc, argv, &first);
+  raise_fd_limit ();
   catch_stop_signals ();
 
   /* Inputs are hashed as the options say (--diff: B as A was). */
@@ -267,12 +315,13 @@ main (int argc, char **argv)
     /* The document ends, valid, saying so. */
     if (opts->json) {
       json_interrupted (stop_signal ());
-      fflush (stdout);
+      stdout_flush ();
     }
     die_of_signal (stop_signal ());
   }
-  if (fflush (stdout) == EOF || ferror (stdout)) {
-    perror ("nbdsum: stdout");
+  /* As sha256sum says it. */
+  if ((err = stdout_error ()) != 0) {
+    error_msg ("write error: %s", strerror (err));
     status = opts->diff ? 2 : EXIT_FAILURE;
   }
   return status;

@@ -2,7 +2,9 @@
  * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
  */
 /* nbdsum: stopping cleanly on SIGHUP, SIGINT, SIGPIPE and SIGTERM
- * (see signals.h).
+ * (see signals.h), and the processes the handler itself passes a
+ * signal on to (-j jobs) or kills (the servers nbdsum started), so that
+ * none is left behind whatever comes after.
  */
 #include <config.h>
 
@@ -17,12 +19,31 @@
 
 #include "cleanup.h"
 #include "messages.h"
+#include "options.h"
 #include "signals.h"
 
 static const int stop_signals[] = { SIGHUP, SIGINT, SIGPIPE, SIGTERM };
 static sigset_t handled;                /* those of them we handle */
 static volatile sig_atomic_t caught;
 static int stop_pipe[2] = { -1, -1 };
+
+/* Read by the handler: pids (0: a free slot) that a pid_t fits in.
+ * Jobs get every stop signal this process gets; servers' process
+ * groups are killed when a second signal ends it at once.
+ */
+#define MAX_SERVERS 16
+static volatile sig_atomic_t jobs[MAX_JOBS];
+static volatile sig_atomic_t servers[MAX_SERVERS];
+
+static void
+send_all (volatile sig_atomic_t *pids, size_t n, int sig, bool group)
+{
+  for (size_t i = 0; i < n; i++) {
+    const pid_t pid = pids[i];
+    if (pid > 0)
+      kill (group ? -pid : pid, sig);
+  }
+}
 
 static void
 on_stop_signal (int sig)
@@ -31,20 +52,70 @@ on_stop_signal (int sig)
 
   if (caught == 0) {
     caught = sig;
+    /* Here, not later in the loop: a second signal may end us first. */
+    send_all (jobs, MAX_JOBS, sig, false);
     /* Non-blocking, and only the first byte matters. */
     ssize_t r = write (stop_pipe[1], "", 1);
     (void) r;
   }
   else if (sig != SIGPIPE) {
-    /* Asked twice: end now, as if nbdsum had no handler.  (SIGPIPE
+    /* Asked twice: end now, as if nbdsum had no handler, and so do
+     * the jobs, told twice too; our servers die first, rather than
+     * outlive us or abort on connections gone mid-request.  (SIGPIPE
      * comes again with every write to a closed pipe.)
      */
     struct sigaction sa = { .sa_handler = SIG_DFL };
+    send_all (jobs, MAX_JOBS, sig, false);
+    send_all (servers, MAX_SERVERS, SIGKILL, true);
     sigemptyset (&sa.sa_mask);
     sigaction (sig, &sa, NULL);
     raise (sig);
   }
   errno = saved_errno;
+}
+
+/* pids is the handler's: a slot is written whole (sig_atomic_t). */
+static bool
+slot_set (volatile sig_atomic_t *pids, size_t n, pid_t old, pid_t pid)
+{
+  for (size_t i = 0; i < n; i++)
+    if (pids[i] == old) {
+      pids[i] = pid;
+      return true;
+    }
+  return false;
+}
+
+void
+stop_signals_pass_on (pid_t pid)
+{
+  /* At most MAX_JOBS jobs at once: always room. */
+  slot_set (jobs, MAX_JOBS, 0, pid);
+}
+
+void
+stop_signals_kill_on_end (pid_t pgid)
+{
+  /* Servers at once: one per input of the run, a few. */
+  slot_set (servers, MAX_SERVERS, 0, pgid);
+}
+
+int
+stop_signals_on_parent_death (void)
+{
+  struct sigaction old;
+
+  /* Left ignored (nbdsum started so), SIGTERM would do nothing. */
+  if (sigaction (SIGTERM, NULL, &old) == 0 && old.sa_handler == SIG_IGN)
+    return SIGKILL;
+  return SIGTERM;
+}
+
+void
+stop_signals_forget (pid_t pid)
+{
+  if (pid > 0 && !slot_set (jobs, MAX_JOBS, pid, 0))
+    slot_set (servers, MAX_SERVERS, pid, 0);
 }
 
 void
@@ -78,6 +149,11 @@ catch_stop_signals (void)
 void
 stop_signals_renew (void)
 {
+  /* The parent's jobs and servers are not this job's. */
+  for (size_t i = 0; i < MAX_JOBS; i++)
+    jobs[i] = 0;
+  for (size_t i = 0; i < MAX_SERVERS; i++)
+    servers[i] = 0;
   if (pipe2 (stop_pipe, O_CLOEXEC | O_NONBLOCK) == -1) {
     fprintf (stderr, "%s: pipe2: %m\n", progname);
     _exit (EXIT_FAILURE);

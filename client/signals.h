@@ -1,16 +1,19 @@
 /* Copyright (C) 2026 The nbdkit-blkhash developers
  * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
  */
-/* nbdsum: SIGHUP, SIGINT, SIGPIPE and SIGTERM only record the signal
- * and make a pipe readable to wake the poll loops.  nbdsum then issues
- * no new requests, lets those in flight finish, disconnects, stops its
- * private servers and dies of the signal: nbdkit 1.32 aborts when a
- * client vanishes with requests in flight.
+/* nbdsum: SIGHUP, SIGINT, SIGPIPE and SIGTERM only record the signal,
+ * pass it on to the -j jobs and make a pipe readable to wake the poll
+ * loops.  nbdsum then issues no new requests, lets those in flight
+ * finish, disconnects, stops its private servers and dies of the
+ * signal: nbdkit 1.32 aborts when a client vanishes with requests in
+ * flight.  A second one ends nbdsum at once, its servers killed first
+ * and its jobs told twice.
  */
 #ifndef NBDSUM_SIGNALS_H
 #define NBDSUM_SIGNALS_H
 
 #include <signal.h>
+#include <sys/types.h>
 
 /* How long the requests in flight get to be answered after a signal. */
 #define DRAIN_SECONDS 5
@@ -20,9 +23,26 @@ extern void catch_stop_signals (void);
 /* In a child process that keeps the handlers (a -j job), with the
  * handled signals blocked since before fork and the inherited pipe's
  * descriptors closed: a pipe of its own, so that its signals wake it
- * and not its parent (exits on failure).
+ * and not its parent, and none of the parent's processes to pass
+ * signals on to or kill (exits on failure).
  */
 extern void stop_signals_renew (void);
+/* The handler passes each stop signal on to pid (a -j job, in a
+ * process group of its own), from the first: a second one, which ends
+ * this process at once, ends the job at once too.  Call with the
+ * signals blocked since before fork.
+ */
+extern void stop_signals_pass_on (pid_t pid);
+/* A second signal, which ends this process at once, first kills the
+ * process group pgid (a server it started, and what that started).
+ */
+extern void stop_signals_kill_on_end (pid_t pgid);
+/* What a child should get when this process dies (PR_SET_PDEATHSIG):
+ * SIGTERM, to stop as on a signal, unless it is ignored.
+ */
+extern int stop_signals_on_parent_death (void);
+/* Before pid is reaped (it may then be reused): neither any more. */
+extern void stop_signals_forget (pid_t pid);
 /* The signal caught, or 0. */
 extern int stop_signal (void);
 /* Readable once a signal was caught (-1 before they are handled). */

@@ -380,9 +380,13 @@ source_wait (struct nbd_handle *h, enum until until, int64_t cookie,
           return fail (EINTR, "interrupted");
         if (phase == NULL)
           phase = handshake_phase (h);
-        if (until == UNTIL_NEGOTIATED)
+        /* Without the option: a private nbdkit's own limit. */
+        if (until == UNTIL_NEGOTIATED && opts->connect_timeout)
           return fail (ETIMEDOUT, "timed out %s (--connect-timeout=%g)",
                        phase, opts->connect_timeout);
+        if (until == UNTIL_NEGOTIATED)
+          return fail (ETIMEDOUT, "timed out %s (after %d seconds)",
+                       phase, LOCAL_HANDSHAKE_SECONDS);
         return fail (ETIMEDOUT, "timed out %s", phase);
       }
       timeout = left * 1000 + 1 < INT_MAX ? left * 1000 + 1 : INT_MAX;
@@ -526,9 +530,15 @@ struct nbd_handle *
 source_connect (const struct source *src, const char *export_name,
                 unsigned flags, double *deadline)
 {
-  const double until = opts->connect_timeout
-    ? now () + opts->connect_timeout : 0;
+  /* Our own nbdkit has a limit even without --connect-timeout: one
+   * stuck starting (out of descriptors, or waiting for qemu-nbd) would
+   * hang nbdsum.
+   */
+  const double limit = opts->connect_timeout ? opts->connect_timeout
+    : src->server ? local_server_handshake_limit (src->server) : 0;
+  const double until = limit ? now () + limit : 0;
   struct nbd_handle *h = NULL;
+  bool timed_out;
 
   failure = NULL;
   if (deadline)
@@ -571,12 +581,18 @@ source_connect (const struct source *src, const char *export_name,
 
  err:
   /* Stopped mid-handshake: our own server goes first, or it would
-   * complain of the client that vanished.
+   * complain of the client that vanished; timed out, it is stuck, and
+   * would not stop on SIGTERM either.
    */
-  if (stop_signal ())
+  timed_out = src->server && source_errno () == ETIMEDOUT;
+  if (stop_signal () || timed_out)
     local_server_kill (src->server);
-  if (!(flags & SOURCE_QUIET) && !stop_signal ()) {
-    if (src->server && local_server_exited (src->server))
+  if (!(flags & SOURCE_QUIET) && !stop_signal () &&
+      !((flags & SOURCE_MORE) && source_errno () == EMFILE)) {
+    if (timed_out)
+      error_at (src->name, "%s: the %s serving it is stuck: killed it",
+                source_error (), local_server_what (src->server));
+    else if (src->server && local_server_exited (src->server))
       error_at (src->name, "%s (the %s serving it exited: see its "
                 "messages above)", source_error (),
                 local_server_what (src->server));

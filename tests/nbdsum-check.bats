@@ -4,7 +4,11 @@
 # nbdsum -c and checksum lines: tagged BLKHASH-DIGEST/BLOCKSIZE (NAME)
 # = HEX when the digest or block size is not sha256/64K, untagged
 # otherwise; nbdsum -c with no option verifies whatever made them (see
-# "CHECKSUM LINES" in nbdsum(1)), with sha256sum's options.
+# "CHECKSUM LINES" in nbdsum(1)), with sha256sum's options; checksum
+# files that fail to read (EIO injected by strace, a directory), and
+# a line naming - while the checksum file is standard input.
+
+bats_require_minimum_version 1.5.0
 
 load "$top_srcdir/tests/helpers"
 load "$top_srcdir/tests/servers"
@@ -628,4 +632,114 @@ nbdsum: WARNING: 1 computed checksum did NOT match" ]
   echo "$output"
   [[ "$output" = *'"result": "OK"'*'"format": "raw"'* ]]
   [[ "$output" = *'"result": "FAILED"'*'"format": "qcow2"'* ]]
+}
+
+# read_fails LOG COMMAND...: COMMAND under strace, every read(2) of
+# $sums after the first failing with EIO (the first read's size goes
+# to LOG, as strace says it).  Only the process reading $sums is
+# traced: with -j its jobs are not.
+read_fails () {
+  local log=$1
+  shift
+  strace -qq -o "$log" -P "$sums" -e trace=read \
+    -e inject=read:error=EIO:when=2+ "$@"
+}
+
+need_strace () {
+  command -v strace >/dev/null ||
+    skip "strace is not installed (Debian package strace)"
+  strace -o /dev/null true 2>/dev/null ||
+    skip "strace cannot trace processes here"
+}
+
+@test "nbdsum-check: a read error in a checksum file fails it, after the lines read (-j 1, -j 3)" {
+  local i j n first
+  need_strace
+  start_server disk file disk.img
+  sums="$BATS_TEST_TMPDIR/SUMS"
+  # More lines than the first read takes.
+  for ((i = 0; i < 200; i++)); do
+    echo "$(reference sha256 65536 disk.img)  $uri"
+  done > "$sums"
+  for j in 1 3; do
+    for how in file stdin; do
+      if [ "$how" = file ]; then
+        read_fails trace "$NBDSUM" -j "$j" -c "$sums" > "out$j$how" \
+          2> "err$j$how" || echo "$?" > "rc$j$how"
+        name=$sums
+      else
+        read_fails trace "$NBDSUM" -j "$j" -c < "$sums" > "out$j$how" \
+          2> "err$j$how" || echo "$?" > "rc$j$how"
+        name=-
+      fi
+      cat trace "out$j$how" "err$j$how"
+      # The lines whole in the first read were checked, and only they.
+      first=$(sed -n '1s/.* = \([0-9]*\)$/\1/p' trace)
+      n=$(head -c "$first" "$sums" | wc -l)
+      [ "$n" -gt 0 ] && [ "$n" -lt 200 ]
+      [ "$(grep -c ': OK$' "out$j$how")" -eq "$n" ]
+      [ "$(wc -l < "out$j$how")" -eq "$n" ]
+      [ "$(cat "err$j$how")" = "nbdsum: $name: read error: Input/output error" ]
+      [ "$(cat "rc$j$how")" -eq 1 ]
+    done
+  done
+  diff out1file out3file && diff err1file err3file
+  diff out1stdin out3stdin && diff err1stdin err3stdin
+  # --json says it as the file's error.
+  read_fails trace "$NBDSUM" -c --json "$sums" > out.json || :
+  "$PYTHON" - <<'PY'
+import json
+(f,) = json.load(open("out.json"))["files"]
+assert f["error"] == "read error: Input/output error", f
+assert all(r["result"] == "OK" for r in f["results"]), f
+PY
+}
+
+@test "nbdsum-check: a directory as a checksum file: Is a directory (-j 1, -j 3)" {
+  local j
+  mkdir dir
+  "$NBDSUM" disk.img > SUMS
+  for j in 1 3; do
+    run --separate-stderr "$NBDSUM" -j "$j" -c dir
+    echo "$status: $output; $stderr"
+    [ "$status" -eq 1 ]
+    [ -z "$output" ]
+    [ "$stderr" = "nbdsum: dir: Is a directory" ]
+    # The other files are checked all the same.
+    run --separate-stderr "$NBDSUM" -j "$j" -c SUMS dir SUMS
+    echo "$status: $output; $stderr"
+    [ "$status" -eq 1 ]
+    [ "$output" = "disk.img: OK
+disk.img: OK" ]
+    [ "$stderr" = "nbdsum: dir: Is a directory" ]
+  done
+}
+
+@test "nbdsum-check: a line naming - while the checksum file is standard input fails (-j 1, -j 3)" {
+  local j sum
+  sum=$(reference sha256 65536 disk.img)
+  printf '%s  %s\n' "$sum" disk.img "$sum" - "$sum" disk.img > SUMS
+  for j in 1 3; do
+    for file in '' -; do
+      run --separate-stderr "$NBDSUM" -j "$j" -c $file < SUMS
+      echo "-j $j -c $file: $status: $output; $stderr"
+      [ "$status" -eq 1 ]
+      [ "$output" = "disk.img: OK
+-: FAILED open or read
+disk.img: OK" ]
+      [ "$stderr" = "nbdsum: -: standard input is the checksum file being read: it cannot be hashed too
+nbdsum: WARNING: 1 listed file could not be read" ]
+    done
+    # From a pipe too; and a checksum file given by name leaves
+    # standard input to the line.
+    run --separate-stderr bash -c "cat SUMS | \"\$NBDSUM\" -j $j -c"
+    [ "$status" -eq 1 ]
+    [ "${lines[1]}" = "-: FAILED open or read" ]
+    run --separate-stderr "$NBDSUM" -j "$j" -c SUMS < disk.img
+    echo "-j $j -c SUMS: $status: $output; $stderr"
+    [ "$status" -eq 0 ]
+    [ "$output" = "disk.img: OK
+-: OK
+disk.img: OK" ]
+  done
 }

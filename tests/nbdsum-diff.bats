@@ -630,7 +630,7 @@ check_blocks () {
     run --separate-stderr bash -c "\"\$NBDSUM\" --diff $args > /dev/full"
     echo "$args: status $status: $stderr"
     [ "$status" -eq 2 ]
-    [[ "$stderr" = *"stdout: No space left on device"* ]]
+    [[ "$stderr" = *"nbdsum: write error: No space left on device"* ]]
   done
 }
 

@@ -1,11 +1,12 @@
 #!/usr/bin/env bats
 # Copyright (C) 2026 The nbdkit-blkhash developers
 # SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
-# nbdsum's inputs: local files (a private nbdkit, in TMPDIR), standard
-# input, qcow2, servers without the filter (client-side), read errors,
-# TLS.
+# nbdsum's inputs: local files (a private nbdkit, in TMPDIR, and the
+# descriptors it needs under ulimit -n), standard input, qcow2, servers
+# without the filter (client-side), read errors, TLS.
 
 load "$top_srcdir/tests/helpers"
+load "$top_srcdir/tests/servers"
 
 setup_file () {
   "$MKIMAGE" '40M;d:0+3M:a;d:10M+100000:b;z:20M+1M;d:39M+1M:c' \
@@ -59,6 +60,10 @@ setup () {
   want=$(reference sha256 65536 "$disk")
   cd "$BATS_TEST_TMPDIR"
   export disk want
+}
+
+teardown () {
+  kill_servers
 }
 
 # The checksum column of nbdsum's output.
@@ -468,4 +473,57 @@ sums () {
   run "$NBDSUM" --blocks <(cat "$disk")
   [ "$status" -eq 1 ]
   [[ "$output" = *"not a regular file or block device (nbdsum hashes it as a stream"* ]]
+}
+
+# limited SOFT HARD NBDSUM-ARGS...: nbdsum under ulimit -Sn SOFT and
+# -Hn HARD (-: as it is), killed if still running after 10 s (status
+# 124); out, err, rc.
+limited () {
+  local soft=$1 hard=$2
+  shift 2
+  rc=0
+  (ulimit -Sn "$soft" && { [ "$hard" = - ] || ulimit -Hn "$hard"; } &&
+     exec timeout -k 1 10 "$NBDSUM" "$@") > out 2> err || rc=$?
+  echo "ulimit -Sn $soft -Hn $hard, ${*:1:3}...: status $rc," \
+    "$(wc -l < err) lines on stderr:"
+  head -n 3 err
+}
+
+@test "nbdsum-inputs: few file descriptors (ulimit -n): the checksum, or a clear error, never a hang" {
+  local n eight=() uri
+  eight=("$disk" "$disk" "$disk" "$disk" "$disk" "$disk" "$disk" "$disk")
+  start_server disk file "$disk"
+  for n in 16 10; do
+    # The hard limit that low: each local file fails, saying why, once.
+    limited "$n" "$n" "$disk"
+    [ "$rc" -eq 1 ]
+    [ ! -s out ]
+    [ "$(cat err)" = "nbdsum: $disk: too few file descriptors for a private nbdkit with 4 connections: it needs 32, ulimit -n allows $n (raise it, or lower -C)" ]
+    # With -j 8: jobs too (at 16, one at a time; at 10, none).
+    limited "$n" "$n" -j 8 "${eight[@]}"
+    [ "$rc" -eq 1 ]
+    [ ! -s out ]
+    [ "$(wc -l < err)" -eq 8 ]
+    [ "$(grep -c "ulimit -n allows $n" err)" -eq 8 ]
+    # Only the soft limit: nbdsum raises it as far as it needs.
+    limited "$n" - "$disk"
+    [ "$rc" -eq 0 ]
+    [ "$(cat out)" = "$want  $disk" ]
+    [ ! -s err ]
+    limited "$n" - -j 8 "${eight[@]}"
+    [ "$rc" -eq 0 ]
+    [ "$(sort -u out)" = "$want  $disk" ]
+    [ "$(wc -l < out)" -eq 8 ]
+    [ ! -s err ]
+  done
+  # Fewer connections need fewer.
+  limited 20 20 -C 1 "$disk"
+  [ "$rc" -eq 0 ]
+  [ "$(cat out)" = "$want  $disk" ]
+  # A URI needs no private server; nbdsum opens the connections it can.
+  limited 16 16 -C 64 "$uri" "$uri"
+  [ "$rc" -eq 0 ]
+  [ "$(cat out)" = "$want  $uri
+$want  $uri" ]
+  [ ! -s err ]
 }

@@ -4,9 +4,10 @@
 # nbdsum -j: several inputs hashed at once, each in a job of its own,
 # and output exactly as without -j: the same standard output, standard
 # error and exit status, in input order, whichever job ends first
-# (plain, --tag, --json, -c and its options, failures in the middle);
-# an interrupted run stops every job and leaves nothing behind; memory
-# and descriptors do not grow with the number of inputs.
+# (plain, --tag, --json, -c and its options, failures in the middle,
+# standard output closed); an interrupted run stops every job and
+# leaves nothing behind, even after two signals in a row or SIGKILL;
+# memory and descriptors do not grow with the number of inputs.
 
 load "$top_srcdir/tests/helpers"
 load "$top_srcdir/tests/servers"
@@ -463,4 +464,127 @@ PY
   # Without a bar nothing is drawn on standard error.
   "$NBDSUM" -j 1 "${inputs[@]}" 2> seq.err > /dev/null || :
   diff seq.err err
+}
+
+@test "nbdsum-jobs: closed or full standard output: a write error, exit 1, with -j 1 as with -j 3" {
+  local j mode
+  "$NBDSUM" "$(img 1)" "$(img 2)" > SUMS
+  for mode in plain check json; do
+    case $mode in
+      plain) set -- "$(img 1)" "$(img 2)" ;;
+      check) set -- -c SUMS ;;
+      json) set -- --json -c SUMS ;;
+    esac
+    for j in 1 3; do
+      rc=0
+      "$NBDSUM" -j "$j" "$@" >&- 2> "err$j" || rc=$?
+      echo "$mode -j $j, closed: $rc: $(cat "err$j")"
+      [ "$rc" -eq 1 ]
+      [ "$(cat "err$j")" = "nbdsum: write error: Bad file descriptor" ]
+      rc=0
+      "$NBDSUM" -j "$j" "$@" > /dev/full 2> "full$j" || rc=$?
+      echo "$mode -j $j, full: $rc: $(cat "full$j")"
+      [ "$rc" -eq 1 ]
+      [ "$(cat "full$j")" = "nbdsum: write error: No space left on device" ]
+    done
+  done
+}
+
+# The live processes of run TAG: those whose environment holds
+# NBDSUM_TEST_RUN=TAG (nbdsum, its jobs, their servers and the
+# servers' qemu-nbd all inherit it; zombies have no environment).
+run_procs () {
+  grep -lzxF "NBDSUM_TEST_RUN=$1" /proc/[0-9]*/environ 2>/dev/null |
+    cut -d/ -f3 || :
+}
+
+# Slow inputs whose servers nbdsum starts: a qcow2 file, whose private
+# nbdkit runs a qemu-nbd (bin/qemu-nbd, put first in PATH) that reads
+# it at 4 MB/s; a [ nbdkit ] command reading slowly; a slow host; twice.
+slow_private_inputs () {
+  local qemu_nbd
+  qemu_nbd=$(command -v qemu-nbd)
+  qemu-img convert -f raw -O qcow2 "$BATS_FILE_TMPDIR/slow.img" slow.qcow2
+  mkdir -p bin
+  cat > bin/qemu-nbd <<SH
+#!/bin/sh
+# As the private nbdkit runs it, the image last; throttled.
+for image; do :; done
+exec "$qemu_nbd" --read-only \\
+  --object throttle-group,id=tg,x-bps-read=4000000 \\
+  --image-opts "driver=throttle,throttle-group=tg,file.driver=qcow2,file.file.filename=\$image"
+SH
+  chmod +x bin/qemu-nbd
+  start_server slow "${KILLED_CLIENT_OPTS[@]}" --filter=delay \
+    file "$BATS_FILE_TMPDIR/slow.img" rdelay=1500ms
+  inputs=("$PWD/slow.qcow2"
+          "[" nbdkit "${KILLED_CLIENT_OPTS[@]}" --filter="$BLKHASH_FILTER"
+          --filter=delay file "$BATS_FILE_TMPDIR/slow.img" rdelay=1500ms "]"
+          "$uri")
+  inputs+=("${inputs[@]}")
+}
+
+# run_tagged TAG NBDSUM-ARGS...: nbdsum in the background (default
+# signal actions, PATH with bin/ first), its processes tagged; sets
+# pid.  Returns once its jobs and the servers they started run (7
+# processes with -j 3), or after 5 s.
+run_tagged () {
+  local tag=$1 i
+  shift
+  PATH="$PWD/bin:$PATH" NBDSUM_TEST_RUN=$tag \
+    env --default-signal=HUP,INT,PIPE,TERM "$NBDSUM" "$@" \
+    > out 2> err 3>&- &
+  pid=$!
+  for ((i = 0; i < 100; i++)); do
+    [ "$(run_procs "$tag" | wc -l)" -ge 7 ] && return 0
+    sleep 0.05
+  done
+}
+
+# no_procs_left TAG SECONDS: within SECONDS no process of run TAG is
+# left (those left are shown, and killed).
+no_procs_left () {
+  local i left
+  for ((i = 0; i < $2 * 10; i++)); do
+    left=$(run_procs "$1")
+    [ -z "$left" ] && return 0
+    sleep 0.1
+  done
+  echo "left behind by run $1:"
+  ps -o pid=,ppid=,pgid=,args= -p "$(echo $left | tr ' ' ,)" || :
+  kill -9 $left 2>/dev/null || :
+  false
+}
+
+@test "nbdsum-jobs: two signals in a row end every job and server of the run at once" {
+  local i sig t0 tag
+  slow_private_inputs
+  # As timeout(1) and a double ^C send them: 50 ms apart.
+  for ((i = 0; i < 6; i++)); do
+    sig=TERM
+    ((i % 2 == 0)) || sig=INT
+    tag="twice.$$.$i"
+    run_tagged "$tag" -j 3 "${inputs[@]}"
+    echo "run $i: $(run_procs "$tag" | wc -l) processes, then SIG$sig twice"
+    t0=$(date +%s%N)
+    kill -s "$sig" "$pid"
+    sleep 0.05
+    kill -s "$sig" "$pid" 2>/dev/null || :
+    wait_exit "$pid" 5
+    echo "status $rc after $((($(date +%s%N) - t0) / 1000000)) ms"
+    [ "$rc" -eq $((128 + $(kill -l "$sig"))) ]
+    no_procs_left "$tag" 2
+  done
+}
+
+@test "nbdsum-jobs: jobs do not outlive nbdsum killed with SIGKILL" {
+  local tag="killed.$$"
+  slow_private_inputs
+  run_tagged "$tag" -j 3 "${inputs[@]}"
+  echo "$(run_procs "$tag" | wc -l) processes"
+  kill -9 "$pid"
+  wait_exit "$pid" 5
+  # Each job stops as after a signal: requests answered (at most 5 s),
+  # its servers stopped.
+  no_procs_left "$tag" 8
 }

@@ -3,12 +3,13 @@
 # SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
 # nbdsum stops on the first SIGTERM, SIGINT or SIGHUP whatever it waits
 # for: a server that accepts and never answers, one that stalls option
-# negotiation, its own nbdkit stuck starting, a request that is never
-# answered, hashing, output, standard input.  It disconnects cleanly
-# (nbdkit 1.32 aborts when a client vanishes with requests in flight),
-# stops its private nbdkit quietly and leaves nothing in TMPDIR; a
-# second signal ends it at once.  --connect-timeout bounds the waits
-# of connecting.
+# negotiation, its own nbdkit stuck starting (with -j too), a request
+# that is never answered, hashing, output, standard input.  It
+# disconnects cleanly (nbdkit 1.32 aborts when a client vanishes with
+# requests in flight), stops its private nbdkit quietly and leaves
+# nothing in TMPDIR; a second signal ends it at once.
+# --connect-timeout bounds the waits of connecting, and without it a
+# private nbdkit stuck starting is given up on too.
 
 load "$top_srcdir/tests/helpers"
 load "$top_srcdir/tests/servers"
@@ -185,6 +186,68 @@ signalled () {
   echo "the stuck qemu-nbd outlived nbdsum"
   kill -9 "$(cat qemu.pid)"
   false
+}
+
+# stuck_qemu_nbd: bin/qemu-nbd, a qemu-nbd that never serves (put
+# bin first in PATH): nbdkit's nbd plugin waits for it, and nbdkit does
+# not exit on SIGTERM then.  Each writes its pid to qemu.pid.
+stuck_qemu_nbd () {
+  mkdir -p bin
+  printf '#!/bin/sh\necho $$ >> "%s/qemu.pid"\nexec sleep 600\n' \
+    "$BATS_TEST_TMPDIR" > bin/qemu-nbd
+  chmod +x bin/qemu-nbd
+  : > qemu.pid
+}
+
+# gone PIDFILE SECONDS: every pid in PIDFILE ended within SECONDS (a
+# zombie has: its parent died, init reaps it at leisure).
+gone () {
+  local i p left
+  for ((i = 0; i < $2 * 20; i++)); do
+    left=
+    for p in $(cat "$1"); do
+      [[ "$(ps -o stat= -p "$p")" != [^Z]* ]] || left+=" $p"
+    done
+    [ -z "$left" ] && return 0
+    sleep 0.05
+  done
+  echo "still running:$left"
+  kill -9 $left
+  false
+}
+
+@test "nbdsum-signals: a private nbdkit stuck in the handshake is given up on, killed and named" {
+  local t0 qcow2=$BATS_TEST_TMPDIR/small.qcow2
+  stuck_qemu_nbd
+  qemu-img convert -f raw -O qcow2 "$small" "$qcow2"
+  t0=$(ms)
+  PATH="$PWD/bin:$PATH" run "$NBDSUM" --connect-timeout=1 "$qcow2"
+  echo "status $status after $(($(ms) - t0)) ms: $output"
+  [ "$status" -eq 1 ]
+  [ "$output" = "nbdsum: $qcow2: timed out in the NBD handshake (--connect-timeout=1): the private nbdkit serving it is stuck: killed it" ]
+  # Not 5 s more waiting for it to stop: it was killed, qemu-nbd too.
+  [ $(($(ms) - t0)) -lt 3000 ]
+  gone qemu.pid 1
+  # As a -c line, with -j too.
+  printf '%064d  %s
+' 0 "$qcow2" 0 "$qcow2" > SUMS
+  PATH="$PWD/bin:$PATH" run "$NBDSUM" -j 2 --connect-timeout=0.5 -c SUMS
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [ "${lines[0]}" = "nbdsum: $qcow2: timed out in the NBD handshake (--connect-timeout=0.5): the private nbdkit serving it is stuck: killed it" ]
+  [ "${lines[1]}" = "$qcow2: FAILED open or read" ]
+  gone qemu.pid 1
+}
+
+@test "nbdsum-signals: -j 3: SIGTERM while the private nbdkits are stuck starting" {
+  local qcow2=$BATS_TEST_TMPDIR/small.qcow2
+  stuck_qemu_nbd
+  qemu-img convert -f raw -O qcow2 "$small" "$qcow2"
+  PATH="$PWD/bin:$PATH" run_nbdsum -j 3 "$qcow2" "$qcow2" "$qcow2" "$qcow2"
+  wait_for qemu.pid 3
+  sleep 0.3
+  signalled TERM 2
+  gone qemu.pid 1
 }
 
 @test "nbdsum-signals: SIGTERM while the server never answers a request" {
