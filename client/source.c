@@ -590,7 +590,7 @@ source_connect (const struct source *src, const char *export_name,
   if (!(flags & SOURCE_QUIET) && !stop_signal () &&
       !((flags & SOURCE_MORE) && source_errno () == EMFILE)) {
     if (timed_out)
-      error_at (src->name, "%s: the %s serving it is stuck: killed it",
+      error_at (src->name, "%s: killed the %s serving it (stuck)",
                 source_error (), local_server_what (src->server));
     else if (src->server && local_server_exited (src->server))
       error_at (src->name, "%s (the %s serving it exited: see its "

@@ -224,7 +224,7 @@ gone () {
   PATH="$PWD/bin:$PATH" run "$NBDSUM" --connect-timeout=1 "$qcow2"
   echo "status $status after $(($(ms) - t0)) ms: $output"
   [ "$status" -eq 1 ]
-  [ "$output" = "nbdsum: $qcow2: timed out in the NBD handshake (--connect-timeout=1): the private nbdkit serving it is stuck: killed it" ]
+  [ "$output" = "nbdsum: $qcow2: timed out in the NBD handshake (--connect-timeout=1): killed the private nbdkit and qemu-nbd -f qcow2 serving it (stuck)" ]
   # Not 5 s more waiting for it to stop: it was killed, qemu-nbd too.
   [ $(($(ms) - t0)) -lt 3000 ]
   gone qemu.pid 1
@@ -234,7 +234,7 @@ gone () {
   PATH="$PWD/bin:$PATH" run "$NBDSUM" -j 2 --connect-timeout=0.5 -c SUMS
   echo "$output"
   [ "$status" -eq 1 ]
-  [ "${lines[0]}" = "nbdsum: $qcow2: timed out in the NBD handshake (--connect-timeout=0.5): the private nbdkit serving it is stuck: killed it" ]
+  [ "${lines[0]}" = "nbdsum: $qcow2: timed out in the NBD handshake (--connect-timeout=0.5): killed the private nbdkit and qemu-nbd -f qcow2 serving it (stuck)" ]
   [ "${lines[1]}" = "$qcow2: FAILED open or read" ]
   gone qemu.pid 1
 }
