@@ -100,7 +100,7 @@ VERDICT_RE = re.compile(r"^(.*): (OK|FAILED open or read|FAILED)$")
 WEIGHTS = collections.OrderedDict([
     ("create", 8), ("write", 14), ("resize", 4), ("overlay", 3),
     ("snapshot", 3), ("bitmap", 4), ("manifest", 5), ("since", 9),
-    ("sum", 20), ("stdin", 4), ("check", 8), ("server-start", 2),
+    ("sum", 20), ("stdin", 4), ("check", 8), ("check-manifest", 2), ("server-start", 2),
     ("server-write", 9), ("server-sum", 8), ("server-stop", 1),
     ("order", 4), ("signal", 4), ("fdlimit", 1), ("remove", 1),
     ("corrupt", 1),
@@ -498,6 +498,11 @@ class Campaign:
                           "input" % (what, name))
                 continue
             t, dflt = by_name[name]
+            if t[0] == "refused":
+                self.fail("view-accepted", "%s: %s is a view, refused by "
+                          "nbdsum(1), yet it printed %s" % (what, name,
+                                                            hexsum))
+                continue
             want_d = digest or dflt[0]
             want_b = bs or dflt[1]
             if d is not None and (d, b) != (want_d, want_b):
@@ -524,7 +529,10 @@ class Campaign:
             elif size is not None and size != self.size(t):
                 self.fail("wrong-size", "%s: %s: JSON size %d, the image "
                           "has %d" % (what, name, size, self.size(t)))
-        if r.rc == 0 and not killed and len(printed) < len(inputs):
+        if r.rc == 0 and any(t[0] == "refused" for _, t, _ in inputs):
+            self.fail("view-accepted", "%s: exit 0 with a view's URI among "
+                      "the inputs" % what)
+        elif r.rc == 0 and not killed and len(printed) < len(inputs):
             self.fail("missing-output", "%s: exit 0 but %d checksums for %d "
                       "inputs" % (what, len(printed), len(inputs)))
         return n
@@ -1124,6 +1132,12 @@ class Campaign:
             else:
                 s = self.rng.choice(srv)
                 e = self.rng.choice(sorted(s.exports))
+                if self.rng.random() < 0.05:
+                    # A view's URI: refused (nbdsum(1), INPUTS).
+                    e += self.rng.choice(["@blkhash", "@blkhash:sha1/64K"])
+                    u = s.uri(e)
+                    return [u], u, ("refused", s.exports[e.split("@")[0]][1]), \
+                        (s.digest, s.bs), [], s.name
                 u = s.uri(e)
                 return [u], u, s.exports[e], (s.digest, s.bs), [], s.name
         if form in ("file", "relative"):
@@ -1166,9 +1180,8 @@ class Campaign:
         fmt_opt = None
         if self.rng.random() < 0.15:
             fmt_opt = self.rng.choice(FORMATS)
-            argv.append("--format=" + fmt_opt)
         argv += list(extra_opts)
-        inputs, touch = [], []
+        inputs, touch, cuts = [], [], []
         for words, name, t, dflt, gopts, tname in picks:
             if "--client-side" in argv:
                 dflt = ("sha256", 65536)    # not the server's default
@@ -1176,18 +1189,26 @@ class Campaign:
                     not name.startswith("nbd"):
                 t = ("file", t[1]) if fmt_opt == "raw" else \
                     ("qemu", t[1], fmt_opt, None)
+            cuts.append(len(argv))
             argv += words
             inputs.append((name, t, dflt))
             touch.append(tname)
             if t[0] != "window":
                 touch.append(t[1].name)
+        if fmt_opt:
+            # An option anywhere among the inputs applies to all.
+            argv.insert(self.rng.choice(cuts + [1, len(argv)]),
+                        "--format=" + fmt_opt)
         opdir = self.opdir()
         r = self.run(argv, tmpdir=opdir, touch=touch)
         self.after_nbdsum(r, what, opdir, quiet=quiet)
         self.check_lines(r, inputs, digest, bs, what, json_out=json_out)
         if r.rc != 0:
             self.refuse(what, r)
-        self.session_ended(inputs)
+        if not any(t[0] == "refused" for _, t, _ in inputs):
+            # (A view among the inputs refuses the whole command line
+            # before anything connects.)
+            self.session_ended(inputs)
         if self.rng.random() < 0.5 and "--untagged" not in argv:
             self.save_lines(r, inputs)
         return True
@@ -1340,6 +1361,57 @@ class Campaign:
         self.session_ended([(e[2], e[4], None) for e in expected if e[4]])
         return True
 
+    def op_check_manifest(self):
+        """--check-manifest of manifests kept earlier (each checked
+        against the oracle when made), some with one digit changed."""
+        if not self.manifests:
+            return False
+        argv, want = [NBDSUM, "--check-manifest"], []
+        for m in self.rng.sample(self.manifests,
+                                 min(len(self.manifests),
+                                     self.rng.randint(1, 3))):
+            path = m.path
+            if self.rng.random() < 0.4:
+                with open(m.path) as f:
+                    text = f.read()
+                hexes = [h for h in re.finditer(r"[0-9a-f]{32,}", text)]
+                h = self.rng.choice(hexes)
+                i = self.rng.randrange(h.start(), h.end())
+                text = text[:i] + ("0" if text[i] != "0" else "1") + \
+                    text[i + 1:]
+                self.nfile += 1
+                path = "%s.edit%d" % (m.path, self.nfile)
+                with open(path, "w") as f:
+                    f.write(text)
+                self.cur_cmds.append("# %s: %s with the digit at %d changed"
+                                     % (path, m.path, i))
+                want.append((path, "FAILED"))
+            else:
+                want.append((path, "OK"))
+            argv.append(path)
+        opdir = self.opdir()
+        r = self.run(argv, tmpdir=opdir, touch=[w[0] for w in want])
+        self.after_nbdsum(r, "check-manifest", opdir)
+        got = [ln.rsplit(": ", 1) for ln in r.out.splitlines()]
+        if [g[0] for g in got] != [w[0] for w in want]:
+            self.fail("garbled-output", "check-manifest: %r" % r.out[:300])
+            return True
+        for (path, w), (_, v) in zip(want, got):
+            self.checks["manifest-verdict"] += 1
+            if v == "OK" and w != "OK":
+                self.fail("manifest-false-ok", "--check-manifest says OK of "
+                          "%s, a manifest with one digit changed" % path)
+            elif v != "OK" and w == "OK":
+                self.fail("manifest-false-alarm", "--check-manifest says %s "
+                          "of %s, checked against the oracle when made"
+                          % (v, path))
+        if (r.rc == 0) != all(w == "OK" for _, w in want):
+            self.fail("check-exit0" if r.rc == 0 else "manifest-false-alarm",
+                      "--check-manifest exit %s for %s" % (r.rc, want))
+        if r.rc != 0:
+            self.refuse("check-manifest", r)
+        return True
+
     # ----------------------------------------------------------- servers
     def op_server_start(self):
         if len(self.servers) >= 2 or not self.tools["nbdkit"]:
@@ -1482,12 +1554,16 @@ class Campaign:
         for s in self.servers:
             touched = False
             for name, t, _ in inputs:
-                if t is not None and name.startswith("nbd+unix://") and \
+                if t is not None and name.startswith("nbd+unix:///") and \
                         ("?socket=" + s.sock) in name:
+                    e = name[12:].split("?")[0].split("@")[0]
+                    if e in s.accept:
+                        # Only this export's session ended: another
+                        # export's line may still be that of the end of
+                        # its own last session, before outside writes.
+                        s.accept[e] = set()
                     touched = True
             if touched:
-                for e in s.exports:
-                    s.accept[e] = set()
                 self.check_bfile(s, "after a client of %s" % s.name)
 
     def check_bfile(self, s, what, must=(), written=None):
@@ -1609,8 +1685,11 @@ class Campaign:
         r = self.run(argv, touch=[s.name, img.name])
         self.bump(img)
         self.event(img, "write", {})
-        for ex in s.exports:
-            s.accept[ex] = set()
+        for ex, tx in s.exports.items():
+            if tx[1].cell is img.cell:
+                # Written through nbdkit: every export of these bytes
+                # must have its line current or gone.
+                s.accept[ex] = set()
         if r.hung:
             self.fail("hang", "server-write: %s" % r.cmd)
             return True
