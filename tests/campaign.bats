@@ -19,7 +19,7 @@ campaign () {
   run "$PYTHON" "$top_srcdir/tests/campaign.py" --small \
     --ops "${CAMPAIGN_OPS:-100}" --seed "$1" \
     --dir "$BATS_TEST_TMPDIR/work" --log "$BATS_TEST_TMPDIR/ops.log" \
-    --repro 30
+    --repro 30 --timeout 20
   echo "$output"
   [ "$status" -eq 0 ]
 }

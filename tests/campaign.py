@@ -18,15 +18,18 @@ guest content at that moment (qemu-img convert -O raw, or the bytes
 a server serves), computed only when a checksum is printed and cached
 by the image's generation.
 
-Failures: a checksum printed that differs from the oracle; -c saying
-OK for an image that changed (or FAILED for one that did not: a false
-alarm, counted apart); an exit status that contradicts the verdicts; a
-blkhash-file line that is stale, or missing right after a writer
-returned; a hang past --timeout; a crash (a signal nobody sent, a
-sanitizer's report, an abort); processes or temporary files left by an
-nbdsum run; a filter order nbdkit-blkhash-filter(1) says is refused
-being accepted; notices printed under -q.  A refusal (exit status not
-0, a message on stderr) is never a failure: it is counted.  An
+Failures: a checksum or manifest printed that differs from the oracle;
+-c or --check-manifest saying OK of what changed (or FAILED of what did
+not: a false alarm, counted apart); an exit status that contradicts
+the verdicts; a blkhash-file line that is stale, or missing right after
+a writer returned; a hang past --timeout (a signal that does not stop
+nbdsum included); a crash (a signal nobody sent, a sanitizer's report,
+an abort); processes or temporary files left by an nbdsum run; a filter
+order nbdkit-blkhash-filter(1) refuses being accepted, or one it allows
+being refused; a view's URI hashed; notices printed under -q.  A
+refusal (exit status not 0, a message on stderr) is never a failure:
+it is counted.  --since after the user broke its documented
+precondition (nbdsum(1), INCREMENTAL CHECKSUMS) is counted apart.  An
 operation whose tool is missing is skipped, with the reason counted,
 never counted as a check.
 
@@ -39,7 +42,6 @@ N.  Exits 1 if anything failed.
 """
 import argparse
 import collections
-import hashlib
 import json
 import os
 import random
@@ -48,7 +50,6 @@ import resource
 import shlex
 import shutil
 import signal
-import stat
 import subprocess
 import sys
 import tempfile
@@ -100,7 +101,8 @@ VERDICT_RE = re.compile(r"^(.*): (OK|FAILED open or read|FAILED)$")
 WEIGHTS = collections.OrderedDict([
     ("create", 8), ("write", 14), ("resize", 4), ("overlay", 3),
     ("snapshot", 3), ("bitmap", 4), ("manifest", 5), ("since", 9),
-    ("sum", 20), ("stdin", 4), ("check", 8), ("check-manifest", 2), ("server-start", 2),
+    ("sum", 20), ("stdin", 4), ("check", 8), ("check-manifest", 2),
+    ("server-start", 2),
     ("server-write", 9), ("server-sum", 8), ("server-stop", 1),
     ("order", 4), ("signal", 4), ("fdlimit", 1), ("remove", 1),
     ("corrupt", 1),
@@ -343,7 +345,7 @@ class Campaign:
         self.refusals[what] += 1
         msg = (r.err.strip().splitlines() or ["(no message)"])[-1][:160]
         self.refusal_samples.setdefault(what, msg)
-        if not r.err.strip() and "--status" not in r.cmd:
+        if not r.err.strip() and "--status" not in r.cmd and not r.hung:
             self.fail("silent-refusal", "%s: exit %s with no message: %s"
                       % (what, r.rc, r.cmd))
 
@@ -457,6 +459,7 @@ class Campaign:
                     quiet=False, killed=False):
         """Check every checksum nbdsum printed.  inputs: list of (name
         as given, target, (digest, bs) expected when not asked)."""
+        killed = killed or r.hung
         by_name = {}
         for name, t, dflt in inputs:
             by_name.setdefault(name, (t, dflt))
@@ -499,9 +502,10 @@ class Campaign:
                 continue
             t, dflt = by_name[name]
             if t[0] == "refused":
-                self.fail("view-accepted", "%s: %s is a view, refused by "
-                          "nbdsum(1), yet it printed %s" % (what, name,
-                                                            hexsum))
+                self.fail("refused-input-accepted",
+                          "%s: %s cannot be hashed (a view's URI, or a FIFO "
+                          "nobody writes), yet nbdsum printed %s"
+                          % (what, name, hexsum))
                 continue
             want_d = digest or dflt[0]
             want_b = bs or dflt[1]
@@ -530,8 +534,8 @@ class Campaign:
                 self.fail("wrong-size", "%s: %s: JSON size %d, the image "
                           "has %d" % (what, name, size, self.size(t)))
         if r.rc == 0 and any(t[0] == "refused" for _, t, _ in inputs):
-            self.fail("view-accepted", "%s: exit 0 with a view's URI among "
-                      "the inputs" % what)
+            self.fail("refused-input-accepted", "%s: exit 0 with a view's "
+                      "URI or a FIFO nobody writes among the inputs" % what)
         elif r.rc == 0 and not killed and len(printed) < len(inputs):
             self.fail("missing-output", "%s: exit 0 but %d checksums for %d "
                       "inputs" % (what, len(printed), len(inputs)))
@@ -557,7 +561,7 @@ class Campaign:
     def after_nbdsum(self, r, what, opdir, quiet=False, signalled=False):
         """Crashes, hangs, notices under -q, processes and files left."""
         if r.hung:
-            self.fail("hang", "%s: no answer in %ds" % (what, self.timeout))
+            self.fail("hang", "%s: no answer in %.0fs" % (what, r.secs))
         elif r.rc is not None and r.rc < 0 and not signalled:
             self.fail("crash", "%s: died of signal %d" % (what, -r.rc))
         if CRASH_RE.search(r.err):
@@ -676,9 +680,18 @@ class Campaign:
         self.cur_cmds.append("# saved as %s" % path)
 
     # ======================================================== operations
+    def removable(self):
+        return self.live(lambda i: not any(i in j.chain()[1:]
+                                           for j in self.live())
+                         and not i.server)
+
     def op_create(self):
         if len(self.live()) >= (8 if self.args.small else 14):
-            return False
+            # Make room: a long run keeps making new images.
+            cands = self.removable()
+            if not cands:
+                return False
+            self.remove(self.rng.choice(cands))
         fmt = self.rng.choices(FORMATS, FORMAT_WEIGHTS)[0]
         size = self.pick_size()
         name = self.new_name(fmt)
@@ -959,8 +972,8 @@ class Campaign:
         if not self.check_manifest(r, t, digest, bs, "manifest", json_out):
             return True
         self.nfile += 1
-        path = os.path.join(self.dir, "m%d.%s" % (self.nfile,
-                                                  "json" if json_out else "txt"))
+        path = os.path.join(self.dir, "m%d.%s" % (
+            self.nfile, "json" if json_out else "txt"))
         with open(path, "w") as f:
             f.write(r.out)
         self.cur_cmds.append("# saved as %s" % path)
@@ -1136,8 +1149,8 @@ class Campaign:
                     # A view's URI: refused (nbdsum(1), INPUTS).
                     e += self.rng.choice(["@blkhash", "@blkhash:sha1/64K"])
                     u = s.uri(e)
-                    return [u], u, ("refused", s.exports[e.split("@")[0]][1]), \
-                        (s.digest, s.bs), [], s.name
+                    t = ("refused", s.exports[e.split("@")[0]][1])
+                    return [u], u, t, (s.digest, s.bs), [], s.name
                 u = s.uri(e)
                 return [u], u, s.exports[e], (s.digest, s.bs), [], s.name
         if form in ("file", "relative"):
@@ -1182,7 +1195,7 @@ class Campaign:
             fmt_opt = self.rng.choice(FORMATS)
         argv += list(extra_opts)
         inputs, touch, cuts = [], [], []
-        for words, name, t, dflt, gopts, tname in picks:
+        for words, name, t, dflt, _, tname in picks:
             if "--client-side" in argv:
                 dflt = ("sha256", 65536)    # not the server's default
             if fmt_opt and t[0] != "window" and words == [name] and \
@@ -1277,6 +1290,22 @@ class Campaign:
         if self.rng.random() < 0.4:
             argv += ["-j", str(self.rng.randint(2, 5))]
         expected = []
+        if self.rng.random() < 0.15:
+            # A line naming what cannot be read as an image: a
+            # directory, an image since removed.  (Not a FIFO: -c
+            # waits for its writer, as sha256sum -c does; op_signal
+            # checks that a signal ends that wait.)
+            self.nfile += 1
+            bad = os.path.join(self.dir, "bad%d.sums" % self.nfile)
+            what = self.rng.choice(["dir", "gone"])
+            name = os.path.join(self.dir, "bad%d.%s" % (self.nfile, what))
+            if what == "dir":
+                os.mkdir(name)
+            with open(bad, "w") as fh:
+                fh.write("%s  %s\n" % ("0" * 64, os.path.relpath(name, cwd)))
+            self.cur_cmds.append("# %s names %s (%s)" % (bad, name, what))
+            files.insert(self.rng.randint(0, len(files)),
+                         {"path": bad, "cwd": cwd})
         for f in files:
             with open(f["path"]) as fh:
                 for n, line in enumerate(fh.read().splitlines(), 1):
@@ -1299,6 +1328,8 @@ class Campaign:
         r = self.run(argv, cwd=cwd, tmpdir=opdir, touch=touch)
         self.after_nbdsum(r, "check", opdir,
                           quiet=mode in ("quiet", "status"))
+        if r.hung:
+            return True
         verdicts = []
         if mode == "json":
             try:
@@ -1821,7 +1852,7 @@ class Campaign:
             return False
         k = self.rng.choice([1, 2, 3])
         argv = [NBDSUM]
-        inputs, touch = [], []
+        inputs, touch, cuts = [], [], []
         for _ in range(k):
             img = self.rng.choice(cands)
             form = self.rng.choice(["file", "client", "slow", "qemu-nbd"])
@@ -1838,9 +1869,19 @@ class Campaign:
                 w = [img.path]
                 t = self.probe_target(img)
                 name = img.path
+            cuts.append(len(argv))
             argv += w
             inputs.append((name, t, ("sha256", 65536)))
             touch.append(img.name)
+        if self.rng.random() < 0.15:
+            # A FIFO nobody writes: nbdsum waits in open(2), and the
+            # signal must still stop it (nbdsum(1), SIGNALS).
+            self.nfile += 1
+            fifo = os.path.join(self.dir, "fifo%d" % self.nfile)
+            os.mkfifo(fifo)
+            self.cur_cmds.append("mkfifo %s" % fifo)
+            argv.insert(self.rng.choice(cuts + [len(argv)]), fifo)
+            inputs.append((fifo, ("refused", inputs[0][1][1]), None))
         if "--client-side" not in argv and self.rng.random() < 0.3:
             argv.insert(1, "--client-side")
         if k > 1 and self.rng.random() < 0.6:
@@ -1856,12 +1897,12 @@ class Campaign:
         self.cur_cmds.append("# kill -%d %s after %.3fs" % (
             signum, "-PGID" if group else "PID", delay))
         r = self.run(argv, tmpdir=opdir, sig=(signum, delay, group),
-                     touch=touch)
+                     touch=touch, timeout=min(self.timeout, 20))
         killed = r.rc == -signum
         self.checks["signal-run"] += 1
         self.after_nbdsum(r, "signal", opdir, signalled=True)
         if r.rc is not None and r.rc < 0 and r.rc != -signum and \
-                r.rc != -signal.SIGPIPE:
+                r.rc != -signal.SIGPIPE and not r.hung:
             self.fail("crash", "signal: died of %d, sent %d" % (-r.rc,
                                                                 signum))
         if r.rc not in (0, -signum) and not group and not r.hung:
@@ -1917,12 +1958,13 @@ class Campaign:
         return True
 
     def op_remove(self):
-        cands = self.live(lambda i: not any(i in j.chain()[1:]
-                                            for j in self.live())
-                          and not i.server)
+        cands = self.removable()
         if len(cands) < 4:
             return False
-        img = self.rng.choice(cands)
+        self.remove(self.rng.choice(cands))
+        return True
+
+    def remove(self, img):
         os.unlink(img.path)
         self.cur_cmds.append("rm %s" % img.path)
         self.cur_touch.add(img.name)
@@ -2030,8 +2072,8 @@ class Campaign:
                 print("note (%d): %s" % (v, k), file=out)
         kinds = collections.Counter(
             (f["kind"], ",".join(f.get("tags", ()))) for f in self.failures)
-        print("\n| failure | tags | count | first at op |\n|---|---|---:|---:|",
-              file=out)
+        print("\n| failure | tags | count | first at op |\n"
+              "|---|---|---:|---:|", file=out)
         for (k, tg), v in sorted(kinds.items()):
             first = next(f["op"] for f in self.failures if f["kind"] == k
                          and ",".join(f.get("tags", ())) == tg)
