@@ -218,6 +218,7 @@ class Campaign:
         self.failures = []
         self.notes = collections.Counter()
         self.limits = collections.Counter()
+        self.logged = 0
         self.history = []          # (op, touched, cmds)
         self.cur_cmds = []
         self.cur_touch = set()
@@ -322,8 +323,6 @@ class Campaign:
              "msg": msg, "repro": repro}
         f.update(extra)
         self.failures.append(f)
-        if self.log:
-            self.log.write(json.dumps({"failure": f}) + "\n")
         if not self.args.quiet:
             print("FAILURE %s at op %d (seed %d): %s" % (
                 kind, self.op, self.seed, msg), file=sys.stderr)
@@ -2027,6 +2026,10 @@ class Campaign:
                 "op": self.op, "kind": kind, "secs": round(
                     time.monotonic() - t0, 3), "touch": sorted(self.cur_touch),
                 "cmds": self.cur_cmds}) + "\n")
+            # This op's failures, as finally classified.
+            for f in self.failures[self.logged:]:
+                self.log.write(json.dumps({"failure": f}) + "\n")
+            self.logged = len(self.failures)
             self.log.flush()
 
     def main(self):
@@ -2041,6 +2044,10 @@ class Campaign:
             self.cur_cmds, self.cur_touch = [], set()
             for s in list(self.servers):
                 self.stop_server(s)
+            if self.log:
+                for f in self.failures[self.logged:]:
+                    self.log.write(json.dumps({"failure": f}) + "\n")
+                self.log.close()
         self.secs = time.monotonic() - t0
         self.report()
         return 1 if self.failures else 0
