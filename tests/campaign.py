@@ -237,6 +237,13 @@ class Campaign:
         self.tools["sh-plugin"] = self.tools["nbdkit"] and subprocess.run(
             ["nbdkit", "sh", "--dump-plugin"],
             capture_output=True).returncode == 0
+        self.filterdir = "/usr/lib/x86_64-linux-gnu/nbdkit/filters"
+        if self.tools["nbdkit"]:
+            conf = subprocess.run(["nbdkit", "--dump-config"],
+                                  capture_output=True, text=True).stdout
+            m = re.search(r"^filterdir=(.*)$", conf, re.M)
+            if m:
+                self.filterdir = m.group(1)
         self.writer = os.path.join(self.dir, "writer.py")
         with open(self.writer, "w") as f:
             f.write(WRITER)
@@ -1794,8 +1801,7 @@ class Campaign:
         post, t = [], ("file", img)
         if refused:
             f = self.rng.choice(sorted(REFUSED_FRONT))
-            fdir = "/usr/lib/x86_64-linux-gnu/nbdkit/filters"
-            arg = os.path.join(fdir, "nbdkit-%s-filter.so" % f) \
+            arg = os.path.join(self.filterdir, "nbdkit-%s-filter.so" % f) \
                 if spelled == "path" else f
             sp = "--filter=%s" if spelled == "path" else spelled
             words += (sp % arg).split(" ")
