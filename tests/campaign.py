@@ -58,6 +58,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+sys.dont_write_bytecode = True      # no __pycache__ in the source tree
 import reference  # noqa: E402  (tests/reference.py, the oracle)
 
 TOP_BUILD = os.environ.get("top_builddir", os.path.dirname(HERE))
