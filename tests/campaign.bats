@@ -1,0 +1,39 @@
+#!/usr/bin/env bats
+# Copyright (C) 2026 The nbdkit-blkhash developers
+# SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
+# The trust campaign, short mode: tests/campaign.py composes random
+# operations a user takes (images of every qemu format, outside
+# writes, resizes, overlays, snapshots, bitmaps, --since chains,
+# long-running servers with blkhash-file and blkhash-cache written
+# through, filter orders, signals, -c of lines made earlier) and checks
+# every checksum nbdsum or the filter prints against tests/reference.py
+# of the guest content at that moment.  Fixed seeds, and one random
+# seed printed so that every run tries something new.  A failure lists
+# the seed, the operation and the commands that reproduce it.
+# CAMPAIGN_OPS (default 100) sets the operations per case,
+# CAMPAIGN_SEED repeats the random case.  Long mode: bench/campaign.
+
+load "$top_srcdir/tests/helpers"
+
+campaign () {
+  run "$PYTHON" "$top_srcdir/tests/campaign.py" --small \
+    --ops "${CAMPAIGN_OPS:-100}" --seed "$1" \
+    --dir "$BATS_TEST_TMPDIR/work" --log "$BATS_TEST_TMPDIR/ops.log" \
+    --repro 30 --timeout 20
+  echo "$output"
+  [ "$status" -eq 0 ]
+}
+
+@test "campaign: seed 1" {
+  campaign 1
+}
+
+@test "campaign: seed 2" {
+  campaign 2
+}
+
+@test "campaign: a random seed" {
+  local seed=${CAMPAIGN_SEED:-$(( (RANDOM << 15) | RANDOM ))}
+  echo "seed $seed (CAMPAIGN_SEED=$seed repeats it)"
+  campaign "$seed"
+}
