@@ -43,10 +43,11 @@
 #include "filter.h"
 
 /* Filters that may sit in front of blkhash: they pass every request,
- * name and answer through, or fail it, and keep no data.
+ * name and answer through, or fail it, and keep no data.  By the names
+ * the filters give themselves: --filter=error is "error-inject".
  */
 static const char *const pass_through[] = {
-  "delay", "error", "exitlast", "exitwhen", "ip", "limit", "log",
+  "delay", "error-inject", "exitlast", "exitwhen", "ip", "limit", "log",
   "noparallel", "rate", "stats", NULL,
 };
 

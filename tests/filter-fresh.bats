@@ -411,6 +411,22 @@ served_right () {
     rdelay=1ms
 }
 
+# Each filter the man page allows in front is known by its real name
+# (the error filter's is error-inject).
+@test "filter-fresh: every filter the man page allows in front starts in front" {
+  local f n=0
+  for f in delay error exitlast exitwhen ip limit log noparallel rate stats; do
+    [ -e "$(filterdir)/nbdkit-$f-filter.so" ] || continue
+    run nbdkit -U - --filter="$f" --filter="$BLKHASH_FILTER" file "$img" \
+      statsfile=/dev/null --run true
+    echo "$f: status $status: $output"
+    [ "$status" -eq 0 ]
+    n=$((n + 1))
+  done
+  [ "$n" -gt 0 ]
+  served_right --filter=error --filter="$BLKHASH_FILTER" error-rate=0
+}
+
 # A filter given twice is loaded once, at its innermost place: blkhash
 # cannot see a second place in front of it.
 @test "filter-fresh: blkhash given twice, or a filter given twice with one behind that changes data, is refused" {
