@@ -414,11 +414,13 @@ served_right () {
 # Each filter the man page allows in front is known by its real name
 # (the error filter's is error-inject).
 @test "filter-fresh: every filter the man page allows in front starts in front" {
-  local f n=0
+  local f n=0 args
   for f in delay error exitlast exitwhen ip limit log noparallel rate stats; do
     [ -e "$(filterdir)/nbdkit-$f-filter.so" ] || continue
+    args=()
+    [ "$f" != stats ] || args=(statsfile=/dev/null)
     run nbdkit -U - --filter="$f" --filter="$BLKHASH_FILTER" file "$img" \
-      statsfile=/dev/null --run true
+      "${args[@]}" --run true
     echo "$f: status $status: $output"
     [ "$status" -eq 0 ]
     n=$((n + 1))
