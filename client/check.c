@@ -292,7 +292,7 @@ check_one_file (const char *path, const struct hash_spec *untagged,
   /* Not inherited by the servers nbdsum starts. */
   FILE *fp = strcmp (path, "-") == 0 ? stdin : fopen (path, "re");
   int open_errno = errno;
-  struct file_check *fc = alloc_or_exit (sizeof *fc);
+  struct file_check *fc;
   struct blk_sum_line sl;
   struct stat st;
   const char *msg;
@@ -300,6 +300,10 @@ check_one_file (const char *path, const struct hash_spec *untagged,
   size_t size = 0;
   unsigned lineno = 0;
 
+  /* A fifo nobody writes to: the signal ended the wait in open. */
+  if (fp == NULL && stop_signal ())
+    return;
+  fc = alloc_or_exit (sizeof *fc);
   /* A directory opens, and fails the first read: say what it is. */
   if (fp && fstat (fileno (fp), &st) == 0 && S_ISDIR (st.st_mode)) {
     if (fp != stdin)

@@ -92,9 +92,13 @@ checksum_one (const char *name, const struct hash_spec *spec,
   /* Standard input, and files a read hashes but nbdkit cannot serve
    * (with --since, incremental.c refuses them).
    */
-  if (strcmp (name, "-") == 0 ||
-      (!opts->since && !is_uri (name) && !local_command_argv (name) &&
-       (fd = local_stream_open (name)) >= 0)) {
+  if (strcmp (name, "-") != 0) {
+    fd = -1;
+    if (!opts->since && !is_uri (name) && !local_command_argv (name) &&
+        (fd = local_stream_open (name)) == -2)
+      return -1;
+  }
+  if (fd >= 0) {
     struct blk_params p;
     struct hash_spec stream_spec = *spec;
     stream_spec.format = format;

@@ -380,8 +380,11 @@ local_stream_open (const char *path)
   struct stat st;
   int fd = open (path, O_RDONLY | O_CLOEXEC);
 
+  /* A fifo nobody writes to: the signal ended the wait, and opening it
+   * again would wait for another.
+   */
   if (fd == -1)
-    return -1;
+    return errno == EINTR && stop_signal () ? -2 : -1;
   if (fstat (fd, &st) == 0 &&
       (S_ISFIFO (st.st_mode) || S_ISCHR (st.st_mode) ||
        (S_ISREG (st.st_mode) && st.st_size == 0 && has_bytes (fd))))
@@ -403,7 +406,8 @@ local_server_start (const char *name, const char *path, const char *format)
    * pipe has no real path).
    */
   if ((fd = open (path, O_RDONLY | O_CLOEXEC)) == -1) {
-    error_at (name, "%m");
+    if (errno != EINTR || !stop_signal ())
+      error_at (name, "%m");
     return NULL;
   }
   if (fstat (fd, &st) == -1) {

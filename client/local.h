@@ -26,7 +26,8 @@ extern const char *local_server_format (const struct local_server *s);
 /* A local file nbdkit cannot serve but a read can hash, as sha256sum
  * does: a pipe (nbdsum <(...)), a character device, a file saying size
  * 0 that has bytes (/proc, /sys).  Returns a descriptor to read it
- * from, or -1 when path is for local_server_start (or does not open).
+ * from, -1 when path is for local_server_start (or does not open), -2
+ * when a stop signal ended the wait to open it (said nothing).
  */
 extern int local_stream_open (const char *path);
 

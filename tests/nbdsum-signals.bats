@@ -444,3 +444,31 @@ interrupt () {
   [ ! -s out ]
   [ $((SECONDS - start)) -lt 4 ]
 }
+
+# A fifo nobody opens for writing: nbdsum waits in open(2).  Found by
+# the trust campaign: the first signal ended only that open, and the
+# fifo was opened again (as an image, then as a checksum line's file),
+# so only a second signal stopped nbdsum and timeout(1) never did.
+@test "nbdsum-signals: the first signal stops nbdsum opening a fifo nobody writes" {
+  local sig
+  mkfifo fifo
+  printf '%064d  fifo\n' 0 > SUMS
+  for sig in TERM INT HUP; do
+    run_nbdsum fifo
+    sleep 0.3
+    signalled "$sig" 3
+    run_nbdsum --client-side fifo "$small"
+    sleep 0.3
+    signalled "$sig" 3
+    # The checksum file is the fifo, or one of its lines names it.
+    run_nbdsum -c fifo
+    sleep 0.3
+    signalled "$sig" 3
+    run_nbdsum -c SUMS
+    sleep 0.3
+    signalled "$sig" 3
+    run_nbdsum -j 2 -c SUMS SUMS
+    sleep 0.3
+    signalled "$sig" 3
+  done
+}
