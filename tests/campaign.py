@@ -55,6 +55,7 @@ import sys
 import tempfile
 import threading
 import time
+import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -93,7 +94,9 @@ CRASH_RE = re.compile(
     r"AddressSanitizer|LeakSanitizer|runtime error:|Assertion .* failed|"
     r"Segmentation fault|core dumped|double free|free\(\): invalid|"
     r"malloc\(\): |stack smashing|\babort\b|\bAborted\b", re.I)
-TAGGED_RE = re.compile(r"^\\?BLKHASH-([^/]+)/(\S+) \((.*)\) = ([0-9a-fA-F]+)$")
+# A tagged line may carry the format its file was given (:vpc).
+TAGGED_RE = re.compile(r"^\\?BLKHASH-([^/]+)/([0-9]+[KMkm]?)(?::[A-Za-z0-9]+)? "
+                       r"\((.*)\) = ([0-9a-fA-F]+)$")
 UNTAGGED_RE = re.compile(r"^\\?([0-9a-fA-F]{32,128}) [ *](.*)$")
 VERDICT_RE = re.compile(r"^(.*): (OK|FAILED open or read|FAILED)$")
 
@@ -2035,6 +2038,12 @@ class Campaign:
             except Unreadable as e:
                 self.skip("%s: oracle could not read (%s)" % (kind,
                                                              str(e)[:60]))
+                done = True
+            except Exception:
+                # A bug of the campaign's own: a failure, not the end
+                # of a long run.
+                self.fail("campaign-error", "%s: %s" % (
+                    kind, traceback.format_exc()[-800:]))
                 done = True
             if done:
                 break
