@@ -18,19 +18,27 @@
  *
  * The bitmap is not taken on trust where the server can contradict
  * it: a clean block that the manifest has as data but that reads as
- * zeros now (base:allocation), and a sample of clean data blocks
- * hashed and compared with the manifest, fail the run.  These catch a
- * shrink and regrowth, a disabled bitmap, the manifest of another
- * image or a snapshot served with the image's bitmap; what they cannot
- * catch is a few changed blocks among many, missed by the sample.  An
- * image smaller than the manifest's is refused.  A local qcow2 file
- * is served by qemu-nbd (local.c) once qemu-img says its bitmap is
- * enabled and consistent.
+ * zeros now (base:allocation), and a sample of the clean data blocks
+ * that differs from the manifest, fail the run.  The sample is drawn
+ * uniformly among the blocks whose digest is taken from the manifest
+ * and is that of data, as the root is folded (one thread, in block
+ * order: the draw depends on the seed alone, not on which connection
+ * took which segment); then those blocks, SAMPLE_MAX at most, are read
+ * and hashed in a second round.  So if a fraction f of them changed
+ * behind the bitmap's back, the run fails with probability
+ * 1-(1-f)^SAMPLE_MAX, as nbdsum(1) says, or surely when they are
+ * SAMPLE_MAX or fewer.  These catch a shrink and regrowth, a disabled
+ * bitmap, the manifest of another image or a snapshot served with the
+ * image's bitmap; what they cannot catch is a few changed blocks among
+ * many, missed by the sample.  An image smaller than the manifest's is
+ * refused.  A local qcow2 file is served by qemu-nbd (local.c) once
+ * qemu-img says its bitmap is enabled and consistent.
  *
  * Memory: the block table holds the digests of the blocks hashed, a
  * second one the clean blocks that read as zeros (runs, as holes are
- * kept), and the merge one window of digests; the manifest is read as
- * it goes, never held (manifest.c).
+ * kept), the merge one window of digests, and the sample SAMPLE_MAX
+ * digests and, while it is read, at most a queue of blocks; the
+ * manifest is read as it goes, never held (manifest.c).
  */
 #include <config.h>
 
@@ -80,7 +88,8 @@
 
 struct sample {
   uint64_t block;
-  bool clean;                   /* hashed as a sample (select_clean) */
+  uint8_t old[BLK_DIGEST_MAX];  /* the manifest's digest */
+  uint8_t now[BLK_DIGEST_MAX];  /* read and hashed (check_sample) */
 };
 
 struct incremental {
@@ -99,26 +108,37 @@ struct incremental {
   struct blk_table *zeros;
   uint64_t zeros_snapshot;
 
-  /* The sample, drawn as manifest_open_visit checks the manifest (a
-   * reservoir over its data blocks, seeded by getrandom()), then
-   * sorted by block.
+  /* The sample, drawn as fold_root goes (a reservoir over the clean
+   * data blocks, seeded by getrandom()), then sorted by block.
    */
   struct sample sample[SAMPLE_MAX];
   size_t nsample;
-  uint64_t data_blocks;         /* data blocks seen while drawing */
+  uint64_t clean_data;          /* clean data blocks seen while drawing */
   uint64_t rng;                 /* splitmix64 state */
+  /* check_sample: its reads in flight, and the first failure. */
+  struct blk_ctx *ctx;
+  unsigned in_flight;
+  int read_error;
+  uint64_t error_block;
 
-  /* incremental_digests: the next block and sample, and a window of
-   * the manifest's digests.
+  /* incremental_digests: the next block, and a window of the
+   * manifest's digests.
    */
   uint64_t next;
-  size_t next_sample;
   uint8_t *old;
   bool *need, *not_zero;
 
   uint8_t root[BLK_DIGEST_MAX];
   uint64_t hashed;              /* blocks not taken from the manifest */
   uint64_t sampled;             /* clean blocks hashed and compared */
+};
+
+/* A read of a block of the sample, in flight. */
+struct sample_read {
+  struct incremental *inc;
+  struct sample *s;
+  uint32_t len;
+  uint8_t buf[];
 };
 
 /* May block b's digest come from the manifest, unless it is dirty? */
@@ -155,28 +175,22 @@ splitmix64 (uint64_t *state)
   return z ^ (z >> 31);
 }
 
-/* manifest_visit_fn: keep a uniform sample of the data blocks
- * (reservoir sampling: the i-th replaces a random one of the
- * SAMPLE_MAX with probability SAMPLE_MAX/i).  Blocks listed by their
- * digest but whose digest is that of zeros are not data.
+/* Clean data block b, whose digest old is the manifest's: keep a
+ * uniform sample of them (reservoir sampling: the i-th replaces a
+ * random one of the SAMPLE_MAX with probability SAMPLE_MAX/i).
  */
 static void
-draw_sample (void *opaque, const struct blk_params *p, uint64_t first,
-             uint64_t count, const uint8_t *digest)
+draw_sample (struct incremental *inc, uint64_t b, const uint8_t *old)
 {
-  struct incremental *inc = opaque;
-  uint64_t slot;
+  uint64_t slot = inc->clean_data++;
 
-  if (digest == NULL || count != 1 ||
-      memcmp (digest, p->zero_digest, p->digest.len) == 0)
-    return;
-  slot = inc->data_blocks++;
   if (slot >= SAMPLE_MAX)
-    slot = splitmix64 (&inc->rng) % inc->data_blocks;
+    slot = splitmix64 (&inc->rng) % inc->clean_data;
   if (slot < SAMPLE_MAX) {
-    inc->sample[slot].block = first;
-    inc->nsample = MIN (inc->data_blocks, (uint64_t) SAMPLE_MAX);
+    inc->sample[slot].block = b;
+    memcpy (inc->sample[slot].old, old, inc->ep->params->digest.len);
   }
+  inc->nsample = MIN (inc->clean_data, (uint64_t) SAMPLE_MAX);
 }
 
 static int
@@ -185,20 +199,6 @@ compare_samples (const void *a, const void *b)
   const struct sample *x = a, *y = b;
 
   return x->block < y->block ? -1 : x->block > y->block;
-}
-
-/* Is block b in the sample?  Then its index in *k. */
-static bool
-find_sample (const struct incremental *inc, uint64_t b, size_t *k)
-{
-  const struct sample key = { .block = b };
-  const struct sample *s = bsearch (&key, inc->sample, inc->nsample,
-                                    sizeof key, compare_samples);
-
-  if (s == NULL)
-    return false;
-  *k = s - inc->sample;
-  return true;
 }
 
 /* What the server says of a segment of blocks: the dirty bitmap, the
@@ -305,7 +305,7 @@ describe (struct endpoint *ep, struct nbd_handle *h, struct status_walk *w)
 
 /* cs_select: skip the blocks the manifest has and the server says are
  * clean (not dirty, not from a backing file); note those that read as
- * zeros, and hash those of the sample.
+ * zeros.
  */
 static int
 select_clean (void *opaque, struct endpoint *ep, struct nbd_handle *h,
@@ -321,7 +321,6 @@ select_clean (void *opaque, struct endpoint *ep, struct nbd_handle *h,
     start, inc->depth_context ? start : end, start,
   };
   bool any = false;
-  size_t k;
 
   for (uint64_t i = 0; i < count; i++)
     any |= skip[i] = reusable (inc, first + i);
@@ -345,13 +344,6 @@ select_clean (void *opaque, struct endpoint *ep, struct nbd_handle *h,
     if (run)
       blk_table_store_zero (inc->zeros, b - run, run, inc->zeros_snapshot);
     run = 0;
-    /* Each block is in one segment: only this thread writes its
-     * sample's flag, read once every connection is done.
-     */
-    if (i < count && skip[i] && find_sample (inc, b, &k)) {
-      skip[i] = false;
-      inc->sample[k].clean = true;
-    }
   }
   return 0;
 }
@@ -395,20 +387,9 @@ incremental_digests (struct incremental *inc, uint64_t first,
     for (uint64_t i = 0; i < n; i++) {
       const uint64_t b = first + i;
       const uint8_t *old = inc->old + i * len;
-      bool sample = false;
 
-      while (inc->next_sample < inc->nsample &&
-             inc->sample[inc->next_sample].block < b)
-        inc->next_sample++;
-      if (inc->next_sample < inc->nsample &&
-          inc->sample[inc->next_sample].block == b)
-        sample = inc->sample[inc->next_sample].clean;
-      if (!inc->need[i]) {
-        if (sample && memcmp (out + i * len, old, len) != 0)
-          return missed (inc, b, "differs from the manifest (it was "
-                         "hashed as one of a sample of the clean blocks)");
+      if (!inc->need[i])
         continue;
-      }
       if (i >= old_n || !reusable (inc, b)) {
         error_at (inc->name, "block %" PRIu64 " was not hashed", b);
         return -1;
@@ -425,7 +406,9 @@ incremental_digests (struct incremental *inc, uint64_t first,
   return 0;
 }
 
-/* Fold every digest into the root, then rewind for the callers. */
+/* Fold every digest into the root, drawing the sample among the
+ * blocks taken from the manifest, then rewind for the callers.
+ */
 static int
 fold_root (struct incremental *inc)
 {
@@ -447,8 +430,13 @@ fold_root (struct incremental *inc)
     const uint64_t n = MIN (ep->nblocks - w, (uint64_t) WINDOW);
     if (stop_signal () || incremental_digests (inc, w, n, d) == -1)
       goto out;
-    for (uint64_t i = 0; i < n; i++)
-      inc->hashed += !inc->need[i];
+    for (uint64_t i = 0; i < n; i++) {
+      const uint8_t *digest = d + i * len;
+      if (!inc->need[i])
+        inc->hashed++;
+      else if (!zero_digest (inc, w + i, digest))
+        draw_sample (inc, w + i, digest);
+    }
     if (blk_root_add (&r, d, n) == -1) {
       error_at (inc->name, "%s failed", ep->params->digest.name);
       goto out;
@@ -458,22 +446,118 @@ fold_root (struct incremental *inc)
     error_at (inc->name, "%s failed", ep->params->digest.name);
     goto out;
   }
-  for (size_t k = 0; k < inc->nsample; k++)
-    inc->sampled += inc->sample[k].clean;
-  inc->hashed -= inc->sampled;
   if (manifest_rewind (inc->m) == -1)
     goto out;
   inc->next = 0;
-  inc->next_sample = 0;
   ret = 0;
  out:
   blk_root_free (&r);
   return ret;
 }
 
-/* The manifest, checked, its sample drawn, and the hash spec it
- * makes.
+/* A read of the sample done: hash the block (in the main thread, in
+ * source_poll).
  */
+static int
+sample_read_done (void *opaque, int *error)
+{
+  struct sample_read *r = opaque;
+  struct incremental *inc = r->inc;
+  bool zero;
+
+  inc->in_flight--;
+  if (*error == 0 &&
+      blk_hash_block (inc->ep->params, inc->ctx, r->buf, r->len, r->s->now,
+                      &zero) == -1)
+    *error = EIO;
+  if (*error) {
+    if (inc->read_error == 0) {
+      inc->read_error = *error;
+      inc->error_block = r->s->block;
+    }
+    return 1;
+  }
+  /* Read, for bytes-read; the bar counted it as skipped. */
+  progress_add (&inc->ep->progress, 0, r->len);
+  return 1;
+}
+
+/* After the fold: read and hash the sample, over connection 0 with
+ * the queue depth of the run, and compare it with the manifest.  A
+ * signal stops it as it stops endpoint_run.
+ */
+static int
+check_sample (struct incremental *inc)
+{
+  struct endpoint *ep = inc->ep;
+  const struct blk_params *p = ep->params;
+  struct nbd_handle *h = ep->conns[0].h;
+  size_t next = 0;
+
+  if (inc->nsample == 0)
+    return 0;
+  qsort (inc->sample, inc->nsample, sizeof *inc->sample, compare_samples);
+  if ((inc->ctx = blk_ctx_new ()) == NULL) {
+    error_at (inc->name, "out of memory");
+    return -1;
+  }
+  for (;;) {
+    int timeout = -1;
+
+    while (next < inc->nsample && inc->in_flight < ep->requests &&
+           inc->read_error == 0 && !stop_signal ()) {
+      struct sample *s = &inc->sample[next];
+      const uint32_t len = blk_block_len (ep->size, p->block_size, s->block);
+      struct sample_read *r = malloc (sizeof *r + len);
+
+      if (r == NULL) {
+        error_at (inc->name, "out of memory");
+        return -1;
+      }
+      r->inc = inc;
+      r->s = s;
+      r->len = len;
+      /* libnbd frees r, also when the request cannot be issued. */
+      if (nbd_aio_pread (h, r->buf, len, s->block * p->block_size,
+                         (nbd_completion_callback) {
+                           .callback = sample_read_done, .user_data = r,
+                           .free = free }, 0) == -1) {
+        error_at (inc->name, "reading the sample: %s", nbd_get_error ());
+        return -1;
+      }
+      inc->in_flight++;
+      next++;
+    }
+    if (inc->in_flight == 0)
+      break;
+    if (stop_signal ()) {
+      const double t = now (), deadline = stop_deadline ();
+      if (t >= deadline)
+        break;
+      timeout = (deadline - t) * 1000 + 1;
+    }
+    if (source_poll (h, timeout) == -1) {
+      error_at (inc->name, "reading the sample: %s", source_error ());
+      return -1;
+    }
+  }
+  if (stop_signal ())
+    return -1;
+  if (inc->read_error) {
+    error_at (inc->name, "reading the sample: read at offset %" PRIu64
+              ": %s", inc->error_block * p->block_size, strerror (inc->read_error));
+    return -1;
+  }
+  for (size_t k = 0; k < inc->nsample; k++)
+    if (memcmp (inc->sample[k].now, inc->sample[k].old, p->digest.len) != 0)
+      return missed (inc, inc->sample[k].block, "differs from the manifest "
+                     "(it was hashed as one of a sample of the clean "
+                     "blocks)");
+  inc->sampled = inc->nsample;
+  return 0;
+}
+
+/* The manifest, checked, and the hash spec it makes. */
 static int
 open_manifest (struct incremental *inc, const struct hash_spec *spec,
                struct hash_spec *out)
@@ -484,7 +568,7 @@ open_manifest (struct incremental *inc, const struct hash_spec *spec,
 
   if (getrandom (&inc->rng, sizeof inc->rng, 0) != sizeof inc->rng)
     inc->rng = (uint64_t) time (NULL) ^ ((uint64_t) getpid () << 32);
-  inc->m = manifest_open_visit (opts->since, draw_sample, inc);
+  inc->m = manifest_open (opts->since);
   if (inc->m == NULL)
     return -1;
   if (!manifest_root (inc->m, root)) {
@@ -493,7 +577,6 @@ open_manifest (struct incremental *inc, const struct hash_spec *spec,
               "manifest with nbdsum --blocks");
     return -1;
   }
-  qsort (inc->sample, inc->nsample, sizeof *inc->sample, compare_samples);
   p = manifest_params (inc->m);
   inc->old_size = manifest_size (inc->m);
   inc->old_nblocks = blk_block_count (inc->old_size, p->block_size);
@@ -865,7 +948,8 @@ incremental_open (const char *name, const struct hash_spec *spec)
     goto err;
   }
   blk_table_lookup (inc->zeros, 0, 0, NULL, NULL, &inc->zeros_snapshot);
-  if (endpoint_run (inc->ep) == -1 || fold_root (inc) == -1)
+  if (endpoint_run (inc->ep) == -1 || fold_root (inc) == -1 ||
+      check_sample (inc) == -1)
     goto err;
   return inc;
 
@@ -883,6 +967,7 @@ incremental_close (struct incremental *inc)
     input_close (inc->ep);
   manifest_close (inc->m);
   blk_table_free (inc->zeros);
+  blk_ctx_free (inc->ctx);
   free (inc->context);
   free (inc->old);
   free (inc->need);

@@ -125,8 +125,8 @@ since_case () {
   [ "$(first_sum "$got")" = "$want" ]
   # The blocks hashed: those with a dirty byte (each holds data),
   # rounded out to the bitmap's 64K too.  Besides, a sample of the
-  # clean data blocks (the manifest's, all when 64 or fewer, else 64 of
-  # them, of which those dirty are not counted), each read whole.
+  # clean data blocks (data in the manifest, not dirty): all of them
+  # when 64 or fewer, else 64, each read whole.
   "$PYTHON" - "$bs" "$output" > counts <<'PY'
 import json, sys
 bs, g, size = int(sys.argv[1]), 65536, 20 << 20
@@ -141,10 +141,7 @@ for line in open("m0"):
     if off != "#" and digest != "zero":
         data.add(int(off) // bs)
 sampled = doc["blocks-sampled"]
-if len(data) <= 64:
-    ok = sampled == len(data - dirty)
-else:
-    ok = 64 - len(data & dirty) <= sampled <= 64
+ok = sampled == min(64, len(data - dirty))
 read = sum(min(bs, size - b * bs) for b in dirty) + sampled * bs
 print(doc["blocks-hashed"], len(dirty), doc["bytes-read"], read, ok)
 PY
@@ -503,6 +500,86 @@ backing_chain () {
   echo "$output"
   [ "$status" -eq 1 ]
   [[ "$output" = *"the bitmap missed a change"* ]]
+  [ -z "$(first_sum "$output")" ]
+}
+
+# A 32 MiB qcow2 image f.qcow2 of 512 data blocks (64K), and its
+# manifest m0.
+data_32m () {
+  qemu-img create -q -f qcow2 f.qcow2 32M
+  qemu-io -f qcow2 -c 'write -P 1 0 32M' f.qcow2 > /dev/null
+  # shellcheck disable=SC2046
+  "$NBDSUM" -q --blocks $(qnbd f.qcow2) > m0
+}
+
+@test "nbdsum-since: a bitmap started late, its few clean blocks all sampled" {
+  data_32m
+  # Blocks 3 and 7 written before the bitmap started (missed), all but
+  # blocks 0-11 after (dirty): 2 of the 12 clean data blocks changed.
+  # A sample drawn among all 512 data blocks catches that in a quarter
+  # of the runs; drawn among the clean ones, it is all 12, every time.
+  qemu-io -f qcow2 -c 'write -P 9 192k 4k' -c 'write -P 9 448k 4k' \
+    f.qcow2 > /dev/null
+  qemu-img bitmap --add --enable f.qcow2 b
+  qemu-io -f qcow2 -c 'write -P 2 768k 32000k' f.qcow2 > /dev/null
+  for i in 1 2 3 4; do
+    # shellcheck disable=SC2046
+    run "$NBDSUM" --since=m0 --dirty-bitmap=b $(qnbd f.qcow2 b)
+    echo "$i: $output"
+    [ "$status" -eq 1 ]
+    [[ "$output" = *"block 3 (offset 196608) differs from the manifest"*"the bitmap missed a change"* ]]
+    [ -z "$(first_sum "$output")" ]
+  done
+}
+
+@test "nbdsum-since: blocks-sampled is the clean data blocks, 64 at most" {
+  local clean json sampled
+  data_32m
+  qemu-img bitmap --add --enable f.qcow2 b
+  # Blocks from CLEAN on written: 300 clean data blocks, then 12 (the
+  # bitmap keeps the first writes).
+  for clean in 300 12; do
+    qemu-io -f qcow2 -c "write -P 3 $((clean * 64))k $(((512 - clean) * 64))k" \
+      f.qcow2 > /dev/null
+    # shellcheck disable=SC2046
+    json=$("$NBDSUM" -q --json --since=m0 --dirty-bitmap=b $(qnbd f.qcow2 b))
+    echo "$clean: $json"
+    sampled=$((clean < 64 ? clean : 64))
+    [[ "$json" = *"\"checksum\": \"$(reference_of f.qcow2 sha256 65536)\""* ]]
+    [[ "$json" = *"\"blocks-hashed\": $((512 - clean)),"* ]]
+    [[ "$json" = *"\"blocks-sampled\": $sampled,"* ]]
+    [[ "$json" = *"\"bytes-read\": $(((512 - clean + sampled) * 65536)),"* ]]
+  done
+  # An overlay: its 94 blocks from the backing file are hashed, not
+  # sampled; its own 2 are the clean data blocks; the rest, holes.
+  backing_chain
+  # shellcheck disable=SC2046
+  json=$("$NBDSUM" -q --json --since=m0 --dirty-bitmap=b $(qnbd top.qcow2 b))
+  echo "overlay: $json"
+  [[ "$json" = *"\"checksum\": \"$(reference_of top.qcow2 sha256 65536)\""* ]]
+  [[ "$json" = *"\"blocks-hashed\": 94,"* ]]
+  [[ "$json" = *"\"blocks-sampled\": 2,"* ]]
+}
+
+@test "nbdsum-since: a sample block that cannot be read fails the run" {
+  local host
+  qemu-img create -q -f qcow2 f.qcow2 2M
+  qemu-io -f qcow2 -c 'write -P 1 0 2M' f.qcow2 > /dev/null
+  # shellcheck disable=SC2046
+  "$NBDSUM" -q --blocks $(qnbd f.qcow2) > m0
+  qemu-img bitmap --add --enable f.qcow2 b
+  qemu-io -f qcow2 -c 'write -P 2 1M 1M' f.qcow2 > /dev/null
+  # Block 4 is clean, so read only as one of the sample: blkdebug fails
+  # reads of its cluster in the file.
+  host=$(qemu-img map --output=json f.qcow2 |
+           sed -n 's/.*"start": 0,.*"offset": \([0-9]*\).*/\1/p')
+  printf '[inject-error]\nevent = "read_aio"\nerrno = "5"\nsector = "%d"\n' \
+    $(((host + 4 * 65536) / 512)) > bd.conf
+  run "$NBDSUM" --since=m0 --dirty-bitmap=b [ qemu-nbd -r -A -B b \
+    --image-opts driver=qcow2,file.driver=blkdebug,file.config=bd.conf,file.image.filename=f.qcow2 ]
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"Input/output error"* ]]
   [ -z "$(first_sum "$output")" ]
 }
 
