@@ -30,6 +30,9 @@
  * loaded says whether one is given twice, and then a filter behind
  * blkhash that does not pass requests through might also be in front:
  * refused.  Whatever cannot be decided is refused, never passed.
+ *
+ * The plugin's object also says what the plugin is: plugin_init
+ * returns its struct nbdkit_plugin, whose name passive.c needs.
  */
 #include <config.h>
 
@@ -40,7 +43,9 @@
 #include <string.h>
 
 #include "cleanup.h"
-#include "filter.h"
+#include "filter.h"             /* before nbdkit-plugin.h: the API version */
+
+#include <nbdkit-plugin.h>
 
 /* Filters that may sit in front of blkhash: they pass every request,
  * name and answer through, or fail it, and keep no data.  By the names
@@ -57,6 +62,17 @@ static const char *const pass_through[] = {
 
 /* How many times nbdkit registered blkhash (its .load). */
 static unsigned registrations;
+
+/* The plugin's name, from its object (it stays loaded while blkhash
+ * is).
+ */
+static const char *plugin_name;
+
+const char *
+blkhash_plugin_name (void)
+{
+  return plugin_name;
+}
 
 void
 blkhash_order_loaded (void)
@@ -172,6 +188,20 @@ filter_name (void *filter_init)
   return f->name;
 }
 
+/* What the plugin is: its struct nbdkit_plugin's name.  nbdkit keeps
+ * the fields up to the name in place across versions, and registers
+ * no plugin without one.
+ */
+static const char *
+get_plugin_name (void *plugin_init)
+{
+  struct nbdkit_plugin *(*init) (void) =
+    (struct nbdkit_plugin *(*) (void)) plugin_init;
+  const struct nbdkit_plugin *p = init ();
+
+  return p ? p->name : NULL;
+}
+
 static bool
 passes_through (const char *name)
 {
@@ -273,8 +303,10 @@ blkhash_order_check (void)
     self++;
   for (plugin = 0; plugin < self; plugin++) {
     void *init;
-    if (own_symbol (&o.v[plugin], "plugin_init", &init) == 0 && init)
+    if (own_symbol (&o.v[plugin], "plugin_init", &init) == 0 && init) {
+      plugin_name = get_plugin_name (init);
       break;
+    }
   }
   if (self == o.n || plugin == self) {
     nbdkit_error ("blkhash: cannot find %s among the loaded objects, so "
@@ -282,6 +314,13 @@ blkhash_order_check (void)
                   self == o.n ? "blkhash itself" : "nbdkit's plugin");
     goto out;
   }
+  if (plugin_name == NULL) {
+    nbdkit_error ("blkhash: cannot tell which plugin %s is",
+                  o.v[plugin].path);
+    goto out;
+  }
+  nbdkit_debug ("blkhash: the plugin is %s (%s)", plugin_name,
+                o.v[plugin].path);
 
   /* The filters between the plugin and blkhash are behind it, those
    * after it in front.  Libraries without filter_init are not filters.
