@@ -7,10 +7,11 @@
 # judged by its spelling, errors logged on a successful copy; then
 # exports that share bytes, blkhash-file missing when the copier
 # returns, symbolic links at blkhash-file; then plugins that do not
-# keep what they accept.  Tests 1 to 7 failed on the filter as of
-# commit 8ffc4c5 (the failure modes are in the commit message that
-# added this file), 8 to 12 as of 90ab42e, but for the one said not
-# to, 13 as of 5af58bf; they are the regression tests of the fixes.
+# keep what they accept, filters loaded before the plugin.  Tests 1 to
+# 7 failed on the filter as of commit 8ffc4c5 (the failure modes are
+# in the commit message that added this file), 8 to 12 as of 90ab42e,
+# but for the one said not to, 13 and 14 as of 5af58bf; they are the
+# regression tests of the fixes.
 # Expected values come
 # from tests/reference.py on the image.
 
@@ -759,4 +760,43 @@ served_plain () {
   [ "$status" -ne 0 ]
   [[ "$output" = *"the example3 plugin gives each connection a disk of its own"* ]]
   [[ "$output" != *nbd+unix* ]]
+}
+
+# 14. nbdkit dlopen()s a filter preloaded with LD_PRELOAD where it
+# already is, before the plugin, where blkhash did not look for
+# filters: the cache filter in front of blkhash passed, and served
+# stale checksums after an outside write.  Failed as of commit 5af58bf:
+# nbdkit started.
+
+# nbdkit's filter directory.
+filterdir () {
+  pkg-config --variable=filterdir nbdkit
+}
+
+@test "filter-trust: a filter loaded before the plugin (LD_PRELOAD) is refused unless it passes requests through" {
+  cd "$BATS_TEST_TMPDIR"
+  # nbdkit only: --run's command must not inherit the preload.
+  run env LD_PRELOAD="$(filterdir)/nbdkit-cache-filter.so" \
+    nbdkit -U - --filter=cache --filter="$BLKHASH_FILTER" file "$small" \
+    --run 'LD_PRELOAD= "$NBDSUM" "$uri"'
+  echo "status $status: $output"
+  [ "$status" -ne 0 ]
+  [[ "$output" = *"the cache filter ("*") was loaded before nbdkit's plugin"* ]]
+  [[ "$output" != *nbd+unix* ]]
+  # The plugin preloaded too, before the filter: the filter comes
+  # after the plugin, yet was not placed by nbdkit.
+  run env LD_PRELOAD="$(pkg-config --variable=plugindir nbdkit)/nbdkit-file-plugin.so $(filterdir)/nbdkit-cache-filter.so" \
+    nbdkit -U - --filter=cache --filter="$BLKHASH_FILTER" file "$small" \
+    --run 'LD_PRELOAD= "$NBDSUM" "$uri"'
+  echo "status $status: $output"
+  [ "$status" -ne 0 ]
+  [[ "$output" = *"the cache filter ("*") was loaded "*"with nbdkit itself"* ]]
+  [[ "$output" != *nbd+unix* ]]
+  # A pass-through filter may be anywhere.
+  run env LD_PRELOAD="$(filterdir)/nbdkit-delay-filter.so" \
+    nbdkit -U - --filter=delay --filter="$BLKHASH_FILTER" file "$small" \
+    rdelay=1ms --run 'LD_PRELOAD= "$NBDSUM" "$uri"'
+  echo "status $status: $output"
+  [ "$status" -eq 0 ]
+  [ "$(sum_hex "${lines[-1]}")" = "$(reference sha256 65536 "$small")" ]
 }
