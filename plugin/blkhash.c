@@ -157,6 +157,8 @@ blkhash_config_complete (nbdkit_next_config_complete *next,
 
   if (blkhash_order_check () == -1)
     return -1;
+  if (blkhash_passive_init () == -1)
+    return -1;
   if (blkhash_file && blkhash_results_open (blkhash_file) == -1)
     return -1;
   return next (nxdata);

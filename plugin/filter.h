@@ -68,10 +68,13 @@ extern void blkhash_params_free_all (void);
 
 /* order.c: refuse to start behind a filter that would see the views as
  * data (0, or -1 with nbdkit_error called), once every filter is
- * loaded; blkhash_order_loaded is called by each .load.
+ * loaded; blkhash_order_loaded is called by each .load.  The name
+ * nbdkit's plugin gives itself ("file", "null"), once the check
+ * passed.
  */
 extern void blkhash_order_loaded (void);
 extern int blkhash_order_check (void);
+extern const char *blkhash_plugin_name (void);
 
 /* exports.c: the shared state of each export (name and size) and its
  * block tables (see the notes at the top of exports.c).
@@ -270,7 +273,11 @@ extern int blkhash_view_cache (nbdkit_next *next, struct blkhash_view *v,
 
 /* passive.c: hashing what passes through a data export.  t is the
  * table that keeps passive digests, or NULL when there is none.
+ * blkhash_passive_init, once the plugin is known, decides whether
+ * written data is hashed, and refuses plugins whose connections do
+ * not share one disk (0, or -1 with nbdkit_error called).
  */
+extern int blkhash_passive_init (void);
 extern int blkhash_passive_pread (nbdkit_next *next,
                                   struct blkhash_export *e,
                                   struct blk_table *t, void *buf,

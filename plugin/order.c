@@ -23,24 +23,45 @@
  * struct nbdkit_filter, whose name is what the filter is.  blkhash
  * finds its own object by the address of its code, not by file name.
  *
+ * A filter object loaded before the plugin or with nbdkit itself
+ * (LD_PRELOAD: the list has nbdkit, then preloaded objects, then the
+ * libraries nbdkit needs, its C library among them, then what it
+ * dlopen()s), or that is the plugin's own object, is where nbdkit's
+ * dlopen() finds it, so its place in the list says nothing of its
+ * place among the filters: one that does not pass requests through is
+ * refused.  So is blkhash loaded with nbdkit itself.
+ *
  * One case the list cannot show: a filter given twice is loaded once,
  * at its innermost place.  nbdkit calls .load once per --filter, so
  * blkhash counts its own; for the others, the number of --filter
  * options on the command line (/proc/self/cmdline) against the filters
- * loaded says whether one is given twice, and then a filter behind
+ * found says whether one is given twice, and then a filter behind
  * blkhash that does not pass requests through might also be in front:
- * refused.  Whatever cannot be decided is refused, never passed.
+ * refused.  More options than filters found, with only pass-through
+ * filters, is accepted only when values given twice as the same
+ * string account for it; else a filter blkhash could not see may be
+ * in front: refused.  Whatever cannot be decided is refused, never
+ * passed.
+ *
+ * The plugin's object also says what the plugin is: plugin_init
+ * returns its struct nbdkit_plugin, whose name passive.c needs.
  */
 #include <config.h>
 
 #include <dlfcn.h>
 #include <link.h>
+#ifdef __GLIBC__
+#include <gnu/libc-version.h>
+#endif
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cleanup.h"
-#include "filter.h"
+#include "filter.h"             /* before nbdkit-plugin.h: the API version */
+#include "minmax.h"
+
+#include <nbdkit-plugin.h>
 
 /* Filters that may sit in front of blkhash: they pass every request,
  * name and answer through, or fail it, and keep no data.  By the names
@@ -48,15 +69,26 @@
  */
 static const char *const pass_through[] = {
   "delay", "error-inject", "exitlast", "exitwhen", "ip", "limit", "log",
-  "noparallel", "rate", "stats", NULL,
+  "noparallel", "nofilter", "rate", "stats", NULL,
 };
 
 #define PASS_THROUGH_LIST \
-  "delay, error, exitlast, exitwhen, ip, limit, log, noparallel, rate " \
-  "and stats"
+  "delay, error, exitlast, exitwhen, ip, limit, log, noparallel, " \
+  "nofilter, rate and stats"
 
 /* How many times nbdkit registered blkhash (its .load). */
 static unsigned registrations;
+
+/* The plugin's name, from its object (it stays loaded while blkhash
+ * is).
+ */
+static const char *plugin_name;
+
+const char *
+blkhash_plugin_name (void)
+{
+  return plugin_name;
+}
 
 void
 blkhash_order_loaded (void)
@@ -172,6 +204,20 @@ filter_name (void *filter_init)
   return f->name;
 }
 
+/* What the plugin is: its struct nbdkit_plugin's name.  nbdkit keeps
+ * the fields up to the name in place across versions, and registers
+ * no plugin without one.
+ */
+static const char *
+get_plugin_name (void *plugin_init)
+{
+  struct nbdkit_plugin *(*init) (void) =
+    (struct nbdkit_plugin *(*) (void)) plugin_init;
+  const struct nbdkit_plugin *p = init ();
+
+  return p ? p->name : NULL;
+}
+
 static bool
 passes_through (const char *name)
 {
@@ -181,14 +227,26 @@ passes_through (const char *name)
   return false;
 }
 
+/* Whether value v is among the n values before it. */
+static bool
+seen (const char **values, size_t n, const char *v)
+{
+  for (size_t i = 0; i < n; i++)
+    if (strcmp (values[i], v) == 0)
+      return true;
+  return false;
+}
+
 /* The number of --filter options on nbdkit's command line, as getopt
  * reads it: any unambiguous abbreviation ("--fi=X", "--filt X"), up to
- * "--".  -1 if the command line cannot be read.
+ * "--"; *distinct, how many different values they give.  -1 if the
+ * command line cannot be read.
  */
 static int
-count_filter_options (void)
+count_filter_options (int *distinct)
 {
   CLEANUP_FREE char *buf = NULL;
+  CLEANUP_FREE const char **values = NULL;
   size_t size = 0, len = 0, i;
   FILE *fp;
   int n = 0;
@@ -218,9 +276,15 @@ count_filter_options (void)
   }
   fclose (fp);
 
+  /* No more values than arguments: one per NUL. */
+  values = malloc (len * sizeof *values);
+  if (values == NULL)
+    return -1;
+
   /* argv[0], then each argument. */
+  *distinct = 0;
   for (i = strlen (buf) + 1; i < len; i += strlen (buf + i) + 1) {
-    const char *a = buf + i;
+    const char *a = buf + i, *v;
     size_t name_len;
 
     if (strcmp (a, "--") == 0)
@@ -231,9 +295,16 @@ count_filter_options (void)
     /* nbdkit refused any abbreviation that is not only --filter's. */
     if (name_len == 0 || name_len > 6 || strncmp (a + 2, "filter", name_len))
       continue;
-    n++;
-    if (a[2 + name_len] == '\0' && i + strlen (a) + 1 < len)
+    v = a + 2 + name_len;
+    if (*v == '=')
+      v++;
+    else if (i + strlen (a) + 1 < len) {
       i += strlen (a) + 1;      /* its value: "--filter X" */
+      v = buf + i;
+    }
+    if (!seen (values, n, v))
+      (*distinct)++;
+    values[n++] = v;
   }
   return n;
 }
@@ -249,14 +320,75 @@ refuse_in_front (const char *name, const char *path)
                 PASS_THROUGH_LIST " may come before blkhash.", name, path);
 }
 
+static void
+refuse_unplaced (const char *name, const char *path, bool is_plugin)
+{
+  nbdkit_error ("blkhash: the %s filter (%s) %s, so blkhash cannot tell "
+                "where it sits among the filters: it may be in front of "
+                "blkhash.  Load filters with --filter only; only "
+                PASS_THROUGH_LIST " may be loaded otherwise.", name, path,
+                is_plugin ? "is also nbdkit's plugin"
+                : "was loaded before nbdkit's plugin or with nbdkit itself "
+                "(by LD_PRELOAD, say)");
+}
+
+/* The index of the last object known to be loaded with nbdkit itself
+ * (its C library), or 0 if it cannot be found.
+ */
+static size_t
+startup_end (const struct objects *o)
+{
+#ifdef __GLIBC__
+  for (size_t i = 0; i < o->n; i++)
+    if (contains (&o->v[i], (void *) gnu_get_libc_version))
+      return i;
+#endif
+  return 0;
+}
+
+/* Filter objects up to index last (the plugin's object, or the last
+ * loaded with nbdkit) are not placed by their load order: 0 with
+ * *found counting those that pass requests through, -1 (error
+ * printed) for any other.  Objects that cannot be looked at (nbdkit,
+ * the vDSO) are not filters.
+ */
+static int
+check_unplaced (const struct objects *o, size_t plugin, size_t last,
+                unsigned *found)
+{
+  for (size_t i = 0; i <= last; i++) {
+    void *init;
+    const char *name;
+
+    if (own_symbol (&o->v[i], "filter_init", &init) == -1 || init == NULL)
+      continue;
+    name = filter_name (init);
+    if (name == NULL) {
+      nbdkit_error ("blkhash: cannot tell which filter %s is (it is not "
+                    "built for nbdkit %s)", o->v[i].path,
+                    NBDKIT_VERSION_STRING);
+      return -1;
+    }
+    nbdkit_debug ("blkhash: the %s filter (%s) is loaded %s", name,
+                  o->v[i].path, i == plugin ? "as nbdkit's plugin"
+                  : "before nbdkit's plugin or with nbdkit");
+    if (!passes_through (name)) {
+      refuse_unplaced (name, o->v[i].path, i == plugin);
+      return -1;
+    }
+    (*found)++;
+  }
+  return 0;
+}
+
 int
 blkhash_order_check (void)
 {
   struct objects o = { 0 };
-  size_t self = 0, plugin = 0, i;
+  size_t self = 0, plugin = 0, last, i;
   const char *behind = NULL;    /* a filter behind that changes things */
   unsigned filters = 0;
-  int options, ret = -1;
+  int options, distinct = 0, ret = -1;
 
   if (registrations > 1) {
     nbdkit_error ("blkhash: --filter=blkhash is given more than once: one "
@@ -273,8 +405,10 @@ blkhash_order_check (void)
     self++;
   for (plugin = 0; plugin < self; plugin++) {
     void *init;
-    if (own_symbol (&o.v[plugin], "plugin_init", &init) == 0 && init)
+    if (own_symbol (&o.v[plugin], "plugin_init", &init) == 0 && init) {
+      plugin_name = get_plugin_name (init);
       break;
+    }
   }
   if (self == o.n || plugin == self) {
     nbdkit_error ("blkhash: cannot find %s among the loaded objects, so "
@@ -282,11 +416,29 @@ blkhash_order_check (void)
                   self == o.n ? "blkhash itself" : "nbdkit's plugin");
     goto out;
   }
+  if (plugin_name == NULL) {
+    nbdkit_error ("blkhash: cannot tell which plugin %s is",
+                  o.v[plugin].path);
+    goto out;
+  }
+  nbdkit_debug ("blkhash: the plugin is %s (%s)", plugin_name,
+                o.v[plugin].path);
+  last = startup_end (&o);
+  if (self <= last) {
+    nbdkit_error ("blkhash: blkhash (%s) was loaded with nbdkit itself (by "
+                  "LD_PRELOAD, say), so it cannot tell which filters are in "
+                  "front of it.  Load it with --filter only.", o.v[self].path);
+    goto out;
+  }
+  last = MAX (last, plugin);
+  if (check_unplaced (&o, plugin, last, &filters) == -1)
+    goto out;
 
-  /* The filters between the plugin and blkhash are behind it, those
-   * after it in front.  Libraries without filter_init are not filters.
+  /* Filters loaded after those and before blkhash are behind it,
+   * those after it in front.  Libraries without filter_init are not
+   * filters.
    */
-  for (i = plugin + 1; i < o.n; i++) {
+  for (i = last + 1; i < o.n; i++) {
     void *init;
     const char *name;
 
@@ -324,7 +476,7 @@ blkhash_order_check (void)
   /* A filter given twice is loaded once, behind blkhash if either of
    * its places is: only the command line can tell.
    */
-  options = count_filter_options ();
+  options = count_filter_options (&distinct);
   if (behind && options != (int) filters) {
     if (options == -1)
       nbdkit_error ("blkhash: the %s filter is behind blkhash, and nbdkit's "
@@ -336,6 +488,16 @@ blkhash_order_check (void)
                     "more than once, and blkhash cannot tell whether %s is "
                     "also in front of it.  Give each filter once.",
                     behind, options, filters, behind);
+    goto out;
+  }
+  /* Fewer filters than options: values given twice must explain it. */
+  if (options > (int) filters && distinct > (int) filters) {
+    nbdkit_error ("blkhash: there are %d --filter options for the %u "
+                  "filters blkhash found, and filters given twice in the "
+                  "same spelling do not explain it: a filter blkhash cannot "
+                  "see, or one given twice in two spellings, may be in "
+                  "front of blkhash.  Give each filter once.",
+                  options, filters);
     goto out;
   }
   ret = 0;

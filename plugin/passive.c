@@ -5,7 +5,9 @@
  *
  * Full blocks read are hashed from the client's buffer; full blocks
  * written are hashed from the written buffer once the plugin accepted
- * them; write zeroes marks full blocks zero.  Every write, trim and
+ * them, and write zeroes marks full blocks zero, on NBD's contract
+ * that a successful write reads back (but for plugins known to throw
+ * writes away, whose writes only forget).  Every write, trim and
  * zero is bracketed on all tables of every export (exports.c), so
  * digests computed concurrently are never stored stale (see
  * lib/table.h), and takes every blkhash-file line out before the
@@ -23,6 +25,52 @@
 #include "filter.h"
 #include "holes.h"
 #include "minmax.h"
+
+/* Plugins known to accept writes and throw them away, by the names
+ * they give themselves: null reads zeros, ones (nbdkit 1.36) 0xff,
+ * whatever was written or zeroed.
+ */
+static const char *const discards_writes[] = { "null", "ones", NULL };
+
+/* Plugins that give each connection a disk of its own: a view is a
+ * connection of its own, and no digest a data connection leads to
+ * describes what any other connection reads.
+ */
+static const char *const disk_per_connection[] = {
+  "example3", "tmpdisk", NULL,
+};
+
+/* Are written (and zeroed) blocks hashed as written? */
+static bool hash_writes = true;
+
+static bool
+listed (const char *const *list, const char *name)
+{
+  for (size_t i = 0; list[i]; i++)
+    if (strcmp (name, list[i]) == 0)
+      return true;
+  return false;
+}
+
+int
+blkhash_passive_init (void)
+{
+  const char *name = blkhash_plugin_name ();
+
+  if (listed (disk_per_connection, name)) {
+    nbdkit_error ("blkhash: the %s plugin gives each connection a disk of "
+                  "its own: a view, a connection of its own, cannot describe "
+                  "the disk of a data connection, so blkhash cannot serve it",
+                  name);
+    return -1;
+  }
+  if (listed (discards_writes, name)) {
+    hash_writes = false;
+    nbdkit_debug ("blkhash: the %s plugin throws writes away: written "
+                  "data is hashed only as read back", name);
+  }
+  return 0;
+}
 
 /* Blocks wholly inside [offset, offset+count): [*first, *first+*n). */
 static void
@@ -213,6 +261,8 @@ blkhash_passive_pwrite (nbdkit_next *next, struct blkhash_export *e,
   bool *zero = NULL;
   int r, ignored;
 
+  if (!hash_writes)
+    t = NULL;                   /* forget only */
   if (write_begin (e, &w, offset, count, err) == -1)
     return -1;
   r = next->pwrite (next, buf, count, offset, flags, err);
@@ -249,6 +299,8 @@ blkhash_passive_zero (nbdkit_next *next, struct blkhash_export *e,
   struct blk_written done = { 0 };
   int r;
 
+  if (!hash_writes)
+    t = NULL;                   /* forget only */
   if (write_begin (e, &w, offset, count, err) == -1)
     return -1;
   r = next->zero (next, count, offset, flags, err);

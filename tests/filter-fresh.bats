@@ -12,7 +12,8 @@
 # reuses digests, pass-through filters may sit in front, cache and cow
 # may sit behind, the file's mode.  The filter order tests that judge
 # spellings, renamed files and filters given twice failed on 90ab42e,
-# which read the order from the command line's spelling.
+# which read the order from the command line's spelling; nofilter in
+# front and a filter given twice in two spellings on 5af58bf.
 #
 #   FRESH_WRITES=N   outside writes per run (default 12; 200 long)
 #   FRESH_NAMES=N    export names opened (default 1500; 5000 long)
@@ -415,7 +416,8 @@ served_right () {
 # (the error filter's is error-inject).
 @test "filter-fresh: every filter the man page allows in front starts in front" {
   local f n=0 args
-  for f in delay error exitlast exitwhen ip limit log noparallel rate stats; do
+  for f in delay error exitlast exitwhen ip limit log noparallel nofilter \
+           rate stats; do
     [ -e "$(filterdir)/nbdkit-$f-filter.so" ] || continue
     args=()
     [ "$f" != stats ] || args=(statsfile=/dev/null)
@@ -427,6 +429,7 @@ served_right () {
   done
   [ "$n" -gt 0 ]
   served_right --filter=error --filter="$BLKHASH_FILTER" error-rate=0
+  served_right --filter=nofilter --filter="$BLKHASH_FILTER"
 }
 
 # A filter given twice is loaded once, at its innermost place: blkhash
@@ -450,6 +453,15 @@ served_right () {
   echo "$output"
   [ "$status" -ne 0 ]
   [[ "$output" = *"the cache filter is behind blkhash, and there are 3 --filter options for 2 filters: one is given more than once"* ]]
+  # Pass-through filters only, but more --filter options than filters
+  # found, and no spelling given twice: one may be a filter blkhash
+  # cannot see (failed as of 5af58bf: accepted).
+  run nbdkit -U - --filter=delay --filter="$BLKHASH_FILTER" \
+    --filter="$(filterdir)/nbdkit-delay-filter.so" file "$img" rdelay=1ms \
+    --run true
+  echo "$output"
+  [ "$status" -ne 0 ]
+  [[ "$output" = *"there are 3 --filter options for the 2 filters blkhash found"* ]]
   # A renamed copy of blkhash in front of blkhash is another filter.
   cp "$BLKHASH_FILTER" bh.so
   refused_naming blkhash --filter=./bh.so --filter="$BLKHASH_FILTER"

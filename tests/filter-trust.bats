@@ -6,10 +6,12 @@
 # exports, an unbounded root read, bad parameters, the filter order
 # judged by its spelling, errors logged on a successful copy; then
 # exports that share bytes, blkhash-file missing when the copier
-# returns, symbolic links at blkhash-file.  Tests 1 to 7 failed on the
-# filter as of commit 8ffc4c5 (the failure modes are in the commit
-# message that added this file), 8 to 12 as of 90ab42e, but for the
-# one said not to; they are the regression tests of the fixes.
+# returns, symbolic links at blkhash-file; then plugins that do not
+# keep what they accept, filters loaded before the plugin.  Tests 1 to
+# 7 failed on the filter as of commit 8ffc4c5 (the failure modes are
+# in the commit message that added this file), 8 to 12 as of 90ab42e,
+# but for the one said not to, 13 and 14 as of 5af58bf; they are the
+# regression tests of the fixes.
 # Expected values come
 # from tests/reference.py on the image.
 
@@ -683,4 +685,118 @@ PY
   [ -L "$sums" ]
   [ "$(cat "$target")" = 'abc  something' ]
   [ ! -e "$sums.lock" ]
+}
+
+# 13. Written data was hashed once the plugin accepted a write, though
+# some plugins throw writes away: nbdkit's null plugin reads zeros
+# whatever was written, its ones plugin (nbdkit 1.36) 0xff.  Failed as
+# of commit 5af58bf: blkhash-file held the checksum of what was written
+# and nbdsum, with blkhash-cache=true, printed it, exit status 0.
+
+# discarding_plugins: the installed plugins known to discard writes.
+discarding_plugins () {
+  local p
+  for p in null ones; do
+    [ ! -e "$(nbdkit --dump-config | sed -n 's/^plugindir=//p')/nbdkit-$p-plugin.so" ] ||
+      echo "$p"
+  done
+}
+
+# The checksum of what PLUGIN ARGS... serves, read without the filter.
+served_plain () {
+  nbdkit -U - "$@" --run 'nbdcopy "$uri" "$BATS_TEST_TMPDIR/plain.raw"'
+  reference sha256 65536 "$BATS_TEST_TMPDIR/plain.raw"
+}
+
+@test "filter-trust: writes to a plugin that discards them are not hashed into blkhash-file" {
+  local p want
+  cd "$BATS_TEST_TMPDIR"
+  # Data, zeros written and a hole (nbdcopy writes zeros there).
+  "$MKIMAGE" '1M;d:0+512K:a;z:512K+128K' n.raw
+  for p in $(discarding_plugins); do
+    rm -f "$sums"
+    want=$(served_plain "$p" size=1M)
+    [ "$want" != "$(reference sha256 65536 n.raw)" ]
+    run nbdkit -U - --filter="$BLKHASH_FILTER" "$p" size=1M \
+      blkhash-file="$sums" blkhash-file-name=X \
+      --run 'nbdcopy --flush n.raw "$uri"'
+    echo "$p: status $status: $output"
+    [ "$status" -eq 0 ]
+    echo "blkhash-file: $(cat "$sums" 2>&1), the export reads $want"
+    [ ! -e "$sums" ] || [ "$(cat "$sums")" = "$want  X" ]
+  done
+}
+
+@test "filter-trust: with blkhash-cache=true nbdsum after a write to a plugin that discards it prints what the export reads" {
+  local p want got client
+  cd "$BATS_TEST_TMPDIR"
+  "$MKIMAGE" '1M;d:0+512K:a;z:512K+128K' n.raw
+  for p in $(discarding_plugins); do
+    start_server "discard-$p" "$p" size=1M blkhash-cache=true
+    nbdcopy n.raw "$uri"
+    got=$(sum_hex "$("$NBDSUM" "$uri")")
+    client=$(sum_hex "$("$NBDSUM" --client-side "$uri")")
+    nbdcopy "$uri" back.raw
+    want=$(reference sha256 65536 back.raw)
+    echo "$p: nbdsum $got, --client-side $client, the export reads $want"
+    [ "$got" = "$want" ]
+    [ "$client" = "$want" ]
+    stop_server
+  done
+}
+
+# nbdkit's example3 (and tmpdisk) plugins give each connection a disk
+# of its own: a view, a connection of its own, cannot see what a data
+# connection wrote or read.  As of commit 5af58bf, after a copy into
+# the export, nbdsum printed the copy's checksum, exit status 0, while
+# every new connection reads zeros.
+@test "filter-trust: a plugin that gives each connection its own disk is refused" {
+  cd "$BATS_TEST_TMPDIR"
+  "$MKIMAGE" '1M;d:0+512K:a' n.raw
+  run nbdkit -U - --filter="$BLKHASH_FILTER" example3 size=1M \
+    blkhash-cache=true \
+    --run 'nbdcopy n.raw "$uri" && "$NBDSUM" "$uri" && nbdcopy "$uri" back.raw'
+  echo "status $status: $output"
+  [ "$status" -ne 0 ]
+  [[ "$output" = *"the example3 plugin gives each connection a disk of its own"* ]]
+  [[ "$output" != *nbd+unix* ]]
+}
+
+# 14. nbdkit dlopen()s a filter preloaded with LD_PRELOAD where it
+# already is, before the plugin, where blkhash did not look for
+# filters: the cache filter in front of blkhash passed, and served
+# stale checksums after an outside write.  Failed as of commit 5af58bf:
+# nbdkit started.
+
+# nbdkit's filter directory.
+filterdir () {
+  pkg-config --variable=filterdir nbdkit
+}
+
+@test "filter-trust: a filter loaded before the plugin (LD_PRELOAD) is refused unless it passes requests through" {
+  cd "$BATS_TEST_TMPDIR"
+  # nbdkit only: --run's command must not inherit the preload.
+  run env LD_PRELOAD="$(filterdir)/nbdkit-cache-filter.so" \
+    nbdkit -U - --filter=cache --filter="$BLKHASH_FILTER" file "$small" \
+    --run 'LD_PRELOAD= "$NBDSUM" "$uri"'
+  echo "status $status: $output"
+  [ "$status" -ne 0 ]
+  [[ "$output" = *"the cache filter ("*") was loaded before nbdkit's plugin"* ]]
+  [[ "$output" != *nbd+unix* ]]
+  # The plugin preloaded too, before the filter: the filter comes
+  # after the plugin, yet was not placed by nbdkit.
+  run env LD_PRELOAD="$(pkg-config --variable=plugindir nbdkit)/nbdkit-file-plugin.so $(filterdir)/nbdkit-cache-filter.so" \
+    nbdkit -U - --filter=cache --filter="$BLKHASH_FILTER" file "$small" \
+    --run 'LD_PRELOAD= "$NBDSUM" "$uri"'
+  echo "status $status: $output"
+  [ "$status" -ne 0 ]
+  [[ "$output" = *"the cache filter ("*") was loaded "*"with nbdkit itself"* ]]
+  [[ "$output" != *nbd+unix* ]]
+  # A pass-through filter may be anywhere.
+  run env LD_PRELOAD="$(filterdir)/nbdkit-delay-filter.so" \
+    nbdkit -U - --filter=delay --filter="$BLKHASH_FILTER" file "$small" \
+    rdelay=1ms --run 'LD_PRELOAD= "$NBDSUM" "$uri"'
+  echo "status $status: $output"
+  [ "$status" -eq 0 ]
+  [ "$(sum_hex "${lines[-1]}")" = "$(reference sha256 65536 "$small")" ]
 }
