@@ -175,7 +175,8 @@ splitmix64 (uint64_t *state)
   return z ^ (z >> 31);
 }
 
-/* Clean data block b, whose digest old is the manifest's: keep a
+/* Clean data block b (data in the manifest, or on the server now),
+ * whose digest old is the manifest's: keep a
  * uniform sample of them (reservoir sampling: the i-th replaces a
  * random one of the SAMPLE_MAX with probability SAMPLE_MAX/i).
  */
@@ -432,9 +433,12 @@ fold_root (struct incremental *inc)
       goto out;
     for (uint64_t i = 0; i < n; i++) {
       const uint8_t *digest = d + i * len;
+      /* Data in the manifest, or data on the server now: a zero
+       * block written behind the bitmap's back is one of these.
+       */
       if (!inc->need[i])
         inc->hashed++;
-      else if (!zero_digest (inc, w + i, digest))
+      else if (!zero_digest (inc, w + i, digest) || inc->not_zero[i])
         draw_sample (inc, w + i, digest);
     }
     if (blk_root_add (&r, d, n) == -1) {

@@ -532,6 +532,28 @@ data_32m () {
   done
 }
 
+# The bitmap in the backing file, found by qemu-nbd -B down the chain,
+# never records writes to the overlay.  A write there to a block the
+# manifest has as zeros: the server says data now, so the block is
+# among those sampled (the only clean one here), and caught.  Failed
+# when only the manifest's data blocks were sampled: a wrong checksum,
+# exit 0.
+@test "nbdsum-since: a block zero in the manifest, data now, behind a backing file's bitmap" {
+  qemu-img create -q -f qcow2 base.qcow2 1M
+  qemu-io -f qcow2 -c 'write -P 1 0 256K' base.qcow2 > /dev/null
+  qemu-img create -q -f qcow2 -b base.qcow2 -F qcow2 top.qcow2
+  # shellcheck disable=SC2046
+  "$NBDSUM" -q --blocks $(qnbd top.qcow2) > m0
+  qemu-img bitmap --add --enable base.qcow2 b
+  qemu-io -f qcow2 -c 'write -P 7 512K 64K' top.qcow2 > /dev/null
+  # shellcheck disable=SC2046
+  run "$NBDSUM" --since=m0 --dirty-bitmap=b $(qnbd top.qcow2 b)
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"block 8 (offset 524288) differs from the manifest"* ]]
+  [ -z "$(first_sum "$output")" ]
+}
+
 @test "nbdsum-since: blocks-sampled is the clean data blocks, 64 at most" {
   local clean json sampled
   data_32m
