@@ -21,7 +21,7 @@
  * zeros now (base:allocation), and a sample of the clean data blocks
  * that differs from the manifest, fail the run.  The sample is drawn
  * uniformly among the blocks whose digest is taken from the manifest
- * and is that of data, as the root is folded (one thread, in block
+ * and that are data there or on the server now, as the root is folded (one thread, in block
  * order: the draw depends on the seed alone, not on which connection
  * took which segment); then those blocks, SAMPLE_MAX at most, are read
  * and hashed in a second round.  So if a fraction f of them changed
