@@ -248,6 +248,36 @@ exec_command (int listen_fd, const void *opaque)
   exec_activated (listen_fd, opaque, true);
 }
 
+/* The URI of the Unix socket at path: every byte but unreserved ones
+ * and '/' percent-encoded, since libnbd decodes the socket= value and
+ * a TMPDIR may hold '#', '&', ';', '%' or a space, which would cut or
+ * change the path.  NULL if out of memory.
+ */
+static char *
+socket_uri (const char *path)
+{
+  static const char prefix[] = "nbd+unix:///?socket=";
+  static const char hex[] = "0123456789ABCDEF";
+  char *uri = malloc (sizeof prefix + 3 * strlen (path));
+  char *q;
+
+  if (uri == NULL)
+    return NULL;
+  q = stpcpy (uri, prefix);
+  for (const unsigned char *p = (const unsigned char *) path; *p; p++) {
+    if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+        (*p >= '0' && *p <= '9') || strchr ("-._~/", *p))
+      *q++ = *p;
+    else {
+      *q++ = '%';
+      *q++ = hex[*p >> 4];
+      *q++ = hex[*p & 15];
+    }
+  }
+  *q = '\0';
+  return uri;
+}
+
 /* A server for the input name, started by exec_fn (given data) on a
  * socket of a private directory, in a process group of its own.
  */
@@ -305,8 +335,7 @@ serve (const char *name, const char *what,
     error_at (name, "out of memory");
     goto err;
   }
-  if (asprintf (&s->uri, "nbd+unix:///?socket=%s", s->sock) == -1) {
-    s->uri = NULL;
+  if ((s->uri = socket_uri (s->sock)) == NULL) {
     error_at (name, "out of memory");
     goto err;
   }

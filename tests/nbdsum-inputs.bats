@@ -418,6 +418,41 @@ sums () {
   [ -z "$(ls -A "$long")" ]
 }
 
+@test "nbdsum-inputs: a TMPDIR with URI characters in its name: the file's own checksum, never a decoy's" {
+  local c tmp evil="$BATS_FILE_TMPDIR/fmt/g.raw" qcow2="$BATS_FILE_TMPDIR/disk.qcow2"
+  local -a chars=('#' '&' ';' '%' ' ' '+' '?' "'" 'é' '%41' '=')
+  # A decoy server where a URI cut at '#', '&' or ';' would lead.
+  start_nbdkit decoy file "$evil"
+  ln -s "$sock" "$PWD/t"
+  [ "$(reference sha256 65536 "$evil")" != "$want" ]
+  for c in "${chars[@]}"; do
+    tmp="$PWD/t${c}x"
+    mkdir "$tmp"
+    run env TMPDIR="$tmp" "$NBDSUM" "$disk"
+    echo "TMPDIR=$tmp: $output"
+    [ "$status" -eq 0 ]
+    [ "$(sums)" = "$want" ]
+    [ -z "$(ls -A "$tmp")" ]
+  done
+  # All of them at once, through every way to the private server:
+  # -j jobs, client-side, qemu-nbd behind it.
+  tmp="$PWD/t$(printf '%s' "${chars[@]}")x"
+  mkdir "$tmp"
+  for args in "-j 2 $disk $disk" "--client-side $disk" "$qcow2"; do
+    # shellcheck disable=SC2086
+    run env TMPDIR="$tmp" "$NBDSUM" $args
+    echo "TMPDIR=$tmp nbdsum $args: $output"
+    [ "$status" -eq 0 ]
+    [ "$(sums | sort -u)" = "$want" ]
+  done
+  # Without a decoy, too.
+  rm "$PWD/t"
+  run env TMPDIR="$tmp" "$NBDSUM" "$disk"
+  [ "$status" -eq 0 ]
+  [ "$(sums)" = "$want" ]
+  [ -z "$(ls -A "$tmp")" ]
+}
+
 @test "nbdsum-inputs: [ CMD ARGS ] runs a server for the input, as nbdinfo does" {
   local qcow2="$BATS_FILE_TMPDIR/disk.qcow2"
   # qemu-nbd's options are not nbdsum's; the line names the command.
