@@ -425,7 +425,7 @@ local_stream_open (const char *path)
 struct local_server *
 local_server_start (const char *name, const char *path, const char *format)
 {
-  char abs[PATH_MAX];
+  char *abs;
   struct local_server *s;
   struct file_server f;
   struct stat st;
@@ -460,11 +460,6 @@ local_server_start (const char *name, const char *path, const char *format)
     close (fd);
     return NULL;
   }
-  if (realpath (path, abs) == NULL) {
-    error_at (name, "%m");
-    close (fd);
-    return NULL;
-  }
   f.format = format ? format : probe_format (name, fd);
   close (fd);
   if (f.format == NULL)
@@ -475,10 +470,18 @@ local_server_start (const char *name, const char *path, const char *format)
               "or give --format=raw for its bytes", f.format);
     return NULL;
   }
+  /* Not realpath: qemu finds a relative backing file or extent beside
+   * the path as given, a symlink's own directory.
+   */
+  if ((abs = absolute_path (path)) == NULL) {
+    error_at (name, "%m");
+    return NULL;
+  }
   /* Hashing client-side, the filter would only hash twice. */
   f.filter = opts->client_side ? NULL : find_filter ();
   f.path = abs;
   s = serve (name, "private nbdkit", exec_nbdkit, &f);
+  free (abs);
   if (s) {
     s->format = f.format;
     if (strcmp (f.format, "raw") != 0) {
@@ -506,24 +509,28 @@ struct local_server *
 local_server_start_bitmap (const char *name, const char *path,
                            const char *bitmap)
 {
-  char abs[PATH_MAX], shared[16];
+  char *abs = absolute_path (path), shared[16];
   const char *argv[] = {
     "qemu-nbd", "--read-only", "--shared", shared,
     "--allocation-depth", "--bitmap", bitmap, "--format", "qcow2", abs,
     NULL,
   };
+  struct local_server *s;
 
   /* Not --persistent: qemu-nbd has no --exit-with-parent, but exits
    * when its last client hangs up, and nbdsum keeps its first
    * connection open until the end.  An absolute path, so that qemu
-   * reads no protocol prefix in it.
+   * reads no protocol prefix in it, but not resolved (see
+   * absolute_path).
    */
-  if (realpath (path, abs) == NULL) {
+  if (abs == NULL) {
     error_at (name, "%m");
     return NULL;
   }
   snprintf (shared, sizeof shared, "%d", MAX_CONNECTIONS);
-  return serve (name, "qemu-nbd", exec_command, argv);
+  s = serve (name, "qemu-nbd", exec_command, argv);
+  free (abs);
+  return s;
 }
 
 /* The [ CMD ARGS... ] inputs, known by their names' addresses. */

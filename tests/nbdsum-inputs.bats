@@ -453,6 +453,44 @@ sums () {
   [ -z "$(ls -A "$tmp")" ]
 }
 
+# oracle IMAGE: the reference checksum of IMAGE's guest content as
+# qemu-img reads it by that path.
+oracle () {
+  qemu-img convert -O raw "$1" oracle.raw
+  reference sha256 65536 oracle.raw
+  rm oracle.raw
+}
+
+@test "nbdsum-inputs: a symlinked image's relative backing file and extents are found beside the link, as qemu does" {
+  # A/ov.qcow2 -> ../B/ov.qcow2, whose backing file is 'base.raw':
+  # qemu reads A/base.raw, not B/base.raw.  The same for a vmdk
+  # descriptor naming its -flat extent.
+  mkdir A B
+  "$MKIMAGE" '1M;d:0+1M:a' A/base.raw
+  "$MKIMAGE" '1M;d:0+1M:b' B/base.raw
+  "$MKIMAGE" '1M;d:0+1M:c' c.raw
+  "$MKIMAGE" '1M;d:0+1M:d' d.raw
+  (cd B && qemu-img create -q -f qcow2 -b base.raw -F raw ov.qcow2)
+  qemu-img convert -f raw -O vmdk -o subformat=monolithicFlat c.raw B/m.vmdk
+  qemu-img convert -f raw -O vmdk -o subformat=monolithicFlat d.raw A/m.vmdk
+  rm A/m.vmdk
+  ln -s ../B/ov.qcow2 A/ov.qcow2
+  ln -s ../B/m.vmdk A/m.vmdk
+  for f in ov.qcow2 m.vmdk; do
+    want=$(oracle "A/$f")
+    [ "$want" != "$(oracle "B/$f")" ]
+    run "$NBDSUM" "A/$f" "$PWD/A/$f"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    [ "$(sums | sort -u)" = "$want" ]
+    run "$NBDSUM" --client-side "A/$f"
+    [ "$status" -eq 0 ]
+    [ "$(sums)" = "$want" ]
+    (cd A && "$NBDSUM" "$f") > out
+    [ "$(cut -d' ' -f1 out)" = "$want" ]
+  done
+}
+
 @test "nbdsum-inputs: [ CMD ARGS ] runs a server for the input, as nbdinfo does" {
   local qcow2="$BATS_FILE_TMPDIR/disk.qcow2"
   # qemu-nbd's options are not nbdsum's; the line names the command.

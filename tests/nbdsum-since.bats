@@ -459,6 +459,22 @@ backing_chain () {
   [[ "$output" = *"raw.img: a raw image has no dirty bitmaps"* ]]
 }
 
+@test "nbdsum-since: a symlinked local qcow2 file: its relative backing file beside the link, as qemu reads it" {
+  # A/top.qcow2 -> ../B/top.qcow2, backed by 'base.raw', which is only
+  # in A: qemu finds it there, from the path as given.
+  mkdir A B
+  "$MKIMAGE" '4M;d:0+1M:a;d:3M+64K:b' A/base.raw
+  (cd B && qemu-img create -q -u -f qcow2 -b base.raw -F raw top.qcow2 4M)
+  ln -s ../B/top.qcow2 A/top.qcow2
+  "$NBDSUM" -q --blocks A/top.qcow2 > m0
+  qemu-img bitmap --add --enable A/top.qcow2 b1
+  qemu-io -f qcow2 -c 'write -P 9 1000 5000' A/top.qcow2 > /dev/null
+  run "$NBDSUM" -q --since=m0 --dirty-bitmap=b1 A/top.qcow2
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$(first_sum "$output")" = "$(reference_of A/top.qcow2 sha256 65536)" ]
+}
+
 @test "nbdsum-since: a disabled bitmap over NBD, every data block rewritten" {
   make_image
   # shellcheck disable=SC2046
