@@ -235,6 +235,31 @@ PY
   [ "$(sed -n 4p j4.out)" = "$(reference sha256 65536 /dev/null)  -" ]
 }
 
+@test "nbdsum-jobs: standard input by another name (/dev/stdin, /proc/self/fd/0) is read as with -j 1" {
+  local empty
+  empty=$(reference sha256 65536 /dev/null)
+  # Redirected from a file: each name opens it again.
+  run_to seq -j 1 /dev/stdin "$(img 1)" /proc/self/fd/0 < "$(img 4)"
+  run_to j3 -j 3 /dev/stdin "$(img 1)" /proc/self/fd/0 < "$(img 4)"
+  cat j3.out j3.err
+  diff seq.out j3.out
+  diff seq.err j3.err
+  diff seq.rc j3.rc
+  [ "$(cut -d' ' -f1 j3.out)" = "$(want 4)
+$(want 1)
+$(want 4)" ]
+  # From a pipe: the first reads it all, the second what is left.
+  cat "$(img 4)" | run_to seq -j 1 /dev/stdin "$(img 1)" /proc/self/fd/0
+  cat "$(img 4)" | run_to j3 -j 3 /dev/stdin "$(img 1)" /proc/self/fd/0
+  cat j3.out j3.err
+  diff seq.out j3.out
+  diff seq.err j3.err
+  diff seq.rc j3.rc
+  [ "$(cut -d' ' -f1 j3.out)" = "$(want 4)
+$(want 1)
+$empty" ]
+}
+
 @test "nbdsum-jobs: -j changes nothing for --diff, --blocks, --check-manifest" {
   run_to seq --diff "$(img 1)" "$(img 2)"
   run_to j8 -j 8 --diff "$(img 1)" "$(img 2)"
