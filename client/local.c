@@ -335,6 +335,10 @@ serve (const char *name, const char *what,
     error_at (name, "out of memory");
     goto err;
   }
+  /* Fits, as checked above. */
+  _Static_assert (SIGNALS_PATH_MAX >= sizeof addr.sun_path,
+                  "a socket's path fits the signal handler's copy");
+  stop_signals_remove_on_end (s->dir, s->sock);
   if ((s->uri = socket_uri (s->sock)) == NULL) {
     error_at (name, "out of memory");
     goto err;
@@ -661,8 +665,10 @@ local_server_stop (struct local_server *s)
   }
   if (s->sock)
     unlink (s->sock);
-  if (s->dir)
+  if (s->dir) {
     rmdir (s->dir);
+    stop_signals_forget_dir (s->dir);
+  }
   free (s->sock);
   free (s->uri);
   free (s->dir);
