@@ -99,7 +99,8 @@ usage (FILE *fp, int status)
 "      --tag             always print tagged lines\n"
 "                        'BLKHASH-DIGEST/BLOCKSIZE (NAME) = CHECKSUM'\n"
 "      --untagged        always print 'CHECKSUM  NAME', as sha256sum (to\n"
-"                        verify, give -c the same -d and --block-size)\n"
+"                        verify, give -c the same -d and --block-size;\n"
+"                        not with --format, which such a line cannot say)\n"
 "  -z, --zero            end each output line with NUL, not newline, and\n"
 "                        do not escape names\n"
 "      --no-names        print the checksums alone, one per line\n"
@@ -312,6 +313,15 @@ apply_formats (const struct format_option *fo, int nfo, char **inputs,
     const char *format = parse_format (fo[k].arg);
     const int end = k + 1 < nfo ? fo[k + 1].first : ninputs;
     int local = 0;
+
+    /* Only a tagged line records a format: -c would probe the file. */
+    if (format && parsed.tag == TAG_NEVER) {
+      fprintf (stderr, "%s: --untagged does not go with --format=%s: an "
+               "untagged line cannot record the format, and -c would "
+               "probe the file instead (leave out --untagged)\n",
+               progname, fo[k].arg);
+      exit (usage_status);
+    }
 
     for (int i = fo[k].first; i < end; i++) {
       /* A stream is its bytes (stream.c says so of other streams). */

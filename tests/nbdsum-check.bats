@@ -595,6 +595,28 @@ fixed.vhd: OK" ]
   [[ "$output" != *sha256sum* ]]
 }
 
+@test "nbdsum-check: --untagged with a --format is a usage error: the line could not record it" {
+  local fmt
+  cp "$BATS_FILE_TMPDIR"/fmt/g.qcow2 .
+  for fmt in raw qcow2 QCOW2; do
+    run --separate-stderr "$NBDSUM" --untagged --format="$fmt" g.qcow2
+    echo "$fmt: $status: $output; $stderr"
+    [ "$status" -eq 1 ]
+    [ -z "$output" ]
+    [[ "$stderr" = "nbdsum: --untagged does not go with --format=$fmt: "* ]]
+    run "$NBDSUM" --format="$fmt" g.qcow2 --untagged disk.img
+    [ "$status" -eq 1 ]
+    [[ "$output" = *"--untagged does not go with --format=$fmt"* ]]
+  done
+  # --format=auto records nothing; --tag after --untagged wins.
+  run "$NBDSUM" --untagged --format=auto g.qcow2
+  [ "$status" -eq 0 ]
+  [ "$output" = "$(reference sha256 65536 disk.img)  g.qcow2" ]
+  run "$NBDSUM" --untagged --tag --format=raw g.qcow2
+  [ "$status" -eq 0 ]
+  [[ "$output" = "BLKHASH-SHA256/64K:raw (g.qcow2) = "* ]]
+}
+
 @test "nbdsum-check: a line's format: raw is the bytes, a URI's is an error, unknown is malformed" {
   local bytes
   cp "$BATS_FILE_TMPDIR"/fmt/g.qcow2 .
