@@ -11,11 +11,11 @@
  * the guest content is hashed (for --since, qemu-nbd alone: nbdkit
  * passes on no dirty bitmap).  A file's format is probed as qemu
  * probes it (lib/imgformat.c) unless --format or a checksum line gives
- * it; what nbdsum cannot read as guest content (luks, a fixed-size VHD
- * qemu takes for raw, any image without qemu-nbd) is refused here,
- * never hashed as its bytes.  The blkhash filter
- * comes from the build tree when nbdsum runs from it, and is left out
- * with --client-side.  The server has a process group of its own: a
+ * it; what nbdsum cannot read as guest content (luks, encrypted qcow2
+ * and qcow, a fixed-size VHD qemu takes for raw, any image without
+ * qemu-nbd) is refused here, never hashed as its bytes.  The blkhash
+ * filter comes from the build tree when nbdsum runs from it, and is
+ * left out with --client-side.  The server has a process group of its own: a
  * terminal's ^C is for nbdsum, which disconnects before stopping it.
  */
 #include <config.h>
@@ -106,10 +106,12 @@ pread_full (int fd, uint8_t *buf, size_t count, off_t offset)
 }
 
 /* The file's format as qemu probes it (its name counts for dmg), or
- * NULL after saying why nbdsum refuses it.
+ * NULL after saying why nbdsum refuses it.  With given (a format
+ * --format or a checksum line gave), that format, unless the probe
+ * finds it encrypted.
  */
 static const char *
-probe_format (const char *name, int fd)
+probe_format (const char *name, int fd, const char *given)
 {
   uint8_t head[BLK_PROBE_HEAD], footer[BLK_VHD_FOOTER];
   struct blk_probe p;
@@ -129,6 +131,15 @@ probe_format (const char *name, int fd)
     return NULL;
   }
   blk_probe_image (head, len, name, have_footer ? footer : NULL, &p);
+  if (p.encrypted && (given == NULL || strcmp (given, p.format) == 0)) {
+    error_at (name, "an encrypted %s image: its guest content needs the "
+              "secret, which nbdsum does not have (serve it yourself, with "
+              "qemu-nbd --object secret,... as [ CMD ]%s)", p.format,
+              opts->since ? "" : ", or give --format=raw for its bytes");
+    return NULL;
+  }
+  if (given)
+    return given;
   if (p.also) {
     error_at (name, "looks like both a %s and a %s image: give --format "
               "to say which (or --format=raw for its bytes)", p.format,
@@ -464,7 +475,9 @@ local_server_start (const char *name, const char *path, const char *format)
     close (fd);
     return NULL;
   }
-  f.format = format ? format : probe_format (name, fd);
+  /* A format given is not probed, but for encryption. */
+  f.format = format && strcmp (format, "raw") == 0 ? format
+             : probe_format (name, fd, format);
   close (fd);
   if (f.format == NULL)
     return NULL;
@@ -520,7 +533,19 @@ local_server_start_bitmap (const char *name, const char *path,
     NULL,
   };
   struct local_server *s;
+  int fd;
 
+  /* An encrypted qcow2 said so, not as qemu-nbd's failure. */
+  if ((fd = open (path, O_RDONLY | O_CLOEXEC)) == -1 ||
+      probe_format (name, fd, "qcow2") == NULL) {
+    if (fd == -1)
+      error_at (name, "%m");
+    else
+      close (fd);
+    free (abs);
+    return NULL;
+  }
+  close (fd);
   /* Not --persistent: qemu-nbd has no --exit-with-parent, but exits
    * when its last client hangs up, and nbdsum keeps its first
    * connection open until the end.  An absolute path, so that qemu

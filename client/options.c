@@ -64,7 +64,7 @@ usage (FILE *fp, int status)
 "  FILE                  a local image, served by a private nbdkit: raw,\n"
 "                        or the guest content of qcow2, vmdk, vhdx, vpc\n"
 "                        and the other formats qemu probes (through\n"
-"                        qemu-nbd); luks is refused\n"
+"                        qemu-nbd); luks and encrypted qcow2 are refused\n"
 "  -                     a raw image read from standard input (also\n"
 "                        when no input is given; refused if it looks\n"
 "                        like another format)\n"

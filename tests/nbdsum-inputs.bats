@@ -5,6 +5,8 @@
 # descriptors it needs under ulimit -n), standard input, qcow2, servers
 # without the filter (client-side), read errors, TLS.
 
+bats_require_minimum_version 1.5.0
+
 load "$top_srcdir/tests/helpers"
 load "$top_srcdir/tests/servers"
 
@@ -198,6 +200,33 @@ sums () {
   run "$NBDSUM" --format=raw disk.luks
   [ "$status" -eq 0 ]
   [ "$(sum_hex "$output")" = "$(reference sha256 65536 disk.luks)" ]
+}
+
+@test "nbdsum-inputs: an encrypted qcow2 or qcow is refused: its guest content needs a secret" {
+  local f
+  qemu-img create -q -f qcow2 --object secret,id=s0,data=pass \
+    -o encrypt.format=luks,encrypt.key-secret=s0,encrypt.iter-time=10 \
+    luks.qcow2 1M
+  qemu-img create -q -f qcow2 --object secret,id=s0,data=pass \
+    -o encrypt.format=aes,encrypt.key-secret=s0 aes.qcow2 1M
+  qemu-img create -q -f qcow --object secret,id=s0,data=pass \
+    -o encrypt.format=aes,encrypt.key-secret=s0 aes.qcow 1M
+  for f in luks.qcow2 aes.qcow2 aes.qcow; do
+    # Probed, or given: the same.
+    for args in "$f" "--format=${f#*.} $f" "-j 2 $f $f"; do
+      # shellcheck disable=SC2086
+      run --separate-stderr "$NBDSUM" $args
+      echo "nbdsum $args: $status: $output; $stderr"
+      [ "$status" -eq 1 ]
+      [ -z "$output" ]
+      [[ "$stderr" = "nbdsum: $f: an encrypted ${f#*.} image: its guest content needs the secret"* ]]
+      [[ "$stderr" != *"Connection reset"* ]]
+    done
+    # Its bytes, if asked for.
+    run "$NBDSUM" --format=raw "$f"
+    [ "$status" -eq 0 ]
+    [ "$(sum_hex "$output")" = "$(reference sha256 65536 "$f")" ]
+  done
 }
 
 @test "nbdsum-inputs: without qemu-nbd, images are refused, naming the format and the package" {

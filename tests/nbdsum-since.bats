@@ -475,6 +475,21 @@ backing_chain () {
   [ "$(first_sum "$output")" = "$(reference_of A/top.qcow2 sha256 65536)" ]
 }
 
+@test "nbdsum-since: an encrypted local qcow2 file is refused: its guest content needs the secret" {
+  local opts=driver=qcow2,file.filename=e.qcow2,encrypt.key-secret=s0
+  qemu-img create -q -f qcow2 --object secret,id=s0,data=pass \
+    -o encrypt.format=luks,encrypt.key-secret=s0,encrypt.iter-time=10 \
+    e.qcow2 1M
+  qemu-img bitmap --object secret,id=s0,data=pass --image-opts "$opts" \
+    --add --enable b1
+  "$NBDSUM" -q --blocks \
+    [ qemu-nbd -r --object secret,id=s0,data=pass --image-opts "$opts" ] > m0
+  run "$NBDSUM" --since=m0 --dirty-bitmap=b1 e.qcow2
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [ "$output" = "nbdsum: e.qcow2: an encrypted qcow2 image: its guest content needs the secret, which nbdsum does not have (serve it yourself, with qemu-nbd --object secret,... as [ CMD ])" ]
+}
+
 @test "nbdsum-since: a disabled bitmap over NBD, every data block rewritten" {
   make_image
   # shellcheck disable=SC2046
