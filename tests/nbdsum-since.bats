@@ -477,9 +477,10 @@ backing_chain () {
 
 @test "nbdsum-since: an encrypted local qcow2 file is refused: its guest content needs the secret" {
   local opts=driver=qcow2,file.filename=e.qcow2,encrypt.key-secret=s0
+  # AES: luks's key derivation benchmark fails now and then on a busy
+  # machine ("Unable to get accurate CPU usage").
   qemu-img create -q -f qcow2 --object secret,id=s0,data=pass \
-    -o encrypt.format=luks,encrypt.key-secret=s0,encrypt.iter-time=10 \
-    e.qcow2 1M
+    -o encrypt.format=aes,encrypt.key-secret=s0 e.qcow2 1M
   qemu-img bitmap --object secret,id=s0,data=pass --image-opts "$opts" \
     --add --enable b1
   "$NBDSUM" -q --blocks \
