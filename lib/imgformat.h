@@ -8,8 +8,8 @@
  *
  * nbdsum reads a local file as the guest sees it: raw files are their
  * bytes, the formats of blk_image_formats go through qemu-nbd, and
- * luks and encrypted qcow2 and qcow images are refused.  Checksum lines name a format given
- * on the command line (lib/sumline.c).
+ * luks and encrypted qcow2 and qcow images are refused.  Checksum
+ * lines name a format given on the command line (lib/sumline.c).
  */
 #ifndef BLKHASH_IMGFORMAT_H
 #define BLKHASH_IMGFORMAT_H
