@@ -220,23 +220,41 @@ line_done (void *opaque, const struct job_outcome *out)
 
 #define STDIN_IS_FILE "standard input is the checksum file being read: " \
   "it cannot be hashed too"
+#define NAMES_FILE "the checksum file being read: it cannot be hashed too"
 
-/* A line naming - while the checksum file is standard input: its
- * verdict in its turn, as if hashing it had failed.
+/* A line naming the checksum file being read (-, /dev/stdin, the
+ * file's own name...): its verdict in its turn, as if hashing it had
+ * failed.
  */
 static void
 line_refused (void *opaque, bool cancelled)
 {
   struct line_check *lc = opaque;
+  const char *why = strcmp (lc->name, "-") == 0 ? STDIN_IS_FILE : NAMES_FILE;
   struct job_outcome out = { .name = lc->name, .r = -1 };
 
   if (cancelled) {
     line_done (lc, NULL);
     return;
   }
-  error_at (lc->name, "%s", STDIN_IS_FILE);
-  out.error = (char *) STDIN_IS_FILE;
+  error_at (lc->name, "%s", why);
+  out.error = (char *) why;
   line_done (lc, &out);
+}
+
+/* Is name the checksum file being read (file: its fstat), under any
+ * name?  A pipe's rest would be hashed as a stream, swallowing the
+ * lines after it.  (- is standard input, not a file named so, when
+ * the checksum file is not.)
+ */
+static bool
+names_file (const char *name, const struct stat *file)
+{
+  struct stat st;
+
+  return !is_uri (name) && strcmp (name, "-") != 0 &&
+    stat (name, &st) == 0 &&
+    st.st_dev == file->st_dev && st.st_ino == file->st_ino;
 }
 
 /* The file's end: its counts, and why it failed as a whole. */
@@ -305,7 +323,13 @@ check_one_file (const char *path, const struct hash_spec *untagged,
     return;
   fc = alloc_or_exit (sizeof *fc);
   /* A directory opens, and fails the first read: say what it is. */
-  if (fp && fstat (fileno (fp), &st) == 0 && S_ISDIR (st.st_mode)) {
+  if (fp && fstat (fileno (fp), &st) == -1) {
+    open_errno = errno;
+    if (fp != stdin)
+      fclose (fp);
+    fp = NULL;
+  }
+  if (fp && S_ISDIR (st.st_mode)) {
     if (fp != stdin)
       fclose (fp);
     fp = NULL;
@@ -352,7 +376,7 @@ check_one_file (const char *path, const struct hash_spec *untagged,
       .name = strdup_or_exit (name), .expected = strdup_or_exit (sl.hex),
     };
     /* Its bytes are the rest of this file: refused, whatever -j. */
-    if (fp == stdin && strcmp (name, "-") == 0)
+    if ((fp == stdin && strcmp (name, "-") == 0) || names_file (name, &st))
       jobs_then (line_refused, lc);
     else
       jobs_hash (lc->name, spec, json_out (), line_done, lc);

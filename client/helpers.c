@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "blkhash.h"
 #include "helpers.h"
@@ -26,6 +27,24 @@ temp_dir (void)
   const char *dir = getenv ("TMPDIR");
 
   return dir && *dir ? dir : "/tmp";
+}
+
+char *
+absolute_path (const char *path)
+{
+  char *cwd, *abs;
+  size_t len;
+
+  if (path[0] == '/')
+    return strdup (path);
+  if ((cwd = getcwd (NULL, 0)) == NULL)
+    return NULL;
+  len = strlen (cwd);
+  if (asprintf (&abs, "%s%s%s", cwd, len && cwd[len - 1] == '/' ? "" : "/",
+                path) == -1)
+    abs = NULL;
+  free (cwd);
+  return abs;
 }
 
 /* Why standard output first failed, or 0: a later flush with nothing

@@ -2,9 +2,9 @@
  * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
  */
 /* nbdsum: small helpers its files share, which belong to none of them:
- * what an argument is, where temporary files go, standard output's
- * errors, the clock, UTF-8, and the digest and block size a hash spec
- * leaves to the defaults.
+ * what an argument is, where temporary files go, absolute paths,
+ * standard output's errors, the clock, UTF-8, and the digest and block
+ * size a hash spec leaves to the defaults.
  */
 #ifndef NBDSUM_HELPERS_H
 #define NBDSUM_HELPERS_H
@@ -21,6 +21,14 @@ extern bool is_uri (const char *arg);
  * or empty.
  */
 extern const char *temp_dir (void);
+
+/* path made absolute by prefixing the current directory, otherwise as
+ * given: symlinks are not resolved, since qemu finds a relative backing
+ * file or extent beside the path it is given (and a leading '/' keeps
+ * it from reading a protocol prefix such as "nbd:" in a name).
+ * Allocated; NULL with errno set on failure.
+ */
+extern char *absolute_path (const char *path);
 
 /* fflush (stdout), remembering why it first failed. */
 extern void stdout_flush (void);

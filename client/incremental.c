@@ -811,10 +811,11 @@ static int
 check_local_bitmap (const char *name)
 {
   struct bitmap_info bi = { .bitmap = opts->dirty_bitmap };
-  char abs[PATH_MAX];
+  CLEANUP_FREE char *abs = NULL;
   struct stat st;
 
-  if (stat (name, &st) == -1 || realpath (name, abs) == NULL) {
+  /* Not realpath: qemu reads the path as given (see absolute_path). */
+  if (stat (name, &st) == -1 || (abs = absolute_path (name)) == NULL) {
     error_at (name, "%m");
     return -1;
   }

@@ -59,6 +59,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -801,11 +802,27 @@ jobs_hash_here (const char *name, const struct hash_spec *spec,
   free (out.error);
 }
 
+/* Does the input read standard input: -, or another name of what it
+ * is (/dev/stdin, /proc/self/fd/0)?  Such a job keeps it, as nbdsum
+ * without -j would read it.
+ */
+static bool
+names_stdin (const char *name)
+{
+  struct stat in, st;
+
+  if (strcmp (name, "-") == 0)
+    return true;
+  return !is_uri (name) && fstat (STDIN_FILENO, &in) == 0 &&
+    stat (name, &st) == 0 &&
+    st.st_dev == in.st_dev && st.st_ino == in.st_ino;
+}
+
 void
 jobs_hash (const char *name, const struct hash_spec *spec,
            bool keep_messages, jobs_done_fn *done, void *opaque)
 {
-  const bool reads_stdin = strcmp (name, "-") == 0;
+  const bool reads_stdin = names_stdin (name);
   struct rlimit rl;
   struct entry *e;
 

@@ -11,12 +11,13 @@
  * the guest content is hashed (for --since, qemu-nbd alone: nbdkit
  * passes on no dirty bitmap).  A file's format is probed as qemu
  * probes it (lib/imgformat.c) unless --format or a checksum line gives
- * it; what nbdsum cannot read as guest content (luks, a fixed-size VHD
- * qemu takes for raw, any image without qemu-nbd) is refused here,
- * never hashed as its bytes.  The blkhash filter
- * comes from the build tree when nbdsum runs from it, and is left out
- * with --client-side.  The server has a process group of its own: a
- * terminal's ^C is for nbdsum, which disconnects before stopping it.
+ * it; what nbdsum cannot read as guest content (luks, encrypted qcow2
+ * and qcow, a fixed-size VHD qemu takes for raw, any image without
+ * qemu-nbd) is refused here, never hashed as its bytes.  The blkhash
+ * filter comes from the build tree when nbdsum runs from it, and is
+ * left out with --client-side.  The server has a process group of its
+ * own: a terminal's ^C is for nbdsum, which disconnects before
+ * stopping it.
  */
 #include <config.h>
 
@@ -106,10 +107,12 @@ pread_full (int fd, uint8_t *buf, size_t count, off_t offset)
 }
 
 /* The file's format as qemu probes it (its name counts for dmg), or
- * NULL after saying why nbdsum refuses it.
+ * NULL after saying why nbdsum refuses it.  With given (a format
+ * --format or a checksum line gave), that format, unless the probe
+ * finds it encrypted.
  */
 static const char *
-probe_format (const char *name, int fd)
+probe_format (const char *name, int fd, const char *given)
 {
   uint8_t head[BLK_PROBE_HEAD], footer[BLK_VHD_FOOTER];
   struct blk_probe p;
@@ -129,6 +132,15 @@ probe_format (const char *name, int fd)
     return NULL;
   }
   blk_probe_image (head, len, name, have_footer ? footer : NULL, &p);
+  if (p.encrypted && (given == NULL || strcmp (given, p.format) == 0)) {
+    error_at (name, "an encrypted %s image: its guest content needs the "
+              "secret, which nbdsum does not have (serve it yourself, with "
+              "qemu-nbd --object secret,... as [ CMD ]%s)", p.format,
+              opts->since ? "" : ", or give --format=raw for its bytes");
+    return NULL;
+  }
+  if (given)
+    return given;
   if (p.also) {
     error_at (name, "looks like both a %s and a %s image: give --format "
               "to say which (or --format=raw for its bytes)", p.format,
@@ -248,6 +260,36 @@ exec_command (int listen_fd, const void *opaque)
   exec_activated (listen_fd, opaque, true);
 }
 
+/* The URI of the Unix socket at path: every byte but unreserved ones
+ * and '/' percent-encoded, since libnbd decodes the socket= value and
+ * a TMPDIR may hold '#', '&', ';', '%' or a space, which would cut or
+ * change the path.  NULL if out of memory.
+ */
+static char *
+socket_uri (const char *path)
+{
+  static const char prefix[] = "nbd+unix:///?socket=";
+  static const char hex[] = "0123456789ABCDEF";
+  char *uri = malloc (sizeof prefix + 3 * strlen (path));
+  char *q;
+
+  if (uri == NULL)
+    return NULL;
+  q = stpcpy (uri, prefix);
+  for (const unsigned char *p = (const unsigned char *) path; *p; p++) {
+    if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+        (*p >= '0' && *p <= '9') || strchr ("-._~/", *p))
+      *q++ = *p;
+    else {
+      *q++ = '%';
+      *q++ = hex[*p >> 4];
+      *q++ = hex[*p & 15];
+    }
+  }
+  *q = '\0';
+  return uri;
+}
+
 /* A server for the input name, started by exec_fn (given data) on a
  * socket of a private directory, in a process group of its own.
  */
@@ -305,8 +347,11 @@ serve (const char *name, const char *what,
     error_at (name, "out of memory");
     goto err;
   }
-  if (asprintf (&s->uri, "nbd+unix:///?socket=%s", s->sock) == -1) {
-    s->uri = NULL;
+  /* Fits, as checked above. */
+  _Static_assert (SIGNALS_PATH_MAX >= sizeof addr.sun_path,
+                  "a socket's path fits the signal handler's copy");
+  stop_signals_remove_on_end (s->dir, s->sock);
+  if ((s->uri = socket_uri (s->sock)) == NULL) {
     error_at (name, "out of memory");
     goto err;
   }
@@ -396,7 +441,7 @@ local_stream_open (const char *path)
 struct local_server *
 local_server_start (const char *name, const char *path, const char *format)
 {
-  char abs[PATH_MAX];
+  char *abs;
   struct local_server *s;
   struct file_server f;
   struct stat st;
@@ -431,12 +476,9 @@ local_server_start (const char *name, const char *path, const char *format)
     close (fd);
     return NULL;
   }
-  if (realpath (path, abs) == NULL) {
-    error_at (name, "%m");
-    close (fd);
-    return NULL;
-  }
-  f.format = format ? format : probe_format (name, fd);
+  /* A format given is not probed, but for encryption. */
+  f.format = format && strcmp (format, "raw") == 0 ? format
+             : probe_format (name, fd, format);
   close (fd);
   if (f.format == NULL)
     return NULL;
@@ -446,10 +488,18 @@ local_server_start (const char *name, const char *path, const char *format)
               "or give --format=raw for its bytes", f.format);
     return NULL;
   }
+  /* Not realpath: qemu finds a relative backing file or extent beside
+   * the path as given, a symlink's own directory.
+   */
+  if ((abs = absolute_path (path)) == NULL) {
+    error_at (name, "%m");
+    return NULL;
+  }
   /* Hashing client-side, the filter would only hash twice. */
   f.filter = opts->client_side ? NULL : find_filter ();
   f.path = abs;
   s = serve (name, "private nbdkit", exec_nbdkit, &f);
+  free (abs);
   if (s) {
     s->format = f.format;
     if (strcmp (f.format, "raw") != 0) {
@@ -477,24 +527,40 @@ struct local_server *
 local_server_start_bitmap (const char *name, const char *path,
                            const char *bitmap)
 {
-  char abs[PATH_MAX], shared[16];
+  char *abs = absolute_path (path), shared[16];
   const char *argv[] = {
     "qemu-nbd", "--read-only", "--shared", shared,
     "--allocation-depth", "--bitmap", bitmap, "--format", "qcow2", abs,
     NULL,
   };
+  struct local_server *s;
+  int fd;
 
+  /* An encrypted qcow2 said so, not as qemu-nbd's failure. */
+  if ((fd = open (path, O_RDONLY | O_CLOEXEC)) == -1 ||
+      probe_format (name, fd, "qcow2") == NULL) {
+    if (fd == -1)
+      error_at (name, "%m");
+    else
+      close (fd);
+    free (abs);
+    return NULL;
+  }
+  close (fd);
   /* Not --persistent: qemu-nbd has no --exit-with-parent, but exits
    * when its last client hangs up, and nbdsum keeps its first
    * connection open until the end.  An absolute path, so that qemu
-   * reads no protocol prefix in it.
+   * reads no protocol prefix in it, but not resolved (see
+   * absolute_path).
    */
-  if (realpath (path, abs) == NULL) {
+  if (abs == NULL) {
     error_at (name, "%m");
     return NULL;
   }
   snprintf (shared, sizeof shared, "%d", MAX_CONNECTIONS);
-  return serve (name, "qemu-nbd", exec_command, argv);
+  s = serve (name, "qemu-nbd", exec_command, argv);
+  free (abs);
+  return s;
 }
 
 /* The [ CMD ARGS... ] inputs, known by their names' addresses. */
@@ -625,8 +691,10 @@ local_server_stop (struct local_server *s)
   }
   if (s->sock)
     unlink (s->sock);
-  if (s->dir)
+  if (s->dir) {
     rmdir (s->dir);
+    stop_signals_forget_dir (s->dir);
+  }
   free (s->sock);
   free (s->uri);
   free (s->dir);

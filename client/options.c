@@ -64,7 +64,7 @@ usage (FILE *fp, int status)
 "  FILE                  a local image, served by a private nbdkit: raw,\n"
 "                        or the guest content of qcow2, vmdk, vhdx, vpc\n"
 "                        and the other formats qemu probes (through\n"
-"                        qemu-nbd); luks is refused\n"
+"                        qemu-nbd); luks and encrypted qcow2 are refused\n"
 "  -                     a raw image read from standard input (also\n"
 "                        when no input is given; refused if it looks\n"
 "                        like another format)\n"
@@ -99,7 +99,8 @@ usage (FILE *fp, int status)
 "      --tag             always print tagged lines\n"
 "                        'BLKHASH-DIGEST/BLOCKSIZE (NAME) = CHECKSUM'\n"
 "      --untagged        always print 'CHECKSUM  NAME', as sha256sum (to\n"
-"                        verify, give -c the same -d and --block-size)\n"
+"                        verify, give -c the same -d and --block-size;\n"
+"                        not with --format, which such a line cannot say)\n"
 "  -z, --zero            end each output line with NUL, not newline, and\n"
 "                        do not escape names\n"
 "      --no-names        print the checksums alone, one per line\n"
@@ -313,6 +314,15 @@ apply_formats (const struct format_option *fo, int nfo, char **inputs,
     const int end = k + 1 < nfo ? fo[k + 1].first : ninputs;
     int local = 0;
 
+    /* Only a tagged line records a format: -c would probe the file. */
+    if (format && parsed.tag == TAG_NEVER) {
+      fprintf (stderr, "%s: --untagged does not go with --format=%s: an "
+               "untagged line cannot record the format, and -c would "
+               "probe the file instead (leave out --untagged)\n",
+               progname, fo[k].arg);
+      exit (usage_status);
+    }
+
     for (int i = fo[k].first; i < end; i++) {
       /* A stream is its bytes (stream.c says so of other streams). */
       if (strcmp (inputs[i], "-") == 0 && format &&
@@ -440,10 +450,17 @@ parse_options (int argc, char **argv, int *first_arg)
   char **inputs = calloc (argc, sizeof *inputs);
   struct format_option *fo = calloc (argc, sizeof *fo);
 
+  /* Reachable while a usage error may exit: no leak for LeakSanitizer
+   * to report.
+   */
+  static void *volatile held[2];
+
   if (inputs == NULL || fo == NULL) {
     fprintf (stderr, "%s: out of memory\n", progname);
     exit (EXIT_FAILURE);
   }
+  held[0] = inputs;
+  held[1] = fo;
   set_usage_status (argc, argv);
   /* getopt names the program from argv[0]: nbdsum, not its path. */
   argv[0] = (char *) progname;
@@ -688,6 +705,7 @@ parse_options (int argc, char **argv, int *first_arg)
   *first_arg = argc - nargs;
   free (inputs);
   free (fo);
+  held[0] = held[1] = NULL;
 }
 
 void

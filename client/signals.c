@@ -3,8 +3,9 @@
  */
 /* nbdsum: stopping cleanly on SIGHUP, SIGINT, SIGPIPE and SIGTERM
  * (see signals.h), and the processes the handler itself passes a
- * signal on to (-j jobs) or kills (the servers nbdsum started), so that
- * none is left behind whatever comes after.
+ * signal on to (-j jobs) or kills (the servers nbdsum started), and
+ * the private sockets and directories it removes, so that none is
+ * left behind whatever comes after.
  */
 #include <config.h>
 
@@ -14,6 +15,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -35,6 +37,17 @@ static int stop_pipe[2] = { -1, -1 };
 static volatile sig_atomic_t jobs[MAX_JOBS];
 static volatile sig_atomic_t servers[MAX_SERVERS];
 
+/* Read by the handler too: the servers' private sockets and their
+ * directories, removed when a second signal ends us (unlink and rmdir
+ * are async-signal-safe).  A slot's state is FREE, then BUSY while it
+ * is written, READY once the handler may read it.
+ */
+enum { FREE, BUSY, READY };
+static struct private_dir {
+  int state;                    /* __atomic_* only */
+  char dir[SIGNALS_PATH_MAX], sock[SIGNALS_PATH_MAX];
+} private_dirs[MAX_SERVERS];
+
 static void
 send_all (volatile sig_atomic_t *pids, size_t n, int sig, bool group)
 {
@@ -42,6 +55,19 @@ send_all (volatile sig_atomic_t *pids, size_t n, int sig, bool group)
     const pid_t pid = pids[i];
     if (pid > 0)
       kill (group ? -pid : pid, sig);
+  }
+}
+
+/* In the handler: what stop_signals_remove_on_end registered. */
+static void
+remove_private_dirs (void)
+{
+  for (size_t i = 0; i < MAX_SERVERS; i++) {
+    struct private_dir *d = &private_dirs[i];
+    if (__atomic_load_n (&d->state, __ATOMIC_ACQUIRE) == READY) {
+      unlink (d->sock);
+      rmdir (d->dir);
+    }
   }
 }
 
@@ -67,6 +93,7 @@ on_stop_signal (int sig)
     struct sigaction sa = { .sa_handler = SIG_DFL };
     send_all (jobs, MAX_JOBS, sig, false);
     send_all (servers, MAX_SERVERS, SIGKILL, true);
+    remove_private_dirs ();
     sigemptyset (&sa.sa_mask);
     sigaction (sig, &sa, NULL);
     raise (sig);
@@ -98,6 +125,37 @@ stop_signals_kill_on_end (pid_t pgid)
 {
   /* Servers at once: one per input of the run, a few. */
   slot_set (servers, MAX_SERVERS, 0, pgid);
+}
+
+void
+stop_signals_remove_on_end (const char *dir, const char *sock)
+{
+  if (strlen (dir) >= SIGNALS_PATH_MAX || strlen (sock) >= SIGNALS_PATH_MAX)
+    return;
+  for (size_t i = 0; i < MAX_SERVERS; i++) {
+    struct private_dir *d = &private_dirs[i];
+    int expected = FREE;
+    if (__atomic_compare_exchange_n (&d->state, &expected, BUSY, false,
+                                     __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
+      strcpy (d->dir, dir);
+      strcpy (d->sock, sock);
+      __atomic_store_n (&d->state, READY, __ATOMIC_RELEASE);
+      return;
+    }
+  }
+}
+
+void
+stop_signals_forget_dir (const char *dir)
+{
+  for (size_t i = 0; i < MAX_SERVERS; i++) {
+    struct private_dir *d = &private_dirs[i];
+    if (__atomic_load_n (&d->state, __ATOMIC_ACQUIRE) == READY &&
+        strcmp (d->dir, dir) == 0) {
+      __atomic_store_n (&d->state, FREE, __ATOMIC_RELEASE);
+      return;
+    }
+  }
 }
 
 int
@@ -152,8 +210,10 @@ stop_signals_renew (void)
   /* The parent's jobs and servers are not this job's. */
   for (size_t i = 0; i < MAX_JOBS; i++)
     jobs[i] = 0;
-  for (size_t i = 0; i < MAX_SERVERS; i++)
+  for (size_t i = 0; i < MAX_SERVERS; i++) {
     servers[i] = 0;
+    __atomic_store_n (&private_dirs[i].state, FREE, __ATOMIC_RELEASE);
+  }
   if (pipe2 (stop_pipe, O_CLOEXEC | O_NONBLOCK) == -1) {
     fprintf (stderr, "%s: pipe2: %m\n", progname);
     _exit (EXIT_FAILURE);

@@ -7,7 +7,7 @@
  * finish, disconnects, stops its private servers and dies of the
  * signal: nbdkit 1.32 aborts when a client vanishes with requests in
  * flight.  A second one ends nbdsum at once, its servers killed first
- * and its jobs told twice.
+ * (their sockets and directories removed) and its jobs told twice.
  */
 #ifndef NBDSUM_SIGNALS_H
 #define NBDSUM_SIGNALS_H
@@ -37,6 +37,17 @@ extern void stop_signals_pass_on (pid_t pid);
  * process group pgid (a server it started, and what that started).
  */
 extern void stop_signals_kill_on_end (pid_t pgid);
+/* The longest path (with its NUL) stop_signals_remove_on_end keeps: a
+ * Unix socket's.
+ */
+#define SIGNALS_PATH_MAX 108
+/* A second signal, which ends this process at once, also removes the
+ * socket sock and then the directory dir (a private server's), after
+ * killing the servers; until stop_signals_forget_dir (dir), called once
+ * they are removed.  Paths longer than SIGNALS_PATH_MAX are not kept.
+ */
+extern void stop_signals_remove_on_end (const char *dir, const char *sock);
+extern void stop_signals_forget_dir (const char *dir);
 /* What a child should get when this process dies (PR_SET_PDEATHSIG):
  * SIGTERM, to stop as on a signal, unless it is ignored.
  */

@@ -67,6 +67,19 @@ probe_qcow (const uint8_t *b)
   return be32 (b) == QCOW_MAGIC && be32 (b + 4) == 1 ? 100 : 0;
 }
 
+/* The header's crypt_method: qcow2's at 32, after the size; qcow's at
+ * 36, after the cluster and L2 bits.
+ */
+static bool
+qcow_encrypted (const uint8_t *b, const char *format)
+{
+  if (strcmp (format, "qcow2") == 0)
+    return be32 (b + 32) != 0;
+  if (strcmp (format, "qcow") == 0)
+    return be32 (b + 36) != 0;
+  return false;
+}
+
 static int
 probe_qed (const uint8_t *b)
 {
@@ -223,4 +236,5 @@ blk_probe_image (const uint8_t *head, size_t len, const char *name,
       p->also = "dmg";
   }
   p->fixed_vhd = best == 1 && footer && memcmp (footer, "conectix", 8) == 0;
+  p->encrypted = qcow_encrypted (b, p->format);
 }

@@ -8,8 +8,8 @@
  *
  * nbdsum reads a local file as the guest sees it: raw files are their
  * bytes, the formats of blk_image_formats go through qemu-nbd, and
- * luks (encrypted) is refused.  Checksum lines name a format given
- * on the command line (lib/sumline.c).
+ * luks and encrypted qcow2 and qcow images are refused.  Checksum
+ * lines name a format given on the command line (lib/sumline.c).
  */
 #ifndef BLKHASH_IMGFORMAT_H
 #define BLKHASH_IMGFORMAT_H
@@ -54,6 +54,10 @@ struct blk_probe {
    * cookie: almost surely a fixed-size VHD.
    */
   bool fixed_vhd;
+  /* A qcow2 or qcow image whose header names a cipher (crypt_method
+   * not 0: AES or luks): its guest content needs the secret.
+   */
+  bool encrypted;
 };
 
 /* Probe a file from head, its first len bytes (all of them when the

@@ -6,7 +6,8 @@
 # otherwise; nbdsum -c with no option verifies whatever made them (see
 # "CHECKSUM LINES" in nbdsum(1)), with sha256sum's options; checksum
 # files that fail to read (EIO injected by strace, a directory), and
-# a line naming - while the checksum file is standard input.
+# a line naming the checksum file being read (-, /dev/stdin, its own
+# name).
 
 bats_require_minimum_version 1.5.0
 
@@ -594,6 +595,28 @@ fixed.vhd: OK" ]
   [[ "$output" != *sha256sum* ]]
 }
 
+@test "nbdsum-check: --untagged with a --format is a usage error: the line could not record it" {
+  local fmt
+  cp "$BATS_FILE_TMPDIR"/fmt/g.qcow2 .
+  for fmt in raw qcow2 QCOW2; do
+    run --separate-stderr "$NBDSUM" --untagged --format="$fmt" g.qcow2
+    echo "$fmt: $status: $output; $stderr"
+    [ "$status" -eq 1 ]
+    [ -z "$output" ]
+    [[ "$stderr" = "nbdsum: --untagged does not go with --format=$fmt: "* ]]
+    run "$NBDSUM" --format="$fmt" g.qcow2 --untagged disk.img
+    [ "$status" -eq 1 ]
+    [[ "$output" = *"--untagged does not go with --format=$fmt"* ]]
+  done
+  # --format=auto records nothing; --tag after --untagged wins.
+  run "$NBDSUM" --untagged --format=auto g.qcow2
+  [ "$status" -eq 0 ]
+  [ "$output" = "$(reference sha256 65536 disk.img)  g.qcow2" ]
+  run "$NBDSUM" --untagged --tag --format=raw g.qcow2
+  [ "$status" -eq 0 ]
+  [[ "$output" = "BLKHASH-SHA256/64K:raw (g.qcow2) = "* ]]
+}
+
 @test "nbdsum-check: a line's format: raw is the bytes, a URI's is an error, unknown is malformed" {
   local bytes
   cp "$BATS_FILE_TMPDIR"/fmt/g.qcow2 .
@@ -637,11 +660,14 @@ nbdsum: WARNING: 1 computed checksum did NOT match" ]
 # read_fails LOG COMMAND...: COMMAND under strace, every read(2) of
 # $sums after the first failing with EIO (the first read's size goes
 # to LOG, as strace says it).  Only the process reading $sums is
-# traced: with -j its jobs are not.
+# traced: with -j its jobs are not.  LeakSanitizer cannot run under
+# ptrace (make check-sanitizers' ASan build would report a fatal
+# error): off, the other ASAN_OPTIONS kept.
 read_fails () {
   local log=$1
   shift
-  strace -qq -o "$log" -P "$sums" -e trace=read \
+  ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" \
+    strace -qq -o "$log" -P "$sums" -e trace=read \
     -e inject=read:error=EIO:when=2+ "$@"
 }
 
@@ -741,5 +767,70 @@ nbdsum: WARNING: 1 listed file could not be read" ]
     [ "$output" = "disk.img: OK
 -: OK
 disk.img: OK" ]
+  done
+}
+
+# crafted_sums NAME: a checksum file whose first line names NAME (the
+# checksum file itself, when read from a pipe), its checksum that of
+# what a reader of the same pipe gets after stdio's first 4096 bytes:
+# a long malformed line's end, a good line and a bad one.  Hashing
+# NAME would swallow them and say OK.
+crafted_sums () {
+  local sum
+  sum=$(reference sha256 65536 disk.img)
+  {
+    printf '%064d  %s\n' 0 "$1"
+    printf '#%.0s' {1..5000}
+    printf '\n%s  %s\n%s  %s\n' "$sum" disk.img "${sum//?/0}" disk.img
+  } > SUMS
+  tail -c +4097 SUMS > rest
+  { printf '%s  %s\n' "$(reference sha256 65536 rest)" "$1"
+    tail -n +2 SUMS; } > SUMS.new
+  mv SUMS.new SUMS
+}
+
+@test "nbdsum-check: a line naming the checksum file being read fails, however it is named (-j 1, -j 3)" {
+  local j name
+  for name in /dev/stdin /proc/self/fd/0; do
+    crafted_sums "$name"
+    for j in 1 3; do
+      run --separate-stderr bash -c "cat SUMS | \"\$NBDSUM\" -j $j -c"
+      echo "cat SUMS | nbdsum -j $j -c: $status: $output; $stderr"
+      [ "$status" -eq 1 ]
+      [ "$output" = "$name: FAILED open or read
+disk.img: OK
+disk.img: FAILED" ]
+      [ "$stderr" = "nbdsum: $name: the checksum file being read: it cannot be hashed too
+nbdsum: WARNING: 1 line is improperly formatted
+nbdsum: WARNING: 1 listed file could not be read
+nbdsum: WARNING: 1 computed checksum did NOT match" ]
+      # Standard input redirected from the checksum file: the same.
+      run --separate-stderr "$NBDSUM" -j "$j" -c < SUMS
+      [ "$status" -eq 1 ]
+      [ "${lines[0]}" = "$name: FAILED open or read" ]
+      [ "${#lines[@]}" -eq 3 ]
+      # A checksum file given by name leaves standard input to the line.
+      run --separate-stderr "$NBDSUM" -j "$j" -c SUMS < rest
+      echo "nbdsum -j $j -c SUMS < rest: $status: $output; $stderr"
+      [ "$status" -eq 1 ]
+      [ "$output" = "$name: OK
+disk.img: OK
+disk.img: FAILED" ]
+    done
+  done
+  # A checksum file naming itself, as it is given or otherwise.
+  "$NBDSUM" disk.img > SUMS
+  printf '%064d  %s\n' 0 SUMS 0 ./SUMS >> SUMS
+  ln -s SUMS link
+  for j in 1 3; do
+    run --separate-stderr "$NBDSUM" -j "$j" -c link
+    echo "-j $j -c link: $status: $output; $stderr"
+    [ "$status" -eq 1 ]
+    [ "$output" = "disk.img: OK
+SUMS: FAILED open or read
+./SUMS: FAILED open or read" ]
+    [[ "$stderr" = "nbdsum: SUMS: the checksum file being read: it cannot be hashed too
+nbdsum: ./SUMS: the checksum file being read: it cannot be hashed too
+"* ]]
   done
 }

@@ -235,6 +235,31 @@ PY
   [ "$(sed -n 4p j4.out)" = "$(reference sha256 65536 /dev/null)  -" ]
 }
 
+@test "nbdsum-jobs: standard input by another name (/dev/stdin, /proc/self/fd/0) is read as with -j 1" {
+  local empty
+  empty=$(reference sha256 65536 /dev/null)
+  # Redirected from a file: each name opens it again.
+  run_to seq -j 1 /dev/stdin "$(img 1)" /proc/self/fd/0 < "$(img 4)"
+  run_to j3 -j 3 /dev/stdin "$(img 1)" /proc/self/fd/0 < "$(img 4)"
+  cat j3.out j3.err
+  diff seq.out j3.out
+  diff seq.err j3.err
+  diff seq.rc j3.rc
+  [ "$(cut -d' ' -f1 j3.out)" = "$(want 4)
+$(want 1)
+$(want 4)" ]
+  # From a pipe: the first reads it all, the second what is left.
+  cat "$(img 4)" | run_to seq -j 1 /dev/stdin "$(img 1)" /proc/self/fd/0
+  cat "$(img 4)" | run_to j3 -j 3 /dev/stdin "$(img 1)" /proc/self/fd/0
+  cat j3.out j3.err
+  diff seq.out j3.out
+  diff seq.err j3.err
+  diff seq.rc j3.rc
+  [ "$(cut -d' ' -f1 j3.out)" = "$(want 4)
+$(want 1)
+$empty" ]
+}
+
 @test "nbdsum-jobs: -j changes nothing for --diff, --blocks, --check-manifest" {
   run_to seq --diff "$(img 1)" "$(img 2)"
   run_to j8 -j 8 --diff "$(img 1)" "$(img 2)"
@@ -525,13 +550,15 @@ SH
 }
 
 # run_tagged TAG NBDSUM-ARGS...: nbdsum in the background (default
-# signal actions, PATH with bin/ first), its processes tagged; sets
-# pid.  Returns once its jobs and the servers they started run (7
+# signal actions, PATH with bin/ first, TMPDIR $tmp of its own), its
+# processes tagged; sets pid and tmp.  Returns once its jobs and the servers they started run (7
 # processes with -j 3), or after 5 s.
 run_tagged () {
   local tag=$1 i
   shift
-  PATH="$PWD/bin:$PATH" NBDSUM_TEST_RUN=$tag \
+  tmp="$PWD/tmp.$tag"
+  mkdir "$tmp"
+  PATH="$PWD/bin:$PATH" NBDSUM_TEST_RUN=$tag TMPDIR="$tmp" \
     env --default-signal=HUP,INT,PIPE,TERM "$NBDSUM" "$@" \
     > out 2> err 3>&- &
   pid=$!
@@ -574,6 +601,9 @@ no_procs_left () {
     echo "status $rc after $((($(date +%s%N) - t0) / 1000000)) ms"
     [ "$rc" -eq $((128 + $(kill -l "$sig"))) ]
     no_procs_left "$tag" 2
+    # The private sockets and directories removed, even so.
+    echo "left in TMPDIR: $(ls -A "$tmp")"
+    [ -z "$(ls -A "$tmp")" ]
   done
 }
 
@@ -585,6 +615,9 @@ no_procs_left () {
   kill -9 "$pid"
   wait_exit "$pid" 5
   # Each job stops as after a signal: requests answered (at most 5 s),
-  # its servers stopped.
-  no_procs_left "$tag" 8
+  # its servers stopped (5 s more at most: nbdsum(1)'s bound is 10 s),
+  # their directories removed.
+  no_procs_left "$tag" 10
+  echo "left in TMPDIR: $(ls -A "$tmp")"
+  [ -z "$(ls -A "$tmp")" ]
 }

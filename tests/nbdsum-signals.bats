@@ -392,6 +392,34 @@ interrupt () {
   interrupt HUP 0.2 --client-side -d sha3-512 "$big"
 }
 
+# A second signal ends nbdsum at once: its private nbdkit is killed
+# first, and its socket and directory are removed all the same.
+@test "nbdsum-signals: two signals in a row: the private nbdkit killed, nothing left in TMPDIR" {
+  local sig tmp pid i st
+  for sig in TERM INT HUP; do
+    tmp=$(mktemp -d "$BATS_TEST_TMPDIR/tmp.XXXXXX")
+    TMPDIR="$tmp" env --default-signal=HUP,INT,PIPE,TERM \
+      "$NBDSUM" -d sha3-512 "$big" >out 2>err 3>&- &
+    pid=$!
+    for ((i = 0; i < 200; i++)); do
+      compgen -G "$tmp/nbdsum*/sock" >/dev/null && break
+      sleep 0.05
+    done
+    compgen -G "$tmp/nbdsum*/sock" >/dev/null
+    sleep 0.1
+    kill -s "$sig" "$pid"
+    sleep 0.05
+    kill -s "$sig" "$pid"
+    st=0
+    wait "$pid" || st=$?
+    wait_servers_gone
+    echo "SIG$sig twice: status $st; left in TMPDIR: $(ls -AR "$tmp")"
+    [ "$st" -eq $((128 + $(kill -l "$sig"))) ]
+    [ ! -s out ]
+    [ -z "$(ls -A "$tmp")" ]
+  done
+}
+
 @test "nbdsum-signals: nbdsum --blocks IMAGE | head -1 ends quietly" {
   local mode i tmp st
   for mode in --client-side ""; do

@@ -456,6 +456,38 @@ backing_chain () {
   [[ "$output" = *"raw.img: a raw image has no dirty bitmaps"* ]]
 }
 
+@test "nbdsum-since: a symlinked local qcow2 file: its relative backing file beside the link, as qemu reads it" {
+  # A/top.qcow2 -> ../B/top.qcow2, backed by 'base.raw', which is only
+  # in A: qemu finds it there, from the path as given.
+  mkdir A B
+  "$MKIMAGE" '4M;d:0+1M:a;d:3M+64K:b' A/base.raw
+  (cd B && qemu-img create -q -u -f qcow2 -b base.raw -F raw top.qcow2 4M)
+  ln -s ../B/top.qcow2 A/top.qcow2
+  "$NBDSUM" -q --blocks A/top.qcow2 > m0
+  qemu-img bitmap --add --enable A/top.qcow2 b1
+  qemu-io -f qcow2 -c 'write -P 9 1000 5000' A/top.qcow2 > /dev/null
+  run "$NBDSUM" -q --since=m0 --dirty-bitmap=b1 A/top.qcow2
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$(first_sum "$output")" = "$(reference_of A/top.qcow2 sha256 65536)" ]
+}
+
+@test "nbdsum-since: an encrypted local qcow2 file is refused: its guest content needs the secret" {
+  local opts=driver=qcow2,file.filename=e.qcow2,encrypt.key-secret=s0
+  # AES: luks's key derivation benchmark fails now and then on a busy
+  # machine ("Unable to get accurate CPU usage").
+  qemu-img create -q -f qcow2 --object secret,id=s0,data=pass \
+    -o encrypt.format=aes,encrypt.key-secret=s0 e.qcow2 1M
+  qemu-img bitmap --object secret,id=s0,data=pass --image-opts "$opts" \
+    --add --enable b1
+  "$NBDSUM" -q --blocks \
+    [ qemu-nbd -r --object secret,id=s0,data=pass --image-opts "$opts" ] > m0
+  run "$NBDSUM" --since=m0 --dirty-bitmap=b1 e.qcow2
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [ "$output" = "nbdsum: e.qcow2: an encrypted qcow2 image: its guest content needs the secret, which nbdsum does not have (serve it yourself, with qemu-nbd --object secret,... as [ CMD ])" ]
+}
+
 @test "nbdsum-since: a disabled bitmap over NBD, every data block rewritten" {
   make_image
   # shellcheck disable=SC2046

@@ -34,10 +34,23 @@ is (const char *format, size_t len, const char *name)
   struct blk_probe p;
 
   blk_probe_image (head, len, name, NULL, &p);
-  if (strcmp (p.format, format) != 0 || p.also || p.fixed_vhd)
-    printf ("# probed %s (also %s, fixed VHD %d), want %s\n", p.format,
-            p.also ? p.also : "nothing", p.fixed_vhd, format);
-  return strcmp (p.format, format) == 0 && p.also == NULL && !p.fixed_vhd;
+  if (strcmp (p.format, format) != 0 || p.also || p.fixed_vhd ||
+      p.encrypted)
+    printf ("# probed %s (also %s, fixed VHD %d, encrypted %d), want %s\n",
+            p.format, p.also ? p.also : "nothing", p.fixed_vhd, p.encrypted,
+            format);
+  return strcmp (p.format, format) == 0 && p.also == NULL && !p.fixed_vhd &&
+    !p.encrypted;
+}
+
+/* Probe head[0..len): format, encrypted. */
+static int
+encrypted (const char *format, size_t len)
+{
+  struct blk_probe p;
+
+  blk_probe_image (head, len, "x", NULL, &p);
+  return strcmp (p.format, format) == 0 && p.also == NULL && p.encrypted;
 }
 
 /* A descriptor text, as the head of a file. */
@@ -72,6 +85,30 @@ main (void)
   ok (is ("raw", 512, "x"), "the qcow magic with version 0 is raw");
   put (0, "QFI\xfb\0\0\0\1", 8);
   ok (is ("raw", 4, "x"), "a file cut after the magic: its version reads 0");
+
+  /* Encrypted: crypt_method, big-endian, at 32 (qcow2) or 36 (qcow). */
+  clear ();
+  put (0, "QFI\xfb\0\0\0\3", 8);
+  put (32, "\0\0\0\2", 4);
+  ok (encrypted ("qcow2", 512), "qcow2 encrypted with luks (crypt_method 2)");
+  put (32, "\0\0\0\1", 4);
+  ok (encrypted ("qcow2", 512), "qcow2 encrypted with AES (crypt_method 1)");
+  put (32, "\1\0\0\0", 4);
+  ok (encrypted ("qcow2", 512), "any crypt_method but 0 (big-endian)");
+  ok (is ("qcow2", 32, "x"), "a qcow2 file cut before crypt_method: plain");
+  put (32, "\0\0\0\0", 4);
+  put (36, "\0\0\0\1", 4);
+  ok (is ("qcow2", 512, "x"), "qcow2 reads crypt_method at 32, not 36");
+  clear ();
+  put (0, "QFI\xfb\0\0\0\1", 8);
+  put (36, "\0\0\0\1", 4);
+  ok (encrypted ("qcow", 512), "qcow encrypted with AES (crypt_method 1)");
+  put (36, "\0\0\0\0", 4);
+  put (32, "\x0c\x09\0\0", 4);
+  ok (is ("qcow", 512, "x"), "qcow's cluster and L2 bits at 32 are no cipher");
+  clear ();
+  put (32, "\0\0\0\2", 4);
+  ok (is ("raw", 512, "x"), "a raw file is never encrypted");
 
   clear ();
   put (0, "QED", 4);
