@@ -63,7 +63,7 @@ struct local_server {
 static const char *
 find_filter (void)
 {
-  static const char build_tree[] = "/../plugin/.libs/nbdkit-blkhash-filter.so";
+  static const char build_tree[] = "/../filter/.libs/nbdkit-blkhash-filter.so";
   static char path[PATH_MAX + sizeof build_tree];
   const char *env = getenv ("NBDSUM_FILTER");
   ssize_t n;

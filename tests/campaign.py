@@ -66,7 +66,7 @@ TOP_BUILD = os.environ.get("top_builddir", os.path.dirname(HERE))
 NBDSUM = os.environ.get("NBDSUM", os.path.join(TOP_BUILD, "client/nbdsum"))
 FILTER = os.environ.get(
     "BLKHASH_FILTER",
-    os.path.join(TOP_BUILD, "plugin/.libs/nbdkit-blkhash-filter.so"))
+    os.path.join(TOP_BUILD, "filter/.libs/nbdkit-blkhash-filter.so"))
 MKIMAGE = os.environ.get("MKIMAGE", os.path.join(TOP_BUILD, "tests/mkimage"))
 NBD_PYTHON = "/usr/bin/python3"    # the one with the libnbd bindings
 

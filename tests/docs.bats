@@ -82,7 +82,7 @@ load "$top_srcdir/tests/helpers"
     grep -q 'SPDX-License-Identifier: BSD-3-Clause' "$top_srcdir/$f" ||
       missing+=("$f")
   done < <(cd "$top_srcdir" &&
-           find lib plugin client tests bench bats -type f \
+           find lib filter client tests bench bats -type f \
              \( -name '*.[ch]' -o -name '*.bats' -o -name '*.bash' \
                 -o -name '*.py' -o -name '*.sh' -o -name '*.am' \) \
              ! -path '*/_build*' ! -name 'vectors*.bats' &&

@@ -4,7 +4,7 @@
 # by hand from a build tree they default to it.
 : "${top_srcdir:=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}"
 : "${top_builddir:=$top_srcdir}"
-: "${BLKHASH_FILTER:=$top_builddir/plugin/.libs/nbdkit-blkhash-filter.so}"
+: "${BLKHASH_FILTER:=$top_builddir/filter/.libs/nbdkit-blkhash-filter.so}"
 : "${NBDSUM:=$top_builddir/client/nbdsum}"
 : "${MKIMAGE:=$top_builddir/tests/mkimage}"
 : "${VECTORS:=$top_srcdir/tests/data/vectors.tsv}"

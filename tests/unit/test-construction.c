@@ -1,7 +1,7 @@
 /* Copyright (C) 2026 The nbdkit-blkhash developers
  * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
  */
-/* Unit tests: lib/blkhash.c, checked against a direct computation. */
+/* Unit tests: lib/construction.c, checked against a direct computation. */
 #include <config.h>
 
 #include <stdlib.h>

@@ -1,7 +1,7 @@
 /* Copyright (C) 2026 The nbdkit-blkhash developers
  * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
  */
-/* Unit tests: plugin/readahead.c, the filter's pool of readers and
+/* Unit tests: filter/readahead.c, the filter's pool of readers and
  * its CPU gate, linked with thread creation that fails on demand and a
  * clock the test sets (ld --wrap, see Makefile.am), nbdkit's logging
  * and the filter's parameters provided here.

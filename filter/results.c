@@ -62,12 +62,13 @@
  */
 #define KNOWN_FOLD_BYTES (UINT64_C (1) << 30)
 
-struct result {
+/* One line of blkhash-file: an export whose checksum is current. */
+struct file_line {
   char *name;
   uint64_t size;                /* of the export, for aliases */
   const struct blk_params *p;   /* how hex was computed */
   char hex[2 * BLK_DIGEST_MAX + 1];
-  struct result *next;
+  struct file_line *next;
 };
 
 /* results_lock: the list, dirty and stale_on_disk.  file_lock:
@@ -76,7 +77,7 @@ struct result {
  */
 static pthread_mutex_t results_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t file_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct result *results;
+static struct file_line *results;
 static _Atomic size_t nresults;         /* a cheap look for writes */
 static bool dirty;                      /* the file is not the list */
 static bool stale_on_disk;              /* ... and holds a line that is
@@ -90,10 +91,10 @@ static _Atomic uint64_t writes_begun, writes_ended;
 /* The file held lines at start that no write has taken out yet. */
 static atomic_bool old_lines;
 
-static struct result **
+static struct file_line **
 find (const char *name)
 {
-  struct result **rp;
+  struct file_line **rp;
 
   for (rp = &results; *rp; rp = &(*rp)->next)
     if (strcmp ((*rp)->name, name) == 0)
@@ -103,9 +104,9 @@ find (const char *name)
 
 /* Take out *rp; results_lock held. */
 static void
-drop_locked (struct result **rp)
+drop_locked (struct file_line **rp)
 {
-  struct result *r = *rp;
+  struct file_line *r = *rp;
 
   *rp = r->next;
   free (r->name);
@@ -145,7 +146,7 @@ result_record (const char *name, uint64_t size, const uint8_t *root,
 {
   const struct blk_params *p = blkhash_default_params;
   char hex[2 * BLK_DIGEST_MAX + 1];
-  struct result **rp, *r;
+  struct file_line **rp, *r;
   int ret = 0;
 
   blk_hex (root, p->digest.len, hex);
@@ -202,7 +203,7 @@ have_line (const char *name)
 static void
 result_drop (const char *name)
 {
-  struct result **rp;
+  struct file_line **rp;
 
   ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&results_lock);
   rp = find (name);
@@ -216,12 +217,12 @@ result_drop (const char *name)
 static int
 compare_lines (const void *a, const void *b)
 {
-  return strcmp ((*(const struct result *const *) a)->name,
-                 (*(const struct result *const *) b)->name);
+  return strcmp ((*(const struct file_line *const *) a)->name,
+                 (*(const struct file_line *const *) b)->name);
 }
 
 static void
-free_snapshot (struct result **lines, size_t n)
+free_snapshot (struct file_line **lines, size_t n)
 {
   for (size_t i = 0; lines && i < n; i++) {
     if (lines[i])
@@ -232,10 +233,10 @@ free_snapshot (struct result **lines, size_t n)
 }
 
 /* A sorted copy of the results, taken under the lock; clears dirty. */
-static struct result **
+static struct file_line **
 snapshot (size_t *n)
 {
-  struct result **lines, *r;
+  struct file_line **lines, *r;
   size_t i = 0;
 
   {
@@ -316,7 +317,7 @@ sync_directory (void)
  * half a file.  -1 with errno set.
  */
 static int
-write_file (struct result **lines, size_t n)
+write_file (struct file_line **lines, size_t n)
 {
   char *tmp = NULL;
   FILE *fp = NULL;
@@ -390,7 +391,7 @@ discard_file (int write_errno)
 static int
 results_write (void)
 {
-  struct result **lines;
+  struct file_line **lines;
   size_t n;
   int ret;
   bool stale;
@@ -742,7 +743,7 @@ blkhash_results_open (const char *path)
 void
 blkhash_results_free_all (void)
 {
-  struct result *r, *next;
+  struct file_line *r, *next;
 
   for (r = results; r; r = next) {
     next = r->next;
