@@ -43,10 +43,10 @@ endpoint_fail (struct endpoint *ep, const char *fmt, ...)
 }
 
 void
-endpoint_init (struct endpoint *ep, const struct method_ops *ops,
+endpoint_init (struct endpoint *ep, endpoint_refill_fn *refill,
                struct source *src, struct nbd_handle *h)
 {
-  ep->ops = ops;
+  ep->refill = refill;
   ep->src = src;
   ep->conns[0] = (struct conn) { .ep = ep, .index = 0, .h = h };
   ep->nconns = 1;
@@ -90,10 +90,6 @@ endpoint_close (struct endpoint *ep)
   free (ep->data_export);
   progress_free (&ep->progress);
   pthread_mutex_destroy (&ep->lock);
-  /* After the handles: nothing can call back into the method now.
-   * Last: it frees ep.
-   */
-  ep->ops->close (ep);
 }
 
 int
@@ -177,7 +173,7 @@ conn_loop (void *opaque)
 
     while (!atomic_load (&ep->failed) && !stop_signal () &&
            c->in_flight < ep->requests)
-      if (ep->ops->refill (ep, c->index) <= 0)
+      if (ep->refill (ep, c->index) <= 0)
         break;
     if (c->in_flight == 0)
       break;

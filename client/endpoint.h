@@ -1,14 +1,13 @@
 /* Copyright (C) 2026 The nbdkit-blkhash developers
  * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
  */
-/* nbdsum: one input being hashed by one method, its connections, and
- * the loop that keeps each connection busy.
+/* nbdsum: the connections of an input hashed over NBD, and the loop
+ * that keeps each connection busy.
  *
- * Each method (serverside.c, clientside.c) has an ops table and
- * private state that embeds struct endpoint, as nbdcopy's backends
- * embed struct rw.  endpoint_run gives each connection a thread with
- * its own poll loop keeping up to R requests in flight, asking the
- * method to refill it as requests complete.
+ * The inputs that hash over NBD (input-view.c, input-client.c) embed
+ * struct endpoint in their state.  endpoint_run gives each connection
+ * a thread with its own poll loop keeping up to R requests in flight,
+ * asking the input to refill it as requests complete.
  */
 #ifndef NBDSUM_ENDPOINT_H
 #define NBDSUM_ENDPOINT_H
@@ -33,41 +32,14 @@
  */
 #define SPAN_BYTES (UINT64_C (64) * 1024 * 1024)
 
-/* The method's state that embeds ep, of type type, as member member. */
-#define container_of(ep, type, member) \
-  ((type *) ((char *) (ep) - offsetof (type, member)))
-
 struct endpoint;
 
-/* What a hashing method does.  Members are all required. */
-struct method_ops {
-  /* "server-side" or "client-side", as --json prints it. */
-  const char *name;
-
-  /* Free the method's state, the endpoint embedded in it included.
-   * Called last by endpoint_close, once the connections are closed and
-   * nothing can call back into the method.
-   */
-  void (*close) (struct endpoint *ep);
-
-  /* Hash the whole image (by endpoint_run) and put its root in root.
-   * Returns 0, or -1 (error printed).
-   */
-  int (*checksum) (struct endpoint *ep, uint8_t *root);
-
-  /* After checksum: the digests of blocks [first, first+count), one
-   * after another in out.  Returns 0, or -1 (error printed).
-   */
-  int (*digests) (struct endpoint *ep, uint64_t first, uint64_t count,
-                  uint8_t *out);
-
-  /* Called in connection i's thread while it has fewer than
-   * ep->requests in flight: issue one more request on it.  Returns 1
-   * if it did, 0 when there is nothing left to do, -1 on error (after
-   * failing the endpoint).
-   */
-  int (*refill) (struct endpoint *ep, unsigned i);
-};
+/* Called in connection i's thread while it has fewer than
+ * ep->requests in flight: issue one more request on it.  Returns 1 if
+ * it did, 0 when there is nothing left to do, -1 on error (after
+ * failing the endpoint).
+ */
+typedef int endpoint_refill_fn (struct endpoint *ep, unsigned i);
 
 struct conn {
   struct endpoint *ep;
@@ -75,11 +47,11 @@ struct conn {
   struct nbd_handle *h;
   unsigned in_flight;           /* only its own thread touches it */
   pthread_t thread;
-  void *priv;                   /* the method's per-connection state */
+  void *priv;                   /* the input's per-connection state */
 };
 
 struct endpoint {
-  const struct method_ops *ops;
+  endpoint_refill_fn *refill;
   struct source *src;           /* where the input is; not owned */
   struct conn conns[MAX_CONNECTIONS];
   unsigned nconns;
@@ -119,11 +91,11 @@ extern struct request *request_new (struct conn *c, uint64_t first,
                                     uint64_t count, size_t buf_size);
 extern void request_free (void *opaque);
 
-/* Set up the common part of a method's state; h is connection 0. */
-extern void endpoint_init (struct endpoint *ep, const struct method_ops *ops,
+/* Set up ep, with h as connection 0. */
+extern void endpoint_init (struct endpoint *ep, endpoint_refill_fn *refill,
                            struct source *src, struct nbd_handle *h);
 /* Close the connections (killing a private server first if requests
- * are still in flight), then ops->close.  src is left open.
+ * are still in flight).  src is left open.
  */
 extern void endpoint_close (struct endpoint *ep);
 /* Record the first error; the loops stop issuing requests. */
@@ -134,7 +106,7 @@ extern void endpoint_fail (struct endpoint *ep, const char *fmt, ...)
  */
 extern int endpoint_connect_rest (struct endpoint *ep,
                                   const char *export_name);
-/* Run the method's refill/poll loop on every connection until done,
+/* Run the refill/poll loop on every connection until done,
  * updating progress (with the bar, after learning the image's data
  * bytes from its extents).  Returns 0 or -1 (error printed).
  */

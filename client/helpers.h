@@ -53,4 +53,8 @@ extern size_t utf8_char (const unsigned char *p, size_t n);
  */
 extern struct hash_spec hash_spec_or_defaults (const struct hash_spec *spec);
 
+/* The struct of type type whose member member p points to. */
+#define container_of(p, type, member) \
+  ((type *) ((char *) (p) - offsetof (type, member)))
+
 #endif /* NBDSUM_HELPERS_H */

@@ -64,6 +64,7 @@
 #include <unistd.h>
 
 #include "helpers.h"
+#include "input.h"
 #include "jobs.h"
 #include "messages.h"
 #include "minmax.h"
@@ -93,17 +94,11 @@ struct record_header {
 struct progress_record {
   uint64_t done, total;
 };
-/* The outcome: checksum_one's result, then the messages kept. */
+/* The outcome: r, then if r is 0 the result (result_encode), then
+ * the messages kept.
+ */
 struct outcome_record {
   int32_t r;
-  uint32_t block_size;
-  uint64_t size;
-  double seconds;
-  char hex[2 * EVP_MAX_MD_SIZE + 1];
-  char digest[BLK_DIGEST_NAME_MAX + 1];
-  char method[16];
-  char format[BLK_IMAGE_FORMAT_NAME_MAX];
-  bool format_given;
 };
 
 struct buffer {
@@ -128,7 +123,6 @@ struct entry {
   struct buffer held;           /* messages waiting for the turn */
   bool finished;                /* out is final */
   struct job_outcome out;
-  char method[sizeof ((struct outcome_record *) 0)->method];
   uint64_t done_bytes, total_bytes;
   double start;
 };
@@ -331,7 +325,8 @@ jobs_child (struct entry *e, int records_fd, int err_fd,
   struct outcome_record o = { 0 };
   const bool report = opts->progress_bar;
   struct result res;
-  char *error = NULL;
+  char *error = NULL, *record;
+  size_t len;
   int fd;
 
   /* Nothing the parent had buffered for its standard output may ever
@@ -378,24 +373,21 @@ jobs_child (struct entry *e, int records_fd, int err_fd,
 
   if (e->keep_messages)
     messages_capture (e->name);
-  o.r = checksum_one (e->name, &e->spec, &res);
+  o.r = input_hash (e->name, &e->spec, &res);
   if (e->keep_messages)
     error = messages_captured ();
   /* Interrupted: no outcome, as without -j the input has no line. */
   if (stop_signal ())
     die_of_signal (stop_signal ());
-  if (o.r == 0) {
-    o.block_size = res.block_size;
-    o.size = res.size;
-    o.seconds = res.seconds;
-    snprintf (o.hex, sizeof o.hex, "%s", res.hex);
-    snprintf (o.digest, sizeof o.digest, "%s", res.digest);
-    snprintf (o.method, sizeof o.method, "%s", res.method);
-    memcpy (o.format, res.format, sizeof o.format);
-    o.format_given = res.format_given;
-  }
-  jobs_child_record (RECORD_OUTCOME, &o, sizeof o, error,
+  len = o.r == 0 ? RESULT_WIRE_SIZE : 0;
+  if ((record = malloc (sizeof o + len)) == NULL)
+    _exit (EXIT_FAILURE);
+  memcpy (record, &o, sizeof o);
+  if (o.r == 0)
+    result_encode (&res, record + sizeof o);
+  jobs_child_record (RECORD_OUTCOME, record, sizeof o + len, error,
                      error ? strlen (error) : 0);
+  free (record);
   free (error);
   /* Not exit: nothing of the parent's stdio or atexit is this job's. */
   _exit (EXIT_SUCCESS);
@@ -517,24 +509,19 @@ jobs_take_records (struct entry *e)
     else if (h.type == RECORD_OUTCOME &&
              h.len >= sizeof (struct outcome_record)) {
       struct outcome_record o;
-      const size_t elen = h.len - sizeof o;
+      size_t rlen = 0, elen;
       memcpy (&o, data, sizeof o);
-      e->out.r = o.r;
+      if (o.r == 0 && h.len >= sizeof o + RESULT_WIRE_SIZE)
+        rlen = RESULT_WIRE_SIZE;
+      elen = h.len - sizeof o - rlen;
+      e->out.r = rlen ? 0 : -1;
       memset (&e->out.res, 0, sizeof e->out.res);
       e->out.res.name = e->name;
-      snprintf (e->out.res.hex, sizeof e->out.res.hex, "%s", o.hex);
-      snprintf (e->out.res.digest, sizeof e->out.res.digest, "%s", o.digest);
-      snprintf (e->method, sizeof e->method, "%s", o.method);
-      e->out.res.method = e->method;
-      e->out.res.block_size = o.block_size;
-      e->out.res.size = o.size;
-      e->out.res.seconds = o.seconds;
-      memcpy (e->out.res.format, o.format, sizeof o.format);
-      e->out.res.format[sizeof o.format - 1] = '\0';
-      e->out.res.format_given = o.format_given;
+      if (rlen)
+        result_decode (data + sizeof o, e->name, &e->out.res);
       free (e->out.error);
       /* NULL without memory, as messages_captured. */
-      e->out.error = elen ? strndup (data + sizeof o, elen) : NULL;
+      e->out.error = elen ? strndup (data + sizeof o + rlen, elen) : NULL;
       e->finished = true;
     }
     off += sizeof h + h.len;
@@ -794,7 +781,7 @@ jobs_hash_here (const char *name, const struct hash_spec *spec,
   }
   if (keep_messages)
     messages_capture (name);
-  out.r = checksum_one (name, spec, &out.res);
+  out.r = input_hash (name, spec, &out.res);
   if (keep_messages)
     out.error = messages_captured ();
   /* A signal may have come after the last request. */

@@ -13,7 +13,7 @@
  * With -j 1 (the default) jobs_hash hashes in this process and calls
  * back at once, and jobs_then calls at once: nbdsum as it always was.
  * With -j N each input is hashed by a child process of its own (fork,
- * no exec: it runs checksum_one and hands back the result), at most N
+ * no exec: it runs input_hash and hands back the result), at most N
  * at a time; see jobs.c.
  */
 #ifndef NBDSUM_JOBS_H
@@ -21,15 +21,15 @@
 
 #include <stdbool.h>
 
-#include "checksum.h"
 #include "options.h"
+#include "result.h"
 
 /* File descriptors a run of n jobs needs, roughly: two pipes' ends per
  * job, and this process's own.
  */
 #define JOBS_FDS(n) (32 + 2 * (n))
 
-/* What checksum_one gave for an input. */
+/* What input_hash gave for an input. */
 struct job_outcome {
   const char *name;             /* as given to jobs_hash */
   int r;                        /* 0, or -1 (messages printed) */

@@ -37,7 +37,7 @@ extern struct local_server *local_server_start_command (const char *name,
                                                         char **argv);
 /* --since of a local qcow2 file: qemu-nbd with the dirty bitmap and
  * the allocation depth, for as many connections as nbdsum makes
- * (incremental.c checked the bitmap first).
+ * (input-since.c checked the bitmap first).
  */
 extern struct local_server *local_server_start_bitmap (const char *name,
                                                        const char *path,

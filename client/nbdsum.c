@@ -2,16 +2,10 @@
  * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
  */
 /* nbdsum: print or check blkhash checksums of disk images.  This file
- * owns main: it parses the options, sends the run to its mode (-c and
- * --check-manifest to check.c, --diff and --blocks to diff.c, plain
- * checksums here, --since with either to incremental.c through them)
- * and prints checksums.  -j hands the inputs to jobs.c, which hashes
- * several at once and calls back here in input order.
- *
- * Hashing one input: checksum_one (checksum.c) opens it with
- * input_open, which picks the method (serverside.c, else
- * clientside.c), whose checksum runs endpoint_run (endpoint.c), one
- * poll loop per connection.
+ * owns main: the process (descriptors, limits, signals), the options,
+ * and running the mode they chose (modes.h).  A mode asks inputs
+ * (input.h) for checksums or block digests; input_open chooses what
+ * kind of input each name is.
  */
 #include <config.h>
 
@@ -24,9 +18,6 @@
 #include <string.h>
 #include <sys/resource.h>
 
-#include "check.h"
-#include "checksum.h"
-#include "diff.h"
 #include "endpoint.h"
 #include "helpers.h"
 #include "jobs.h"
@@ -34,166 +25,9 @@
 #include "local.h"
 #include "messages.h"
 #include "minmax.h"
+#include "modes.h"
 #include "options.h"
 #include "signals.h"
-#include "source.h"
-#include "sumline.h"
-
-/* A checksum line says how to verify it: tagged with its digest and
- * block size unless they are the defaults (or as --tag, --untagged),
- * and with the format a file was given, which probing might not find
- * again (--untagged: not even that, as sha256sum's lines).
- */
-static void
-print_sum_line (const struct result *res)
-{
-  unsigned flags = opts->zero ? BLK_SUM_ZERO : 0;
-
-  /* --no-names: the value alone, as b3sum --no-names, for scripts. */
-  if (opts->no_names) {
-    printf ("%s%c", res->hex, opts->zero ? '\0' : '\n');
-    return;
-  }
-  if (opts->tag == TAG_ALWAYS ||
-      (opts->tag == TAG_AUTO &&
-       blk_sum_needs_tag (res->digest, res->block_size)))
-    flags |= BLK_SUM_TAGGED;
-  blk_fput_sum_line (stdout, flags, res->digest, res->block_size,
-                     res->format_given && opts->tag != TAG_NEVER
-                     ? res->format : NULL, res->hex, res->name);
-}
-
-/* Print res as a checksum line or, with --json, as an element of
- * "inputs".
- */
-static void
-print_result (const struct result *res)
-{
-  if (opts->json) {
-    json_begin_object (NULL, true);
-    json_name ("name", res->name);
-    result_json_members (res);
-    json_end ();
-  }
-  else
-    print_sum_line (res);
-  stdout_flush ();
-}
-
-/* --json: an input without a checksum, and why. */
-static void
-json_failed (const char *key, const char *name, const char *error)
-{
-  json_begin_object (key, true);
-  json_name ("name", name);
-  json_string ("error", error ? error : "failed");
-  json_end ();
-}
-
-#define NOT_HASHED "not hashed: an input is a blkhash view"
-
-/* --json: the document when views among the inputs stopped the run,
- * with every input and why it was not hashed.
- */
-static void
-json_refused (char **names, int n, char **errors)
-{
-  json_begin_object (NULL, false);
-  if (opts->diff)
-    for (int i = 0; i < n; i++)
-      json_failed (i == 1 || opts->manifest ? "b" : "a", names[i],
-                   errors[i] ? errors[i] : NOT_HASHED);
-  else if (opts->blocks) {
-    json_name ("name", names[0]);
-    json_string ("error", errors[0] ? errors[0] : NOT_HASHED);
-  }
-  else {
-    json_begin_array ("inputs", false);
-    for (int i = 0; i < n; i++)
-      json_failed (NULL, names[i], errors[i] ? errors[i] : NOT_HASHED);
-    json_end ();
-    json_uint ("failed", n);
-  }
-  json_end ();
-}
-
-/* Refuse views among the inputs before anything is hashed (inputs in
- * --check files are refused as their lines come).
- */
-static bool
-any_view (char **names, int n)
-{
-  char **errors = NULL;
-  bool found = false;
-
-  if (opts->json && (errors = calloc (n, sizeof *errors)) == NULL) {
-    error_msg ("out of memory");
-    exit (opts->diff ? 2 : EXIT_FAILURE);
-  }
-  for (int i = 0; i < n; i++) {
-    if (errors)
-      messages_capture (names[i]);
-    if (refuse_view (names[i]))
-      found = true;
-    if (errors)
-      errors[i] = messages_captured ();
-  }
-  if (errors) {
-    if (found)
-      json_refused (names, n, errors);
-    for (int i = 0; i < n; i++)
-      free (errors[i]);
-    free (errors);
-  }
-  return found;
-}
-
-/* One input's turn: its checksum line, or with --json its element of
- * "inputs".
- */
-static void
-input_done (void *opaque, const struct job_outcome *out)
-{
-  unsigned *failed = opaque;
-
-  if (out == NULL)
-    return;
-  if (out->r == -1) {
-    (*failed)++;
-    if (opts->json) {
-      json_failed (NULL, out->name, out->error);
-      stdout_flush ();
-    }
-  }
-  else
-    print_result (&out->res);
-}
-
-/* The checksum of each input, -j of them at once.  Returns the exit
- * status.
- */
-static int
-checksum_inputs (char **args, int nargs, const struct hash_spec *spec)
-{
-  unsigned failed = 0;
-
-  if (opts->json) {
-    json_begin_object (NULL, false);
-    json_begin_array ("inputs", false);
-  }
-  /* One input: nothing to do at once, and its own bar. */
-  jobs_begin (nargs > 1 ? opts->jobs : 1);
-  jobs_expect (nargs);
-  for (int i = 0; i < nargs && !stop_signal (); i++)
-    jobs_hash (args[i], spec, opts->json, input_done, &failed);
-  jobs_finish ();
-  if (opts->json && !stop_signal ()) {
-    json_end ();
-    json_uint ("failed", failed);
-    json_end ();
-  }
-  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
 
 /* A standard descriptor closed (>&-): hold its number with /dev/null
  * opened the other way, so that using it still fails as closed
@@ -269,9 +103,37 @@ collapse_commands (int argc, char **argv)
   return out;
 }
 
+/* The modes, and the exit status each gives for an error. */
+static const struct mode {
+  mode_fn *run;
+  int error_status;
+} modes[] = {
+  { mode_sums, EXIT_FAILURE },
+  { mode_check, EXIT_FAILURE },
+  { mode_check_manifest, EXIT_FAILURE },
+  { mode_diff, 2 },             /* as diff(1): 1 says they differ */
+  { mode_blocks, EXIT_FAILURE },
+};
+
+/* The mode the options chose (parse_options allows one). */
+static const struct mode *
+chosen_mode (void)
+{
+  if (opts->check)
+    return &modes[1];
+  if (opts->check_manifest)
+    return &modes[2];
+  if (opts->diff)
+    return &modes[3];
+  if (opts->blocks)
+    return &modes[4];
+  return &modes[0];
+}
+
 int
 main (int argc, char **argv)
 {
+  const struct mode *mode;
   int first, nargs, status, err;
   char *stdin_only[] = { (char *) "-" };
   char **args;
@@ -286,6 +148,7 @@ main (int argc, char **argv)
   parse_options (argc, argv, &first);
   raise_fd_limit ();
   catch_stop_signals ();
+  mode = chosen_mode ();
 
   /* Inputs are hashed as the options say (--diff: B as A was). */
   const struct hash_spec spec = { opts->digest, opts->block_size, NULL };
@@ -297,20 +160,7 @@ main (int argc, char **argv)
     args = stdin_only;
     nargs = 1;
   }
-  if (opts->check)
-    status = check_files (args, nargs, &spec);
-  else if (opts->check_manifest)
-    status = check_manifests (args, nargs);
-  else if (any_view (args, nargs))
-    status = opts->diff ? 2 : EXIT_FAILURE;
-  else if (opts->diff && opts->manifest)
-    status = diff_manifest (opts->manifest, args[0], &spec);
-  else if (opts->diff)
-    status = diff_images (args[0], args[1], &spec);
-  else if (opts->blocks)
-    status = print_blocks (args[0], &spec);
-  else
-    status = checksum_inputs (args, nargs, &spec);
+  status = mode->run (args, nargs, &spec);
   if (stop_signal ()) {
     /* The document ends, valid, saying so. */
     if (opts->json) {
@@ -322,7 +172,7 @@ main (int argc, char **argv)
   /* As sha256sum says it. */
   if ((err = stdout_error ()) != 0) {
     error_msg ("write error: %s", strerror (err));
-    status = opts->diff ? 2 : EXIT_FAILURE;
+    status = mode->error_status;
   }
   return status;
 }

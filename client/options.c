@@ -324,7 +324,7 @@ apply_formats (const struct format_option *fo, int nfo, char **inputs,
     }
 
     for (int i = fo[k].first; i < end; i++) {
-      /* A stream is its bytes (stream.c says so of other streams). */
+      /* A stream is its bytes (input-stream.c says so of other streams). */
       if (strcmp (inputs[i], "-") == 0 && format &&
           strcmp (format, "raw") != 0) {
         if (implicit_stdin)

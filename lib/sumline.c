@@ -71,6 +71,17 @@ blk_fput_sum_line (FILE *fp, unsigned flags, const char *digest,
   fputc (zero ? '\0' : '\n', fp);
 }
 
+void
+blk_fput_verdict (FILE *fp, const char *name, const char *verdict)
+{
+  const bool escape = blk_name_needs_escape (name);
+
+  if (escape)
+    fputc ('\\', fp);
+  blk_fput_name (fp, name, escape);
+  fprintf (fp, ": %s\n", verdict);
+}
+
 /* Files edited elsewhere may end lines with "\r\n". */
 static void
 chomp (char *line)

@@ -56,6 +56,12 @@ extern void blk_fput_sum_line (FILE *fp, unsigned flags, const char *digest,
                                uint64_t block_size, const char *format,
                                const char *hex, const char *name);
 
+/* Write a verdict on NAME as sha256sum -c does: "NAME: VERDICT",
+ * escaped as a line's NAME (with a '\\' first).
+ */
+extern void blk_fput_verdict (FILE *fp, const char *name,
+                              const char *verdict);
+
 /* One line as read. */
 struct blk_sum_line {
   char *hex;                    /* into the line */

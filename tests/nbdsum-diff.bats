@@ -210,7 +210,7 @@ same_as_images () {
   "$PYTHON" - "$json" <<'PY'
 import json, sys
 doc = json.load(open("out.json"))
-assert doc["a"] == {"name": sys.argv[1], "manifest": True,
+assert doc["a"] == {"name": sys.argv[1], "method": "manifest",
                     "size": 2109497}, doc
 assert doc["b"]["name"] == "b.img" and doc["b"]["size"] == 2109497, doc
 assert doc["ranges"] == [{"offset": 65536, "length": 65536}], doc

@@ -1,26 +1,26 @@
 /* Copyright (C) 2026 The nbdkit-blkhash developers
  * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
  */
-/* nbdsum: the checksum of one input, and the choice of method. */
-#ifndef NBDSUM_CHECKSUM_H
-#define NBDSUM_CHECKSUM_H
+/* nbdsum: what hashing one input gave, as the modes print it and as
+ * a -j job hands it to the parent (result.c owns both forms).
+ */
+#ifndef NBDSUM_RESULT_H
+#define NBDSUM_RESULT_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "blkhash.h"
-#include "endpoint.h"
 #include "imgformat.h"
-#include "options.h"
 
-/* Output of one checksum. */
 struct result {
   const char *name;
   char hex[2 * BLK_DIGEST_MAX + 1];
   char digest[BLK_DIGEST_NAME_MAX + 1];
   uint32_t block_size;
   uint64_t size;
-  const char *method;           /* server-side, client-side, stream */
+  char method[16];              /* server-side, client-side, stream... */
   /* A local file's or stream's format, as read ("" for URIs and
    * [ CMD ]), and whether it was given (--format, a line's) rather
    * than probed: then its line says it.
@@ -39,19 +39,15 @@ struct result {
 /* --json: res's members, as nbdsum and nbdsum -c write them. */
 extern void result_json_members (const struct result *res);
 
-/* Compute the checksum of name ("-": standard input) as spec says.
- * 0 or -1 (error printed).
+/* The encoded form, for a pipe: every member but the name, in
+ * RESULT_WIRE_SIZE bytes.
  */
-extern int checksum_one (const char *name, const struct hash_spec *spec,
-                         struct result *res);
-
-/* Open name (a URI or a file) with the method that can hash it,
- * ready for ep->ops->checksum; a file as spec->format, else as
- * --format gave it, else as probed.  NULL on error (printed).
+#define RESULT_WIRE_SIZE (sizeof (struct result))
+extern void result_encode (const struct result *res, void *out);
+/* Decode what result_encode wrote, naming it name.  Strings are cut
+ * short and ended where the bytes would run past them.
  */
-extern struct endpoint *input_open (const char *name,
-                                    const struct hash_spec *spec);
-/* Close the endpoint, and its source. */
-extern void input_close (struct endpoint *ep);
+extern void result_decode (const void *in, const char *name,
+                           struct result *res);
 
-#endif /* NBDSUM_CHECKSUM_H */
+#endif /* NBDSUM_RESULT_H */

@@ -1,9 +1,9 @@
 /* Copyright (C) 2026 The nbdkit-blkhash developers
  * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
  */
-/* nbdsum: the checksum of a raw image read from a file descriptor
+/* nbdsum: the input that is a raw image read from a file descriptor
  * (standard input, a pipe, a character device): read sequentially and
- * hashed as it comes.  qemu cannot read a stream, so one that looks
+ * hashed as it comes, so it has a checksum but no block digests.  qemu cannot read a stream, so one that looks
  * like an image (its first bytes a format's magic, or its last a
  * fixed-size VHD's footer) is refused rather than hashed as bytes,
  * unless --format=raw says the bytes are what is wanted.
@@ -19,10 +19,10 @@
 
 #include "helpers.h"
 #include "imgformat.h"
+#include "input-kinds.h"
 #include "messages.h"
 #include "progress.h"
 #include "signals.h"
-#include "stream.h"
 
 /* Bytes read from the stream at a time. */
 #define STREAM_READ_BYTES (1024 * 1024)
@@ -76,7 +76,21 @@ keep_tail (uint8_t *tail, size_t *tail_len, const uint8_t *buf, size_t n)
   *tail_len = keep + n;
 }
 
-int
+struct stream_input {
+  struct input in;
+  int fd;
+  struct hash_spec spec;
+  struct blk_params params;     /* once hashed */
+  bool hashed;
+};
+
+/* Hash what fd gives until its end with spec (or the defaults); p is
+ * initialised and must be freed by the caller on success.  0, or -1
+ * (error printed).  A stream is its bytes: without spec->format, one
+ * that looks like another format is refused; spec->format "raw" hashes
+ * it all the same; any other format is an error.
+ */
+static int
 stream_checksum (const char *name, int fd, const struct hash_spec *spec,
                  uint8_t *root, uint64_t *size, struct blk_params *p)
 {
@@ -182,4 +196,56 @@ stream_checksum (const char *name, int fd, const struct hash_spec *spec,
   if (ret == -1)
     blk_params_free (p);
   return ret;
+}
+
+static int
+stream_input_checksum (struct input *in, uint8_t *root)
+{
+  struct stream_input *s = container_of (in, struct stream_input, in);
+
+  if (stream_checksum (in->name, s->fd, &s->spec, root, &in->size,
+                       &s->params) == -1)
+    return -1;
+  s->hashed = true;
+  in->params = &s->params;
+  in->nblocks = blk_block_count (in->size, s->params.block_size);
+  snprintf (in->about.format, sizeof in->about.format, "raw");
+  return 0;
+}
+
+static void
+stream_input_close (struct input *in)
+{
+  struct stream_input *s = container_of (in, struct stream_input, in);
+
+  if (s->hashed)
+    blk_params_free (&s->params);
+  if (s->fd != STDIN_FILENO)
+    close (s->fd);
+  free (s);
+}
+
+static const struct input_ops stream_input_ops = {
+  .method = "stream",
+  .checksum = stream_input_checksum,
+  .digests = NULL,
+  .close = stream_input_close,
+};
+
+struct input *
+stream_input_open (const char *name, int fd, const struct hash_spec *spec)
+{
+  struct stream_input *s = calloc (1, sizeof *s);
+
+  if (s == NULL) {
+    error_at (name, "out of memory");
+    if (fd != STDIN_FILENO)
+      close (fd);
+    return NULL;
+  }
+  s->in.ops = &stream_input_ops;
+  s->in.name = name;
+  s->fd = fd;
+  s->spec = *spec;
+  return &s->in;
 }

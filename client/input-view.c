@@ -1,7 +1,7 @@
 /* Copyright (C) 2026 The nbdkit-blkhash developers
  * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
  */
-/* nbdsum: checksums computed by the server through its blkhash view.
+/* nbdsum: the input whose server hashes it: its blkhash view.
  *
  * The digest area of the view is cut into spans of up to SPAN_BYTES of
  * image, at least one per request in flight (span_size).  Connections
@@ -22,8 +22,9 @@
 
 #include "endpoint.h"
 #include "header.h"
+#include "helpers.h"
+#include "input-kinds.h"
 #include "messages.h"
-#include "method.h"
 #include "minmax.h"
 #include "signals.h"
 #include "viewname.h"
@@ -31,7 +32,8 @@
 /* Digests read at a time by --diff and --blocks. */
 #define DIGEST_READ_BYTES (1024 * 1024)
 
-struct server_side {
+struct view_input {
+  struct input in;
   struct endpoint ep;
   char *view_name;
   uint64_t span_blocks, nspans;
@@ -39,7 +41,8 @@ struct server_side {
   bool use_cache;               /* else drive the server with reads */
 };
 
-static const struct method_ops server_side_ops;
+static const struct input_ops view_input_ops;
+static endpoint_refill_fn view_refill;
 
 /* Read the header into hdr and check it against what spec asks.
  * Returns 1 if valid, 0 if the export is not a view at all, -1 if it
@@ -174,13 +177,13 @@ check_image_size (struct source *src, const char *base,
 }
 
 int
-server_side_open (struct source *src, const struct hash_spec *spec,
-                  struct endpoint **epp, struct fallback *fb)
+view_input_open (struct source *src, const struct hash_spec *spec,
+                 struct input **in, struct fallback *fb)
 {
   double deadline;
   struct nbd_handle *h = source_connect (src, NULL, 0, &deadline);
   struct blk_header hdr;
-  struct server_side *ss;
+  struct view_input *v;
   struct endpoint *ep;
   char *base, *view_name, *notice;
   const char *msg;
@@ -238,16 +241,18 @@ server_side_open (struct source *src, const struct hash_spec *spec,
     return r;
   }
 
-  if ((ss = calloc (1, sizeof *ss)) == NULL) {
+  if ((v = calloc (1, sizeof *v)) == NULL) {
     error_at (src->name, "out of memory");
     free (base);
     free (view_name);
     nbd_close (h);
     return -1;
   }
-  ep = &ss->ep;
-  endpoint_init (ep, &server_side_ops, src, h);
-  ss->view_name = view_name;
+  v->in.ops = &view_input_ops;
+  v->in.name = src->name;
+  ep = &v->ep;
+  endpoint_init (ep, view_refill, src, h);
+  v->view_name = view_name;
   ep->data_export = base;       /* for the bar: the view has no extents */
   ep->size = hdr.image_size;
   ep->nblocks = hdr.block_count;
@@ -257,39 +262,51 @@ server_side_open (struct source *src, const struct hash_spec *spec,
   if ((msg = blk_params_init (&ep->own_params, hdr.digest_name,
                               hdr.block_size)) != NULL) {
     error_at (src->name, "%s: %s", hdr.digest_name, msg);
-    endpoint_close (ep);
-    return -1;
+    goto err;
   }
   ep->params = &ep->own_params;
-  ss->use_cache = nbd_can_cache (h) == 1;
-  if (endpoint_connect_rest (ep, ss->view_name) == -1) {
-    endpoint_close (ep);
-    return -1;
-  }
-  ss->span_blocks = span_size (ep);
-  ss->nspans = (ep->nblocks + ss->span_blocks - 1) / ss->span_blocks;
-  *epp = ep;
+  v->use_cache = nbd_can_cache (h) == 1;
+  if (endpoint_connect_rest (ep, v->view_name) == -1)
+    goto err;
+  v->span_blocks = span_size (ep);
+  v->nspans = (ep->nblocks + v->span_blocks - 1) / v->span_blocks;
+  v->in.params = ep->params;
+  v->in.size = ep->size;
+  v->in.nblocks = ep->nblocks;
+  *in = &v->in;
   return 1;
+
+ err:
+  /* src is the caller's again. */
+  endpoint_close (ep);
+  if (ep->params)
+    blk_params_free (&ep->own_params);
+  free (v->view_name);
+  free (v);
+  return -1;
 }
 
 static void
-ss_close (struct endpoint *ep)
+view_close (struct input *in)
 {
-  struct server_side *ss = container_of (ep, struct server_side, ep);
+  struct view_input *v = container_of (in, struct view_input, in);
+  struct source *src = v->ep.src;
 
-  if (ep->params)
-    blk_params_free (&ep->own_params);
-  free (ss->view_name);
-  free (ss);
+  endpoint_close (&v->ep);
+  if (v->ep.params)
+    blk_params_free (&v->ep.own_params);
+  free (v->view_name);
+  free (v);
+  source_close (src);
 }
 
 /* Blocks of a span, and where their digests are in the view. */
 static void
-span_blocks (const struct server_side *ss, uint64_t span, uint64_t *first,
+span_blocks (const struct view_input *v, uint64_t span, uint64_t *first,
              uint64_t *count)
 {
-  *first = span * ss->span_blocks;
-  *count = MIN (ss->ep.nblocks - *first, ss->span_blocks);
+  *first = span * v->span_blocks;
+  *count = MIN (v->ep.nblocks - *first, v->span_blocks);
 }
 static int
 request_done (void *opaque, int *error)
@@ -309,27 +326,27 @@ request_done (void *opaque, int *error)
 }
 
 static int
-ss_refill (struct endpoint *ep, unsigned i)
+view_refill (struct endpoint *ep, unsigned i)
 {
-  struct server_side *ss = container_of (ep, struct server_side, ep);
+  struct view_input *v = container_of (ep, struct view_input, ep);
   struct conn *c = &ep->conns[i];
-  const uint64_t span = atomic_fetch_add (&ss->next_span, 1);
+  const uint64_t span = atomic_fetch_add (&v->next_span, 1);
   uint64_t first, count, offset, len;
   struct request *r;
   int64_t cookie;
 
-  if (span >= ss->nspans)
+  if (span >= v->nspans)
     return 0;
-  span_blocks (ss, span, &first, &count);
+  span_blocks (v, span, &first, &count);
   offset = BLK_VIEW_DIGESTS_OFFSET + first * ep->params->digest.len;
   len = count * ep->params->digest.len;
-  r = request_new (c, first, count, ss->use_cache ? 0 : len);
+  r = request_new (c, first, count, v->use_cache ? 0 : len);
   if (r == NULL)
     return -1;
   nbd_completion_callback cb = {
     .callback = request_done, .user_data = r, .free = request_free
   };
-  cookie = ss->use_cache
+  cookie = v->use_cache
     ? nbd_aio_cache (c->h, len, offset, cb, 0)
     : nbd_aio_pread (c->h, r->buf, len, offset, cb, 0);
   if (cookie == -1) {
@@ -341,8 +358,10 @@ ss_refill (struct endpoint *ep, unsigned i)
 }
 
 static int
-ss_checksum (struct endpoint *ep, uint8_t *root)
+view_checksum (struct input *in, uint8_t *root)
 {
+  struct endpoint *ep = &container_of (in, struct view_input, in)->ep;
+
   if (endpoint_run (ep) == -1)
     return -1;
   if (source_pread (ep->conns[0].h, root, ep->params->digest.len,
@@ -358,9 +377,10 @@ ss_checksum (struct endpoint *ep, uint8_t *root)
  * time.
  */
 static int
-ss_digests (struct endpoint *ep, uint64_t first, uint64_t count,
-            uint8_t *out)
+view_digests (struct input *in, uint64_t first, uint64_t count,
+              uint8_t *out)
 {
+  struct endpoint *ep = &container_of (in, struct view_input, in)->ep;
   const uint64_t per_read = DIGEST_READ_BYTES / ep->params->digest.len;
 
   for (uint64_t b = first; b < first + count; b += per_read) {
@@ -379,10 +399,9 @@ ss_digests (struct endpoint *ep, uint64_t first, uint64_t count,
   return 0;
 }
 
-static const struct method_ops server_side_ops = {
-  .name = "server-side",
-  .close = ss_close,
-  .checksum = ss_checksum,
-  .digests = ss_digests,
-  .refill = ss_refill,
+static const struct input_ops view_input_ops = {
+  .method = "server-side",
+  .checksum = view_checksum,
+  .digests = view_digests,
+  .close = view_close,
 };

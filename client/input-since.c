@@ -8,7 +8,7 @@
  * that changed need hashing.  What changed comes from a dirty bitmap
  * the server exports as the metadata context qemu:dirty-bitmap:NAME
  * (qemu-nbd -B NAME, qemu's NBD server); nbdkit exports none, so the
- * blocks are hashed client-side (clientside.c, its connections and
+ * blocks are hashed client-side (input-client.c, its connections and
  * queue depth), and among them holes are not read.  A block is hashed
  * when it overlaps a dirty extent, when its data comes from a backing
  * file (qemu:allocation-depth 2 or more: the bitmap does not see
@@ -55,17 +55,15 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
-#include "checksum.h"
 #include "cleanup.h"
 #include "digest.h"
 #include "endpoint.h"
 #include "helpers.h"
-#include "incremental.h"
+#include "input-kinds.h"
 #include "jsonread.h"
 #include "local.h"
 #include "manifest.h"
 #include "messages.h"
-#include "method.h"
 #include "minmax.h"
 #include "signals.h"
 #include "source.h"
@@ -93,13 +91,15 @@ struct sample {
 };
 
 struct incremental {
+  struct input in;
   const char *name;
   struct manifest *m;
   struct source *src;
-  struct endpoint *ep;
+  struct input *client;         /* hashing client-side, what changed */
+  struct endpoint *ep;          /* its connections */
   char *context;                /* qemu:dirty-bitmap:NAME */
   const char *depth_context;    /* DEPTH_CONTEXT, or NULL: not asked */
-  struct cs_select select;
+  struct client_select select;
   uint64_t old_size, old_nblocks;
   /* The digest of the manifest's short last block if it were zeros. */
   uint8_t short_zero[BLK_DIGEST_MAX];
@@ -304,7 +304,7 @@ describe (struct endpoint *ep, struct nbd_handle *h, struct status_walk *w)
   }
 }
 
-/* cs_select: skip the blocks the manifest has and the server says are
+/* client_select: skip the blocks the manifest has and the server says are
  * clean (not dirty, not from a backing file); note those that read as
  * zeros.
  */
@@ -365,7 +365,7 @@ missed (struct incremental *inc, uint64_t b, const char *what)
  * manifest's, checked against what the server says.  Calls go
  * forward from block 0, as manifest_digests.
  */
-int
+static int
 incremental_digests (struct incremental *inc, uint64_t first,
                      uint64_t count, uint8_t *out)
 {
@@ -381,7 +381,7 @@ incremental_digests (struct incremental *inc, uint64_t first,
       error_at (inc->name, "blocks asked out of order");
       return -1;
     }
-    client_side_lookup (inc->ep, first, n, out, inc->need);
+    client_input_lookup (inc->client, first, n, out, inc->need);
     blk_table_lookup (inc->zeros, first, n, NULL, inc->not_zero, &snapshot);
     if (old_n && manifest_digests (inc->m, first, old_n, inc->old) == -1)
       return -1;
@@ -900,8 +900,52 @@ check_server (struct incremental *inc)
   return 0;
 }
 
-struct incremental *
-incremental_open (const char *name, const struct hash_spec *spec)
+static void
+incremental_close (struct incremental *inc)
+{
+  input_close (inc->client);
+  manifest_close (inc->m);
+  blk_table_free (inc->zeros);
+  blk_ctx_free (inc->ctx);
+  free (inc->context);
+  free (inc->old);
+  free (inc->need);
+  free (inc->not_zero);
+  free (inc);
+}
+
+static int
+since_checksum (struct input *in, uint8_t *root)
+{
+  struct incremental *inc = container_of (in, struct incremental, in);
+
+  memcpy (root, inc->root, in->params->digest.len);
+  return 0;
+}
+
+static int
+since_digests (struct input *in, uint64_t first, uint64_t count,
+               uint8_t *out)
+{
+  return incremental_digests (container_of (in, struct incremental, in),
+                              first, count, out);
+}
+
+static void
+since_close (struct input *in)
+{
+  incremental_close (container_of (in, struct incremental, in));
+}
+
+static const struct input_ops since_input_ops = {
+  .method = "client-side",
+  .checksum = since_checksum,
+  .digests = since_digests,
+  .close = since_close,
+};
+
+struct input *
+since_input_open (const char *name, const struct hash_spec *spec)
 {
   struct incremental *inc = calloc (1, sizeof *inc);
   struct hash_spec hs;
@@ -911,7 +955,8 @@ incremental_open (const char *name, const struct hash_spec *spec)
     error_at (name, "out of memory");
     return NULL;
   }
-  inc->name = name;
+  inc->in.ops = &since_input_ops;
+  inc->in.name = inc->name = name;
   if (open_manifest (inc, spec, &hs) == -1)
     goto err;
   if (asprintf (&inc->context, DIRTY_BITMAP_PREFIX "%s",
@@ -939,13 +984,12 @@ incremental_open (const char *name, const struct hash_spec *spec)
     goto err;
   inc->src->meta_contexts[0] = inc->context;
   inc->src->meta_contexts[1] = inc->depth_context;
-  inc->select = (struct cs_select) { select_clean, inc };
-  if ((inc->ep = client_side_open (inc->src, &hs, NULL,
-                                   &inc->select)) == NULL) {
-    source_close (inc->src);
-    inc->src = NULL;
+  inc->select = (struct client_select) { select_clean, inc };
+  /* It takes src, and closes it on error. */
+  if ((inc->client = client_input_open (inc->src, &hs, NULL,
+                                        &inc->select)) == NULL)
     goto err;
-  }
+  inc->ep = client_input_endpoint (inc->client);
   if (check_server (inc) == -1)
     goto err;
   if ((inc->zeros = blk_table_new (inc->ep->params, inc->ep->size)) == NULL) {
@@ -956,50 +1000,16 @@ incremental_open (const char *name, const struct hash_spec *spec)
   if (endpoint_run (inc->ep) == -1 || fold_root (inc) == -1 ||
       check_sample (inc) == -1)
     goto err;
-  return inc;
+  inc->in.params = inc->ep->params;
+  inc->in.size = inc->ep->size;
+  inc->in.nblocks = inc->ep->nblocks;
+  inc->in.about.incremental = true;
+  inc->in.about.hashed_blocks = inc->hashed;
+  inc->in.about.sampled_blocks = inc->sampled;
+  inc->in.about.read_bytes = atomic_load (&inc->ep->progress.data);
+  return &inc->in;
 
  err:
   incremental_close (inc);
   return NULL;
-}
-
-void
-incremental_close (struct incremental *inc)
-{
-  if (inc == NULL)
-    return;
-  if (inc->ep)
-    input_close (inc->ep);
-  manifest_close (inc->m);
-  blk_table_free (inc->zeros);
-  blk_ctx_free (inc->ctx);
-  free (inc->context);
-  free (inc->old);
-  free (inc->need);
-  free (inc->not_zero);
-  free (inc);
-}
-
-const struct endpoint *
-incremental_endpoint (const struct incremental *inc)
-{
-  return inc->ep;
-}
-
-const uint8_t *
-incremental_root (const struct incremental *inc)
-{
-  return inc->root;
-}
-
-uint64_t
-incremental_hashed (const struct incremental *inc)
-{
-  return inc->hashed;
-}
-
-uint64_t
-incremental_sampled (const struct incremental *inc)
-{
-  return inc->sampled;
 }

@@ -1,7 +1,7 @@
 /* Copyright (C) 2026 The nbdkit-blkhash developers
  * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
  */
-/* nbdsum: --check, like sha256sum -c, and --check-manifest.
+/* nbdsum -c FILE..., --check: verify checksum lines, like sha256sum -c.
  *
  * Lines are 'CHECKSUM  NAME' or 'BLKHASH-DIGEST/BLOCKSIZE (NAME) =
  * CHECKSUM' (nbdsum's and blkhash-file's formats), mixed in any order,
@@ -22,32 +22,17 @@
 #include <unistd.h>
 #include <sys/stat.h>
 
-#include "check.h"
-#include "checksum.h"
 #include "helpers.h"
 #include "jobs.h"
 #include "json.h"
-#include "manifest.h"
 #include "messages.h"
-#include "options.h"
+#include "modes.h"
 #include "signals.h"
 #include "sumline.h"
 
 struct tally {
   unsigned lines, mismatched, unreadable, malformed;
 };
-
-static void
-report (const char *name, const char *verdict)
-{
-  const bool escape = blk_name_needs_escape (name);
-
-  if (escape)
-    putchar ('\\');
-  blk_fput_name (stdout, name, escape);
-  printf (": %s\n", verdict);
-  stdout_flush ();
-}
 
 /* --json, unless --status silences everything. */
 static bool
@@ -65,7 +50,8 @@ verdict (unsigned lineno, const char *name, const char *expected,
          const char *v, const struct result *res, const char *error)
 {
   if (!json_out ()) {
-    report (name, v);
+    blk_fput_verdict (stdout, name, v);
+    stdout_flush ();
     return;
   }
   json_begin_object (NULL, true);
@@ -103,7 +89,7 @@ missing (const char *name)
 struct file_check {
   const char *path;
   struct tally *t;
-  int *status;                  /* check_files' */
+  int *status;                  /* mode_check's */
   bool opened;
   int open_errno;
   int read_errno;               /* a read failed: why, else 0 */
@@ -399,7 +385,7 @@ warn (unsigned n, const char *one, const char *many)
 }
 
 int
-check_files (char **files, int n, const struct hash_spec *spec)
+mode_check (char **files, int n, const struct hash_spec *spec)
 {
   struct tally t = { 0 };
   struct blk_digest d;
@@ -445,34 +431,4 @@ check_files (char **files, int n, const struct hash_spec *spec)
   if (t.mismatched || t.unreadable || (opts->strict && t.malformed))
     status = EXIT_FAILURE;
   return status;
-}
-
-int
-check_manifests (char **files, int n)
-{
-  unsigned failed = 0;
-
-  for (int i = 0; i < n && !stop_signal (); i++) {
-    struct manifest *m = manifest_open (files[i]);
-    uint8_t root[BLK_DIGEST_MAX];
-    bool ok = m != NULL;
-
-    if (m && !manifest_root (m, root)) {
-      error_at (files[i], "it carries no checksum (an older nbdsum --blocks "
-                "wrote it): its form is right, its digests cannot be "
-                "verified");
-      ok = false;
-    }
-    manifest_close (m);
-    if (stop_signal ())
-      break;
-    if (!ok)
-      failed++;
-    if (!ok || !opts->quiet)
-      report (files[i], ok ? "OK" : "FAILED");
-  }
-  if (failed && !stop_signal ())
-    fprintf (stderr, "%s: WARNING: %u of %d manifest%s did not verify\n",
-             progname, failed, n, n == 1 ? "" : "s");
-  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

@@ -1,8 +1,9 @@
 /* Copyright (C) 2026 The nbdkit-blkhash developers
  * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
  */
-/* nbdsum: hashing on the client, for servers without a blkhash view
- * (qemu-nbd, nbdkit without the filter, nbd-server), or --client-side.
+/* nbdsum: the input nbdsum hashes itself, for servers without a
+ * blkhash view (qemu-nbd, nbdkit without the filter, nbd-server), or
+ * --client-side.
  *
  * The image is cut into segments of SPAN_BYTES.  A connection takes the
  * next segment, asks block status for it (holes and zero extents are
@@ -24,8 +25,8 @@
 #include "endpoint.h"
 #include "helpers.h"
 #include "holes.h"
+#include "input-kinds.h"
 #include "messages.h"
-#include "method.h"
 #include "signals.h"
 #include "table.h"
 
@@ -36,27 +37,31 @@
 #define FOLD_BUDGET (4 * 1024 * 1024)
 
 struct client_side {
+  struct input in;
   struct endpoint ep;
   struct blk_table *table;      /* digests, folded into the root */
   uint64_t seg_blocks, nsegs, read_blocks, snapshot;
   atomic_uint_fast64_t next_seg;
   bool extents;                 /* base:allocation negotiated */
-  const struct cs_select *select;       /* NULL: hash every block */
+  const struct client_select *select;   /* NULL: hash every block */
 };
 
-static const struct method_ops client_side_ops;
+static const struct input_ops client_input_ops;
+static endpoint_refill_fn client_refill;
 
 /* The segment a connection is working through. */
-struct cs_conn {
+struct client_conn {
   struct blk_ctx *ctx;
   uint64_t first, count, pos;   /* blocks; pos is the next to read */
   bool *hole;                   /* per block of the segment: not read */
   bool *skip;                   /* of those, not hashed at all */
 };
 
-struct endpoint *
-client_side_open (struct source *src, const struct hash_spec *spec,
-                  struct fallback *fb, const struct cs_select *select)
+static void client_free (struct client_side *cs);
+
+struct input *
+client_input_open (struct source *src, const struct hash_spec *spec,
+                   struct fallback *fb, const struct client_select *select)
 {
   struct nbd_handle *h = fb ? fb->h : NULL;
   CLEANUP_FREE char *export_name = fb ? fb->export_name : NULL;
@@ -79,19 +84,25 @@ client_side_open (struct source *src, const struct hash_spec *spec,
                 export_name[0] ? "export '" : "the default export",
                 export_name, export_name[0] ? "'" : "", source_error ());
     nbd_close (h);
+    source_close (src);
     return NULL;
   }
-  if (h == NULL && (h = source_connect (src, NULL, SOURCE_GO, NULL)) == NULL)
+  if (h == NULL && (h = source_connect (src, NULL, SOURCE_GO, NULL)) == NULL) {
+    source_close (src);
     return NULL;
+  }
   if (notice)
     notice_at (src->name, "%s", notice);
   if ((cs = calloc (1, sizeof *cs)) == NULL) {
     error_at (src->name, "out of memory");
     nbd_close (h);
+    source_close (src);
     return NULL;
   }
+  cs->in.ops = &client_input_ops;
+  cs->in.name = src->name;
   ep = &cs->ep;
-  endpoint_init (ep, &client_side_ops, src, h);
+  endpoint_init (ep, client_refill, src, h);
   if ((size = nbd_get_size (h)) == -1) {
     error_at (src->name, "%s", nbd_get_error ());
     goto err;
@@ -127,7 +138,7 @@ client_side_open (struct source *src, const struct hash_spec *spec,
   if (endpoint_connect_rest (ep, NULL) == -1)
     goto err;
   for (i = 0; i < ep->nconns; i++) {
-    struct cs_conn *cc = calloc (1, sizeof *cc);
+    struct client_conn *cc = calloc (1, sizeof *cc);
     if (cc == NULL || (cc->ctx = blk_ctx_new ()) == NULL ||
         (cc->hole = malloc (cs->seg_blocks * sizeof *cc->hole)) == NULL ||
         (cc->skip = malloc (cs->seg_blocks * sizeof *cc->skip)) == NULL) {
@@ -141,20 +152,26 @@ client_side_open (struct source *src, const struct hash_spec *spec,
     }
     ep->conns[i].priv = cc;
   }
-  return ep;
+  cs->in.params = ep->params;
+  cs->in.size = ep->size;
+  cs->in.nblocks = ep->nblocks;
+  return &cs->in;
 
  err:
-  endpoint_close (ep);
+  client_free (cs);
   return NULL;
 }
 
+/* Close cs's connections and free it, and its source. */
 static void
-cs_close (struct endpoint *ep)
+client_free (struct client_side *cs)
 {
-  struct client_side *cs = container_of (ep, struct client_side, ep);
+  struct endpoint *ep = &cs->ep;
+  struct source *src = ep->src;
 
+  endpoint_close (ep);
   for (unsigned i = 0; i < MAX_CONNECTIONS; i++) {
-    struct cs_conn *cc = ep->conns[i].priv;
+    struct client_conn *cc = ep->conns[i].priv;
     if (cc) {
       blk_ctx_free (cc->ctx);
       free (cc->hole);
@@ -166,11 +183,18 @@ cs_close (struct endpoint *ep)
   if (ep->params)
     blk_params_free (&ep->own_params);
   free (cs);
+  source_close (src);
+}
+
+static void
+client_close (struct input *in)
+{
+  client_free (container_of (in, struct client_side, in));
 }
 
 struct extent_walk {
   struct endpoint *ep;
-  struct cs_conn *cc;
+  struct client_conn *cc;
   uint64_t covered;             /* image bytes described so far */
   struct blk_holes holes;
 };
@@ -201,7 +225,7 @@ extent_cb (void *opaque, const char *metacontext, uint64_t offset,
 
 /* Image bytes of the blocks marked in mark[0..count) of the segment. */
 static uint64_t
-marked_bytes (const struct endpoint *ep, const struct cs_conn *cc,
+marked_bytes (const struct endpoint *ep, const struct client_conn *cc,
               const bool *mark)
 {
   uint64_t bytes = 0;
@@ -219,7 +243,7 @@ static int
 next_segment (struct endpoint *ep, struct conn *c)
 {
   struct client_side *cs = container_of (ep, struct client_side, ep);
-  struct cs_conn *cc = c->priv;
+  struct client_conn *cc = c->priv;
   const uint64_t seg = atomic_fetch_add (&cs->next_seg, 1);
   uint64_t start, len, skipped = 0;
 
@@ -289,7 +313,7 @@ read_done (void *opaque, int *error)
   struct request *r = opaque;
   struct endpoint *ep = r->ep;
   struct client_side *cs = container_of (ep, struct client_side, ep);
-  struct cs_conn *cc = r->c->priv;
+  struct client_conn *cc = r->c->priv;
   const struct blk_params *p = ep->params;
   uint8_t digests[(IMAGE_READ_BYTES / BLK_MIN_BLOCK_SIZE) * BLK_DIGEST_MAX];
   bool zero[IMAGE_READ_BYTES / BLK_MIN_BLOCK_SIZE];
@@ -319,11 +343,11 @@ read_done (void *opaque, int *error)
 }
 
 static int
-cs_refill (struct endpoint *ep, unsigned i)
+client_refill (struct endpoint *ep, unsigned i)
 {
   struct client_side *cs = container_of (ep, struct client_side, ep);
   struct conn *c = &ep->conns[i];
-  struct cs_conn *cc = c->priv;
+  struct client_conn *cc = c->priv;
   struct request *r;
   uint64_t n = 0, bytes;
   int64_t cookie;
@@ -361,9 +385,10 @@ cs_refill (struct endpoint *ep, unsigned i)
 }
 
 static int
-cs_checksum (struct endpoint *ep, uint8_t *root)
+client_checksum (struct input *in, uint8_t *root)
 {
-  struct client_side *cs = container_of (ep, struct client_side, ep);
+  struct client_side *cs = container_of (in, struct client_side, in);
+  struct endpoint *ep = &cs->ep;
 
   if (endpoint_run (ep) == -1)
     return -1;
@@ -375,10 +400,11 @@ cs_checksum (struct endpoint *ep, uint8_t *root)
 }
 
 static int
-cs_digests (struct endpoint *ep, uint64_t first, uint64_t count,
-            uint8_t *out)
+client_digests (struct input *in, uint64_t first, uint64_t count,
+                uint8_t *out)
 {
-  struct client_side *cs = container_of (ep, struct client_side, ep);
+  struct client_side *cs = container_of (in, struct client_side, in);
+  struct endpoint *ep = &cs->ep;
   CLEANUP_FREE bool *need = malloc (count * sizeof *need);
   uint64_t snapshot, unknown;
 
@@ -394,20 +420,25 @@ cs_digests (struct endpoint *ep, uint64_t first, uint64_t count,
   return 0;
 }
 
-uint64_t
-client_side_lookup (struct endpoint *ep, uint64_t first, uint64_t count,
-                    uint8_t *out, bool *need)
+struct endpoint *
+client_input_endpoint (struct input *in)
 {
-  struct client_side *cs = container_of (ep, struct client_side, ep);
+  return &container_of (in, struct client_side, in)->ep;
+}
+
+uint64_t
+client_input_lookup (struct input *in, uint64_t first, uint64_t count,
+                     uint8_t *out, bool *need)
+{
+  struct client_side *cs = container_of (in, struct client_side, in);
   uint64_t snapshot;
 
   return blk_table_lookup (cs->table, first, count, out, need, &snapshot);
 }
 
-static const struct method_ops client_side_ops = {
-  .name = "client-side",
-  .close = cs_close,
-  .checksum = cs_checksum,
-  .digests = cs_digests,
-  .refill = cs_refill,
+static const struct input_ops client_input_ops = {
+  .method = "client-side",
+  .checksum = client_checksum,
+  .digests = client_digests,
+  .close = client_close,
 };

@@ -1,0 +1,106 @@
+/* Copyright (C) 2026 The nbdkit-blkhash developers
+ * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
+ */
+/* nbdsum: the kinds of input, for input_open (input.c) to choose
+ * among, and for --since to build on hashing client-side.  Nothing
+ * else includes this.
+ *
+ *   input-view.c    the server hashes: its blkhash view
+ *   input-client.c  nbdsum hashes what the server serves
+ *   input-since.c   --since: a manifest, and the blocks changed since
+ *   input-saved.c   a saved --blocks manifest (--diff, --check-manifest)
+ *   input-stream.c  bytes read to their end (standard input, a pipe)
+ */
+#ifndef NBDSUM_INPUT_KINDS_H
+#define NBDSUM_INPUT_KINDS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <libnbd.h>
+
+#include "endpoint.h"
+#include "input.h"
+#include "options.h"
+#include "source.h"
+
+/* What view_input_open hands to client_input_open when the server has
+ * no view of the image.
+ */
+struct fallback {
+  /* The first connection, still negotiating (option mode) after the
+   * server refused the view, or NULL: client-side connects anew.
+   */
+  struct nbd_handle *h;
+  /* The image's export name as libnbd had it, to go to with h. */
+  char *export_name;
+  /* When --connect-timeout runs out for h (0: never). */
+  double deadline;
+  /* Why the server does not hash, malloc'd: said once the image is
+   * open, so that an image that cannot be opened is not announced as
+   * hashed client-side.
+   */
+  char *notice;
+};
+
+/* input-view.c: returns 1 with *in open, 0 when the server has no
+ * view of src (*fb filled in), -1 on error (printed).  src is the
+ * input's on success.
+ */
+extern int view_input_open (struct source *src, const struct hash_spec *spec,
+                            struct input **in, struct fallback *fb);
+
+/* Client-side, the blocks whose digests come from elsewhere (--since:
+ * a manifest) are not hashed.
+ */
+struct client_select {
+  /* Called in connection h's thread for each segment of blocks
+   * [first, first+count): set skip[i] for each block not to hash
+   * (skip is all false on entry).  Returns 0, or -1 after
+   * endpoint_fail.
+   */
+  int (*select) (void *opaque, struct endpoint *ep, struct nbd_handle *h,
+                 uint64_t first, uint64_t count, bool *skip);
+  void *opaque;
+};
+
+/* input-client.c: takes src (closed on error) and what fb holds (NULL
+ * or empty: connect anew).  select may be NULL: every block.  NULL on
+ * error (printed).
+ */
+extern struct input *client_input_open (struct source *src,
+                                        const struct hash_spec *spec,
+                                        struct fallback *fb,
+                                        const struct client_select *select);
+/* Its connections, for --since to run them and to read its sample. */
+extern struct endpoint *client_input_endpoint (struct input *in);
+/* After a client-side run: the digests known of blocks [first,
+ * first+count) in out, need[i] set for each block not hashed.  Returns
+ * the count of those.
+ */
+extern uint64_t client_input_lookup (struct input *in, uint64_t first,
+                                     uint64_t count, uint8_t *out,
+                                     bool *need);
+
+/* input-since.c: name now, from the manifest opts->since and the
+ * blocks the bitmap opts->dirty_bitmap says were written.  NULL on
+ * error (printed).
+ */
+extern struct input *since_input_open (const char *name,
+                                       const struct hash_spec *spec);
+
+/* input-saved.c: the saved manifest at path ("-": standard input),
+ * checked; spec may only repeat its digest and block size.  NULL on
+ * error (printed).
+ */
+extern struct input *saved_input_open (const char *path,
+                                       const struct hash_spec *spec);
+
+/* input-stream.c: the bytes fd gives (owned: closed with the input),
+ * hashed as spec says (a format other than raw is refused).  NULL on
+ * error (printed).
+ */
+extern struct input *stream_input_open (const char *name, int fd,
+                                        const struct hash_spec *spec);
+
+#endif /* NBDSUM_INPUT_KINDS_H */

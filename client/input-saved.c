@@ -1,0 +1,125 @@
+/* Copyright (C) 2026 The nbdkit-blkhash developers
+ * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
+ */
+/* nbdsum: the input that is a saved --blocks manifest, one side of
+ * --diff --manifest: its block digests as read (manifest.c checks
+ * them first), and its checksum, the one it carries (checked against
+ * its digests), or for a manifest written before they carried one,
+ * the fold of its digests.
+ */
+#include <config.h>
+
+#include <stdlib.h>
+
+#include "cleanup.h"
+#include "helpers.h"
+#include "input-kinds.h"
+#include "manifest.h"
+#include "messages.h"
+#include "minmax.h"
+#include "signals.h"
+
+/* Digests folded at a time, for a manifest without a checksum. */
+#define WINDOW 65536
+
+struct saved_input {
+  struct input in;
+  struct manifest *m;
+};
+
+/* The root its digests give, then back to its first block. */
+static int
+saved_fold (struct saved_input *s, uint8_t *root)
+{
+  const struct blk_params *p = s->in.params;
+  CLEANUP_FREE uint8_t *d = malloc (WINDOW * p->digest.len);
+  struct blk_root r;
+  int ret = -1;
+
+  if (d == NULL) {
+    error_at (s->in.name, "out of memory");
+    return -1;
+  }
+  if (blk_root_init (&r, p) == -1) {
+    error_at (s->in.name, "%s failed", p->digest.name);
+    return -1;
+  }
+  for (uint64_t w = 0; w < s->in.nblocks; w += WINDOW) {
+    const uint64_t n = MIN (s->in.nblocks - w, (uint64_t) WINDOW);
+    if (stop_signal () || manifest_digests (s->m, w, n, d) == -1)
+      goto out;
+    if (blk_root_add (&r, d, n) == -1) {
+      error_at (s->in.name, "%s failed", p->digest.name);
+      goto out;
+    }
+  }
+  if (blk_root_final (&r, s->in.size, root) == -1) {
+    error_at (s->in.name, "%s failed", p->digest.name);
+    goto out;
+  }
+  ret = manifest_rewind (s->m);
+ out:
+  blk_root_free (&r);
+  return ret;
+}
+
+static int
+saved_checksum (struct input *in, uint8_t *root)
+{
+  struct saved_input *s = container_of (in, struct saved_input, in);
+
+  if (manifest_root (s->m, root))
+    return 0;
+  return saved_fold (s, root);
+}
+
+static int
+saved_digests (struct input *in, uint64_t first, uint64_t count,
+               uint8_t *out)
+{
+  struct saved_input *s = container_of (in, struct saved_input, in);
+
+  return manifest_digests (s->m, first, count, out);
+}
+
+static void
+saved_close (struct input *in)
+{
+  struct saved_input *s = container_of (in, struct saved_input, in);
+
+  manifest_close (s->m);
+  free (s);
+}
+
+static const struct input_ops saved_input_ops = {
+  .method = "manifest",
+  .checksum = saved_checksum,
+  .digests = saved_digests,
+  .close = saved_close,
+};
+
+struct input *
+saved_input_open (const char *path, const struct hash_spec *spec)
+{
+  struct saved_input *s = calloc (1, sizeof *s);
+  struct hash_spec made;
+
+  if (s == NULL) {
+    error_at (path, "out of memory");
+    return NULL;
+  }
+  s->in.ops = &saved_input_ops;
+  s->in.name = path;
+  /* An image compared with it is hashed as it was made: -d and
+   * --block-size may only repeat that.
+   */
+  if ((s->m = manifest_open (path)) == NULL ||
+      manifest_hash_spec (s->m, spec, &made) == -1) {
+    saved_close (&s->in);
+    return NULL;
+  }
+  s->in.params = manifest_params (s->m);
+  s->in.size = manifest_size (s->m);
+  s->in.nblocks = blk_block_count (s->in.size, s->in.params->block_size);
+  return &s->in;
+}

@@ -1,0 +1,171 @@
+/* Copyright (C) 2026 The nbdkit-blkhash developers
+ * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
+ */
+/* nbdsum: choosing the kind of an input, once (see input.h), and what
+ * every kind shares: its result.
+ */
+#include <config.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "helpers.h"
+#include "input-kinds.h"
+#include "input.h"
+#include "local.h"
+#include "messages.h"
+#include "signals.h"
+#include "source.h"
+#include "util.h"
+
+/* The format name is to be read as: a checksum line's, else the
+ * command line's, else NULL (probed).  A format for a URI or a [ CMD ]
+ * is an error (printed): they are hashed as served.
+ */
+static int
+input_format (const char *name, const struct hash_spec *spec,
+              const char **format)
+{
+  *format = spec->format ? spec->format : options_format (name);
+  if (*format && (is_uri (name) || local_command_argv (name))) {
+    error_at (name, "a format (%s) applies to local files only: this "
+              "input is hashed as its server serves it", *format);
+    return -1;
+  }
+  return 0;
+}
+
+/* Where name is served from: the server hashes if it can; otherwise
+ * nbdsum does, going on with the connection the server left (it said
+ * so).
+ */
+static struct input *
+served_input_open (const char *name, const struct hash_spec *spec)
+{
+  struct fallback fb = { NULL, NULL, 0, NULL };
+  struct input *in = NULL;
+  struct source *src;
+  char format[sizeof in->about.format] = "";
+  int r = 0;
+
+  if ((src = source_open_as (name, spec->format)) == NULL)
+    return NULL;
+  /* The format a local file is read as, for its result. */
+  if (src->server && local_server_format (src->server))
+    snprintf (format, sizeof format, "%s", local_server_format (src->server));
+  if (!opts->client_side)
+    r = view_input_open (src, spec, &in, &fb);
+  if (r == 0)
+    in = client_input_open (src, spec, &fb, NULL);
+  if (r == -1)
+    source_close (src);
+  if (in)
+    memcpy (in->about.format, format, sizeof format);
+  return in;
+}
+
+struct input *
+input_open (const char *name, const struct hash_spec *spec, unsigned flags)
+{
+  const double start = now ();
+  struct hash_spec hs = *spec;
+  struct input *in;
+  int fd = -1;
+
+  if (flags & INPUT_SAVED)
+    return saved_input_open (name, spec);
+  if (input_format (name, spec, &hs.format) == -1)
+    return NULL;
+  /* Standard input, and files a read hashes but nbdkit cannot serve:
+   * streams, which have no block digests (--since, --diff and --blocks
+   * refuse them).
+   */
+  if (strcmp (name, "-") == 0)
+    fd = STDIN_FILENO;
+  else if (!opts->since && !(flags & INPUT_DIGESTS) && !is_uri (name) &&
+           !local_command_argv (name) &&
+           (fd = local_stream_open (name)) == -2)
+    return NULL;
+  if (fd >= 0)
+    in = stream_input_open (name, fd, &hs);
+  else if (opts->since)
+    in = since_input_open (name, &hs);
+  else
+    in = served_input_open (name, &hs);
+  if (in == NULL)
+    return NULL;
+  in->about.format_given = hs.format != NULL;
+  in->opened = start;
+  return in;
+}
+
+int
+input_checksum (struct input *in, struct result *res)
+{
+  uint8_t root[BLK_DIGEST_MAX];
+
+  if (in->ops->checksum (in, root) == -1)
+    return -1;
+  *res = in->about;
+  res->name = in->name;
+  blk_hex (root, in->params->digest.len, res->hex);
+  snprintf (res->digest, sizeof res->digest, "%s", in->params->digest.name);
+  snprintf (res->method, sizeof res->method, "%s", in->ops->method);
+  res->block_size = in->params->block_size;
+  res->size = in->size;
+  res->seconds = now () - in->opened;
+  return 0;
+}
+
+void
+input_close (struct input *in)
+{
+  if (in)
+    in->ops->close (in);
+}
+
+int
+input_hash (const char *name, const struct hash_spec *spec,
+            struct result *res)
+{
+  struct input *in = input_open (name, spec, 0);
+  int r;
+
+  memset (res, 0, sizeof *res);
+  res->name = name;
+  if (in == NULL)
+    return -1;
+  r = input_checksum (in, res);
+  input_close (in);
+  return r;
+}
+
+bool
+input_views_refused (char **names, int n, input_refused_fn *json)
+{
+  char **errors = NULL;
+  bool found = false;
+
+  if (json && (errors = calloc (n, sizeof *errors)) == NULL) {
+    error_msg ("out of memory");
+    return true;
+  }
+  for (int i = 0; i < n; i++) {
+    if (errors)
+      messages_capture (names[i]);
+    if (refuse_view (names[i]))
+      found = true;
+    if (errors)
+      errors[i] = messages_captured ();
+  }
+  if (errors) {
+    if (found)
+      json (names, n, errors);
+    for (int i = 0; i < n; i++)
+      free (errors[i]);
+    free (errors);
+  }
+  return found;
+}
