@@ -78,37 +78,6 @@ now (void)
   return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-size_t
-utf8_char (const unsigned char *p, size_t n)
-{
-  uint32_t c, min;
-  size_t len;
-
-  if (p[0] < 0x80)
-    return 1;
-  if ((p[0] & 0xe0) == 0xc0) {
-    len = 2; c = p[0] & 0x1f; min = 0x80;
-  }
-  else if ((p[0] & 0xf0) == 0xe0) {
-    len = 3; c = p[0] & 0x0f; min = 0x800;
-  }
-  else if ((p[0] & 0xf8) == 0xf0) {
-    len = 4; c = p[0] & 0x07; min = 0x10000;
-  }
-  else
-    return 0;
-  if (n < len)
-    return 0;
-  for (size_t i = 1; i < len; i++) {
-    if ((p[i] & 0xc0) != 0x80)
-      return 0;
-    c = c << 6 | (p[i] & 0x3f);
-  }
-  if (c < min || c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff))
-    return 0;
-  return len;
-}
-
 struct hash_spec
 hash_spec_or_defaults (const struct hash_spec *spec)
 {

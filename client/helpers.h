@@ -40,13 +40,6 @@ extern int stdout_error (void);
 /* Seconds on the monotonic clock. */
 extern double now (void);
 
-/* Length of the UTF-8 character at p (at most n bytes), or 0 if the
- * bytes there are not one: a stray continuation byte, a truncated
- * sequence, an overlong form, a surrogate or a code point beyond
- * U+10FFFF.
- */
-extern size_t utf8_char (const unsigned char *p, size_t n);
-
 /* spec with what it leaves open filled with the defaults (sha256,
  * 64K): how nbdsum hashes where no server chooses.  The format is
  * left as it is.

@@ -102,7 +102,6 @@ struct input *
 saved_input_open (const char *path, const struct hash_spec *spec)
 {
   struct saved_input *s = calloc (1, sizeof *s);
-  struct hash_spec made;
 
   if (s == NULL) {
     error_at (path, "out of memory");
@@ -113,8 +112,8 @@ saved_input_open (const char *path, const struct hash_spec *spec)
   /* An image compared with it is hashed as it was made: -d and
    * --block-size may only repeat that.
    */
-  if ((s->m = manifest_open (path)) == NULL ||
-      manifest_hash_spec (s->m, spec, &made) == -1) {
+  if ((s->m = manifest_open (path, input_manifest_env ())) == NULL ||
+      manifest_check_made (s->m, spec->digest, spec->block_size) == -1) {
     saved_close (&s->in);
     return NULL;
   }

@@ -572,7 +572,7 @@ open_manifest (struct incremental *inc, const struct hash_spec *spec,
 
   if (getrandom (&inc->rng, sizeof inc->rng, 0) != sizeof inc->rng)
     inc->rng = (uint64_t) time (NULL) ^ ((uint64_t) getpid () << 32);
-  inc->m = manifest_open (opts->since);
+  inc->m = manifest_open (opts->since, input_manifest_env ());
   if (inc->m == NULL)
     return -1;
   if (!manifest_root (inc->m, root)) {
@@ -596,7 +596,10 @@ open_manifest (struct incremental *inc, const struct hash_spec *spec,
       return -1;
     }
   }
-  return manifest_hash_spec (inc->m, spec, out);
+  if (manifest_check_made (inc->m, spec->digest, spec->block_size) == -1)
+    return -1;
+  *out = (struct hash_spec) { p->digest.name, p->block_size, NULL };
+  return 0;
 }
 
 /* A local file: what qemu-img says of its bitmaps. */

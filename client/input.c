@@ -15,6 +15,7 @@
 #include "input-kinds.h"
 #include "input.h"
 #include "local.h"
+#include "manifest.h"
 #include "messages.h"
 #include "signals.h"
 #include "source.h"
@@ -168,4 +169,27 @@ input_views_refused (char **names, int n, input_refused_fn *json)
     free (errors);
   }
   return found;
+}
+
+static void
+manifest_error (const char *path, const char *msg)
+{
+  error_at (path, "%s", msg);
+}
+
+static bool
+manifest_stopped (void)
+{
+  return stop_signal () != 0;
+}
+
+const struct manifest_env *
+input_manifest_env (void)
+{
+  static struct manifest_env env = { manifest_error, manifest_stopped, NULL };
+
+  /* Only main's thread reads manifests. */
+  if (env.temp_dir == NULL)
+    env.temp_dir = temp_dir ();
+  return &env;
 }

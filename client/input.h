@@ -80,6 +80,12 @@ extern void input_close (struct input *in);
 extern int input_hash (const char *name, const struct hash_spec *spec,
                        struct result *res);
 
+/* How nbdsum has manifests read (manifest.h): errors said on
+ * standard error, stopped by a signal, copied to $TMPDIR.
+ */
+struct manifest_env;
+extern const struct manifest_env *input_manifest_env (void);
+
 /* Blkhash views are never inputs (see source.h): is any of names one?
  * Each says so.  With json, nothing is said on standard error, but
  * json is called with what was said of each name (NULL: nothing) to

@@ -1,36 +1,33 @@
 /* Copyright (C) 2026 The nbdkit-blkhash developers
  * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
  */
-/* nbdsum: --json output (see json.h). */
+/* nbdsum: JSON output (see json.h).  A writer is a value: this file
+ * depends on lib/ alone, and on no state but json_out's.
+ */
 #include <config.h>
 
 #include <assert.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
-#include "cleanup.h"
-#include "helpers.h"
 #include "json.h"
-#include "messages.h"
 #include "util.h"
 
-#define MAX_DEPTH 8
+struct json_writer json_out;
 
-static struct level {
-  bool array;
-  bool compact;
-  bool empty;                   /* nothing written in it yet */
-} stack[MAX_DEPTH];
-static int depth;
+static FILE *
+out (const struct json_writer *w)
+{
+  return w->fp ? w->fp : stdout;
+}
 
 static void
-indent (int n)
+indent (struct json_writer *w, int n)
 {
   for (int i = 0; i < n; i++)
-    fputs ("  ", stdout);
+    fputs ("  ", out (w));
 }
 
 bool
@@ -40,7 +37,7 @@ json_utf8_valid (const char *s)
   size_t n = strlen (s), len;
 
   for (size_t i = 0; i < n; i += len)
-    if ((len = utf8_char (p + i, n - i)) == 0)
+    if ((len = blk_utf8_char (p + i, n - i)) == 0)
       return false;
   return true;
 }
@@ -49,178 +46,170 @@ json_utf8_valid (const char *s)
  * UTF-8 as it is, any other byte as U+FFFD.
  */
 static void
-put_string (const char *s)
+put_string (struct json_writer *w, const char *s)
 {
+  FILE *fp = out (w);
   const unsigned char *p = (const unsigned char *) s;
   const size_t n = strlen (s);
   size_t len;
 
-  putchar ('"');
+  putc ('"', fp);
   for (size_t i = 0; i < n; i += len) {
     const unsigned char c = p[i];
 
     len = 1;
     switch (c) {
-    case '"': fputs ("\\\"", stdout); continue;
-    case '\\': fputs ("\\\\", stdout); continue;
-    case '\b': fputs ("\\b", stdout); continue;
-    case '\f': fputs ("\\f", stdout); continue;
-    case '\n': fputs ("\\n", stdout); continue;
-    case '\r': fputs ("\\r", stdout); continue;
-    case '\t': fputs ("\\t", stdout); continue;
+    case '"': fputs ("\\\"", fp); continue;
+    case '\\': fputs ("\\\\", fp); continue;
+    case '\b': fputs ("\\b", fp); continue;
+    case '\f': fputs ("\\f", fp); continue;
+    case '\n': fputs ("\\n", fp); continue;
+    case '\r': fputs ("\\r", fp); continue;
+    case '\t': fputs ("\\t", fp); continue;
     }
     if (c < 0x20 || c == 0x7f)
-      printf ("\\u%04x", c);
-    else if ((len = utf8_char (p + i, n - i)) == 0) {
-      fputs ("\\ufffd", stdout);
+      fprintf (fp, "\\u%04x", c);
+    else if ((len = blk_utf8_char (p + i, n - i)) == 0) {
+      fputs ("\\ufffd", fp);
       len = 1;
     }
     else
-      fwrite (p + i, 1, len, stdout);
+      fwrite (p + i, 1, len, fp);
   }
-  putchar ('"');
+  putc ('"', fp);
 }
 
 /* Before any value: the separator from the previous one, and the key
  * in an object.
  */
 static void
-begin_value (const char *key)
+begin_value (struct json_writer *w, const char *key)
 {
-  struct level *l;
+  struct json_level *l;
 
-  if (depth == 0) {
+  if (w->depth == 0) {
     assert (key == NULL);
     return;
   }
-  l = &stack[depth - 1];
+  l = &w->stack[w->depth - 1];
   assert ((key == NULL) == l->array);
   if (!l->empty)
-    putchar (',');
+    putc (',', out (w));
   if (l->compact) {
     if (!l->empty)
-      putchar (' ');
+      putc (' ', out (w));
   }
   else {
-    putchar ('\n');
-    indent (depth);
+    putc ('\n', out (w));
+    indent (w, w->depth);
   }
   l->empty = false;
   if (key) {
-    put_string (key);
-    fputs (": ", stdout);
+    put_string (w, key);
+    fputs (": ", out (w));
   }
 }
 
 static void
-begin (const char *key, bool array, bool compact)
+begin (struct json_writer *w, const char *key, bool array, bool compact)
 {
-  begin_value (key);
-  assert (depth < MAX_DEPTH);
+  begin_value (w, key);
+  assert (w->depth < JSON_MAX_DEPTH);
   /* Inside a line, everything is on that line. */
-  if (depth > 0 && stack[depth - 1].compact)
+  if (w->depth > 0 && w->stack[w->depth - 1].compact)
     compact = true;
-  stack[depth++] = (struct level) { array, compact, true };
-  putchar (array ? '[' : '{');
+  w->stack[w->depth++] = (struct json_level) { array, compact, true };
+  putc (array ? '[' : '{', out (w));
 }
 
 void
-json_begin_object (const char *key, bool compact)
+jw_begin_object (struct json_writer *w, const char *key, bool compact)
 {
-  begin (key, false, compact);
+  begin (w, key, false, compact);
 }
 
 void
-json_begin_array (const char *key, bool compact)
+jw_begin_array (struct json_writer *w, const char *key, bool compact)
 {
-  begin (key, true, compact);
+  begin (w, key, true, compact);
 }
 
 void
-json_end (void)
+jw_end (struct json_writer *w)
 {
-  struct level *l;
+  struct json_level *l;
 
-  assert (depth > 0);
-  l = &stack[--depth];
+  assert (w->depth > 0);
+  l = &w->stack[--w->depth];
   if (!l->compact && !l->empty) {
-    putchar ('\n');
-    indent (depth);
+    putc ('\n', out (w));
+    indent (w, w->depth);
   }
-  putchar (l->array ? ']' : '}');
-  if (depth == 0)
-    putchar ('\n');
+  putc (l->array ? ']' : '}', out (w));
+  if (w->depth == 0)
+    putc ('\n', out (w));
 }
 
 void
-json_end_to (int d)
+jw_end_to (struct json_writer *w, int d)
 {
-  while (depth > d)
-    json_end ();
-}
-
-int
-json_depth (void)
-{
-  return depth;
+  while (w->depth > d)
+    jw_end (w);
 }
 
 void
-json_string (const char *key, const char *s)
+jw_string (struct json_writer *w, const char *key, const char *s)
 {
-  begin_value (key);
-  put_string (s);
+  begin_value (w, key);
+  put_string (w, s);
 }
 
 void
-json_uint (const char *key, uint64_t v)
+jw_uint (struct json_writer *w, const char *key, uint64_t v)
 {
-  begin_value (key);
-  printf ("%" PRIu64, v);
+  begin_value (w, key);
+  fprintf (out (w), "%" PRIu64, v);
 }
 
 void
-json_seconds (const char *key, double v)
+jw_seconds (struct json_writer *w, const char *key, double v)
 {
-  begin_value (key);
-  printf ("%.3f", v);
+  begin_value (w, key);
+  fprintf (out (w), "%.3f", v);
 }
 
 void
-json_bool (const char *key, bool v)
+jw_bool (struct json_writer *w, const char *key, bool v)
 {
-  begin_value (key);
-  fputs (v ? "true" : "false", stdout);
+  begin_value (w, key);
+  fputs (v ? "true" : "false", out (w));
 }
 
 void
-json_name (const char *key, const char *name)
+jw_name (struct json_writer *w, const char *key, const char *name)
 {
-  json_string (key, name);
-  if (!json_utf8_valid (name)) {
-    const size_t n = strlen (name);
-    CLEANUP_FREE char *hex = malloc (2 * n + 1);
-    char hexkey[64];
+  char hexkey[64];
 
-    snprintf (hexkey, sizeof hexkey, "%s-hex", key);
-    if (hex == NULL) {
-      fprintf (stderr, "%s: out of memory\n", progname);
-      return;
-    }
-    blk_hex ((const uint8_t *) name, n, hex);
-    json_string (hexkey, hex);
-  }
+  jw_string (w, key, name);
+  if (json_utf8_valid (name))
+    return;
+  snprintf (hexkey, sizeof hexkey, "%s-hex", key);
+  begin_value (w, hexkey);
+  putc ('"', out (w));
+  for (const unsigned char *p = (const unsigned char *) name; *p; p++)
+    fprintf (out (w), "%02x", *p);
+  putc ('"', out (w));
 }
 
 void
-json_interrupted (int sig)
+jw_interrupted (struct json_writer *w, int sig)
 {
   char name[32];
 
-  if (depth == 0)
+  if (w->depth == 0)
     return;
-  json_end_to (1);
+  jw_end_to (w, 1);
   snprintf (name, sizeof name, "SIG%s", sigabbrev_np (sig));
-  json_string ("interrupted", name);
-  json_end ();
+  jw_string (w, "interrupted", name);
+  jw_end (w);
 }

@@ -36,7 +36,7 @@ struct tally {
 
 /* --json, unless --status silences everything. */
 static bool
-json_out (void)
+json_wanted (void)
 {
   return opts->json && !opts->status;
 }
@@ -49,7 +49,7 @@ static void
 verdict (unsigned lineno, const char *name, const char *expected,
          const char *v, const struct result *res, const char *error)
 {
-  if (!json_out ()) {
+  if (!json_wanted ()) {
     blk_fput_verdict (stdout, name, v);
     stdout_flush ();
     return;
@@ -73,7 +73,7 @@ static void
 file_error (const char *path, const char *msg)
 {
   error_at (path, "%s", msg);
-  if (json_out ())
+  if (json_wanted ())
     json_string ("error", msg);
 }
 
@@ -148,19 +148,19 @@ file_begin (void *opaque, bool cancelled)
       free (fc);
     return;
   }
-  if (json_out ()) {
+  if (json_wanted ()) {
     json_begin_object (NULL, false);
     json_name ("file", fc->path);
   }
   if (!fc->opened) {
     file_error (fc->path, strerror (fc->open_errno));
-    if (json_out ())
+    if (json_wanted ())
       json_end ();
     *fc->status = EXIT_FAILURE;
     free (fc);
     return;
   }
-  if (json_out ())
+  if (json_wanted ())
     json_begin_array ("results", false);
 }
 
@@ -256,7 +256,7 @@ file_end (void *opaque, bool cancelled)
   }
   fc->t->lines += fc->lines;
   fc->t->malformed += fc->malformed;
-  if (json_out ()) {
+  if (json_wanted ()) {
     json_end ();
     json_uint ("lines", fc->lines);
     json_uint ("verified", fc->verified);
@@ -279,7 +279,7 @@ file_end (void *opaque, bool cancelled)
     file_error (path, "no properly formatted checksum lines found");
   else if (fc->verified == 0)
     file_error (path, "no file was verified");
-  if (json_out ())
+  if (json_wanted ())
     json_end ();
   if (fc->read_errno || fc->lines == 0 || fc->verified == 0)
     *fc->status = EXIT_FAILURE;
@@ -365,7 +365,7 @@ check_one_file (const char *path, const struct hash_spec *untagged,
     if ((fp == stdin && strcmp (name, "-") == 0) || names_file (name, &st))
       jobs_then (line_refused, lc);
     else
-      jobs_hash (lc->name, spec, json_out (), line_done, lc);
+      jobs_hash (lc->name, spec, json_wanted (), line_done, lc);
   }
   /* A signal interrupts a read: that is no read error. */
   if (ferror (fp) && !stop_signal ())
@@ -405,7 +405,7 @@ mode_check (char **files, int n, const struct hash_spec *spec)
   hexlen = 2 * d.len;
   blk_digest_free (&d);
 
-  if (json_out ()) {
+  if (json_wanted ()) {
     json_begin_object (NULL, false);
     json_begin_array ("files", false);
   }
@@ -415,7 +415,7 @@ mode_check (char **files, int n, const struct hash_spec *spec)
   jobs_finish ();
   if (stop_signal ())
     return EXIT_FAILURE;
-  if (json_out ()) {
+  if (json_wanted ()) {
     json_end ();
     json_uint ("mismatched", t.mismatched);
     json_uint ("unreadable", t.unreadable);

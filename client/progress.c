@@ -32,6 +32,7 @@
 #include "progress.h"
 #include "signals.h"
 #include "source.h"
+#include "util.h"
 
 /* Block status is asked for this much image at a time: under the
  * 4 GiB that one NBD request can describe, in whole MiB.
@@ -288,7 +289,7 @@ put_name (char *out, const char *name, size_t room)
    */
   while (*name) {
     const unsigned char *u = (const unsigned char *) name;
-    const size_t clen = u[0] < 0x80 ? 1 : utf8_char (u, strlen (name));
+    const size_t clen = u[0] < 0x80 ? 1 : blk_utf8_char (u, strlen (name));
     if (clen <= 1 || (clen == 2 && u[0] == 0xc2 && u[1] < 0xa0)) {
       out[n++] = u[0] < 0x20 || u[0] >= 0x7f ? '?' : u[0];
       name += clen ? clen : 1;

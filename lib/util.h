@@ -1,7 +1,7 @@
 /* Copyright (C) 2026 The nbdkit-blkhash developers
  * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
  */
-/* nbdkit-blkhash: sizes and hex. */
+/* nbdkit-blkhash: sizes, hex and UTF-8. */
 #ifndef BLKHASH_UTIL_H
 #define BLKHASH_UTIL_H
 
@@ -41,5 +41,12 @@ blk_hex_value (int c)
     return c - 'A' + 10;
   return -1;
 }
+
+/* Length of the UTF-8 character at p (at most n bytes), or 0 if the
+ * bytes there are not one: a stray continuation byte, a truncated
+ * sequence, an overlong form, a surrogate or a code point beyond
+ * U+10FFFF.
+ */
+extern size_t blk_utf8_char (const unsigned char *p, size_t n);
 
 #endif /* BLKHASH_UTIL_H */

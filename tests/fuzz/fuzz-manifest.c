@@ -2,7 +2,8 @@
  * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
  */
 /* Fuzz target: --blocks manifests, as nbdsum --diff --manifest,
- * --since and --check-manifest read them (client/manifest.c).
+ * --since and --check-manifest read them (client/manifest.c), linked
+ * alone: the reader depends on nothing of nbdsum's.
  *
  * A refused manifest says why; an accepted one says nothing, hands out
  * the digest of each block in order, in pieces of any size, and no
@@ -10,7 +11,8 @@
  * checked against a second, plain reading of the lines: the line's
  * hex, or the zero digest on a zero run.  One that carries a checksum
  * must have digests that fold to it, and hands out the same digests
- * again after manifest_rewind.
+ * again after manifest_rewind; written again by the manifest's writer,
+ * in either form, it reads back the same.
  */
 #include <config.h>
 
@@ -22,58 +24,30 @@
 #include <unistd.h>
 
 #include "blkhash.h"
+#include "json.h"
 #include "manifest.h"
-#include "messages.h"
 #include "minmax.h"
-#include "signals.h"
 #include "fuzz.h"
-
-/* No signal stops a fuzz run. */
-int
-stop_signal (void)
-{
-  return 0;
-}
 
 /* Blocks read from an accepted manifest, at most: a line can stand
  * for a zero run of 2^46 blocks.
  */
 #define MAX_BLOCKS 4096
 
-/* manifest.c's messages, counted instead of printed (but formatted,
- * for the sanitizers to see the arguments).
+/* The reader's messages, counted instead of printed (but looked at,
+ * for the sanitizers to see them).
  */
-const char *progname = "nbdsum";
 static unsigned messages;
 
-static void __attribute__ ((format (printf, 1, 0)))
-count (const char *fmt, va_list ap)
+static void
+count (const char *path, const char *msg)
 {
-  char buf[256];
-
-  vsnprintf (buf, sizeof buf, fmt, ap);
+  PROPERTY (strlen (path) + strlen (msg) > 0);
   messages++;
 }
 
-void
-error_at (const char *name, const char *fmt, ...)
-{
-  va_list ap;
-
-  va_start (ap, fmt);
-  count (fmt, ap);
-  va_end (ap);
-}
-
-void
-error_msg (const char *fmt, ...)
-{
-  va_list ap;
-
-  va_start (ap, fmt);
-  count (fmt, ap);
-  va_end (ap);
-}
+/* No signal stops a fuzz run. */
+static const struct manifest_env env = { count, NULL, "/tmp" };
 
 /* Block b's digest by a plain reading of an accepted text manifest:
  * the line 'OFFSET LENGTH HEX|zero' whose range holds the block.
@@ -109,6 +83,59 @@ text_digest (const char *text, const struct blk_params *p, uint64_t b,
   PROPERTY (!"a block no line holds");
 }
 
+/* Write m again (in JSON if json), and read that back: the same
+ * header, checksum root and digests.
+ */
+static void
+rewrite (struct manifest *m, const uint8_t *root, bool json)
+{
+  const struct blk_params *p = manifest_params (m);
+  const uint64_t nblocks = blk_block_count (manifest_size (m), p->block_size);
+  const int fd = memfd_create ("rewritten", 0);
+  struct json_writer jw = { 0 };
+  struct manifest_writer w;
+  struct manifest *again;
+  uint8_t a[EVP_MAX_MD_SIZE], b[EVP_MAX_MD_SIZE];
+  char path[64];
+  FILE *fp;
+
+  PROPERTY (fd != -1 && (fp = fdopen (fd, "w")) != NULL);
+  PROPERTY (manifest_rewind (m) == 0);
+  jw.fp = fp;
+  if (json) {
+    jw_begin_object (&jw, NULL, false);
+    jw_name (&jw, "name", "fuzz");
+  }
+  manifest_write_begin (&w, fp, json ? &jw : NULL, p, manifest_size (m),
+                        root, "client-side");
+  for (uint64_t i = 0; i < nblocks; i++) {
+    PROPERTY (manifest_digests (m, i, 1, a) == 0);
+    manifest_write_blocks (&w, i, 1, a);
+  }
+  manifest_write_end (&w);
+  if (json)
+    jw_end (&jw);
+  PROPERTY (fflush (fp) == 0);
+  snprintf (path, sizeof path, "/proc/self/fd/%d", fd);
+  messages = 0;
+  again = manifest_open (path, &env);
+  PROPERTY (again != NULL && messages == 0);
+  PROPERTY (manifest_size (again) == manifest_size (m));
+  PROPERTY (strcmp (manifest_params (again)->digest.name, p->digest.name)
+            == 0);
+  PROPERTY (manifest_params (again)->block_size == p->block_size);
+  PROPERTY (manifest_root (again, a) &&
+            memcmp (a, root, p->digest.len) == 0);
+  PROPERTY (manifest_rewind (m) == 0);
+  for (uint64_t i = 0; i < nblocks; i++) {
+    PROPERTY (manifest_digests (m, i, 1, a) == 0);
+    PROPERTY (manifest_digests (again, i, 1, b) == 0);
+    PROPERTY (memcmp (a, b, p->digest.len) == 0);
+  }
+  manifest_close (again);
+  fclose (fp);
+}
+
 int
 LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
 {
@@ -120,7 +147,7 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
   PROPERTY (write (fd, data, size) == (ssize_t) size);
   snprintf (path, sizeof path, "/proc/self/fd/%d", fd);
   messages = 0;
-  m = manifest_open (path);
+  m = manifest_open (path, &env);
   if (m == NULL) {
     PROPERTY (messages > 0);
     close (fd);
@@ -168,6 +195,8 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
     PROPERTY (blk_root_final (&r, manifest_size (m), got) == 0);
     PROPERTY (memcmp (got, want, p->digest.len) == 0);
     blk_root_free (&r);
+    rewrite (m, want, false);
+    rewrite (m, want, true);
   }
   free (text);
   manifest_close (m);
