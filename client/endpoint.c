@@ -87,8 +87,6 @@ endpoint_close (struct endpoint *ep)
     }
   }
   free (ep->first_error);
-  free (ep->data_export);
-  progress_free (&ep->progress);
   pthread_mutex_destroy (&ep->lock);
 }
 
@@ -195,32 +193,6 @@ conn_loop (void *opaque)
   return NULL;
 }
 
-/* For the bar: the image's extents, from connection 0 unless that is
- * a view, else from a connection of their own, closed at once.
- * Quietly: without them the bar counts all bytes.
- */
-static void
-scan_extents (struct endpoint *ep)
-{
-  struct nbd_handle *h = ep->conns[0].h;
-
-  if (ep->data_export) {
-    h = source_connect (ep->src, ep->data_export, SOURCE_GO | SOURCE_QUIET,
-                        NULL);
-    if (h == NULL)
-      return;
-    if (nbd_get_size (h) != (int64_t) ep->size) {
-      nbd_close (h);
-      return;
-    }
-  }
-  progress_scan (&ep->progress, h, ep->params->block_size);
-  if (h != ep->conns[0].h) {
-    source_shutdown (h);
-    nbd_close (h);
-  }
-}
-
 int
 endpoint_run (struct endpoint *ep)
 {
@@ -233,8 +205,13 @@ endpoint_run (struct endpoint *ep)
   int r;
 
   progress_init (&ep->progress, ep->src->name, ep->size);
-  if (opts->progress_bar && !ep->some_blocks)
-    scan_extents (ep);
+  /* Only for the bar: the data bytes there are.  The rate is the
+   * hashing's, after that.
+   */
+  if (ep->scan && progress_drawn ()) {
+    ep->scan (ep);
+    ep->progress.start = now ();
+  }
   /* Signals go to the main thread; the workers hear of them through
    * the pipe, and their syscalls are not interrupted.
    */
@@ -277,13 +254,11 @@ endpoint_run (struct endpoint *ep)
 
   /* Interrupted: no checksum, and nothing to report. */
   if (stop_signal ()) {
-    if (opts->progress_bar)
-      fputc ('\n', stderr);
+    progress_abandon (&ep->progress);
     return -1;
   }
   if (atomic_load (&ep->failed)) {
-    if (opts->progress_bar)
-      fputc ('\n', stderr);
+    progress_abandon (&ep->progress);
     error_at (ep->src->name, "%s", ep->first_error ? ep->first_error : "failed");
     return -1;
   }

@@ -40,6 +40,10 @@ struct endpoint;
  * failing the endpoint).
  */
 typedef int endpoint_refill_fn (struct endpoint *ep, unsigned i);
+/* Before the run, when a bar is drawn: tell ep->progress the image's
+ * data bytes, if they can be known (datamap.h).
+ */
+typedef void endpoint_scan_fn (struct endpoint *ep);
 
 struct conn {
   struct endpoint *ep;
@@ -52,6 +56,7 @@ struct conn {
 
 struct endpoint {
   endpoint_refill_fn *refill;
+  endpoint_scan_fn *scan;       /* NULL: the bar counts all bytes */
   struct source *src;           /* where the input is; not owned */
   struct conn conns[MAX_CONNECTIONS];
   unsigned nconns;
@@ -64,14 +69,6 @@ struct endpoint {
   struct blk_params own_params;
   uint64_t size, nblocks;       /* the image's */
 
-  /* The image's export, for its extents when connection 0 is not it
-   * (server-side: a view has none).  NULL: connection 0's.  Owned.
-   */
-  char *data_export;
-  /* Only some blocks are read (--since): the bar counts all bytes,
-   * not the data the extents list.
-   */
-  bool some_blocks;
   struct progress progress;
   atomic_bool failed;
   pthread_mutex_t lock;         /* first_error */
@@ -107,8 +104,8 @@ extern void endpoint_fail (struct endpoint *ep, const char *fmt, ...)
 extern int endpoint_connect_rest (struct endpoint *ep,
                                   const char *export_name);
 /* Run the refill/poll loop on every connection until done,
- * updating progress (with the bar, after learning the image's data
- * bytes from its extents).  Returns 0 or -1 (error printed).
+ * updating progress (after ep->scan).  Returns 0 or -1 (error
+ * printed).
  */
 extern int endpoint_run (struct endpoint *ep);
 

@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "cleanup.h"
+#include "datamap.h"
 #include "endpoint.h"
 #include "helpers.h"
 #include "holes.h"
@@ -48,6 +49,7 @@ struct client_side {
 
 static const struct input_ops client_input_ops;
 static endpoint_refill_fn client_refill;
+static endpoint_scan_fn client_scan;
 
 /* The segment a connection is working through. */
 struct client_conn {
@@ -121,7 +123,9 @@ client_input_open (struct source *src, const struct hash_spec *spec,
   }
   cs->extents = nbd_can_meta_context (h, LIBNBD_CONTEXT_BASE_ALLOCATION) == 1;
   cs->select = select;
-  ep->some_blocks = select != NULL;
+  /* Only some blocks read (--since): the bar counts all bytes. */
+  if (select == NULL)
+    ep->scan = client_scan;
   cs->seg_blocks = blk_blocks_per (SPAN_BYTES, ep->params->block_size);
   cs->nsegs = (ep->nblocks + cs->seg_blocks - 1) / cs->seg_blocks;
   cs->read_blocks = blk_blocks_per (IMAGE_READ_BYTES, ep->params->block_size);
@@ -190,6 +194,18 @@ static void
 client_close (struct input *in)
 {
   client_free (container_of (in, struct client_side, in));
+}
+
+/* For the bar: the data bytes, from the extents of connection 0. */
+static void
+client_scan (struct endpoint *ep)
+{
+  struct data_map map = { 0 };
+
+  data_map_scan (&map, ep->conns[0].h, ep->size, ep->params->block_size);
+  if (map.known)
+    progress_set_data (&ep->progress, map.data);
+  data_map_free (&map);
 }
 
 struct extent_walk {

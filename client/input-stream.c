@@ -192,7 +192,6 @@ stream_checksum (const char *name, int fd, const struct hash_spec *spec,
  out:
   blk_stream_free (&s);
   free (buf);
-  progress_free (&prog);
   if (ret == -1)
     blk_params_free (p);
   return ret;

@@ -20,6 +20,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "datamap.h"
 #include "endpoint.h"
 #include "header.h"
 #include "helpers.h"
@@ -36,6 +37,8 @@ struct view_input {
   struct input in;
   struct endpoint ep;
   char *view_name;
+  char *image_export;           /* the image's, which has extents */
+  struct data_map map;          /* its data, for the bar */
   uint64_t span_blocks, nspans;
   atomic_uint_fast64_t next_span;
   bool use_cache;               /* else drive the server with reads */
@@ -43,6 +46,7 @@ struct view_input {
 
 static const struct input_ops view_input_ops;
 static endpoint_refill_fn view_refill;
+static endpoint_scan_fn view_scan;
 
 /* Read the header into hdr and check it against what spec asks.
  * Returns 1 if valid, 0 if the export is not a view at all, -1 if it
@@ -253,7 +257,8 @@ view_input_open (struct source *src, const struct hash_spec *spec,
   ep = &v->ep;
   endpoint_init (ep, view_refill, src, h);
   v->view_name = view_name;
-  ep->data_export = base;       /* for the bar: the view has no extents */
+  v->image_export = base;
+  ep->scan = view_scan;
   ep->size = hdr.image_size;
   ep->nblocks = hdr.block_count;
   /* The header's digest and block size, checked above; the zero
@@ -282,6 +287,7 @@ view_input_open (struct source *src, const struct hash_spec *spec,
   if (ep->params)
     blk_params_free (&ep->own_params);
   free (v->view_name);
+  free (v->image_export);
   free (v);
   return -1;
 }
@@ -296,6 +302,8 @@ view_close (struct input *in)
   if (v->ep.params)
     blk_params_free (&v->ep.own_params);
   free (v->view_name);
+  free (v->image_export);
+  data_map_free (&v->map);
   free (v);
   source_close (src);
 }
@@ -308,19 +316,44 @@ span_blocks (const struct view_input *v, uint64_t span, uint64_t *first,
   *first = span * v->span_blocks;
   *count = MIN (v->ep.nblocks - *first, v->span_blocks);
 }
+/* For the bar: the view has no extents, the image's export has.  A
+ * connection of its own, closed at once.
+ */
+static void
+view_scan (struct endpoint *ep)
+{
+  struct view_input *v = container_of (ep, struct view_input, ep);
+  struct nbd_handle *h;
+
+  h = source_connect (ep->src, v->image_export, SOURCE_GO | SOURCE_QUIET,
+                      NULL);
+  if (h == NULL)
+    return;
+  if (nbd_get_size (h) == (int64_t) ep->size) {
+    data_map_scan (&v->map, h, ep->size, ep->params->block_size);
+    if (v->map.known)
+      progress_set_data (&ep->progress, v->map.data);
+  }
+  source_shutdown (h);
+  nbd_close (h);
+}
+
 static int
 request_done (void *opaque, int *error)
 {
   struct request *r = opaque;
   struct endpoint *ep = r->ep;
+  struct view_input *v = container_of (ep, struct view_input, ep);
   const uint64_t start = r->first * ep->params->block_size;
   const uint64_t end = (r->first + r->count) * ep->params->block_size;
+  const uint64_t len = MIN (end, ep->size) - start;
 
   if (*error)
     endpoint_fail (ep, "server failed to hash image bytes from %" PRIu64
                    ": %s", start, strerror (*error));
   else
-    progress_add_range (&ep->progress, start, MIN (end, ep->size) - start);
+    progress_add (&ep->progress, len,
+                  data_map_data_in (&v->map, start, len));
   r->c->in_flight--;
   return 1;
 }

@@ -8,9 +8,9 @@
  * read by blk_sum_line_parse in lib/sumline.c.  A tagged line is
  * hashed as its tag says, its file read as the format the tag names,
  * if any; -d and --block-size only apply to untagged lines, which mean
- * sha256 and 64K without them.  With -j, jobs.c
- * hashes several lines' inputs at once; verdicts and everything else
- * printed go through it, to come out in order.
+ * sha256 and 64K without them.  Everything printed is a turn, queued
+ * in order (jobs.h) and printed when it comes back: with -j several
+ * lines' inputs are hashed at once, and the output is the same.
  */
 #include <config.h>
 
@@ -29,10 +29,6 @@
 #include "modes.h"
 #include "signals.h"
 #include "sumline.h"
-
-struct tally {
-  unsigned lines, mismatched, unreadable, malformed;
-};
 
 /* --json, unless --status silences everything. */
 static bool
@@ -88,27 +84,35 @@ missing (const char *name)
 /* A checksum file being checked, until its end is printed. */
 struct file_check {
   const char *path;
-  struct tally *t;
-  int *status;                  /* mode_check's */
   bool opened;
   int open_errno;
   int read_errno;               /* a read failed: why, else 0 */
   unsigned lines, verified, malformed, untagged_failed;
 };
 
-/* A line being checked, until its verdict is printed. */
-struct line_check {
+/* What is printed in its turn: each queued (jobs.h), in order. */
+struct turn {
+  enum {
+    FILE_BEGIN,                 /* with --json its object, or why not */
+    MALFORMED,                  /* an improperly formatted line */
+    LINE,                       /* a line's verdict, its input hashed */
+    LINE_REFUSED,               /* a line naming the file being read */
+    FILE_END,                   /* its counts, and why it failed */
+  } what;
   struct file_check *fc;
   unsigned lineno;
-  bool tagged;
-  char *name, *expected;
+  const char *why;              /* MALFORMED: static */
+  bool tagged;                  /* LINE */
+  char *name, *expected;        /* LINE, LINE_REFUSED */
 };
 
-/* An improperly formatted line, for --warn. */
-struct malformed_line {
-  const char *path;
-  unsigned lineno;
-  const char *why;              /* static */
+/* The whole run's. */
+struct check_run {
+  struct jobs *jobs;
+  const struct hash_spec *untagged;
+  size_t hexlen;                /* of untagged lines */
+  unsigned lines, mismatched, unreadable, malformed;
+  int status;
 };
 
 static void * __attribute__ ((malloc))
@@ -135,19 +139,9 @@ strdup_or_exit (const char *s)
   return p;
 }
 
-/* The file's beginning: with --json its object, or why it could not
- * be opened.
- */
 static void
-file_begin (void *opaque, bool cancelled)
+file_begin (struct check_run *run, struct file_check *fc)
 {
-  struct file_check *fc = opaque;
-
-  if (cancelled) {
-    if (!fc->opened)
-      free (fc);
-    return;
-  }
   if (json_wanted ()) {
     json_begin_object (NULL, false);
     json_name ("file", fc->path);
@@ -156,106 +150,60 @@ file_begin (void *opaque, bool cancelled)
     file_error (fc->path, strerror (fc->open_errno));
     if (json_wanted ())
       json_end ();
-    *fc->status = EXIT_FAILURE;
-    free (fc);
+    run->status = EXIT_FAILURE;
     return;
   }
   if (json_wanted ())
     json_begin_array ("results", false);
 }
 
-static void
-warn_malformed (void *opaque, bool cancelled)
-{
-  struct malformed_line *ml = opaque;
-
-  if (!cancelled)
-    fprintf (stderr, "%s: %s: %u: improperly formatted checksum line (%s)\n",
-             progname, ml->path, ml->lineno, ml->why);
-  free (ml);
-}
-
-/* A line's verdict, once its input was hashed. */
-static void
-line_done (void *opaque, const struct job_outcome *out)
-{
-  struct line_check *lc = opaque;
-  struct file_check *fc = lc->fc;
-  struct tally *t = fc->t;
-
-  if (out == NULL)
-    ;
-  else if (out->r == -1) {
-    t->unreadable++;
-    if (!opts->status)
-      verdict (lc->lineno, lc->name, lc->expected, "FAILED open or read",
-               NULL, out->error);
-  }
-  else if (strcasecmp (out->res.hex, lc->expected) != 0) {
-    t->mismatched++;
-    fc->untagged_failed += !lc->tagged;
-    if (!opts->status)
-      verdict (lc->lineno, lc->name, lc->expected, "FAILED", &out->res, NULL);
-  }
-  else if (!opts->quiet && !opts->status)
-    verdict (lc->lineno, lc->name, lc->expected, "OK", &out->res, NULL);
-  free (lc->name);
-  free (lc->expected);
-  free (lc);
-}
-
 #define STDIN_IS_FILE "standard input is the checksum file being read: " \
   "it cannot be hashed too"
 #define NAMES_FILE "the checksum file being read: it cannot be hashed too"
 
-/* A line naming the checksum file being read (-, /dev/stdin, the
- * file's own name...): its verdict in its turn, as if hashing it had
- * failed.
- */
 static void
-line_refused (void *opaque, bool cancelled)
+line_done (struct check_run *run, const struct turn *tn,
+           const struct job_outcome *out)
 {
-  struct line_check *lc = opaque;
-  const char *why = strcmp (lc->name, "-") == 0 ? STDIN_IS_FILE : NAMES_FILE;
-  struct job_outcome out = { .name = lc->name, .r = -1 };
-
-  if (cancelled) {
-    line_done (lc, NULL);
-    return;
+  if (out->r == -1) {
+    run->unreadable++;
+    if (!opts->status)
+      verdict (tn->lineno, tn->name, tn->expected, "FAILED open or read",
+               NULL, out->error);
   }
-  error_at (lc->name, "%s", why);
-  out.error = (char *) why;
-  line_done (lc, &out);
+  else if (strcasecmp (out->res.hex, tn->expected) != 0) {
+    run->mismatched++;
+    tn->fc->untagged_failed += !tn->tagged;
+    if (!opts->status)
+      verdict (tn->lineno, tn->name, tn->expected, "FAILED", &out->res,
+               NULL);
+  }
+  else if (!opts->quiet && !opts->status)
+    verdict (tn->lineno, tn->name, tn->expected, "OK", &out->res, NULL);
 }
 
-/* Is name the checksum file being read (file: its fstat), under any
- * name?  A pipe's rest would be hashed as a stream, swallowing the
- * lines after it.  (- is standard input, not a file named so, when
- * the checksum file is not.)
+/* A line naming the checksum file being read (-, /dev/stdin, the
+ * file's own name...): its verdict, as if hashing it had failed.
  */
-static bool
-names_file (const char *name, const struct stat *file)
+static void
+line_refused (struct check_run *run, const struct turn *tn)
 {
-  struct stat st;
+  const char *why = strcmp (tn->name, "-") == 0 ? STDIN_IS_FILE : NAMES_FILE;
+  const struct job_outcome out = {
+    .name = tn->name, .r = -1, .error = (char *) why,
+  };
 
-  return !is_uri (name) && strcmp (name, "-") != 0 &&
-    stat (name, &st) == 0 &&
-    st.st_dev == file->st_dev && st.st_ino == file->st_ino;
+  error_at (tn->name, "%s", why);
+  line_done (run, tn, &out);
 }
 
-/* The file's end: its counts, and why it failed as a whole. */
 static void
-file_end (void *opaque, bool cancelled)
+file_end (struct check_run *run, struct file_check *fc)
 {
-  struct file_check *fc = opaque;
   const char *path = fc->path;
 
-  if (cancelled) {
-    free (fc);
-    return;
-  }
-  fc->t->lines += fc->lines;
-  fc->t->malformed += fc->malformed;
+  run->lines += fc->lines;
+  run->malformed += fc->malformed;
   if (json_wanted ()) {
     json_end ();
     json_uint ("lines", fc->lines);
@@ -282,16 +230,92 @@ file_end (void *opaque, bool cancelled)
   if (json_wanted ())
     json_end ();
   if (fc->read_errno || fc->lines == 0 || fc->verified == 0)
-    *fc->status = EXIT_FAILURE;
-  free (fc);
+    run->status = EXIT_FAILURE;
 }
 
-/* Read the file's lines and hand each to jobs.c, and what is printed
- * around them, in order (with -j several lines are hashed at once).
+/* Print a turn (unless a signal came first), and free it. */
+static void
+take_turn (struct check_run *run, const struct job_item *item)
+{
+  struct turn *tn = item->tag;
+
+  if (!item->cancelled) {
+    switch (tn->what) {
+    case FILE_BEGIN:
+      file_begin (run, tn->fc);
+      break;
+    case MALFORMED:
+      fprintf (stderr, "%s: %s: %u: improperly formatted checksum line "
+               "(%s)\n", progname, tn->fc->path, tn->lineno, tn->why);
+      break;
+    case LINE:
+      line_done (run, tn, item->out);
+      break;
+    case LINE_REFUSED:
+      line_refused (run, tn);
+      break;
+    case FILE_END:
+      file_end (run, tn->fc);
+      break;
+    }
+  }
+  /* The file's own turns end with FILE_END, or FILE_BEGIN if it could
+   * not be opened.
+   */
+  if (tn->what == FILE_END || (tn->what == FILE_BEGIN && !tn->fc->opened))
+    free (tn->fc);
+  free (tn->name);
+  free (tn->expected);
+  free (tn);
+}
+
+/* Queue a turn of fc's (an input to hash: name, as spec says), then
+ * print every turn that is done.
  */
 static void
-check_one_file (const char *path, const struct hash_spec *untagged,
-                size_t hexlen, struct tally *t, int *status)
+queue (struct check_run *run, struct turn *tn, const struct hash_spec *spec)
+{
+  struct job_item item;
+
+  if (spec)
+    jobs_hash (run->jobs, tn->name, spec, json_wanted (), tn);
+  else
+    jobs_mark (run->jobs, tn);
+  while (jobs_next (run->jobs, false, &item))
+    take_turn (run, &item);
+}
+
+static struct turn *
+new_turn (int what, struct file_check *fc, unsigned lineno)
+{
+  struct turn *tn = alloc_or_exit (sizeof *tn);
+
+  tn->what = what;
+  tn->fc = fc;
+  tn->lineno = lineno;
+  return tn;
+}
+
+/* Is name the checksum file being read (file: its fstat), under any
+ * name?  A pipe's rest would be hashed as a stream, swallowing the
+ * lines after it.  (- is standard input, not a file named so, when
+ * the checksum file is not.)
+ */
+static bool
+names_file (const char *name, const struct stat *file)
+{
+  struct stat st;
+
+  return !is_uri (name) && strcmp (name, "-") != 0 &&
+    stat (name, &st) == 0 &&
+    st.st_dev == file->st_dev && st.st_ino == file->st_ino;
+}
+
+/* Read the file's lines and queue each, with what is printed around
+ * them (with -j several lines are hashed at once).
+ */
+static void
+check_one_file (struct check_run *run, const char *path)
 {
   /* Not inherited by the servers nbdsum starts. */
   FILE *fp = strcmp (path, "-") == 0 ? stdin : fopen (path, "re");
@@ -299,6 +323,7 @@ check_one_file (const char *path, const struct hash_spec *untagged,
   struct file_check *fc;
   struct blk_sum_line sl;
   struct stat st;
+  struct turn *tn;
   const char *msg;
   char *line = NULL, *name;
   size_t size = 0;
@@ -322,10 +347,9 @@ check_one_file (const char *path, const struct hash_spec *untagged,
     open_errno = EISDIR;
   }
   *fc = (struct file_check) {
-    .path = path, .t = t, .status = status, .opened = fp != NULL,
-    .open_errno = open_errno,
+    .path = path, .opened = fp != NULL, .open_errno = open_errno,
   };
-  jobs_then (file_begin, fc);
+  queue (run, new_turn (FILE_BEGIN, fc, 0), NULL);
   if (fp == NULL)
     return;
   for (;;) {
@@ -336,15 +360,15 @@ check_one_file (const char *path, const struct hash_spec *untagged,
     if (ferror (fp))
       break;
     lineno++;
-    if ((msg = blk_sum_line_parse (line, hexlen, &sl)) != NULL) {
+    if ((msg = blk_sum_line_parse (line, run->hexlen, &sl)) != NULL) {
       fc->malformed++;
       /* A line with a digest this build lacks is not malformed, but
        * cannot be read here: always say why.
        */
       if (opts->warn || msg == blk_digest_no_blake3) {
-        struct malformed_line *ml = alloc_or_exit (sizeof *ml);
-        *ml = (struct malformed_line) { path, lineno, msg };
-        jobs_then (warn_malformed, ml);
+        tn = new_turn (MALFORMED, fc, lineno);
+        tn->why = msg;
+        queue (run, tn, NULL);
       }
       continue;
     }
@@ -352,20 +376,18 @@ check_one_file (const char *path, const struct hash_spec *untagged,
     name = sl.name;
     /* The tag says how the line was made: it wins over -d. */
     const struct hash_spec tagged = { sl.digest, sl.block_size, sl.format };
-    const struct hash_spec *spec = sl.tagged ? &tagged : untagged;
+    const struct hash_spec *spec = sl.tagged ? &tagged : run->untagged;
     if (opts->ignore_missing && missing (name))
       continue;
     fc->verified++;
-    struct line_check *lc = alloc_or_exit (sizeof *lc);
-    *lc = (struct line_check) {
-      .fc = fc, .lineno = lineno, .tagged = sl.tagged,
-      .name = strdup_or_exit (name), .expected = strdup_or_exit (sl.hex),
-    };
     /* Its bytes are the rest of this file: refused, whatever -j. */
-    if ((fp == stdin && strcmp (name, "-") == 0) || names_file (name, &st))
-      jobs_then (line_refused, lc);
-    else
-      jobs_hash (lc->name, spec, json_wanted (), line_done, lc);
+    const bool refused =
+      (fp == stdin && strcmp (name, "-") == 0) || names_file (name, &st);
+    tn = new_turn (refused ? LINE_REFUSED : LINE, fc, lineno);
+    tn->tagged = sl.tagged;
+    tn->name = strdup_or_exit (name);
+    tn->expected = strdup_or_exit (sl.hex);
+    queue (run, tn, refused ? NULL : spec);
   }
   /* A signal interrupts a read: that is no read error. */
   if (ferror (fp) && !stop_signal ())
@@ -373,8 +395,7 @@ check_one_file (const char *path, const struct hash_spec *untagged,
   free (line);
   if (fp != stdin)
     fclose (fp);
-  /* Interrupted: the file has no end (it is freed all the same). */
-  jobs_then (file_end, fc);
+  queue (run, new_turn (FILE_END, fc, 0), NULL);
 }
 
 static void
@@ -387,11 +408,10 @@ warn (unsigned n, const char *one, const char *many)
 int
 mode_check (char **files, int n, const struct hash_spec *spec)
 {
-  struct tally t = { 0 };
+  struct check_run run = { .status = EXIT_SUCCESS };
+  struct job_item item;
   struct blk_digest d;
   const char *msg;
-  size_t hexlen;
-  int status = EXIT_SUCCESS;
   /* An untagged line was made with the defaults, whatever the server's
    * are now, unless -d and --block-size say otherwise.
    */
@@ -402,33 +422,36 @@ mode_check (char **files, int n, const struct hash_spec *spec)
     fprintf (stderr, "%s: %s\n", progname, msg);
     return EXIT_FAILURE;
   }
-  hexlen = 2 * d.len;
+  run.hexlen = 2 * d.len;
+  run.untagged = &untagged;
   blk_digest_free (&d);
 
   if (json_wanted ()) {
     json_begin_object (NULL, false);
     json_begin_array ("files", false);
   }
-  jobs_begin (opts->jobs);
+  run.jobs = jobs_begin (opts->jobs, 0);
   for (int i = 0; i < n && !stop_signal (); i++)
-    check_one_file (files[i], &untagged, hexlen, &t, &status);
-  jobs_finish ();
+    check_one_file (&run, files[i]);
+  while (jobs_next (run.jobs, true, &item))
+    take_turn (&run, &item);
+  jobs_end (run.jobs);
   if (stop_signal ())
     return EXIT_FAILURE;
   if (json_wanted ()) {
     json_end ();
-    json_uint ("mismatched", t.mismatched);
-    json_uint ("unreadable", t.unreadable);
-    json_uint ("malformed", t.malformed);
+    json_uint ("mismatched", run.mismatched);
+    json_uint ("unreadable", run.unreadable);
+    json_uint ("malformed", run.malformed);
     json_end ();
   }
-  warn (t.malformed, "line is improperly formatted",
+  warn (run.malformed, "line is improperly formatted",
         "lines are improperly formatted");
-  warn (t.unreadable, "listed file could not be read",
+  warn (run.unreadable, "listed file could not be read",
         "listed files could not be read");
-  warn (t.mismatched, "computed checksum did NOT match",
+  warn (run.mismatched, "computed checksum did NOT match",
         "computed checksums did NOT match");
-  if (t.mismatched || t.unreadable || (opts->strict && t.malformed))
-    status = EXIT_FAILURE;
-  return status;
+  if (run.mismatched || run.unreadable || (opts->strict && run.malformed))
+    run.status = EXIT_FAILURE;
+  return run.status;
 }

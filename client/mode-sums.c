@@ -56,10 +56,8 @@ json_failed (const char *name, const char *error)
  * "inputs".
  */
 static void
-input_done (void *opaque, const struct job_outcome *out)
+input_done (const struct job_outcome *out, unsigned *failed)
 {
-  unsigned *failed = opaque;
-
   if (out == NULL)
     return;
   if (out->r == -1) {
@@ -99,6 +97,8 @@ json_refused (char **names, int n, char **errors)
 int
 mode_sums (char **args, int nargs, const struct hash_spec *spec)
 {
+  struct job_item item;
+  struct jobs *j;
   unsigned failed = 0;
 
   if (input_views_refused (args, nargs, opts->json ? json_refused : NULL))
@@ -108,11 +108,15 @@ mode_sums (char **args, int nargs, const struct hash_spec *spec)
     json_begin_array ("inputs", false);
   }
   /* One input: nothing to do at once, and its own bar. */
-  jobs_begin (nargs > 1 ? opts->jobs : 1);
-  jobs_expect (nargs);
-  for (int i = 0; i < nargs && !stop_signal (); i++)
-    jobs_hash (args[i], spec, opts->json, input_done, &failed);
-  jobs_finish ();
+  j = jobs_begin (nargs > 1 ? opts->jobs : 1, nargs);
+  for (int i = 0; i < nargs && !stop_signal (); i++) {
+    jobs_hash (j, args[i], spec, opts->json, NULL);
+    while (jobs_next (j, false, &item))
+      input_done (item.out, &failed);
+  }
+  while (jobs_next (j, true, &item))
+    input_done (item.out, &failed);
+  jobs_end (j);
   if (opts->json && !stop_signal ()) {
     json_end ();
     json_uint ("failed", failed);

@@ -707,10 +707,3 @@ parse_options (int argc, char **argv, int *first_arg)
   free (fo);
   held[0] = held[1] = NULL;
 }
-
-void
-options_for_job (void)
-{
-  parsed.progress_bar = false;
-  parsed.progress_fd = -1;
-}

@@ -71,9 +71,4 @@ extern void parse_options (int argc, char **argv, int *first_arg);
  */
 extern const char *options_format (const char *name);
 
-/* In a -j job (a child process hashing one input for the run): no
- * bar and no --progress=FD lines of its own, the run shows progress.
- */
-extern void options_for_job (void);
-
 #endif /* NBDSUM_OPTIONS_H */

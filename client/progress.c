@@ -2,13 +2,15 @@
  * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
  */
 /* nbdsum: progress on standard error (a bar on a terminal) or as
- * "N/100" lines on a file descriptor, like nbdcopy.
+ * "N/100" lines on a file descriptor, like nbdcopy.  It draws what it
+ * is told: the image bytes done, and of them the data bytes, by
+ * whoever hashes.
  *
  * Holes cost nothing to hash, so the bar's rate, time left and
- * percentage go by data bytes when the image's extents tell where its
- * data is: a sparse image's bar then says how fast data is read, not
- * how fast holes are skipped.  --progress=FD goes by position in the
- * image, as it always did.
+ * percentage go by data bytes when the input knows how many its image
+ * has (progress_set_data, from its extents: datamap.h): a sparse
+ * image's bar then says how fast data is read, not how fast holes are
+ * skipped.  --progress=FD goes by position in the image.
  *
  * With -j, a job reports its bytes to the run (progress_report_to) and
  * the run is drawn here: a line for it and one per input being hashed
@@ -25,24 +27,11 @@
 #include <unistd.h>
 
 #include "helpers.h"
-#include "holes.h"
-#include "json.h"
 #include "minmax.h"
 #include "options.h"
 #include "progress.h"
 #include "signals.h"
-#include "source.h"
 #include "util.h"
-
-/* Block status is asked for this much image at a time: under the
- * 4 GiB that one NBD request can describe, in whole MiB.
- */
-#define SCAN_BYTES (UINT64_C (4095) << 20)
-/* Listing extents is given up after this long, or beyond this many
- * runs of holes (16 bytes each): then the bar counts all bytes.
- */
-#define SCAN_SECONDS 2
-#define SCAN_MAX_RUNS (1 << 20)
 
 /* The bar: at least BAR_MIN cells or none, at most BAR_MAX.  A name
  * is shortened to no fewer than NAME_MIN columns.  Lines are never
@@ -64,6 +53,14 @@ progress_report_to (progress_reporter *fn)
 }
 
 void
+progress_silent (uint64_t done, uint64_t total, bool final)
+{
+  (void) done;
+  (void) total;
+  (void) final;
+}
+
+void
 progress_init (struct progress *p, const char *name, uint64_t total)
 {
   memset (p, 0, sizeof *p);
@@ -76,119 +73,10 @@ progress_init (struct progress *p, const char *name, uint64_t total)
 }
 
 void
-progress_free (struct progress *p)
+progress_set_data (struct progress *p, uint64_t data_total)
 {
-  free (p->holes);
-  p->holes = NULL;
-  p->nholes = p->holes_alloc = 0;
-  p->known = false;
-}
-
-/* Append the hole [start, end), after all earlier ones.  -1 when there
- * are too many to keep.
- */
-static int
-add_hole (struct progress *p, uint64_t start, uint64_t end)
-{
-  struct hole_run *last = p->nholes ? &p->holes[p->nholes - 1] : NULL;
-
-  if (last && start < last->end)
-    start = last->end;
-  if (start >= end)
-    return 0;
-  if (last && last->end == start) {
-    last->end = end;
-    return 0;
-  }
-  if (p->nholes == p->holes_alloc) {
-    const size_t n = p->holes_alloc ? 2 * p->holes_alloc : 64;
-    struct hole_run *runs;
-
-    if (n > SCAN_MAX_RUNS || (runs = realloc (p->holes,
-                                              n * sizeof *runs)) == NULL)
-      return -1;
-    p->holes = runs;
-    p->holes_alloc = n;
-  }
-  p->holes[p->nholes++] = (struct hole_run) { start, end };
-  return 0;
-}
-
-struct scan {
-  struct progress *p;
-  struct blk_holes holes;       /* runs of zero extents */
-  uint64_t covered;             /* image bytes described so far */
-  bool failed;
-};
-
-/* The blocks the methods skip, a run of zero extents' (lib/holes.c). */
-static void
-scan_hole_run (void *opaque, uint64_t b0, uint64_t b1)
-{
-  struct scan *s = opaque;
-  const uint64_t bs = s->holes.block_size, size = s->p->total;
-
-  if (add_hole (s->p, b0 * bs, MIN (b1 * bs, size)) == -1)
-    s->failed = true;
-}
-
-static int
-scan_extent (void *opaque, const char *metacontext, uint64_t offset,
-             uint32_t *entries, size_t nr_entries, int *error)
-{
-  struct scan *s = opaque;
-  const uint64_t size = s->p->total;
-
-  if (strcmp (metacontext, LIBNBD_CONTEXT_BASE_ALLOCATION) != 0 ||
-      offset != s->covered)
-    return 0;
-  for (size_t i = 0; i + 1 < nr_entries && s->covered < size; i += 2) {
-    const struct blk_extent e = {
-      .offset = s->covered, .length = entries[i],
-      .zero = entries[i + 1] & LIBNBD_STATE_ZERO,
-    };
-    blk_holes_add (&s->holes, &e);
-    s->covered = MIN (s->covered + entries[i], size);
-  }
-  return 0;
-}
-
-void
-progress_scan (struct progress *p, struct nbd_handle *h,
-               uint32_t block_size)
-{
-  const double deadline = now () + SCAN_SECONDS;
-  struct scan s = { .p = p };
-  uint64_t holes = 0;
-
-  progress_free (p);
-  blk_holes_begin (&s.holes, block_size, p->total, scan_hole_run, &s);
-  if (block_size == 0 ||
-      nbd_can_meta_context (h, LIBNBD_CONTEXT_BASE_ALLOCATION) != 1)
-    goto out;
-  while (s.covered < p->total) {
-    const uint64_t before = s.covered;
-
-    if (stop_signal () || now () > deadline ||
-        source_block_status (h, MIN (p->total - s.covered, SCAN_BYTES),
-                             s.covered, (nbd_extent_callback) {
-                               .callback = scan_extent, .user_data = &s })
-        == -1 ||
-        s.failed || s.covered == before)
-      goto out;
-  }
-  blk_holes_end (&s.holes);
-  if (s.failed)
-    goto out;
-  for (size_t i = 0; i < p->nholes; i++)
-    holes += p->holes[i].end - p->holes[i].start;
-  p->data_total = p->total - holes;
   p->known = true;
- out:
-  if (!p->known)
-    progress_free (p);
-  /* The rate is the hashing's. */
-  p->start = now ();
+  p->data_total = data_total;
 }
 
 void
@@ -198,26 +86,19 @@ progress_add (struct progress *p, uint64_t bytes, uint64_t data)
   atomic_fetch_add (&p->data, data);
 }
 
-void
-progress_add_range (struct progress *p, uint64_t offset, uint64_t length)
+bool
+progress_drawn (void)
 {
-  const uint64_t end = offset + length;
-  uint64_t data = length;
+  return opts->progress_bar && reporter == NULL;
+}
 
-  if (p->known) {
-    /* The first hole ending after offset, and those after it. */
-    size_t lo = 0, hi = p->nholes;
-    while (lo < hi) {
-      const size_t mid = lo + (hi - lo) / 2;
-      if (p->holes[mid].end <= offset)
-        lo = mid + 1;
-      else
-        hi = mid;
-    }
-    for (size_t i = lo; i < p->nholes && p->holes[i].start < end; i++)
-      data -= MIN (end, p->holes[i].end) - MAX (offset, p->holes[i].start);
-  }
-  progress_add (p, length, data);
+void
+progress_abandon (struct progress *p)
+{
+  /* The bar's line ends where it was cut short. */
+  if (p->last_len && progress_drawn ())
+    fputc ('\n', stderr);
+  p->last_len = 0;
 }
 
 static const char *

@@ -12,15 +12,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <libnbd.h>
 
 /* Bytes [start, end) of the image read as zero in whole blocks (the
  * end is a block boundary or the image end): no one reads them.
  */
-struct hole_run {
-  uint64_t start, end;
-};
-
 struct progress {
   const char *name;
   uint64_t total;               /* image bytes */
@@ -30,12 +25,10 @@ struct progress {
    */
   atomic_uint_fast64_t done;
   atomic_uint_fast64_t data;
-  /* From the image's extents (progress_scan), when known: its holes
-   * and the data bytes there are.  Else the bar counts all bytes.
+  /* The data bytes there are, when known (progress_set_data).  Else
+   * the bar counts all bytes.
    */
   bool known;
-  struct hole_run *holes;
-  size_t nholes, holes_alloc;
   uint64_t data_total;
   double start;
   int last_percent;
@@ -44,24 +37,18 @@ struct progress {
 
 extern void progress_init (struct progress *p, const char *name,
                            uint64_t total);
-/* Free what progress_scan kept. */
-extern void progress_free (struct progress *p);
-/* Learn the image's data bytes from the extents of h, an open
- * connection to the image (not to a view), hashed in blocks of
- * block_size bytes: then the bar's rate, time left and percentage go
- * by data bytes.  Without extents (or with too many to list quickly)
- * the bar counts all bytes.  The clock starts again afterwards.
+/* The image has data_total data bytes: the bar's rate, time left and
+ * percentage go by them.
  */
-extern void progress_scan (struct progress *p, struct nbd_handle *h,
-                           uint32_t block_size);
-/* Image bytes done, data of them read and hashed (client-side). */
+extern void progress_set_data (struct progress *p, uint64_t data_total);
+/* Image bytes done, data of them read and hashed. */
 extern void progress_add (struct progress *p, uint64_t bytes, uint64_t data);
-/* Image bytes [offset, offset+length) are done, their data bytes as
- * the extents tell, or all when unknown (server-side: the client sees
- * only digests).
+/* Does this process draw a bar (-p, and not a -j job)?  Then knowing
+ * the data bytes is worth a scan of the extents.
  */
-extern void progress_add_range (struct progress *p, uint64_t offset,
-                                uint64_t length);
+extern bool progress_drawn (void);
+/* Hashing stopped short: end the bar's line, if one was drawn. */
+extern void progress_abandon (struct progress *p);
 /* Report p, at the end when final is true. */
 extern void progress_update (struct progress *p, bool final);
 
@@ -70,6 +57,8 @@ extern void progress_update (struct progress *p, bool final);
  */
 typedef void progress_reporter (uint64_t done, uint64_t total, bool final);
 extern void progress_report_to (progress_reporter *fn);
+/* A reporter that drops what it is told. */
+extern progress_reporter progress_silent;
 
 /* -j: the run, several inputs hashed at once. */
 struct progress_run {

@@ -95,8 +95,9 @@ CRASH_RE = re.compile(
     r"Segmentation fault|core dumped|double free|free\(\): invalid|"
     r"malloc\(\): |stack smashing|\babort\b|\bAborted\b", re.I)
 # A tagged line may carry the format its file was given (:vpc).
-TAGGED_RE = re.compile(r"^\\?BLKHASH-([^/]+)/([0-9]+[KMkm]?)(?::[A-Za-z0-9]+)? "
-                       r"\((.*)\) = ([0-9a-fA-F]+)$")
+TAGGED_RE = re.compile(r"^\\?BLKHASH-([^/]+)/([0-9]+[KMkm]?)"
+                       r"(?::(?P<fmt>[A-Za-z0-9]+))? "
+                       r"\((?P<name>.*)\) = (?P<hex>[0-9a-fA-F]+)$")
 UNTAGGED_RE = re.compile(r"^\\?([0-9a-fA-F]{32,128}) [ *](.*)$")
 # What nbdkit-blkhash-filter says when it refuses a filter order.
 ORDER_REFUSAL_RE = re.compile(r"in front of blkhash|blkhash: cannot (find|tell)"
@@ -496,7 +497,7 @@ class Campaign:
                 m = TAGGED_RE.match(line)
                 if m:
                     d = m.group(1).lower()
-                    printed.append((m.group(3), m.group(4).lower(), d,
+                    printed.append((m.group("name"), m.group("hex").lower(), d,
                                     parse_bs(m.group(2)), None))
                     continue
                 m = UNTAGGED_RE.match(line)
@@ -1283,9 +1284,10 @@ class Campaign:
         return True
 
     # ---------------------------------------------------------------- -c
-    def check_expect(self, name, hexsum, d, bs, cwd):
+    def check_expect(self, name, hexsum, d, bs, cwd, fmt=None):
         """What -c should say of one line: 'OK', 'FAILED' or
-        'unreadable' (either FAILED form)."""
+        'unreadable' (either FAILED form).  fmt: the format its tag
+        gives a local file, read as that format (raw: its bytes)."""
         if name.startswith("nbd+unix://"):
             for s in self.servers:
                 for e, t in s.exports.items():
@@ -1299,7 +1301,9 @@ class Campaign:
         path = os.path.normpath(os.path.join(cwd, name))
         for img in self.images.values():
             if img.path == path and not img.deleted:
-                t = self.probe_target(img)
+                t = self.probe_target(img) if fmt is None else \
+                    ("file", img) if fmt.lower() == "raw" else \
+                    ("qemu", img, fmt.lower(), None)
                 try:
                     return ("OK" if self.sum(t, d, bs) == hexsum
                             else "FAILED"), t
@@ -1341,16 +1345,18 @@ class Campaign:
             with open(f["path"]) as fh:
                 for n, line in enumerate(fh.read().splitlines(), 1):
                     m = TAGGED_RE.match(line)
+                    fmt = None
                     if m:
-                        name, hexsum = m.group(3), m.group(4).lower()
+                        name, hexsum = m.group("name"), m.group("hex").lower()
                         d, bs = m.group(1).lower(), parse_bs(m.group(2))
+                        fmt = m.group("fmt")
                     else:
                         m = UNTAGGED_RE.match(line)
                         if not m:
                             continue
                         name, hexsum, d, bs = m.group(2), m.group(1).lower(), \
                             "sha256", 65536
-                    exp, t = self.check_expect(name, hexsum, d, bs, cwd)
+                    exp, t = self.check_expect(name, hexsum, d, bs, cwd, fmt)
                     expected.append((f["path"], n, name, exp, t))
             argv.append(f["path"])
         opdir = self.opdir()
@@ -1639,7 +1645,7 @@ class Campaign:
         for line in lines:
             m = TAGGED_RE.match(line)
             if m:
-                name, hexsum = m.group(3), m.group(4).lower()
+                name, hexsum = m.group("name"), m.group("hex").lower()
                 d, bs = m.group(1).lower(), parse_bs(m.group(2))
             else:
                 m = UNTAGGED_RE.match(line)

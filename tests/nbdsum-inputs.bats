@@ -186,11 +186,13 @@ sums () {
 
 # qemu-img create ARGS... of a luks-encrypted image: the benchmark of
 # its key derivation fails now and then on a busy machine ("Unable to
-# get accurate CPU usage", when it measures no CPU time): tried again.
+# get accurate CPU usage", when it measures no CPU time): tried again,
+# a moment later (5 quick tries all failed once, on 2 loaded cores).
 luks_create () {
   local i
-  for i in 1 2 3 4 5; do
+  for i in $(seq 20); do
     qemu-img create -q "$@" 2> luks.err && return 0
+    sleep 0.2
   done
   cat luks.err
   false
