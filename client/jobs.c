@@ -10,12 +10,12 @@
  * and costly to share.  Its messages, kept for --json, its progress
  * and its private servers (reaped by pid, killed by process group on a
  * second signal) are its process's, so a job forked for one input runs
- * exactly what nbdsum runs for an input without -j.  A fork costs
- * 0.3 ms (10,000 inputs that fail at once: 3.0 s with -j 8, 0.13 s
- * without), while the cheapest input that hashes, a local file, starts
- * a private nbdkit (see bench/RESULTS.md, "-j: processes or
- * threads"); threads would save that 0.3 ms and cost isolation.  The
- * parent runs no hashing, so it has no other thread when it forks.
+ * exactly what nbdsum runs for an input without -j.  Measured by
+ * bench/jobs: a job costs 0.25 ms more than hashing in the process,
+ * 1.2% of the cheapest input that hashes (a 64 KiB local file, 20.5
+ * ms: a private nbdkit started and stopped); threads would save that
+ * and give up the isolation.  The parent runs no hashing, so it has no
+ * other thread when it forks.
  *
  * Bounds: an input is queued only while fewer than N are (being
  * hashed, or done and waiting for an older one), so at most N
