@@ -16,6 +16,15 @@
 
 /* Is arg an NBD URI rather than a file name? */
 extern bool is_uri (const char *arg);
+/* The export name of an NBD URI as libnbd takes it (RFC 3986): the
+ * path without its leading '/', percent-decoded.  NULL if out of
+ * memory.
+ */
+extern char *uri_export_name (const char *uri);
+/* uri with its export name replaced, percent-encoded.  NULL if out of
+ * memory.
+ */
+extern char *uri_with_export (const char *uri, const char *export);
 
 /* Where nbdsum's temporary files go: $TMPDIR, or /tmp if it is unset
  * or empty.

@@ -21,18 +21,15 @@
  * zeros now (base:allocation), and a sample of the clean data blocks
  * that differs from the manifest, fail the run.  The sample is drawn
  * uniformly among the blocks whose digest is taken from the manifest
- * and that are data there or on the server now, as the root is folded (one thread, in block
- * order: the draw depends on the seed alone, not on which connection
- * took which segment); then those blocks, SAMPLE_MAX at most, are read
- * and hashed in a second round.  So if a fraction f of them changed
- * behind the bitmap's back, the run fails with probability
- * 1-(1-f)^SAMPLE_MAX, as nbdsum(1) says, or surely when they are
- * SAMPLE_MAX or fewer.  These catch a shrink and regrowth, a disabled
- * bitmap, the manifest of another image or a snapshot served with the
- * image's bitmap; what they cannot catch is a few changed blocks among
- * many, missed by the sample.  An image smaller than the manifest's is
- * refused.  A local qcow2 file is served by qemu-nbd (local.c) once
- * qemu-img says its bitmap is enabled and consistent.
+ * and that are data there or on the server now, as the root is
+ * folded, then read and hashed in a second round (since-sample.c: the
+ * probability that it catches a change).  These catch a shrink and
+ * regrowth, a disabled bitmap, the manifest of another image or a
+ * snapshot served with the image's bitmap; what they cannot catch is
+ * a few changed blocks among many, missed by the sample.  An image
+ * smaller than the manifest's is refused.  A local qcow2 file is
+ * served by qemu-nbd (local.c) once qemu-img says its bitmap is
+ * enabled and consistent (local-bitmap.c).
  *
  * Memory: the block table holds the digests of the blocks hashed, a
  * second one the clean blocks that read as zeros (runs, as holes are
@@ -43,29 +40,21 @@
 #include <config.h>
 
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
-#include <sys/random.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
 
 #include "cleanup.h"
-#include "digest.h"
 #include "endpoint.h"
 #include "helpers.h"
 #include "input-kinds.h"
-#include "jsonread.h"
 #include "local.h"
 #include "manifest.h"
 #include "messages.h"
 #include "minmax.h"
 #include "signals.h"
+#include "since-sample.h"
 #include "source.h"
 #include "table.h"
 
@@ -80,15 +69,6 @@
 
 /* Blocks merged per round. */
 #define WINDOW 65536
-
-/* Clean data blocks hashed and compared with the manifest, per run. */
-#define SAMPLE_MAX 64
-
-struct sample {
-  uint64_t block;
-  uint8_t old[BLK_DIGEST_MAX];  /* the manifest's digest */
-  uint8_t now[BLK_DIGEST_MAX];  /* read and hashed (check_sample) */
-};
 
 struct incremental {
   struct input in;
@@ -108,18 +88,8 @@ struct incremental {
   struct blk_table *zeros;
   uint64_t zeros_snapshot;
 
-  /* The sample, drawn as fold_root goes (a reservoir over the clean
-   * data blocks, seeded by getrandom()), then sorted by block.
-   */
-  struct sample sample[SAMPLE_MAX];
-  size_t nsample;
-  uint64_t clean_data;          /* clean data blocks seen while drawing */
-  uint64_t rng;                 /* splitmix64 state */
-  /* check_sample: its reads in flight, and the first failure. */
-  struct blk_ctx *ctx;
-  unsigned in_flight;
-  int read_error;
-  uint64_t error_block;
+  /* The sample, drawn as fold_root goes (since-sample.c). */
+  struct since_sample sample;
 
   /* incremental_digests: the next block, and a window of the
    * manifest's digests.
@@ -131,14 +101,6 @@ struct incremental {
   uint8_t root[BLK_DIGEST_MAX];
   uint64_t hashed;              /* blocks not taken from the manifest */
   uint64_t sampled;             /* clean blocks hashed and compared */
-};
-
-/* A read of a block of the sample, in flight. */
-struct sample_read {
-  struct incremental *inc;
-  struct sample *s;
-  uint32_t len;
-  uint8_t buf[];
 };
 
 /* May block b's digest come from the manifest, unless it is dirty? */
@@ -161,45 +123,6 @@ zero_digest (const struct incremental *inc, uint64_t b, const uint8_t *d)
 
   return memcmp (d, len == p->block_size ? p->zero_digest : inc->short_zero,
                  p->digest.len) == 0;
-}
-
-/* The sample. */
-
-static uint64_t
-splitmix64 (uint64_t *state)
-{
-  uint64_t z = (*state += UINT64_C (0x9E3779B97F4A7C15));
-
-  z = (z ^ (z >> 30)) * UINT64_C (0xBF58476D1CE4E5B9);
-  z = (z ^ (z >> 27)) * UINT64_C (0x94D049BB133111EB);
-  return z ^ (z >> 31);
-}
-
-/* Clean data block b (data in the manifest, or on the server now),
- * whose digest old is the manifest's: keep a
- * uniform sample of them (reservoir sampling: the i-th replaces a
- * random one of the SAMPLE_MAX with probability SAMPLE_MAX/i).
- */
-static void
-draw_sample (struct incremental *inc, uint64_t b, const uint8_t *old)
-{
-  uint64_t slot = inc->clean_data++;
-
-  if (slot >= SAMPLE_MAX)
-    slot = splitmix64 (&inc->rng) % inc->clean_data;
-  if (slot < SAMPLE_MAX) {
-    inc->sample[slot].block = b;
-    memcpy (inc->sample[slot].old, old, inc->ep->params->digest.len);
-  }
-  inc->nsample = MIN (inc->clean_data, (uint64_t) SAMPLE_MAX);
-}
-
-static int
-compare_samples (const void *a, const void *b)
-{
-  const struct sample *x = a, *y = b;
-
-  return x->block < y->block ? -1 : x->block > y->block;
 }
 
 /* What the server says of a segment of blocks: the dirty bitmap, the
@@ -439,7 +362,7 @@ fold_root (struct incremental *inc)
       if (!inc->need[i])
         inc->hashed++;
       else if (!zero_digest (inc, w + i, digest) || inc->not_zero[i])
-        draw_sample (inc, w + i, digest);
+        since_sample_offer (&inc->sample, w + i, digest, len);
     }
     if (blk_root_add (&r, d, n) == -1) {
       error_at (inc->name, "%s failed", ep->params->digest.name);
@@ -459,105 +382,22 @@ fold_root (struct incremental *inc)
   return ret;
 }
 
-/* A read of the sample done: hash the block (in the main thread, in
- * source_poll).
- */
-static int
-sample_read_done (void *opaque, int *error)
-{
-  struct sample_read *r = opaque;
-  struct incremental *inc = r->inc;
-  bool zero;
-
-  inc->in_flight--;
-  if (*error == 0 &&
-      blk_hash_block (inc->ep->params, inc->ctx, r->buf, r->len, r->s->now,
-                      &zero) == -1)
-    *error = EIO;
-  if (*error) {
-    if (inc->read_error == 0) {
-      inc->read_error = *error;
-      inc->error_block = r->s->block;
-    }
-    return 1;
-  }
-  /* Read, for bytes-read; the bar counted it as skipped. */
-  progress_add (&inc->ep->progress, 0, r->len);
-  return 1;
-}
-
-/* After the fold: read and hash the sample, over connection 0 with
- * the queue depth of the run, and compare it with the manifest.  A
- * signal stops it as it stops endpoint_run.
+/* After the fold: read and hash the sample; a block that differs from
+ * the manifest fails the run.
  */
 static int
 check_sample (struct incremental *inc)
 {
-  struct endpoint *ep = inc->ep;
-  const struct blk_params *p = ep->params;
-  struct nbd_handle *h = ep->conns[0].h;
-  size_t next = 0;
+  bool differs;
+  uint64_t b;
 
-  if (inc->nsample == 0)
-    return 0;
-  qsort (inc->sample, inc->nsample, sizeof *inc->sample, compare_samples);
-  if ((inc->ctx = blk_ctx_new ()) == NULL) {
-    error_at (inc->name, "out of memory");
+  if (since_sample_check (&inc->sample, inc->ep, inc->name, &differs,
+                          &b) == -1)
     return -1;
-  }
-  for (;;) {
-    int timeout = -1;
-
-    while (next < inc->nsample && inc->in_flight < ep->requests &&
-           inc->read_error == 0 && !stop_signal ()) {
-      struct sample *s = &inc->sample[next];
-      const uint32_t len = blk_block_len (ep->size, p->block_size, s->block);
-      struct sample_read *r = malloc (sizeof *r + len);
-
-      if (r == NULL) {
-        error_at (inc->name, "out of memory");
-        return -1;
-      }
-      r->inc = inc;
-      r->s = s;
-      r->len = len;
-      /* libnbd frees r, also when the request cannot be issued. */
-      if (nbd_aio_pread (h, r->buf, len, s->block * p->block_size,
-                         (nbd_completion_callback) {
-                           .callback = sample_read_done, .user_data = r,
-                           .free = free }, 0) == -1) {
-        error_at (inc->name, "reading the sample: %s", nbd_get_error ());
-        return -1;
-      }
-      inc->in_flight++;
-      next++;
-    }
-    if (inc->in_flight == 0)
-      break;
-    if (stop_signal ()) {
-      const double t = now (), deadline = stop_deadline ();
-      if (t >= deadline)
-        break;
-      timeout = (deadline - t) * 1000 + 1;
-    }
-    if (source_poll (h, timeout) == -1) {
-      error_at (inc->name, "reading the sample: %s", source_error ());
-      return -1;
-    }
-  }
-  if (stop_signal ())
-    return -1;
-  if (inc->read_error) {
-    error_at (inc->name, "reading the sample: read at offset %" PRIu64
-              ": %s", inc->error_block * p->block_size, strerror (inc->read_error));
-    return -1;
-  }
-  for (size_t k = 0; k < inc->nsample; k++)
-    if (memcmp (inc->sample[k].now, inc->sample[k].old, p->digest.len) != 0)
-      return missed (inc, inc->sample[k].block, "differs from the manifest "
-                     "(it was hashed as one of a sample of the clean "
-                     "blocks)");
-  inc->sampled = inc->nsample;
+  if (differs)
+    return missed (inc, b, "differs from the manifest (it was hashed as "
+                   "one of a sample of the clean blocks)");
+  inc->sampled = inc->sample.n;
   return 0;
 }
 
@@ -570,8 +410,7 @@ open_manifest (struct incremental *inc, const struct hash_spec *spec,
   uint8_t root[BLK_DIGEST_MAX];
   uint32_t last;
 
-  if (getrandom (&inc->rng, sizeof inc->rng, 0) != sizeof inc->rng)
-    inc->rng = (uint64_t) time (NULL) ^ ((uint64_t) getpid () << 32);
+  since_sample_init (&inc->sample);
   inc->m = manifest_open (opts->since, input_manifest_env ());
   if (inc->m == NULL)
     return -1;
@@ -599,264 +438,6 @@ open_manifest (struct incremental *inc, const struct hash_spec *spec,
   if (manifest_check_made (inc->m, spec->digest, spec->block_size) == -1)
     return -1;
   *out = (struct hash_spec) { p->digest.name, p->block_size, NULL };
-  return 0;
-}
-
-/* A local file: what qemu-img says of its bitmaps. */
-
-struct bitmap_info {
-  const char *bitmap;
-  char format[32];
-  bool found, enabled, in_use;
-};
-
-static int
-json_error (struct json_reader *r, const char *msg)
-{
-  snprintf (r->error, sizeof r->error, "line %lu: %s", r->line, msg);
-  return -1;
-}
-
-/* Skip the value whose first token was just read. */
-static int
-skip_value (struct json_reader *r)
-{
-  int depth = 0;
-
-  for (;;) {
-    if (r->type == JSON_EOF)
-      return json_error (r, "truncated");
-    if (json_is (r, '{') || json_is (r, '['))
-      depth++;
-    else if (json_is (r, '}') || json_is (r, ']'))
-      depth--;
-    if (depth <= 0)
-      return 0;
-    if (json_next (r) == -1)
-      return -1;
-  }
-}
-
-/* In an array: 1 with the next element's first token read, 0 at its
- * ']', -1 on errors.  *first is true right after the '['.
- */
-static int
-next_element (struct json_reader *r, bool *first)
-{
-  if (json_next (r) == -1)
-    return -1;
-  if (json_is (r, ']'))
-    return 0;
-  if (!*first) {
-    if (!json_is (r, ','))
-      return json_error (r, "expected ',' or ']'");
-    if (json_next (r) == -1)
-      return -1;
-  }
-  *first = false;
-  return 1;
-}
-
-/* One of "bitmaps": {"flags": [...], "name": ..., "granularity": ...}. */
-static int
-read_bitmap (struct json_reader *r, struct bitmap_info *bi)
-{
-  bool first = true, match = false, enabled = false, in_use = false;
-  char key[64];
-  int k, e;
-
-  if (!json_is (r, '{'))
-    return skip_value (r);
-  while ((k = json_next_key (r, &first, key, sizeof key)) == 1) {
-    if (json_next (r) == -1)
-      return -1;
-    if (strcmp (key, "name") == 0 && r->type == JSON_STRING)
-      match = strcmp (r->text, bi->bitmap) == 0;
-    else if (strcmp (key, "flags") == 0 && json_is (r, '[')) {
-      bool f = true;
-      while ((e = next_element (r, &f)) == 1) {
-        if (r->type != JSON_STRING)
-          return json_error (r, "a flag that is not a string");
-        enabled |= strcmp (r->text, "auto") == 0;
-        in_use |= strcmp (r->text, "in-use") == 0;
-      }
-      if (e == -1)
-        return -1;
-    }
-    else if (skip_value (r) == -1)
-      return -1;
-  }
-  if (k == -1)
-    return -1;
-  if (match) {
-    bi->found = true;
-    bi->enabled = enabled;
-    bi->in_use = in_use;
-  }
-  return 0;
-}
-
-/* The object whose '{' was just read, at level 0 (the image),
- * 1 ("format-specific") or 2 (its "data", which has "bitmaps").
- */
-static int
-read_info (struct json_reader *r, struct bitmap_info *bi, int level)
-{
-  static const char *const path[] = { "format-specific", "data" };
-  bool first = true;
-  char key[128];
-  int k, e;
-
-  if (!json_is (r, '{'))
-    return skip_value (r);
-  while ((k = json_next_key (r, &first, key, sizeof key)) == 1) {
-    if (json_next (r) == -1)
-      return -1;
-    if (level == 0 && strcmp (key, "format") == 0 &&
-        r->type == JSON_STRING)
-      snprintf (bi->format, sizeof bi->format, "%s", r->text);
-    else if (level < 2 && strcmp (key, path[level]) == 0) {
-      if (read_info (r, bi, level + 1) == -1)
-        return -1;
-    }
-    else if (level == 2 && strcmp (key, "bitmaps") == 0 &&
-             json_is (r, '[')) {
-      bool f = true;
-      while ((e = next_element (r, &f)) == 1)
-        if (read_bitmap (r, bi) == -1)
-          return -1;
-      if (e == -1)
-        return -1;
-    }
-    else if (skip_value (r) == -1)
-      return -1;
-  }
-  return k;
-}
-
-/* Run qemu-img info --output=json -U on the file at path (absolute):
- * 0 with bi filled in, or -1 (error printed).
- */
-static int
-qemu_img_info (const char *name, const char *path, struct bitmap_info *bi)
-{
-  const char *argv[8] = { "qemu-img", "info", "--output=json", "-U" };
-  size_t n = 4;
-  struct json_reader r = { 0 };
-  sigset_t saved;
-  int fds[2], status, parsed = -1;
-  FILE *fp;
-  pid_t pid;
-
-  argv[n] = path;
-  if (pipe2 (fds, O_CLOEXEC) == -1) {
-    error_at (name, "pipe: %m");
-    return -1;
-  }
-  stop_signals_block (&saved);
-  pid = fork ();
-  if (pid == 0) {
-    stop_signals_default ();
-    stop_signals_restore (&saved);
-    if (dup2 (fds[1], STDOUT_FILENO) == -1)
-      _exit (126);
-    execvp (argv[0], (char **) argv);
-    _exit (127);
-  }
-  stop_signals_restore (&saved);
-  close (fds[1]);
-  if (pid == -1) {
-    close (fds[0]);
-    error_at (name, "fork: %m");
-    return -1;
-  }
-  if ((fp = fdopen (fds[0], "r")) == NULL)
-    close (fds[0]);
-  else if (json_reader_init (&r, fp, 65536) == 0 && json_next (&r) == 0)
-    parsed = read_info (&r, bi, 0);
-  if (fp) {
-    /* The rest, so that qemu-img is never stopped by a full pipe. */
-    while (getc (fp) != EOF)
-      ;
-    fclose (fp);
-  }
-  while (waitpid (pid, &status, 0) == -1)
-    if (errno != EINTR) {
-      error_at (name, "waitpid: %m");
-      json_reader_free (&r);
-      return -1;
-    }
-  if (stop_signal ()) {
-    json_reader_free (&r);
-    return -1;
-  }
-  if (WIFEXITED (status) && WEXITSTATUS (status) == 127)
-    error_at (name, "--since of a local file runs qemu-img and qemu-nbd, "
-              "which are not installed (Debian: qemu-utils)");
-  else if (!WIFEXITED (status) || WEXITSTATUS (status) != 0)
-    error_at (name, "qemu-img info failed: it cannot say whether the "
-              "image's dirty bitmap is sound");
-  else if (parsed == -1)
-    error_at (name, "cannot read what qemu-img info says: %s",
-              r.text ? r.error : "out of memory");
-  else {
-    json_reader_free (&r);
-    return 0;
-  }
-  json_reader_free (&r);
-  return -1;
-}
-
-/* A local file for --since: a qcow2 image whose bitmap is enabled and
- * consistent, or refused.
- */
-static int
-check_local_bitmap (const char *name)
-{
-  struct bitmap_info bi = { .bitmap = opts->dirty_bitmap };
-  CLEANUP_FREE char *abs = NULL;
-  struct stat st;
-
-  /* Not realpath: qemu reads the path as given (see absolute_path). */
-  if (stat (name, &st) == -1 || (abs = absolute_path (name)) == NULL) {
-    error_at (name, "%m");
-    return -1;
-  }
-  if (!S_ISREG (st.st_mode) && !S_ISBLK (st.st_mode)) {
-    error_at (name, "not a regular file or block device: --since needs a "
-              "qcow2 image with a dirty bitmap");
-    return -1;
-  }
-  if (qemu_img_info (name, abs, &bi) == -1)
-    return -1;
-  if (strcmp (bi.format, "qcow2") != 0) {
-    error_at (name, "a %s image has no dirty bitmaps: --since of a local "
-              "file needs a qcow2 image with a persistent bitmap "
-              "(qemu-img bitmap --add --enable)",
-              bi.format[0] ? bi.format : "non-qcow2");
-    return -1;
-  }
-  if (!bi.found) {
-    error_at (name, "it has no dirty bitmap '%s' (qemu-img bitmap --add "
-              "--enable starts one, when the manifest is made)",
-              opts->dirty_bitmap);
-    return -1;
-  }
-  if (bi.in_use) {
-    error_at (name, "the dirty bitmap '%s' is in use or inconsistent: "
-              "qemu has the image open for writing, or stopped without "
-              "saving the bitmap (a crash); after a crash, start a new "
-              "chain: a full run with --blocks, and a new bitmap",
-              opts->dirty_bitmap);
-    return -1;
-  }
-  if (!bi.enabled) {
-    error_at (name, "the dirty bitmap '%s' is disabled: it records no "
-              "writes, so the blocks it calls clean may have changed; run "
-              "without --since (with --blocks for a new manifest)",
-              opts->dirty_bitmap);
-    return -1;
-  }
   return 0;
 }
 
@@ -909,7 +490,7 @@ incremental_close (struct incremental *inc)
   input_close (inc->client);
   manifest_close (inc->m);
   blk_table_free (inc->zeros);
-  blk_ctx_free (inc->ctx);
+  since_sample_free (&inc->sample);
   free (inc->context);
   free (inc->old);
   free (inc->need);
@@ -979,7 +560,7 @@ since_input_open (const char *name, const struct hash_spec *spec)
     goto err;
   }
   if (!is_uri (name) && !local_command_argv (name)) {
-    if (check_local_bitmap (name) == -1 ||
+    if (local_bitmap_check (name, opts->dirty_bitmap) == -1 ||
         (inc->src = source_open_bitmap (name, opts->dirty_bitmap)) == NULL)
       goto err;
   }

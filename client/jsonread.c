@@ -253,3 +253,39 @@ json_next_key (struct json_reader *r, bool *first, char *key, size_t size)
   memcpy (key, r->text, r->len + 1);
   return json_expect (r, ':') == -1 ? -1 : 1;
 }
+
+int
+json_next_element (struct json_reader *r, bool *first)
+{
+  if (json_next (r) == -1)
+    return -1;
+  if (json_is (r, ']'))
+    return 0;
+  if (!*first) {
+    if (!json_is (r, ','))
+      return json_fail (r, "expected ',' or ']'");
+    if (json_next (r) == -1)
+      return -1;
+  }
+  *first = false;
+  return 1;
+}
+
+int
+json_skip_value (struct json_reader *r)
+{
+  int depth = 0;
+
+  for (;;) {
+    if (r->type == JSON_EOF)
+      return json_fail (r, "truncated");
+    if (json_is (r, '{') || json_is (r, '['))
+      depth++;
+    else if (json_is (r, '}') || json_is (r, ']'))
+      depth--;
+    if (depth <= 0)
+      return 0;
+    if (json_next (r) == -1)
+      return -1;
+  }
+}

@@ -48,4 +48,15 @@ extern int json_expect (struct json_reader *r, int c);
 extern int json_next_key (struct json_reader *r, bool *first,
                           char *key, size_t size);
 
+/* Within an array: 1 with the next element's first token read, 0 at
+ * the array's ']', -1 with r->error.  *first is true right after the
+ * '[' and is cleared.
+ */
+extern int json_next_element (struct json_reader *r, bool *first);
+
+/* Skip the value whose first token was just read: 0, or -1 with
+ * r->error.
+ */
+extern int json_skip_value (struct json_reader *r);
+
 #endif /* NBDSUM_JSONREAD_H */

@@ -85,83 +85,6 @@ find_filter (void)
   return "blkhash";
 }
 
-/* Read all of count bytes at offset, or as many as there are.  -1 on
- * an error.
- */
-static ssize_t
-pread_full (int fd, uint8_t *buf, size_t count, off_t offset)
-{
-  size_t done = 0;
-
-  while (done < count) {
-    const ssize_t r = pread (fd, buf + done, count - done, offset + done);
-    if (r == -1 && errno == EINTR)
-      continue;
-    if (r == -1)
-      return -1;
-    if (r == 0)
-      break;
-    done += r;
-  }
-  return done;
-}
-
-/* The file's format as qemu probes it (its name counts for dmg), or
- * NULL after saying why nbdsum refuses it.  With given (a format
- * --format or a checksum line gave), that format, unless the probe
- * finds it encrypted.
- */
-static const char *
-probe_format (const char *name, int fd, const char *given)
-{
-  uint8_t head[BLK_PROBE_HEAD], footer[BLK_VHD_FOOTER];
-  struct blk_probe p;
-  const off_t size = lseek (fd, 0, SEEK_END);
-  ssize_t len = pread_full (fd, head, sizeof head, 0);
-  bool have_footer = false;
-
-  if (len >= 0 && size >= (off_t) sizeof footer) {
-    const ssize_t r = pread_full (fd, footer, sizeof footer,
-                                  size - sizeof footer);
-    have_footer = r == (ssize_t) sizeof footer;
-    if (r == -1)
-      len = -1;
-  }
-  if (len == -1) {
-    error_at (name, "read: %m");
-    return NULL;
-  }
-  blk_probe_image (head, len, name, have_footer ? footer : NULL, &p);
-  if (p.encrypted && (given == NULL || strcmp (given, p.format) == 0)) {
-    error_at (name, "an encrypted %s image: its guest content needs the "
-              "secret, which nbdsum does not have (serve it yourself, with "
-              "qemu-nbd --object secret,... as [ CMD ]%s)", p.format,
-              opts->since ? "" : ", or give --format=raw for its bytes");
-    return NULL;
-  }
-  if (given)
-    return given;
-  if (p.also) {
-    error_at (name, "looks like both a %s and a %s image: give --format "
-              "to say which (or --format=raw for its bytes)", p.format,
-              p.also);
-    return NULL;
-  }
-  if (p.fixed_vhd) {
-    error_at (name, "looks like a fixed-size VHD: give --format=vpc for "
-              "its guest content or --format=raw for its bytes");
-    return NULL;
-  }
-  if (strcmp (p.format, "luks") == 0) {
-    error_at (name, "a luks image (encrypted): nbdsum cannot read its "
-              "guest content without the secret (serve it yourself, with "
-              "qemu-nbd --object secret,... as [ CMD ], or give "
-              "--format=raw for its bytes)");
-    return NULL;
-  }
-  return p.format;
-}
-
 /* Can execvp find program, as nbdkit's nbd plugin will? */
 static bool
 in_path (const char *program)
@@ -410,34 +333,6 @@ serve (const char *name, const char *what,
   return NULL;
 }
 
-/* Does the regular file at fd, which says size 0, have bytes? */
-static bool
-has_bytes (int fd)
-{
-  char c;
-
-  return pread (fd, &c, 1, 0) == 1;
-}
-
-int
-local_stream_open (const char *path)
-{
-  struct stat st;
-  int fd = open (path, O_RDONLY | O_CLOEXEC);
-
-  /* A fifo nobody writes to: the signal ended the wait, and opening it
-   * again would wait for another.
-   */
-  if (fd == -1)
-    return errno == EINTR && stop_signal () ? -2 : -1;
-  if (fstat (fd, &st) == 0 &&
-      (S_ISFIFO (st.st_mode) || S_ISCHR (st.st_mode) ||
-       (S_ISREG (st.st_mode) && st.st_size == 0 && has_bytes (fd))))
-    return fd;
-  close (fd);
-  return -1;
-}
-
 struct local_server *
 local_server_start (const char *name, const char *path, const char *format)
 {
@@ -469,7 +364,7 @@ local_server_start (const char *name, const char *path, const char *format)
     return NULL;
   }
   /* A /proc or /sys file: its size is not its length. */
-  if (S_ISREG (st.st_mode) && st.st_size == 0 && has_bytes (fd)) {
+  if (S_ISREG (st.st_mode) && st.st_size == 0 && local_file_has_bytes (fd)) {
     error_at (name, "says it has 0 bytes but has some (a /proc or /sys "
               "file?): nbdsum hashes it as a stream, but --diff and "
               "--blocks need an image: save it to a file first");
@@ -478,7 +373,7 @@ local_server_start (const char *name, const char *path, const char *format)
   }
   /* A format given is not probed, but for encryption. */
   f.format = format && strcmp (format, "raw") == 0 ? format
-             : probe_format (name, fd, format);
+             : local_file_format (name, fd, format);
   close (fd);
   if (f.format == NULL)
     return NULL;
@@ -538,7 +433,7 @@ local_server_start_bitmap (const char *name, const char *path,
 
   /* An encrypted qcow2 said so, not as qemu-nbd's failure. */
   if ((fd = open (path, O_RDONLY | O_CLOEXEC)) == -1 ||
-      probe_format (name, fd, "qcow2") == NULL) {
+      local_file_format (name, fd, "qcow2") == NULL) {
     if (fd == -1)
       error_at (name, "%m");
     else

@@ -23,8 +23,8 @@ extern struct local_server *local_server_start (const char *name,
                                                 const char *format);
 /* The format a file is served as; NULL for a [ CMD ]'s server. */
 extern const char *local_server_format (const struct local_server *s);
-/* A local file nbdkit cannot serve but a read can hash, as sha256sum
- * does: a pipe (nbdsum <(...)), a character device, a file saying size
+/* local-file.c: a local file nbdkit cannot serve but a read can
+ * hash, as sha256sum does: a pipe (nbdsum <(...)), a character device, a file saying size
  * 0 that has bytes (/proc, /sys).  Returns a descriptor to read it
  * from, -1 when path is for local_server_start (or does not open), -2
  * when a stop signal ended the wait to open it (said nothing).
@@ -77,5 +77,23 @@ extern bool local_server_exited (struct local_server *s);
 extern void local_server_kill (struct local_server *s);
 /* Stop it (SIGTERM, SIGKILL if it lingers) and remove its socket. */
 extern void local_server_stop (struct local_server *s);
+
+/* local-file.c: the format of the image at fd, named name, as qemu
+ * probes it (its name counts for dmg), or NULL after saying why nbdsum
+ * refuses it.  With given (a format --format or a checksum line gave),
+ * that format, unless the probe finds it encrypted.
+ */
+extern const char *local_file_format (const char *name, int fd,
+                                      const char *given);
+/* Does the regular file at fd, which says size 0, have bytes (a /proc
+ * or /sys file)?
+ */
+extern bool local_file_has_bytes (int fd);
+
+/* local-bitmap.c: is the dirty bitmap of the local image name a
+ * qcow2's, enabled and consistent (qemu-img info says)?  0, or -1
+ * (error printed: why not).
+ */
+extern int local_bitmap_check (const char *name, const char *bitmap);
 
 #endif /* NBDSUM_LOCAL_H */

@@ -9,14 +9,11 @@
 
 #include <errno.h>
 #include <getopt.h>
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <unistd.h>
 
-#include <libnbd.h>
 
 #include "blkhash.h"
 #include "helpers.h"
@@ -24,6 +21,7 @@
 #include "local.h"
 #include "messages.h"
 #include "options.h"
+#include "usage.h"
 #include "util.h"
 
 static struct options parsed = {
@@ -41,204 +39,6 @@ struct given_format {
 };
 static struct given_format *given;
 static size_t ngiven;
-
-static void __attribute__ ((noreturn))
-usage (FILE *fp, int status)
-{
-  fprintf (fp,
-"Print or check blkhash checksums of disk images, computed next to the\n"
-"storage by nbdkit's blkhash filter.\n"
-"\n"
-"Usage: %s [OPTION]... [URI|FILE|-]...\n"
-"       %s -c [OPTION]... CHECKSUM-FILE...\n"
-"       %s --diff [OPTION]... A B\n"
-"       %s --diff --manifest=FILE [OPTION]... B\n"
-"       %s --blocks [OPTION]... URI|FILE\n"
-"       %s --since=MANIFEST --dirty-bitmap=NAME [--blocks] [OPTION]... URI|FILE\n"
-"       %s --check-manifest [OPTION]... MANIFEST...\n"
-"\n"
-"Inputs:\n"
-"  URI                   nbd://, nbd+unix://, nbds://, nbds+unix:// ...\n"
-"                        naming an image (a blkhash view NAME@blkhash is\n"
-"                        refused: nbdsum asks for the view itself)\n"
-"  FILE                  a local image, served by a private nbdkit: raw,\n"
-"                        or the guest content of qcow2, vmdk, vhdx, vpc\n"
-"                        and the other formats qemu probes (through\n"
-"                        qemu-nbd); luks and encrypted qcow2 are refused\n"
-"  -                     a raw image read from standard input (also\n"
-"                        when no input is given; refused if it looks\n"
-"                        like another format)\n"
-"\n"
-"Options:\n"
-"  -C, --connections=N   connections to open (default 4; 1 when the\n"
-"                        server does not allow multi-conn)\n"
-"  -R, --requests=N      requests in flight per connection (default 16)\n"
-"      --connect-timeout=SECONDS\n"
-"                        give up on a connection whose connect, handshake\n"
-"                        and option negotiation take longer (default 0:\n"
-"                        wait as long as it takes; 30 for the private\n"
-"                        nbdkit of a FILE)\n"
-"  -j, --jobs=N          hash up to N inputs (or --check lines) at once,\n"
-"                        each with its own connections; output as without\n"
-"                        -j, in input order (default 1: one at a time)\n"
-"  -d, --digest=NAME     an OpenSSL digest, or blake3 where built with\n"
-"                        libblake3 (default: the server's default,\n"
-"                        sha256 unless it was started with blkhash-digest=;\n"
-"                        sha256 for local files and client-side); shake128\n"
-"                        and shake256 are 16 and 32 bytes\n"
-"      --block-size=SIZE blkhash block size, a multiple of 4K from 4K to\n"
-"                        16M, e.g. 64K, 96K or 1M (default: the server's,\n"
-"                        64K unless blkhash-block-size= says; 64K for local\n"
-"                        files and client-side)\n"
-"      --format=FMT      read the local FILEs after it (until the next\n"
-"                        --format) as FMT: raw (their bytes), qcow2, qcow,\n"
-"                        qed, vmdk, vhdx, vpc, vdi, parallels, bochs,\n"
-"                        cloop, dmg; or auto, the default: as qemu probes\n"
-"                        them; a line made with a --format records it\n"
-"      --client-side     hash here even if the server has a blkhash view\n"
-"      --tag             always print tagged lines\n"
-"                        'BLKHASH-DIGEST/BLOCKSIZE (NAME) = CHECKSUM'\n"
-"      --untagged        always print 'CHECKSUM  NAME', as sha256sum (to\n"
-"                        verify, give -c the same -d and --block-size;\n"
-"                        not with --format, which such a line cannot say)\n"
-"  -z, --zero            end each output line with NUL, not newline, and\n"
-"                        do not escape names\n"
-"      --no-names        print the checksums alone, one per line\n"
-"  -c, --check           read checksum lines from the FILEs and check\n"
-"                        them, like sha256sum -c; a tagged line gives its\n"
-"                        own digest and block size, -d and --block-size\n"
-"                        apply to untagged lines (default sha256, 64K)\n"
-"  -q, --quiet           print no notices (how an input is hashed); with\n"
-"                        --check, do not print OK lines either\n"
-"      --status          with --check, print nothing; the exit status says\n"
-"      --ignore-missing  with --check, skip lines naming missing files\n"
-"      --strict          with --check, fail on improperly formatted lines\n"
-"  -w, --warn            with --check, warn about each such line\n"
-"      --json            print one JSON document (in every mode)\n"
-"  -p, --progress        show a progress bar on standard error\n"
-"      --progress=FD     write 'N/100' progress lines to file descriptor FD\n"
-"      --diff            print the byte ranges where images A and B differ\n"
-"      --manifest=FILE   with --diff, compare B with FILE, the output\n"
-"                        of an earlier --blocks (text or JSON)\n"
-"      --blocks          print the digest of every block (zero runs merged)\n"
-"                        and the checksum they give: a manifest\n"
-"      --since=MANIFEST  the checksum of the image now from MANIFEST, an\n"
-"                        earlier --blocks of it, hashing only the blocks\n"
-"                        the dirty bitmap marks as written since (the\n"
-"                        new manifest, with --blocks)\n"
-"      --dirty-bitmap=NAME  with --since: the bitmap, in the qcow2 FILE or\n"
-"                        as the server exports it (qemu-nbd -A -B NAME)\n"
-"      --immutable-backing  with --since: the image has no backing file,\n"
-"                        or its backing files never change (for servers\n"
-"                        without qemu:allocation-depth, qemu-nbd -A)\n"
-"      --check-manifest  check that each MANIFEST is whole and that its\n"
-"                        block digests give the checksum it carries\n"
-"      --list-digests    list the digests nbdsum accepts, with their lengths\n"
-"      --bats-helper     print the path of the bats helpers, for\n"
-"                        load \"$(nbdsum --bats-helper)\" in a bats test\n"
-"  -v, --verbose         libnbd's debug messages on standard error\n"
-"  -h, --help            print this help and exit\n"
-"  -V, --version         print the version (and libnbd's) and exit\n"
-"\n"
-"Each input prints 'CHECKSUM  NAME', like sha256sum, when it was hashed\n"
-"with sha256 and 64K blocks, and otherwise a line tagged with its digest\n"
-"and block size, like cksum --tag, 'BLKHASH-SHA1/1M (NAME) = CHECKSUM',\n"
-"so that 'nbdsum -c' verifies any line without options.  When the server\n"
-"runs 'nbdkit --filter=blkhash', it computes the checksum next to the\n"
-"storage and only digests cross the network; otherwise nbdsum hashes\n"
-"the image itself over the same connections and says so.\n"
-"\n"
-"Exit status: 0 if every checksum was computed (and, with --check,\n"
-"matched; with --diff, the images are equal), 1 otherwise; --diff\n"
-"exits 2 on errors.  On SIGINT, SIGTERM, SIGHUP or SIGPIPE nbdsum lets\n"
-"the requests in flight finish, disconnects, stops its private nbdkit,\n"
-"and dies of the signal without printing a checksum.\n"
-"\n"
-"Examples:\n"
-"  %s disk.img disk.qcow2\n"
-"  nbdkit --filter=blkhash file disk.img\n"
-"  %s nbd://localhost\n"
-"  %s disk.img > disk.sums && %s -c disk.sums\n"
-"\n"
-"See nbdsum(1) and nbdkit-blkhash-filter(1).\n",
-           progname, progname, progname, progname, progname, progname,
-           progname, progname, progname, progname, progname);
-  exit (status);
-}
-
-struct digest_lines {
-  char *lines[256];
-  size_t n;
-};
-
-static void
-list_one (const char *names, size_t len, void *opaque)
-{
-  struct digest_lines *dl = opaque;
-
-  if (dl->n < sizeof dl->lines / sizeof dl->lines[0] &&
-      asprintf (&dl->lines[dl->n], "%-40s %3zu bytes", names, len) != -1)
-    dl->n++;
-}
-
-static int
-compare_lines (const void *a, const void *b)
-{
-  return strcmp (*(char * const *) a, *(char * const *) b);
-}
-
-static void __attribute__ ((noreturn))
-list_digests (void)
-{
-  struct digest_lines dl = { .n = 0 };
-
-  blk_digest_list (list_one, &dl);
-  qsort (dl.lines, dl.n, sizeof dl.lines[0], compare_lines);
-  for (size_t i = 0; i < dl.n; i++) {
-    puts (dl.lines[i]);
-    free (dl.lines[i]);
-  }
-  exit (EXIT_SUCCESS);
-}
-
-/* The bats helpers beside a build tree's nbdsum (client/nbdsum, with
- * bats/ beside client/), else the installed ones.
- */
-static void __attribute__ ((noreturn))
-print_bats_helper (void)
-{
-  static const char build_tree[] = "/../bats/blkhash.bash";
-  char path[PATH_MAX + sizeof build_tree];
-  const ssize_t n = readlink ("/proc/self/exe", path, PATH_MAX - 1);
-  char *slash;
-
-  if (n > 0) {
-    path[n] = '\0';
-    if ((slash = strrchr (path, '/')) != NULL) {
-      strcpy (slash, build_tree);
-      if (access (path, R_OK) == 0) {
-        puts (path);
-        exit (EXIT_SUCCESS);
-      }
-    }
-  }
-  puts (PKGDATADIR "/blkhash.bash");
-  exit (EXIT_SUCCESS);
-}
-
-/* As nbdinfo and nbdcopy: ours, then the library's. */
-static void __attribute__ ((noreturn))
-print_version (void)
-{
-  struct nbd_handle *h = nbd_create ();
-
-  printf ("%s %s\n", progname, PACKAGE_VERSION);
-  if (h) {
-    printf ("libnbd %s\n", nbd_get_version (h));
-    nbd_close (h);
-  }
-  exit (EXIT_SUCCESS);
-}
 
 /* Usage errors exit 1, or 2 with --diff, where 1 means "the images
  * differ" (as cmp and diff do).

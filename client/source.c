@@ -64,80 +64,10 @@ source_errno (void)
 
 /* Views are refused before nbdsum connects anywhere (nbdsum(1),
  * INPUTS), which needs the export name of a URI first; libnbd reads a
- * URI only inside nbd_connect_uri, which connects.  So these three
- * read the path as libnbd does (RFC 3986, percent-decoded), and
- * libnbd keeps the last word: source_connect checks the export name
- * it got again.  The image's URI in the refusal is built here for the
- * same reason (nbd_get_uri also needs a connected handle).
+ * URI only inside nbd_connect_uri, which connects.  So helpers.c reads
+ * the path as libnbd does, and libnbd keeps the last word:
+ * source_connect checks the export name it got again.
  */
-
-/* Where the path of an NBD URI is: after "scheme://authority", up to
- * the query or the fragment.
- */
-static void
-uri_path (const char *uri, size_t *start, size_t *end)
-{
-  const char *p = strstr (uri, "://");
-
-  p = p ? p + 3 : uri;
-  *start = p - uri + strcspn (p, "/?#");
-  *end = *start + strcspn (uri + *start, "?#");
-}
-
-/* The export name of an NBD URI as libnbd takes it: the path without
- * its leading '/', percent-decoded.  NULL if out of memory.
- */
-static char *
-uri_export_name (const char *uri)
-{
-  size_t start, end;
-  char *name, *q;
-
-  uri_path (uri, &start, &end);
-  if (start < end && uri[start] == '/')
-    start++;
-  if ((q = name = malloc (end - start + 1)) == NULL)
-    return NULL;
-  for (size_t i = start; i < end; i++) {
-    if (uri[i] == '%' && i + 2 < end && blk_hex_value (uri[i + 1]) >= 0 &&
-        blk_hex_value (uri[i + 2]) >= 0) {
-      *q++ = blk_hex_value (uri[i + 1]) * 16 + blk_hex_value (uri[i + 2]);
-      i += 2;
-    }
-    else
-      *q++ = uri[i];
-  }
-  *q = '\0';
-  return name;
-}
-
-/* uri with its export name replaced, percent-encoded.  NULL if out of
- * memory.
- */
-static char *
-uri_with_export (const char *uri, const char *export)
-{
-  static const char unreserved[] = "-._~/";
-  size_t start, end;
-  char *s, *q;
-
-  uri_path (uri, &start, &end);
-  s = malloc (start + 1 + 3 * strlen (export) + strlen (uri + end) + 1);
-  if (s == NULL)
-    return NULL;
-  memcpy (s, uri, start);
-  q = s + start;
-  *q++ = '/';
-  for (const unsigned char *p = (const unsigned char *) export; *p; p++) {
-    if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
-        (*p >= '0' && *p <= '9') || strchr (unreserved, *p))
-      *q++ = *p;
-    else
-      q += sprintf (q, "%%%02X", *p);
-  }
-  strcpy (q, uri + end);
-  return s;
-}
 
 /* If export, named by URI uri, is a view name (well formed or not),
  * say what to give instead and return true.

@@ -27,6 +27,21 @@ load "$top_srcdir/tests/helpers"
   [ "$help" = "$man" ]
 }
 
+@test "docs: nbdsum --help fits a screen: under 60 lines, every input form, view and root said" {
+  run "$NBDSUM" --help
+  [ "$status" -eq 0 ]
+  # (bats's $lines leaves out empty lines.)
+  echo "$(wc -l <<< "$output") lines"
+  [ "$(wc -l <<< "$output")" -lt 60 ]
+  [[ "$output" = *"[ CMD ARGS ]"* ]]
+  [[ "$output" = *"NBD URI"* ]]
+  [[ "$output" = *"FILE"* ]]
+  [[ "$output" = *"standard input"* ]]
+  [[ "$output" = *"A view is "* ]]
+  [[ "$output" = *"the root is "* ]]
+  [ "$(awk 'length > 79' <<< "$output")" = "" ]
+}
+
 @test "docs: every filter parameter in --help is in the man page" {
   params=$(nbdkit --filter="$BLKHASH_FILTER" null --help |
            grep -oE '^blkhash-[a-z-]+' | sort -u)

@@ -1,0 +1,234 @@
+/* Copyright (C) 2026 The nbdkit-blkhash developers
+ * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
+ */
+/* nbdsum: a local qcow2 file's dirty bitmap, as qemu-img info says it
+ * is, for --since (see local.h): enabled, consistent, or refused.  A
+ * disabled bitmap records no writes, and qemu-nbd exports it all the
+ * same: only the image's own record tells.
+ */
+#include <config.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cleanup.h"
+#include "helpers.h"
+#include "jsonread.h"
+#include "local.h"
+#include "messages.h"
+#include "signals.h"
+
+struct bitmap_info {
+  const char *bitmap;
+  char format[32];
+  bool found, enabled, in_use;
+};
+
+/* One of "bitmaps": {"flags": [...], "name": ..., "granularity": ...}. */
+static int
+read_bitmap (struct json_reader *r, struct bitmap_info *bi)
+{
+  bool first = true, match = false, enabled = false, in_use = false;
+  char key[64];
+  int k, e;
+
+  if (!json_is (r, '{'))
+    return json_skip_value (r);
+  while ((k = json_next_key (r, &first, key, sizeof key)) == 1) {
+    if (json_next (r) == -1)
+      return -1;
+    if (strcmp (key, "name") == 0 && r->type == JSON_STRING)
+      match = strcmp (r->text, bi->bitmap) == 0;
+    else if (strcmp (key, "flags") == 0 && json_is (r, '[')) {
+      bool f = true;
+      while ((e = json_next_element (r, &f)) == 1) {
+        if (r->type != JSON_STRING)
+          {
+          snprintf (r->error, sizeof r->error, "line %lu: a flag that is "
+                    "not a string", r->line);
+          return -1;
+        }
+        enabled |= strcmp (r->text, "auto") == 0;
+        in_use |= strcmp (r->text, "in-use") == 0;
+      }
+      if (e == -1)
+        return -1;
+    }
+    else if (json_skip_value (r) == -1)
+      return -1;
+  }
+  if (k == -1)
+    return -1;
+  if (match) {
+    bi->found = true;
+    bi->enabled = enabled;
+    bi->in_use = in_use;
+  }
+  return 0;
+}
+
+/* The object whose '{' was just read, at level 0 (the image),
+ * 1 ("format-specific") or 2 (its "data", which has "bitmaps").
+ */
+static int
+read_info (struct json_reader *r, struct bitmap_info *bi, int level)
+{
+  static const char *const path[] = { "format-specific", "data" };
+  bool first = true;
+  char key[128];
+  int k, e;
+
+  if (!json_is (r, '{'))
+    return json_skip_value (r);
+  while ((k = json_next_key (r, &first, key, sizeof key)) == 1) {
+    if (json_next (r) == -1)
+      return -1;
+    if (level == 0 && strcmp (key, "format") == 0 &&
+        r->type == JSON_STRING)
+      snprintf (bi->format, sizeof bi->format, "%s", r->text);
+    else if (level < 2 && strcmp (key, path[level]) == 0) {
+      if (read_info (r, bi, level + 1) == -1)
+        return -1;
+    }
+    else if (level == 2 && strcmp (key, "bitmaps") == 0 &&
+             json_is (r, '[')) {
+      bool f = true;
+      while ((e = json_next_element (r, &f)) == 1)
+        if (read_bitmap (r, bi) == -1)
+          return -1;
+      if (e == -1)
+        return -1;
+    }
+    else if (json_skip_value (r) == -1)
+      return -1;
+  }
+  return k;
+}
+
+/* Run qemu-img info --output=json -U on the file at path (absolute):
+ * 0 with bi filled in, or -1 (error printed).
+ */
+static int
+qemu_img_info (const char *name, const char *path, struct bitmap_info *bi)
+{
+  const char *argv[8] = { "qemu-img", "info", "--output=json", "-U" };
+  size_t n = 4;
+  struct json_reader r = { 0 };
+  sigset_t saved;
+  int fds[2], status, parsed = -1;
+  FILE *fp;
+  pid_t pid;
+
+  argv[n] = path;
+  if (pipe2 (fds, O_CLOEXEC) == -1) {
+    error_at (name, "pipe: %m");
+    return -1;
+  }
+  stop_signals_block (&saved);
+  pid = fork ();
+  if (pid == 0) {
+    stop_signals_default ();
+    stop_signals_restore (&saved);
+    if (dup2 (fds[1], STDOUT_FILENO) == -1)
+      _exit (126);
+    execvp (argv[0], (char **) argv);
+    _exit (127);
+  }
+  stop_signals_restore (&saved);
+  close (fds[1]);
+  if (pid == -1) {
+    close (fds[0]);
+    error_at (name, "fork: %m");
+    return -1;
+  }
+  if ((fp = fdopen (fds[0], "r")) == NULL)
+    close (fds[0]);
+  else if (json_reader_init (&r, fp, 65536) == 0 && json_next (&r) == 0)
+    parsed = read_info (&r, bi, 0);
+  if (fp) {
+    /* The rest, so that qemu-img is never stopped by a full pipe. */
+    while (getc (fp) != EOF)
+      ;
+    fclose (fp);
+  }
+  while (waitpid (pid, &status, 0) == -1)
+    if (errno != EINTR) {
+      error_at (name, "waitpid: %m");
+      json_reader_free (&r);
+      return -1;
+    }
+  if (stop_signal ()) {
+    json_reader_free (&r);
+    return -1;
+  }
+  if (WIFEXITED (status) && WEXITSTATUS (status) == 127)
+    error_at (name, "--since of a local file runs qemu-img and qemu-nbd, "
+              "which are not installed (Debian: qemu-utils)");
+  else if (!WIFEXITED (status) || WEXITSTATUS (status) != 0)
+    error_at (name, "qemu-img info failed: it cannot say whether the "
+              "image's dirty bitmap is sound");
+  else if (parsed == -1)
+    error_at (name, "cannot read what qemu-img info says: %s",
+              r.text ? r.error : "out of memory");
+  else {
+    json_reader_free (&r);
+    return 0;
+  }
+  json_reader_free (&r);
+  return -1;
+}
+
+int
+local_bitmap_check (const char *name, const char *bitmap)
+{
+  struct bitmap_info bi = { .bitmap = bitmap };
+  CLEANUP_FREE char *abs = NULL;
+  struct stat st;
+
+  /* Not realpath: qemu reads the path as given (see absolute_path). */
+  if (stat (name, &st) == -1 || (abs = absolute_path (name)) == NULL) {
+    error_at (name, "%m");
+    return -1;
+  }
+  if (!S_ISREG (st.st_mode) && !S_ISBLK (st.st_mode)) {
+    error_at (name, "not a regular file or block device: --since needs a "
+              "qcow2 image with a dirty bitmap");
+    return -1;
+  }
+  if (qemu_img_info (name, abs, &bi) == -1)
+    return -1;
+  if (strcmp (bi.format, "qcow2") != 0) {
+    error_at (name, "a %s image has no dirty bitmaps: --since of a local "
+              "file needs a qcow2 image with a persistent bitmap "
+              "(qemu-img bitmap --add --enable)",
+              bi.format[0] ? bi.format : "non-qcow2");
+    return -1;
+  }
+  if (!bi.found) {
+    error_at (name, "it has no dirty bitmap '%s' (qemu-img bitmap --add "
+              "--enable starts one, when the manifest is made)",
+              bitmap);
+    return -1;
+  }
+  if (bi.in_use) {
+    error_at (name, "the dirty bitmap '%s' is in use or inconsistent: "
+              "qemu has the image open for writing, or stopped without "
+              "saving the bitmap (a crash); after a crash, start a new "
+              "chain: a full run with --blocks, and a new bitmap",
+              bitmap);
+    return -1;
+  }
+  if (!bi.enabled) {
+    error_at (name, "the dirty bitmap '%s' is disabled: it records no "
+              "writes, so the blocks it calls clean may have changed; run "
+              "without --since (with --blocks for a new manifest)",
+              bitmap);
+    return -1;
+  }
+  return 0;
+}

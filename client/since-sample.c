@@ -1,0 +1,185 @@
+/* Copyright (C) 2026 The nbdkit-blkhash developers
+ * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
+ */
+/* nbdsum --since: the sample (see since-sample.h).  It is drawn as the
+ * root is folded (one thread, in block order: the draw depends on the
+ * seed alone, not on which connection took which segment), as a
+ * reservoir: the i-th block offered replaces a random one of the
+ * SAMPLE_MAX with probability SAMPLE_MAX/i.  Then those blocks are
+ * read in block order and hashed in the main thread as they come.  If
+ * a fraction f of the blocks offered changed behind the bitmap's back,
+ * a run finds one with probability 1-(1-f)^SAMPLE_MAX, as nbdsum(1)
+ * says, or surely when SAMPLE_MAX or fewer were offered.
+ */
+#include <config.h>
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/random.h>
+
+#include "digest.h"
+#include "helpers.h"
+#include "messages.h"
+#include "minmax.h"
+#include "signals.h"
+#include "since-sample.h"
+#include "source.h"
+
+/* A read of a block of the sample, in flight. */
+struct sample_read {
+  struct since_sample *s;
+  struct sample_block *b;
+  uint32_t len;
+  uint8_t buf[];
+};
+
+static uint64_t
+splitmix64 (uint64_t *state)
+{
+  uint64_t z = (*state += UINT64_C (0x9E3779B97F4A7C15));
+
+  z = (z ^ (z >> 30)) * UINT64_C (0xBF58476D1CE4E5B9);
+  z = (z ^ (z >> 27)) * UINT64_C (0x94D049BB133111EB);
+  return z ^ (z >> 31);
+}
+
+void
+since_sample_init (struct since_sample *s)
+{
+  memset (s, 0, sizeof *s);
+  if (getrandom (&s->rng, sizeof s->rng, 0) != sizeof s->rng)
+    s->rng = (uint64_t) time (NULL) ^ ((uint64_t) getpid () << 32);
+}
+
+void
+since_sample_offer (struct since_sample *s, uint64_t b, const uint8_t *old,
+                    size_t len)
+{
+  uint64_t slot = s->seen++;
+
+  if (slot >= SAMPLE_MAX)
+    slot = splitmix64 (&s->rng) % s->seen;
+  if (slot < SAMPLE_MAX) {
+    s->blocks[slot].block = b;
+    memcpy (s->blocks[slot].old, old, len);
+  }
+  s->n = MIN (s->seen, (uint64_t) SAMPLE_MAX);
+}
+
+static int
+compare_blocks (const void *a, const void *b)
+{
+  const struct sample_block *x = a, *y = b;
+
+  return x->block < y->block ? -1 : x->block > y->block;
+}
+
+/* A read of the sample done: hash the block (in the main thread, in
+ * source_poll).
+ */
+static int
+read_done (void *opaque, int *error)
+{
+  struct sample_read *r = opaque;
+  struct since_sample *s = r->s;
+  bool zero;
+
+  s->in_flight--;
+  if (*error == 0 &&
+      blk_hash_block (s->params, s->ctx, r->buf, r->len, r->b->now,
+                      &zero) == -1)
+    *error = EIO;
+  if (*error) {
+    if (s->read_error == 0) {
+      s->read_error = *error;
+      s->error_block = r->b->block;
+    }
+    return 1;
+  }
+  /* Read, for bytes-read; the bar counted it as skipped. */
+  progress_add (s->progress, 0, r->len);
+  return 1;
+}
+
+int
+since_sample_check (struct since_sample *s, struct endpoint *ep,
+                    const char *name, bool *differs, uint64_t *block)
+{
+  const struct blk_params *p = ep->params;
+  struct nbd_handle *h = ep->conns[0].h;
+  size_t next = 0;
+
+  *differs = false;
+  if (s->n == 0)
+    return 0;
+  qsort (s->blocks, s->n, sizeof *s->blocks, compare_blocks);
+  s->params = p;
+  s->progress = &ep->progress;
+  if ((s->ctx = blk_ctx_new ()) == NULL) {
+    error_at (name, "out of memory");
+    return -1;
+  }
+  for (;;) {
+    int timeout = -1;
+
+    while (next < s->n && s->in_flight < ep->requests &&
+           s->read_error == 0 && !stop_signal ()) {
+      struct sample_block *b = &s->blocks[next];
+      const uint32_t len = blk_block_len (ep->size, p->block_size, b->block);
+      struct sample_read *r = malloc (sizeof *r + len);
+
+      if (r == NULL) {
+        error_at (name, "out of memory");
+        return -1;
+      }
+      *r = (struct sample_read) { s, b, len };
+      /* libnbd frees r, also when the request cannot be issued. */
+      if (nbd_aio_pread (h, r->buf, len, b->block * p->block_size,
+                         (nbd_completion_callback) {
+                           .callback = read_done, .user_data = r,
+                           .free = free }, 0) == -1) {
+        error_at (name, "reading the sample: %s", nbd_get_error ());
+        return -1;
+      }
+      s->in_flight++;
+      next++;
+    }
+    if (s->in_flight == 0)
+      break;
+    if (stop_signal ()) {
+      const double t = now (), deadline = stop_deadline ();
+      if (t >= deadline)
+        break;
+      timeout = (deadline - t) * 1000 + 1;
+    }
+    if (source_poll (h, timeout) == -1) {
+      error_at (name, "reading the sample: %s", source_error ());
+      return -1;
+    }
+  }
+  if (stop_signal ())
+    return -1;
+  if (s->read_error) {
+    error_at (name, "reading the sample: read at offset %" PRIu64 ": %s",
+              s->error_block * p->block_size, strerror (s->read_error));
+    return -1;
+  }
+  for (size_t k = 0; k < s->n; k++)
+    if (memcmp (s->blocks[k].now, s->blocks[k].old, p->digest.len) != 0) {
+      *differs = true;
+      *block = s->blocks[k].block;
+      break;
+    }
+  return 0;
+}
+
+void
+since_sample_free (struct since_sample *s)
+{
+  blk_ctx_free (s->ctx);
+  s->ctx = NULL;
+}

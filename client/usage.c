@@ -1,0 +1,157 @@
+/* Copyright (C) 2026 The nbdkit-blkhash developers
+ * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
+ */
+/* nbdsum: what it says of itself (see usage.h): --help, --version,
+ * --list-digests, --bats-helper.
+ */
+#include <config.h>
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <libnbd.h>
+
+#include "blkhash.h"
+#include "messages.h"
+#include "usage.h"
+
+void
+usage (FILE *fp, int status)
+{
+  fprintf (fp,
+"Print or check blkhash checksums of disk images, computed next to the\n"
+"storage by nbdkit's blkhash filter.\n"
+"\n"
+"Usage: %s [OPTION]... [INPUT]...            a checksum line each\n"
+"       %s -c [OPTION]... FILE...             verify checksum lines\n"
+"       %s --diff [OPTION]... A B             where two images differ\n"
+"       %s --diff --manifest=M [OPTION]... B\n"
+"       %s --blocks [OPTION]... INPUT         every block's digest\n"
+"       %s --since=M --dirty-bitmap=NAME [--blocks] [OPTION]... INPUT\n"
+"       %s --check-manifest [OPTION]... M...\n"
+"\n"
+"INPUT: an NBD URI (nbd://HOST/EXPORT, nbd+unix:///EXPORT?socket=PATH...),\n"
+"a FILE (raw; qcow2, vmdk, vhdx and the other formats qemu probes as their\n"
+"guest content), [ CMD ARGS ] (a command serving one, as in nbdinfo), or -\n"
+"(a raw stream on standard input; also when none is given).\n"
+"A view is the read-only export NAME@blkhash that nbdkit --filter=blkhash\n"
+"serves beside NAME; the root is the checksum in it.  nbdsum has the\n"
+"server hash through the view; without one it hashes here, and says so.\n"
+"\n"
+"  -C, --connections=N       connections (default 4)\n"
+"  -R, --requests=N          requests in flight per connection (default 16)\n"
+"      --connect-timeout=S   give up on a server that does not answer in S s\n"
+"  -j, --jobs=N              hash N inputs (or -c lines) at once (default 1)\n"
+"  -d, --digest=NAME         an OpenSSL digest, or blake3 (default: the\n"
+"                            server's blkhash-digest=, else sha256)\n"
+"      --block-size=SIZE     4K to 16M in 4K steps (default: the server's\n"
+"                            blkhash-block-size=, else 64K)\n"
+"      --format=FMT          read the FILEs after it as FMT (raw, qcow2...;\n"
+"                            auto: as probed)\n"
+"      --client-side         hash here even where the server has a view\n"
+"      --tag, --untagged     always, never tag lines with digest and size\n"
+"  -z, --zero                end lines with NUL, names as they are\n"
+"      --no-names            print the checksums alone\n"
+"  -c, --check               verify the checksum lines in the FILEs\n"
+"  -q, --quiet               no notices; with -c, no OK lines\n"
+"      --status, --ignore-missing, --strict, -w, --warn\n"
+"                            with -c, as sha256sum -c\n"
+"      --json                one JSON document (every mode)\n"
+"  -p, --progress[=FD]       a bar on standard error, or N/100 lines on FD\n"
+"      --diff, --manifest=M  compare A (or manifest M) with B\n"
+"      --blocks              print a manifest (see --diff, --since)\n"
+"      --since=M, --dirty-bitmap=NAME, --immutable-backing\n"
+"                            the checksum now from manifest M, hashing the\n"
+"                            blocks the dirty bitmap NAME marks\n"
+"      --check-manifest      verify manifests against their checksums\n"
+"      --list-digests, --bats-helper\n"
+"  -v, --verbose             libnbd's debug messages\n"
+"  -h, --help, -V, --version\n"
+"\n"
+"A line is 'CHECKSUM  NAME' as sha256sum's for sha256 and 64K blocks, else\n"
+"'BLKHASH-DIGEST/SIZE (NAME) = CHECKSUM': nbdsum -c verifies either.\n"
+"Exit status: 0 if every checksum was computed (and matched, or with\n"
+"--diff was equal), 1 if not; --diff exits 2 on errors.\n"
+"\n"
+"Examples:\n"
+"  %s disk.img disk.qcow2 > SUMS && %s -c SUMS\n"
+"  nbdkit --filter=blkhash file disk.img; %s nbd://localhost\n"
+"\n"
+"See nbdsum(1) and nbdkit-blkhash-filter(1).\n",
+           progname, progname, progname, progname, progname, progname,
+           progname, progname, progname, progname);
+  exit (status);
+}
+
+struct digest_lines {
+  char *lines[256];
+  size_t n;
+};
+
+static void
+list_one (const char *names, size_t len, void *opaque)
+{
+  struct digest_lines *dl = opaque;
+
+  if (dl->n < sizeof dl->lines / sizeof dl->lines[0] &&
+      asprintf (&dl->lines[dl->n], "%-40s %3zu bytes", names, len) != -1)
+    dl->n++;
+}
+
+static int
+compare_lines (const void *a, const void *b)
+{
+  return strcmp (*(char * const *) a, *(char * const *) b);
+}
+
+void
+list_digests (void)
+{
+  struct digest_lines dl = { .n = 0 };
+
+  blk_digest_list (list_one, &dl);
+  qsort (dl.lines, dl.n, sizeof dl.lines[0], compare_lines);
+  for (size_t i = 0; i < dl.n; i++) {
+    puts (dl.lines[i]);
+    free (dl.lines[i]);
+  }
+  exit (EXIT_SUCCESS);
+}
+
+void
+print_bats_helper (void)
+{
+  static const char build_tree[] = "/../bats/blkhash.bash";
+  char path[PATH_MAX + sizeof build_tree];
+  const ssize_t n = readlink ("/proc/self/exe", path, PATH_MAX - 1);
+  char *slash;
+
+  if (n > 0) {
+    path[n] = '\0';
+    if ((slash = strrchr (path, '/')) != NULL) {
+      strcpy (slash, build_tree);
+      if (access (path, R_OK) == 0) {
+        puts (path);
+        exit (EXIT_SUCCESS);
+      }
+    }
+  }
+  puts (PKGDATADIR "/blkhash.bash");
+  exit (EXIT_SUCCESS);
+}
+
+void
+print_version (void)
+{
+  struct nbd_handle *h = nbd_create ();
+
+  printf ("%s %s\n", progname, PACKAGE_VERSION);
+  if (h) {
+    printf ("libnbd %s\n", nbd_get_version (h));
+    nbd_close (h);
+  }
+  exit (EXIT_SUCCESS);
+}
