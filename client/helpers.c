@@ -14,6 +14,9 @@
 
 #include "blkhash.h"
 #include "helpers.h"
+#include "manifest.h"
+#include "messages.h"
+#include "signals.h"
 #include "util.h"
 
 bool
@@ -150,4 +153,27 @@ uri_with_export (const char *uri, const char *export)
   }
   strcpy (q, uri + end);
   return s;
+}
+
+static void
+say_refused (const char *path, const char *msg)
+{
+  error_at (path, "%s", msg);
+}
+
+static bool
+signalled (void)
+{
+  return stop_signal () != 0;
+}
+
+const struct manifest_env *
+manifest_env (void)
+{
+  static struct manifest_env env = { say_refused, signalled, NULL };
+
+  /* Only main's thread reads manifests. */
+  if (env.temp_dir == NULL)
+    env.temp_dir = temp_dir ();
+  return &env;
 }

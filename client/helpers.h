@@ -55,6 +55,12 @@ extern double now (void);
  */
 extern struct hash_spec hash_spec_or_defaults (const struct hash_spec *spec);
 
+/* How nbdsum has manifests read (manifest.h): errors said on
+ * standard error, stopped by a signal, copied to $TMPDIR.
+ */
+struct manifest_env;
+extern const struct manifest_env *manifest_env (void);
+
 /* The struct of type type whose member member p points to. */
 #define container_of(p, type, member) \
   ((type *) ((char *) (p) - offsetof (type, member)))

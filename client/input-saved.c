@@ -112,7 +112,7 @@ saved_input_open (const char *path, const struct hash_spec *spec)
   /* An image compared with it is hashed as it was made: -d and
    * --block-size may only repeat that.
    */
-  if ((s->m = manifest_open (path, input_manifest_env ())) == NULL ||
+  if ((s->m = manifest_open (path, manifest_env ())) == NULL ||
       manifest_check_made (s->m, spec->digest, spec->block_size) == -1) {
     saved_close (&s->in);
     return NULL;

@@ -411,7 +411,7 @@ open_manifest (struct incremental *inc, const struct hash_spec *spec,
   uint32_t last;
 
   since_sample_init (&inc->sample);
-  inc->m = manifest_open (opts->since, input_manifest_env ());
+  inc->m = manifest_open (opts->since, manifest_env ());
   if (inc->m == NULL)
     return -1;
   if (!manifest_root (inc->m, root)) {

@@ -15,7 +15,6 @@
 #include "input-kinds.h"
 #include "input.h"
 #include "local.h"
-#include "manifest.h"
 #include "messages.h"
 #include "signals.h"
 #include "source.h"
@@ -120,13 +119,6 @@ input_checksum (struct input *in, struct result *res)
   return 0;
 }
 
-void
-input_close (struct input *in)
-{
-  if (in)
-    in->ops->close (in);
-}
-
 int
 input_hash (const char *name, const struct hash_spec *spec,
             struct result *res)
@@ -169,27 +161,4 @@ input_views_refused (char **names, int n, input_refused_fn *json)
     free (errors);
   }
   return found;
-}
-
-static void
-manifest_error (const char *path, const char *msg)
-{
-  error_at (path, "%s", msg);
-}
-
-static bool
-manifest_stopped (void)
-{
-  return stop_signal () != 0;
-}
-
-const struct manifest_env *
-input_manifest_env (void)
-{
-  static struct manifest_env env = { manifest_error, manifest_stopped, NULL };
-
-  /* Only main's thread reads manifests. */
-  if (env.temp_dir == NULL)
-    env.temp_dir = temp_dir ();
-  return &env;
 }

@@ -72,19 +72,19 @@ extern struct input *input_open (const char *name,
  * format, time).  Returns 0, or -1 (error printed).
  */
 extern int input_checksum (struct input *in, struct result *res);
-extern void input_close (struct input *in);
+
+static inline void
+input_close (struct input *in)
+{
+  if (in)
+    in->ops->close (in);
+}
 
 /* Open, hash and close name: the checksum of one input.  Returns 0,
  * or -1 (error printed).
  */
 extern int input_hash (const char *name, const struct hash_spec *spec,
                        struct result *res);
-
-/* How nbdsum has manifests read (manifest.h): errors said on
- * standard error, stopped by a signal, copied to $TMPDIR.
- */
-struct manifest_env;
-extern const struct manifest_env *input_manifest_env (void);
 
 /* Blkhash views are never inputs (see source.h): is any of names one?
  * Each says so.  With json, nothing is said on standard error, but

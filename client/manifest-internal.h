@@ -73,8 +73,10 @@ struct manifest {
   uint64_t cur_block, cur_end, next_block;
 };
 
-/* manifest.c: say why m is refused (with its line, once it has one).
- * Returns -1.
+/* manifest-fields.c: has the caller been told to stop? */
+extern bool manifest_stopped (const struct manifest *m);
+/* Say why m is refused (with its line, once it has one).  Returns -1
+ * (nothing said once the caller was told to stop).
  */
 extern int manifest_fail (struct manifest *m, const char *fmt, ...)
   __attribute__ ((format (printf, 2, 3)));

@@ -32,98 +32,6 @@
 #include "minmax.h"
 #include "util.h"
 
-/* Has the caller been told to stop? */
-static bool
-stopped (const struct manifest *m)
-{
-  return m->env->stopped && m->env->stopped ();
-}
-
-int
-manifest_fail (struct manifest *m, const char *fmt, ...)
-{
-  va_list ap;
-  char *msg, *line = NULL;
-
-  /* Reads cut short by a signal are no news: the caller is stopping. */
-  if (stopped (m))
-    return -1;
-  va_start (ap, fmt);
-  if (vasprintf (&msg, fmt, ap) == -1)
-    msg = NULL;
-  va_end (ap);
-  if (m->lineno &&
-      asprintf (&line, "line %lu: %s", m->json ? m->rd.line : m->lineno,
-                msg ? msg : fmt) == -1)
-    line = NULL;
-  m->env->error (m->path, line ? line : msg ? msg : fmt);
-  free (line);
-  free (msg);
-  return -1;
-}
-
-bool
-manifest_parse_number (const char *s, uint64_t *v)
-{
-  uint64_t r = 0;
-
-  if (*s == '\0' || (s[0] == '0' && s[1] != '\0'))
-    return false;
-  for (; *s; s++) {
-    if (!isdigit ((unsigned char) *s) ||
-        r > ((uint64_t) INT64_MAX - (*s - '0')) / 10)
-      return false;
-    r = r * 10 + (*s - '0');
-  }
-  *v = r;
-  return true;
-}
-
-int
-manifest_parse_hex (struct manifest *m, const char *s, size_t len,
-                    uint8_t *out)
-{
-  const size_t want = 2 * m->p.digest.len;
-
-  if (len != want)
-    return manifest_fail (m, "a %s digest has %zu hex digits, not %zu",
-                 m->p.digest.name, want, len);
-  for (size_t i = 0; i < len; i += 2) {
-    const int hi = blk_hex_value (s[i]), lo = blk_hex_value (s[i + 1]);
-    if (hi == -1 || lo == -1)
-      return manifest_fail (m, "invalid hex digest");
-    out[i / 2] = hi << 4 | lo;
-  }
-  return 0;
-}
-
-/* The root as the manifest writes it: the digest's length in hex. */
-static int
-parse_root (struct manifest *m)
-{
-  if (m->root_hex[0] == '\0')
-    return 0;
-  return manifest_parse_hex (m, m->root_hex, strlen (m->root_hex), m->root);
-}
-
-int
-manifest_set_header (struct manifest *m, const char *digest,
-                     uint64_t block_size, uint64_t size)
-{
-  const char *msg;
-
-  if ((msg = blk_params_init (&m->p, digest, block_size)) != NULL)
-    return manifest_fail (m, "digest '%s', block size %" PRIu64 ": %s",
-                 digest, block_size, msg);
-  m->have_params = true;
-  m->size = size;
-  m->nblocks = blk_block_count (size, m->p.block_size);
-  if (blk_root_init (&m->fold, &m->p) == -1)
-    return manifest_fail (m, "%s failed", m->p.digest.name);
-  m->have_fold = true;
-  return parse_root (m);
-}
-
 /* Fold an entry's digests, to check the root at the end.  Without a
  * root there is nothing to check: a zero run of an 8 TiB hole would
  * cost 4 GiB of hashing for nothing.  A zero run is folded 16 KiB of
@@ -143,7 +51,7 @@ fold_entry (struct manifest *m, const struct entry *e)
     r = blk_root_add (&m->fold, e->digest, 1);
   while (r == 0 && e->zero && n > 0) {
     const size_t k = MIN (n, (uint64_t) m->p.zero_run_count);
-    if (stopped (m))
+    if (manifest_stopped (m))
       return -1;
     r = blk_root_add (&m->fold, m->p.zero_run, k);
     n -= k;
@@ -307,9 +215,10 @@ spool (struct manifest *m, int first)
   }
   fputc (first, tmp);
   /* A signal cuts a read short, but the next one would wait again. */
-  while (!stopped (m) && (n = fread (buf, 1, sizeof buf, m->fp)) > 0)
+  while (!manifest_stopped (m) &&
+         (n = fread (buf, 1, sizeof buf, m->fp)) > 0)
     fwrite (buf, 1, n, tmp);
-  if (stopped (m) || ferror (m->fp)) {
+  if (manifest_stopped (m) || ferror (m->fp)) {
     fclose (tmp);
     return manifest_fail (m, "%s", strerror (errno));
   }
@@ -383,12 +292,12 @@ manifest_open_visit (const char *path, const struct manifest_env *env,
   /* All of it first. */
   if (read_header (m) == -1)
     goto err;
-  while (!stopped (m) && (r = next_entry (m, &e)) == 1)
+  while (!manifest_stopped (m) && (r = next_entry (m, &e)) == 1)
     if (visit)
       visit (opaque, &m->p, e.offset / m->p.block_size,
              blk_block_count (e.length, m->p.block_size),
              e.zero ? NULL : e.digest);
-  if (stopped (m) || r == -1 ||
+  if (manifest_stopped (m) || r == -1 ||
       (m->json && manifest_json_members (m, true) == -1))
     goto err;
   if (m->pos != m->size) {

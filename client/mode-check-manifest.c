@@ -12,7 +12,6 @@
 #include <stdlib.h>
 
 #include "helpers.h"
-#include "input.h"
 #include "manifest.h"
 #include "messages.h"
 #include "modes.h"
@@ -26,7 +25,7 @@ mode_check_manifest (char **args, int nargs, const struct hash_spec *spec)
 
   (void) spec;
   for (int i = 0; i < nargs && !stop_signal (); i++) {
-    struct manifest *m = manifest_open (args[i], input_manifest_env ());
+    struct manifest *m = manifest_open (args[i], manifest_env ());
     uint8_t root[BLK_DIGEST_MAX];
     bool ok = m != NULL;
 
