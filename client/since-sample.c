@@ -3,13 +3,17 @@
  */
 /* nbdsum --since: the sample (see since-sample.h).  It is drawn as the
  * root is folded (one thread, in block order: the draw depends on the
- * seed alone, not on which connection took which segment), as a
- * reservoir: the i-th block offered replaces a random one of the
- * SAMPLE_MAX with probability SAMPLE_MAX/i.  Then those blocks are
- * read in block order and hashed in the main thread as they come.  If
- * a fraction f of the blocks offered changed behind the bitmap's back,
- * a run finds one with probability 1-(1-f)^SAMPLE_MAX, as nbdsum(1)
- * says, or surely when SAMPLE_MAX or fewer were offered.
+ * seed alone, not on which connection took which segment).  The last
+ * clean data block is always in it: a shrink and regrowth changes
+ * that block, or changes no clean block at all (the blocks after it
+ * were zeros and are zeros again), however the regrown blocks read.
+ * The others are a reservoir: the i-th block offered replaces a random
+ * one of the SAMPLE_MAX - 1 with probability (SAMPLE_MAX - 1)/i.  Then
+ * the blocks are read in block order and hashed in the main thread as
+ * they come.  If a fraction f of the blocks offered changed behind the
+ * bitmap's back, a run finds one with probability at least
+ * 1-(1-f)^(SAMPLE_MAX - 1), as nbdsum(1) says, and surely when
+ * SAMPLE_MAX or fewer were offered.
  */
 #include <config.h>
 
@@ -55,19 +59,33 @@ since_sample_init (struct since_sample *s)
     s->rng = (uint64_t) time (NULL) ^ ((uint64_t) getpid () << 32);
 }
 
+/* Draw: the i-th block (from 0) replaces a random one of the
+ * reservoir's SAMPLE_MAX - 1 with probability (SAMPLE_MAX - 1)/(i+1).
+ */
+static void
+draw (struct since_sample *s, const struct sample_block *b, uint64_t i)
+{
+  uint64_t slot = i;
+
+  if (slot >= SAMPLE_MAX - 1)
+    slot = splitmix64 (&s->rng) % (i + 1);
+  if (slot < SAMPLE_MAX - 1)
+    s->blocks[slot] = *b;
+}
+
 void
 since_sample_offer (struct since_sample *s, uint64_t b, const uint8_t *old,
                     size_t len)
 {
-  uint64_t slot = s->seen++;
-
-  if (slot >= SAMPLE_MAX)
-    slot = splitmix64 (&s->rng) % s->seen;
-  if (slot < SAMPLE_MAX) {
-    s->blocks[slot].block = b;
-    memcpy (s->blocks[slot].old, old, len);
-  }
-  s->n = MIN (s->seen, (uint64_t) SAMPLE_MAX);
+  /* The one before is not the last: into the draw. */
+  if (s->seen > 0)
+    draw (s, &s->last, s->seen - 1);
+  s->last.block = b;
+  memcpy (s->last.old, old, len);
+  s->seen++;
+  /* The drawn ones, then the last. */
+  s->n = MIN (s->seen - 1, (uint64_t) SAMPLE_MAX - 1);
+  s->blocks[s->n++] = s->last;
 }
 
 static int

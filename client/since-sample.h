@@ -1,9 +1,9 @@
 /* Copyright (C) 2026 The nbdkit-blkhash developers
  * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
  */
-/* nbdsum --since: a uniform sample of the clean data blocks, read
- * again and compared with the manifest (since-sample.c), for
- * input-since.c alone.
+/* nbdsum --since: a sample of the clean data blocks (the last one,
+ * and others drawn uniformly), read again and compared with the
+ * manifest (since-sample.c), for input-since.c alone.
  */
 #ifndef NBDSUM_SINCE_SAMPLE_H
 #define NBDSUM_SINCE_SAMPLE_H
@@ -27,6 +27,8 @@ struct since_sample {
   size_t n;
   uint64_t seen;                /* clean data blocks offered */
   uint64_t rng;                 /* splitmix64 state */
+  /* The last block offered, held out of the draw until the next. */
+  struct sample_block last;
   /* Reading it: the requests in flight, and the first failure. */
   struct blk_ctx *ctx;
   const struct blk_params *params;
@@ -39,8 +41,8 @@ struct since_sample {
 /* Start an empty sample, seeded by getrandom(). */
 extern void since_sample_init (struct since_sample *s);
 /* Offer clean data block b, whose digest in the manifest is old
- * (len bytes): each of those offered is kept with the same
- * probability.
+ * (len bytes), in block order: the last one offered is kept, and of
+ * the others SAMPLE_MAX - 1, each with the same probability.
  */
 extern void since_sample_offer (struct since_sample *s, uint64_t b,
                                 const uint8_t *old, size_t len);
