@@ -161,6 +161,10 @@ main (int argc, char **argv)
     nargs = 1;
   }
   status = mode->run (args, nargs, &spec);
+  /* What is still buffered goes first: a reader gone (| head) sends
+   * SIGPIPE now, and nbdsum dies of it, as it would have mid-run.
+   */
+  err = stdout_error ();
   if (stop_signal ()) {
     /* The document ends, valid, saying so. */
     if (opts->json) {
@@ -170,7 +174,7 @@ main (int argc, char **argv)
     die_of_signal (stop_signal ());
   }
   /* As sha256sum says it. */
-  if ((err = stdout_error ()) != 0) {
+  if (err != 0) {
     error_msg ("write error: %s", strerror (err));
     status = mode->error_status;
   }

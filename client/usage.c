@@ -18,6 +18,19 @@
 #include "messages.h"
 #include "usage.h"
 
+/* Exit with status, or 1 if standard output could not be written, as
+ * sha256sum --version does.
+ */
+static void __attribute__ ((noreturn))
+exit_written (int status)
+{
+  if (fflush (stdout) == EOF || ferror (stdout)) {
+    error_msg ("write error: %m");
+    exit (EXIT_FAILURE);
+  }
+  exit (status);
+}
+
 void
 usage (FILE *fp, int status)
 {
@@ -83,6 +96,8 @@ usage (FILE *fp, int status)
 "See nbdsum(1) and nbdkit-blkhash-filter(1).\n",
            progname, progname, progname, progname, progname, progname,
            progname, progname, progname, progname);
+  if (fp == stdout)
+    exit_written (status);
   exit (status);
 }
 
@@ -118,7 +133,7 @@ list_digests (void)
     puts (dl.lines[i]);
     free (dl.lines[i]);
   }
-  exit (EXIT_SUCCESS);
+  exit_written (EXIT_SUCCESS);
 }
 
 void
@@ -135,12 +150,12 @@ print_bats_helper (void)
       strcpy (slash, build_tree);
       if (access (path, R_OK) == 0) {
         puts (path);
-        exit (EXIT_SUCCESS);
+        exit_written (EXIT_SUCCESS);
       }
     }
   }
   puts (PKGDATADIR "/blkhash.bash");
-  exit (EXIT_SUCCESS);
+  exit_written (EXIT_SUCCESS);
 }
 
 void
@@ -153,5 +168,5 @@ print_version (void)
     printf ("libnbd %s\n", nbd_get_version (h));
     nbd_close (h);
   }
-  exit (EXIT_SUCCESS);
+  exit_written (EXIT_SUCCESS);
 }

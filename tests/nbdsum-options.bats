@@ -308,3 +308,19 @@ qcow" ]
   run complete_words "$NBDSUM" "$BATS_TEST_TMPDIR/image-o"
   [ "$output" = "$BATS_TEST_TMPDIR/image-one.img" ]
 }
+
+@test "nbdsum-options: --help, --version, --list-digests and --bats-helper fail on a full standard output" {
+  local opt
+  for opt in --help --version --list-digests --bats-helper; do
+    run --separate-stderr "$NBDSUM" "$opt"
+    [ "$status" -eq 0 ]
+    run --separate-stderr bash -c "\"\$NBDSUM\" $opt > /dev/full"
+    echo "$opt: $status: $stderr"
+    [ "$status" -eq 1 ]
+    [[ "$stderr" = *"write error: No space left on device"* ]]
+    run --separate-stderr bash -c "\"\$NBDSUM\" $opt >&-"
+    echo "$opt closed: $status: $stderr"
+    [ "$status" -eq 1 ]
+    [[ "$stderr" = *"write error: Bad file descriptor"* ]]
+  done
+}
