@@ -5,12 +5,14 @@
 #include <config.h>
 
 #include <errno.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/stat.h>
 
 #include "blkhash.h"
 #include "helpers.h"
@@ -33,12 +35,69 @@ temp_dir (void)
   return dir && *dir ? dir : "/tmp";
 }
 
+/* Is path a name of one of this process's descriptors?  Its number,
+ * or -1.
+ */
+static int
+own_descriptor (const char *path)
+{
+  static const char *const std[] = { "/dev/stdin", "/dev/stdout",
+                                     "/dev/stderr" };
+  char pid_dir[48];
+  const char *const dirs[] = { "/dev/fd/", "/proc/self/fd/",
+                               "/proc/thread-self/fd/", pid_dir };
+  char *end;
+  long fd;
+
+  for (int i = 0; i < 3; i++)
+    if (strcmp (path, std[i]) == 0)
+      return i;
+  snprintf (pid_dir, sizeof pid_dir, "/proc/%ld/fd/", (long) getpid ());
+  for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
+    const size_t n = strlen (dirs[i]);
+    if (strncmp (path, dirs[i], n) != 0 || path[n] < '0' || path[n] > '9')
+      continue;
+    errno = 0;
+    fd = strtol (path + n, &end, 10);
+    if (*end == '\0' && errno == 0 && fd <= INT_MAX)
+      return fd;
+  }
+  return -1;
+}
+
+/* Descriptor fd's file by its path, if it still has that path, else
+ * through this process's /proc.
+ */
+static char *
+descriptor_path (int fd)
+{
+  char link[64], target[PATH_MAX];
+  struct stat a, b;
+  ssize_t n;
+  char *path;
+
+  snprintf (link, sizeof link, "/proc/self/fd/%d", fd);
+  n = readlink (link, target, sizeof target - 1);
+  if (n > 0 && target[0] == '/' && fstat (fd, &a) == 0) {
+    target[n] = '\0';
+    if (stat (target, &b) == 0 && a.st_dev == b.st_dev &&
+        a.st_ino == b.st_ino)
+      return strdup (target);
+  }
+  if (asprintf (&path, "/proc/%ld/fd/%d", (long) getpid (), fd) == -1)
+    return NULL;
+  return path;
+}
+
 char *
 absolute_path (const char *path)
 {
+  const int fd = own_descriptor (path);
   char *cwd, *abs;
   size_t len;
 
+  if (fd >= 0)
+    return descriptor_path (fd);
   if (path[0] == '/')
     return strdup (path);
   if ((cwd = getcwd (NULL, 0)) == NULL)

@@ -31,11 +31,15 @@ extern char *uri_with_export (const char *uri, const char *export);
  */
 extern const char *temp_dir (void);
 
-/* path made absolute by prefixing the current directory, otherwise as
- * given: symlinks are not resolved, since qemu finds a relative backing
- * file or extent beside the path it is given (and a leading '/' keeps
- * it from reading a protocol prefix such as "nbd:" in a name).
- * Allocated; NULL with errno set on failure.
+/* The path another process (a private server) opens path by: made
+ * absolute by prefixing the current directory, otherwise as given:
+ * symlinks are not resolved, since qemu finds a relative backing file
+ * or extent beside the path it is given (and a leading '/' keeps it
+ * from reading a protocol prefix such as "nbd:" in a name).  A name of
+ * one of nbdsum's own descriptors (/dev/stdin, /dev/fd/N,
+ * /proc/self/fd/N) names the file that descriptor is open on, which
+ * is another in the server.  Allocated; NULL with errno set on
+ * failure.
  */
 extern char *absolute_path (const char *path);
 

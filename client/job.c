@@ -24,6 +24,7 @@
  */
 #include <config.h>
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -59,8 +60,7 @@ struct outcome_record {
   int32_t r;
 };
 
-/* In a child: the records' pipe, as this descriptor. */
-#define JOB_RECORDS_FD 3
+/* In a child: the records' pipe. */
 static int child_records_fd = -1;
 /* The parent, for its children to check that it still lives. */
 static pid_t parent_pid;
@@ -96,19 +96,48 @@ job_free (struct job *j)
 /* ---------------------------------------------------------------- */
 /* In the child. */
 
-/* Close every descriptor from fd on. */
+/* Close nbdsum's own descriptors but keep: they are close-on-exec
+ * (pipes, the checksum file, sockets), where descriptors the user
+ * gave nbdsum (/dev/fd/4 as an input) are not, and stay the job's.
+ */
 static void
-close_from (int fd)
+close_own (int keep)
 {
-  struct rlimit rl;
+  int fds[256];
+  size_t n;
 
-  if (close_range (fd, ~0U, 0) == 0)
-    return;
-  /* A kernel before 5.9. */
-  if (getrlimit (RLIMIT_NOFILE, &rl) == -1 || rl.rlim_cur == RLIM_INFINITY)
-    rl.rlim_cur = 65536;
-  for (; (rlim_t) fd < rl.rlim_cur; fd++)
-    close (fd);
+  /* In rounds: a directory being read is not changed under it. */
+  do {
+    DIR *d = opendir ("/proc/self/fd");
+    struct dirent *e;
+    struct rlimit rl;
+
+    /* No descriptor left to read the directory with (the run is at
+     * ulimit -n), or no /proc: try them all, a few.
+     */
+    if (d == NULL) {
+      if (getrlimit (RLIMIT_NOFILE, &rl) == -1 ||
+          rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > 65536)
+        rl.rlim_cur = 65536;
+      for (int fd = 3; (rlim_t) fd < rl.rlim_cur; fd++) {
+        const int flags = fd != keep ? fcntl (fd, F_GETFD) : -1;
+        if (flags != -1 && (flags & FD_CLOEXEC))
+          close (fd);
+      }
+      return;
+    }
+    n = 0;
+    while ((e = readdir (d)) != NULL && n < sizeof fds / sizeof fds[0]) {
+      const int fd = atoi (e->d_name);
+      const int flags = fd > 2 && fd != keep && fd != dirfd (d)
+        ? fcntl (fd, F_GETFD) : -1;
+      if (flags != -1 && (flags & FD_CLOEXEC))
+        fds[n++] = fd;
+    }
+    closedir (d);
+    for (size_t i = 0; i < n; i++)
+      close (fds[i]);
+  } while (n == sizeof fds / sizeof fds[0]);
 }
 
 static int
@@ -192,12 +221,10 @@ child (struct job *j, int records_fd, int err_fd, const sigset_t *saved)
   /* Nothing else of the parent's: not the other jobs' pipes, and not
    * the checksum file, whose offset the parent's reading shares (a
    * stdio clean-up at exit, as valgrind runs one, would move it).
+   * The user's descriptors stay: an input may name one.
    */
-  if (dup2 (records_fd, JOB_RECORDS_FD) == -1 ||
-      fcntl (JOB_RECORDS_FD, F_SETFD, FD_CLOEXEC) == -1)
-    _exit (EXIT_FAILURE);
-  close_from (JOB_RECORDS_FD + 1);
-  child_records_fd = JOB_RECORDS_FD;
+  close_own (records_fd);
+  child_records_fd = records_fd;
   stop_signals_renew ();
   /* Its progress goes to the parent, which draws the run. */
   progress_report_to (opts->progress_bar ? child_progress : progress_silent);

@@ -621,3 +621,30 @@ no_procs_left () {
   echo "left in TMPDIR: $(ls -A "$tmp")"
   [ -z "$(ls -A "$tmp")" ]
 }
+
+@test "nbdsum-jobs: inputs named by descriptors the user gave (/dev/fd/N, /dev/stdin) are the files they are open on" {
+  local want_raw want_q jobs
+  "$MKIMAGE" '300000;d:0+300000:a' base.raw
+  qemu-img convert -q -f raw -O qcow2 base.raw img.qcow2
+  qemu-img convert -q -f qcow2 -O raw img.qcow2 img.raw
+  want_raw=$(reference sha256 65536 base.raw)
+  want_q=$(reference sha256 65536 img.raw)
+  # A job's own pipes used to take the numbers 3 to 6: it hashed its
+  # pipe and waited for ever (hostile test, 2026-11-26).
+  for jobs in 1 2 4; do
+    run timeout 60 "$NBDSUM" -j "$jobs" /dev/fd/4 base.raw /dev/fd/5 \
+      /dev/stdin 4<img.qcow2 5<base.raw <img.qcow2
+    echo "-j $jobs: $status: $output"
+    [ "$status" -eq 0 ]
+    [ "$output" = "$want_q  /dev/fd/4
+$want_raw  base.raw
+$want_raw  /dev/fd/5
+$want_q  /dev/stdin" ]
+  done
+  # The private server's descriptor 3 is its socket: not the user's.
+  run "$NBDSUM" /dev/fd/3 /proc/self/fd/4 3<base.raw 4<img.qcow2
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$output" = "$want_raw  /dev/fd/3
+$want_q  /proc/self/fd/4" ]
+}
