@@ -44,8 +44,11 @@
 #include "options.h"
 #include "signals.h"
 
-/* How long the private server may take to exit on SIGTERM. */
+/* How long the private server may take to exit on SIGTERM: when it is
+ * done, and when a signal stops nbdsum mid-handshake.
+ */
 #define STOP_SECONDS 5
+#define END_SECONDS 1
 
 struct local_server {
   const char *name;             /* the input, for messages */
@@ -554,12 +557,13 @@ local_server_kill (struct local_server *s)
 }
 
 /* Reap the server, waiting at most STOP_SECONDS.  True if it is gone. */
+/* Wait up to seconds for s to exit and reap it: false if it did not. */
 static bool
-reap (struct local_server *s)
+reap (struct local_server *s, int seconds)
 {
   const struct timespec tick = { 0, 10 * 1000 * 1000 };
 
-  for (int i = 0; i < STOP_SECONDS * 100; i++) {
+  for (int i = 0; i < seconds * 100; i++) {
     const pid_t r = reap_server (s, WNOHANG);
     if (r == s->pid || (r == -1 && errno == ECHILD))
       return true;
@@ -569,13 +573,27 @@ reap (struct local_server *s)
 }
 
 void
+local_server_end (struct local_server *s)
+{
+  /* nbdkit first, alone: it stops its plugin, which cleans up after
+   * itself (the nbd plugin's qemu-nbd and its directory in /tmp);
+   * then whatever is left of the group.
+   */
+  if (s == NULL || s->pid <= 0)
+    return;
+  kill (s->pid, SIGTERM);
+  if (!reap (s, END_SECONDS))
+    local_server_kill (s);
+}
+
+void
 local_server_stop (struct local_server *s)
 {
   if (s == NULL)
     return;
   if (s->pid > 0) {
     kill (s->pid, SIGTERM);
-    if (!reap (s)) {
+    if (!reap (s, STOP_SECONDS)) {
       error_at (s->name, "the %s did not exit in %d seconds: killing it",
                 s->what, STOP_SECONDS);
       local_server_kill (s);

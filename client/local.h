@@ -75,6 +75,11 @@ extern bool local_server_exited (struct local_server *s);
  * in flight: a dead server cannot trip over them.
  */
 extern void local_server_kill (struct local_server *s);
+/* Stop it now, but let it clean up: SIGTERM, and what local_server_kill
+ * does if it lingers.  Not with requests in flight (nbdkit before
+ * 1.33.10 aborts on a client gone mid-request).
+ */
+extern void local_server_end (struct local_server *s);
 /* Stop it (SIGTERM, SIGKILL if it lingers) and remove its socket. */
 extern void local_server_stop (struct local_server *s);
 

@@ -511,12 +511,15 @@ source_connect (const struct source *src, const char *export_name,
 
  err:
   /* Stopped mid-handshake: our own server goes first, or it would
-   * complain of the client that vanished; timed out, it is stuck, and
-   * would not stop on SIGTERM either.
+   * complain of the client that vanished, and gently, so that it
+   * cleans up; timed out, it is stuck, and would not stop on SIGTERM
+   * either.
    */
   timed_out = src->server && source_errno () == ETIMEDOUT;
-  if (stop_signal () || timed_out)
+  if (timed_out)
     local_server_kill (src->server);
+  else if (stop_signal ())
+    local_server_end (src->server);
   if (!(flags & SOURCE_QUIET) && !stop_signal () &&
       !((flags & SOURCE_MORE) && source_errno () == EMFILE)) {
     if (timed_out)
