@@ -98,13 +98,21 @@ endpoint_connect_rest (struct endpoint *ep, const char *export_name)
 
   for (ep->nconns = 1; ep->nconns < want; ep->nconns++) {
     struct conn *c = &ep->conns[ep->nconns];
-    c->h = source_connect (ep->src, export_name, SOURCE_GO | SOURCE_MORE,
+    c->h = source_connect (ep->src, export_name, SOURCE_GO | SOURCE_QUIET,
                            NULL);
-    /* Out of descriptors (ulimit -n): fewer connections hash the same. */
-    if (c->h == NULL && source_errno () == EMFILE && !stop_signal ())
-      break;
-    if (c->h == NULL)
+    if (c->h == NULL && stop_signal ())
       return -1;
+    /* Out of descriptors (ulimit -n), or a server that admits fewer
+     * clients (nbdkit --filter=limit): fewer connections hash the
+     * same.  A server gone fails the first request.
+     */
+    if (c->h == NULL) {
+      if (source_errno () != EMFILE)
+        notice_at (ep->src->name, "the server took %u of %u connections "
+                   "(%s): hashing over %u", ep->nconns, want,
+                   source_error (), ep->nconns);
+      break;
+    }
     c->ep = ep;
     c->index = ep->nconns;
   }

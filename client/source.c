@@ -520,8 +520,7 @@ source_connect (const struct source *src, const char *export_name,
     local_server_kill (src->server);
   else if (stop_signal ())
     local_server_end (src->server);
-  if (!(flags & SOURCE_QUIET) && !stop_signal () &&
-      !((flags & SOURCE_MORE) && source_errno () == EMFILE)) {
+  if (!(flags & SOURCE_QUIET) && !stop_signal ()) {
     if (timed_out)
       error_at (src->name, "%s: killed the %s serving it (stuck)",
                 source_error (), local_server_what (src->server));

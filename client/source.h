@@ -50,7 +50,6 @@ extern void source_close (struct source *src);
 /* source_connect's flags. */
 #define SOURCE_GO    1          /* go to the export: transmission */
 #define SOURCE_QUIET 2          /* print nothing; source_error says why */
-#define SOURCE_MORE  4          /* quiet if out of descriptors (EMFILE) */
 
 /* Connect to src->uri, export name export_name (NULL: the URI's, which
  * must not be a view), leaving the handle in option mode unless flags

@@ -263,7 +263,7 @@ EOF
   no_crash "$err"
 }
 
-@test "nbdsum-hostile: a server that admits one client: the view is trusted, saying so" {
+@test "nbdsum-hostile: a server that admits one client: the view is trusted, saying so, over one connection" {
   local want
   want=$(reference sha256 65536 "$small")
   # nbdsum cannot ask the image's size on a connection of its own.
@@ -273,4 +273,16 @@ EOF
   [ "$status" -eq 0 ]
   [[ "${lines[0]}" = "nbdsum: $uri: cannot check the blkhash view '@blkhash' against its image ("*"); trusting its header" ]]
   [ "${lines[1]}" = "$want  $uri" ]
+  # With the default -C 4 too, over the one connection it admits (it
+  # failed: "server disconnected unexpectedly"), server- and
+  # client-side.
+  run "$NBDSUM" "$uri"
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" = *"the server took 1 of 4 connections ("*"): hashing over 1"* ]]
+  [ "$(first_sum "$output")" = "$want" ]
+  run "$NBDSUM" --client-side "$uri"
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$(first_sum "$output")" = "$want" ]
 }
