@@ -90,11 +90,9 @@ extern struct input *since_input_open (const char *name,
                                        const struct hash_spec *spec);
 
 /* input-saved.c: the saved manifest at path ("-": standard input),
- * checked; spec may only repeat its digest and block size.  NULL on
- * error (printed).
+ * checked.  NULL on error (printed).
  */
-extern struct input *saved_input_open (const char *path,
-                                       const struct hash_spec *spec);
+extern struct input *saved_input_open (const char *path);
 
 /* input-stream.c: the bytes fd gives (owned: closed with the input),
  * hashed as spec says (a format other than raw is refused).  NULL on

@@ -75,7 +75,7 @@ input_open (const char *name, const struct hash_spec *spec, unsigned flags)
   int fd = -1;
 
   if (flags & INPUT_SAVED)
-    return saved_input_open (name, spec);
+    return saved_input_open (name);
   if (input_format (name, spec, &hs.format) == -1)
     return NULL;
   /* Standard input, and files a read hashes but nbdkit cannot serve:

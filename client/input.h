@@ -58,7 +58,8 @@ struct input {
 };
 
 /* input_open's flags. */
-#define INPUT_SAVED   1         /* name is a saved --blocks manifest */
+#define INPUT_SAVED   1         /* name is a saved --blocks manifest,
+                                   of whatever digest and block size */
 #define INPUT_DIGESTS 2         /* its block digests will be asked for */
 
 /* Open name ("-": standard input) as spec says: a file as

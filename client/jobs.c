@@ -127,7 +127,8 @@ jobs_begin (unsigned n, unsigned inputs)
     j->inputs = calloc_or_exit (j->max, sizeof *j->inputs);
     j->draw = opts->progress_bar || opts->progress_fd >= 0;
   }
-  j->run.start = now ();
+  /* The first drawing after a tick, with the first jobs queued. */
+  j->run.start = j->last_draw = now ();
   j->run.total = inputs;
   j->run.total_known = inputs > 0;
   return j;
@@ -446,7 +447,10 @@ jobs_next (struct jobs *j, bool wait, struct job_item *item)
     wait_jobs (j, false);
   for (;;) {
     e = at (j, 0);
-    if (e->hash) {
+    /* Its turn: its messages.  Stopped, the turns are over: nothing is
+     * printed but what the oldest job says as it stops.
+     */
+    if (e->hash && !j->stopping) {
       job_print_err (e->job.held.data, e->job.held.len);
       e->job.held.len = 0;
     }

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "cleanup.h"
+#include "digest.h"
 #include "input.h"
 #include "json.h"
 #include "messages.h"
@@ -165,6 +166,25 @@ compare (struct input *a, struct input *b)
   return runs.count ? 1 : 0;
 }
 
+/* Does manifest a say another digest or block size than spec asks?
+ * Then say so.
+ */
+static bool
+made_otherwise (const struct input *a, const struct hash_spec *spec)
+{
+  const struct blk_params *p = a->params;
+
+  if (spec->digest && !blk_digest_same (spec->digest, p->digest.name))
+    error_at (a->name, "the manifest was made with %s, not %s",
+              p->digest.name, spec->digest);
+  else if (spec->block_size && spec->block_size != p->block_size)
+    error_at (a->name, "the manifest was made with %" PRIu32 " byte "
+              "blocks, not %" PRIu64, p->block_size, spec->block_size);
+  else
+    return false;
+  return true;
+}
+
 /* With --json, the document when views among the inputs stopped the
  * run: each side, and why it was not hashed.
  */
@@ -197,6 +217,15 @@ mode_diff (char **args, int nargs, const struct hash_spec *spec)
     a = open_side ("a", args[0], spec, 0);
   if (a == NULL)
     goto out;
+  if (opts->json)
+    messages_capture (NULL);
+  /* B is hashed as A was made: -d and --block-size may only repeat
+   * what the manifest says (an image A was hashed as they say).
+   */
+  if (opts->manifest && made_otherwise (a, spec))
+    goto out;
+  if (opts->json)
+    free (messages_captured ());
   /* B must be hashed the same way as A (whatever A's server chose). */
   spec_b = (struct hash_spec) {
     a->params->digest.name, a->params->block_size, NULL,

@@ -177,6 +177,19 @@ same_as_images () {
     run "$NBDSUM" --diff --block-size 64K --manifest="$m" b.img
     [ "$status" -eq 2 ]
     [[ "$output" = *"made with 4096 byte blocks, not 65536"* ]]
+    # In JSON: side A opened, the document's error says why not B.
+    run --separate-stderr "$NBDSUM" --json --diff -d sha256 --manifest="$m" b.img
+    echo "$output"
+    [ "$status" -eq 2 ]
+    "$PYTHON" - "$m" "$output" <<'PY'
+import json, sys
+doc = json.loads(sys.argv[2])
+assert sorted(doc["a"]) == ["method", "name", "size"], doc
+assert doc["a"]["name"] == sys.argv[1], doc
+assert doc["a"]["method"] == "manifest", doc
+assert doc["error"] == sys.argv[1] + ": the manifest was made with sha1, not sha256", doc
+assert "b" not in doc, doc
+PY
   done
   # The client-side hash of B, too.
   run "$NBDSUM" --diff --client-side --manifest=sha1.blocks b.img

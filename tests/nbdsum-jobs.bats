@@ -367,6 +367,27 @@ slow_inputs () {
   [ "$rc" -eq 143 ]
 }
 
+@test "nbdsum-jobs: interrupted, inputs after the one being hashed say nothing, as without -j" {
+  local slow
+  start_server slow "${KILLED_CLIENT_OPTS[@]}" --filter=delay \
+    file "$BATS_FILE_TMPDIR/slow.img" rdelay=1500ms
+  slow=$uri
+  start_server plain --no-sr memory 1M
+  # Each later input says something when it has its turn: a server
+  # without a view, a missing file.  Their jobs said it early; stopped
+  # first, they never have their turn (found by a differential test,
+  # 2026-11-26: printed after the signal).
+  for j in 1 4; do
+    timeout -s INT 2 "$NBDSUM" -j "$j" "$slow" "$uri" nosuch > out 2> err ||
+      rc=$?
+    echo "-j $j: status $rc; stderr: $(cat err)"
+    [ "$rc" -eq 124 ]
+    [ ! -s out ]
+    # The slow input may say that it stopped; the others nothing.
+    ! grep -q -e "$uri" -e nosuch err || false
+  done
+}
+
 @test "nbdsum-jobs: an interrupted --json run is one valid document" {
   local slow
   slow_inputs
