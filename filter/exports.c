@@ -75,6 +75,8 @@ struct blkhash_export {
                                    blkhash_export_clear_changed */
   _Atomic uint64_t credit;      /* bytes written through it, not yet
                                    spent reading at a flush */
+  atomic_bool holes_marked;     /* a flush this session marked its
+                                   holes (blkhash_export_first_look) */
   size_t ntables, alloc;
   struct blkhash_table **tables;
   struct blkhash_export *next;
@@ -146,8 +148,10 @@ blkhash_export_get (const char *name, uint64_t size)
     e->next = exports;
     exports = e;
   }
-  if (e->users++ == 0)
+  if (e->users++ == 0) {
     e->session = blkhash_session_tick ();
+    atomic_store (&e->holes_marked, false);
+  }
   e->refs++;
   return e;
 }
@@ -221,6 +225,12 @@ blkhash_export_spend (struct blkhash_export *e, uint64_t bytes)
       return false;
   } while (!atomic_compare_exchange_weak (&e->credit, &c, c - bytes));
   return true;
+}
+
+bool
+blkhash_export_first_look (struct blkhash_export *e)
+{
+  return !atomic_exchange (&e->holes_marked, true);
 }
 
 /* Remove table i from the export; the caller holds the gate exclusive

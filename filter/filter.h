@@ -122,6 +122,10 @@ extern void blkhash_export_clear_changed (struct blkhash_export *e);
  */
 extern void blkhash_export_credit (struct blkhash_export *e, uint64_t bytes);
 extern bool blkhash_export_spend (struct blkhash_export *e, uint64_t bytes);
+/* true the first time it is asked in a session (from the first user
+ * on): a flush then marks the export's holes, once.
+ */
+extern bool blkhash_export_first_look (struct blkhash_export *e);
 /* fn on every export, each held meanwhile. */
 extern void blkhash_exports_foreach (void (*fn) (struct blkhash_export *e));
 extern void blkhash_exports_free_all (void);
@@ -228,6 +232,11 @@ extern int blkhash_reader_finish (struct blkhash_reader *rd, int *err);
 extern int blkhash_hasher_init (void);
 extern void blkhash_hasher_fini (void);
 extern struct blk_ctx *blkhash_thread_ctx (void);
+/* Mark the unknown blocks of t that the plugin's extents say read as
+ * zeros, reading no data.  0, or -1 with *err set.
+ */
+extern int blkhash_mark_holes (nbdkit_next *next, struct blk_table *t,
+                               int *err);
 /* Digests of blocks [first, first+count) into out (NULL: only fill the
  * table), computing and storing those the table does not know.
  */

@@ -350,3 +350,43 @@ blkhash_compute (nbdkit_next *next, struct blk_table *t, uint64_t first,
   *err = ENOMEM;
   return -1;
 }
+
+int
+blkhash_mark_holes (nbdkit_next *next, struct blk_table *t, int *err)
+{
+  const uint32_t bs = blk_table_params (t)->block_size;
+  const uint64_t n = blk_table_blocks (t);
+  /* Blocks asked about at a time: what one extents request covers. */
+  const uint64_t window = MAX (EXTENTS_WINDOW / bs, (uint64_t) 1);
+  CLEANUP_FREE bool *need = NULL, *hole = NULL;
+  uint64_t snapshot;
+
+  if (next->can_extents (next) != 1)
+    return 0;
+  need = malloc (MIN (n, window) * sizeof *need);
+  hole = malloc (MIN (n, window) * sizeof *hole);
+  if (n && (need == NULL || hole == NULL)) {
+    nbdkit_error ("blkhash: out of memory");
+    *err = ENOMEM;
+    return -1;
+  }
+  for (uint64_t b = blk_table_next_unknown (t, 0); b < n;
+       b = blk_table_next_unknown (t, b)) {
+    const uint64_t count = MIN (n - b, window);
+    uint64_t i, len;
+
+    if (blk_table_lookup (t, b, count, NULL, need, &snapshot) > 0) {
+      memset (hole, 0, count * sizeof *hole);
+      if (find_holes (next, t, b, count, hole, err) == -1)
+        return -1;
+      for (i = 0; i < count; i++)
+        hole[i] = hole[i] && need[i];
+      for (i = 0; blk_next_run (hole, count, &i, &len); i += len) {
+        blk_table_store_zero (t, b + i, len, snapshot);
+        blkhash_stats.hole_blocks += len;
+      }
+    }
+    b += count;
+  }
+  return 0;
+}

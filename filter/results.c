@@ -590,10 +590,12 @@ blkhash_results_complete (struct blkhash_export *e, struct blk_table *t)
 /* A flush is what a writing client waits for before it disconnects
  * (qemu-img convert, nbdcopy --flush): the line must be there when it
  * returns.  Blocks a client wrote in part, or not at all, are not
- * known: they are read now, but only as many bytes as the client has
- * written through the export since the last time, so that a client
- * that writes a little and flushes often (a virtual machine) never
- * makes a flush read the image; its line comes at the disconnect.
+ * known: those the extents call holes are marked so (at the session's
+ * first flush), the rest are read now, but only as many bytes as the
+ * client has written through the export since the last time, so that
+ * a client that writes a little and flushes often (a virtual machine)
+ * never makes a flush read the image; its line comes at the
+ * disconnect.
  */
 void
 blkhash_results_flushed (nbdkit_next *next, struct blkhash_export *e,
@@ -608,6 +610,17 @@ blkhash_results_flushed (nbdkit_next *next, struct blkhash_export *e,
   if (blkhash_file == NULL || t == NULL ||
       !writes_stamp (&stamp) || have_line (name))
     return;
+  /* Holes cost no read: only the data left counts (qemu-img convert
+   * --target-is-zero writes none of the zeros).  Once a session: the
+   * extents of a large image take a while, and a virtual machine
+   * flushes often.
+   */
+  if (blk_table_unknown (t) && blkhash_export_first_look (e) &&
+      blkhash_mark_holes (next, t, &err) == -1) {
+    nbdkit_debug ("blkhash: export '%s': no checksum at the flush (%s)",
+                  name, strerror (err));
+    return;
+  }
   unknown = blk_table_unknown (t);
   if (unknown &&
       !blkhash_export_spend (e, MIN (unknown * bs,
