@@ -206,6 +206,9 @@ parse_tagged (char *p, struct blk_sum_line *sl)
   if (close == name)
     return "no name";
   n = strspn (close + 4, HEX_DIGITS);
+  if (n > 0 && close[4 + n + strspn (close + 4 + n, " \t")] == '\0' &&
+      close[4 + n] != '\0')
+    return "a space or tab after the checksum";
   if (close[4 + n] != '\0')
     return "the checksum is not hex digits";
   if (n != hexlen)

@@ -231,6 +231,20 @@ main (void)
         "-z tagged: NUL ends the line, no escapes");
     free (buf);
   }
+  {
+    char line[] = "BLKHASH-SHA1/64K (x) = "
+      "0123456789abcdef0123456789abcdef01234567 \n";
+    char junk[] = "BLKHASH-SHA1/64K (x) = "
+      "0123456789abcdef0123456789abcdef0123456z\n";
+    struct blk_sum_line sl;
+    const char *why = blk_sum_line_parse (line, 64, &sl);
+    ok (why && strcmp (why, "a space or tab after the checksum") == 0,
+        "a space after a tagged line's checksum is said to be one (%s)",
+        why ? why : "accepted");
+    why = blk_sum_line_parse (junk, 64, &sl);
+    ok (why && strcmp (why, "the checksum is not hex digits") == 0,
+        "a checksum with a letter that is not hex is said to be so");
+  }
   ok (!blk_name_needs_escape ("x y") && blk_name_needs_escape ("x\n"),
       "only backslash, newline and CR need escaping");
   ok (!blk_sum_needs_tag ("sha256", 65536) &&
