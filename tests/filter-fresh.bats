@@ -573,7 +573,9 @@ small_tmpfs () {
   small_tmpfs
   local sums="$tmpfs/sums"
   start_server full memory 8M blkhash-file="$sums"
-  pwrite_bytes "$uri" 0 100000 1
+  # Data everywhere: a flush after a small write cannot complete the
+  # line without reading far more than was written (holes it could).
+  pwrite_bytes "$uri" 0 $((8 * 1024 * 1024)) 1
   nbdcopy "$uri" one.img
   wait_for_line "$sums" "$(reference sha256 65536 one.img)  -"
   # Fill it, space and inodes, then make the line stale while another
