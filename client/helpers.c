@@ -236,3 +236,26 @@ manifest_env (void)
     env.temp_dir = temp_dir ();
   return &env;
 }
+
+bool
+in_path (const char *program)
+{
+  const char *path = getenv ("PATH");
+  char *dirs, *dir, *save = NULL, *file;
+  bool found = false;
+
+  /* execvp's default, when PATH is unset. */
+  if ((dirs = strdup (path ? path : "/bin:/usr/bin")) == NULL)
+    return true;                /* the server will say */
+  for (dir = strtok_r (dirs, ":", &save); dir && !found;
+       dir = strtok_r (NULL, ":", &save)) {
+    struct stat st;
+    if (asprintf (&file, "%s/%s", *dir ? dir : ".", program) == -1)
+      break;
+    found = stat (file, &st) == 0 && S_ISREG (st.st_mode) &&
+      access (file, X_OK) == 0;
+    free (file);
+  }
+  free (dirs);
+  return found;
+}

@@ -53,6 +53,9 @@ extern int stdout_error (void);
 /* Seconds on the monotonic clock. */
 extern double now (void);
 
+/* Can execvp find program, as nbdkit's nbd plugin will? */
+extern bool in_path (const char *program);
+
 /* spec with what it leaves open filled with the defaults (sha256,
  * 64K): how nbdsum hashes where no server chooses.  The format is
  * left as it is.

@@ -88,30 +88,6 @@ find_filter (void)
   return "blkhash";
 }
 
-/* Can execvp find program, as nbdkit's nbd plugin will? */
-static bool
-in_path (const char *program)
-{
-  const char *path = getenv ("PATH");
-  char *dirs, *dir, *save = NULL, *file;
-  bool found = false;
-
-  /* execvp's default, when PATH is unset. */
-  if ((dirs = strdup (path ? path : "/bin:/usr/bin")) == NULL)
-    return true;                /* the server will say */
-  for (dir = strtok_r (dirs, ":", &save); dir && !found;
-       dir = strtok_r (NULL, ":", &save)) {
-    struct stat st;
-    if (asprintf (&file, "%s/%s", *dir ? dir : ".", program) == -1)
-      break;
-    found = stat (file, &st) == 0 && S_ISREG (st.st_mode) &&
-      access (file, X_OK) == 0;
-    free (file);
-  }
-  free (dirs);
-  return found;
-}
-
 /* In the child: the listening socket as fd 3 for systemd-style socket
  * activation (LISTEN_PID, LISTEN_FDS), then argv; with path, argv[0]
  * is looked for in $PATH.
