@@ -175,7 +175,7 @@ conn_loop (void *opaque)
   struct endpoint *ep = c->ep;
 
   for (;;) {
-    int timeout = -1;
+    int timeout;
 
     while (!atomic_load (&ep->failed) && !stop_signal () &&
            c->in_flight < ep->requests)
@@ -186,12 +186,8 @@ conn_loop (void *opaque)
     /* After a signal, the requests in flight get until stop_deadline
      * to finish; endpoint_close deals with any left.
      */
-    if (stop_signal ()) {
-      const double t = now (), deadline = stop_deadline ();
-      if (t >= deadline)
-        break;
-      timeout = (deadline - t) * 1000 + 1;
-    }
+    if ((timeout = stop_poll_timeout ()) == 0)
+      break;
     if (conn_poll (c, timeout) == -1)
       break;
   }

@@ -247,6 +247,20 @@ stop_deadline (void)
   return deadline;
 }
 
+int
+stop_poll_timeout (void)
+{
+  struct timespec ts;
+  double t, deadline;
+
+  if (!stop_signal ())
+    return -1;
+  deadline = stop_deadline ();
+  clock_gettime (CLOCK_MONOTONIC, &ts);
+  t = ts.tv_sec + ts.tv_nsec / 1e9;
+  return t >= deadline ? 0 : (int) ((deadline - t) * 1000) + 1;
+}
+
 void
 stop_signals_block (sigset_t *saved)
 {

@@ -63,6 +63,10 @@ extern int stop_fd (void);
  * connection and thread), in now ()'s seconds.
  */
 extern double stop_deadline (void);
+/* A poll's timeout in ms for requests in flight: -1 (none) before a
+ * signal, after it what is left until stop_deadline, 0 once passed.
+ */
+extern int stop_poll_timeout (void);
 /* Block the handled signals in this thread (to create threads or
  * processes that must not run the handler), and restore the mask.
  */

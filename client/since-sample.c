@@ -142,7 +142,7 @@ since_sample_check (struct since_sample *s, struct endpoint *ep,
     return -1;
   }
   for (;;) {
-    int timeout = -1;
+    int timeout;
 
     while (next < s->n && s->in_flight < ep->requests &&
            s->read_error == 0 && !stop_signal ()) {
@@ -168,12 +168,8 @@ since_sample_check (struct since_sample *s, struct endpoint *ep,
     }
     if (s->in_flight == 0)
       break;
-    if (stop_signal ()) {
-      const double t = now (), deadline = stop_deadline ();
-      if (t >= deadline)
-        break;
-      timeout = (deadline - t) * 1000 + 1;
-    }
+    if ((timeout = stop_poll_timeout ()) == 0)
+      break;
     if (source_poll (h, timeout) == -1) {
       error_at (name, "reading the sample: %s", source_error ());
       return -1;
