@@ -190,9 +190,27 @@ uri_export_name (const char *uri)
 }
 
 char *
+uri_encode (char *dst, const char *src)
+{
+  static const char hex[] = "0123456789ABCDEF";
+
+  for (const unsigned char *p = (const unsigned char *) src; *p; p++) {
+    if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+        (*p >= '0' && *p <= '9') || strchr ("-._~/", *p))
+      *dst++ = *p;
+    else {
+      *dst++ = '%';
+      *dst++ = hex[*p >> 4];
+      *dst++ = hex[*p & 15];
+    }
+  }
+  *dst = '\0';
+  return dst;
+}
+
+char *
 uri_with_export (const char *uri, const char *export)
 {
-  static const char unreserved[] = "-._~/";
   size_t start, end;
   char *s, *q;
 
@@ -203,13 +221,7 @@ uri_with_export (const char *uri, const char *export)
   memcpy (s, uri, start);
   q = s + start;
   *q++ = '/';
-  for (const unsigned char *p = (const unsigned char *) export; *p; p++) {
-    if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
-        (*p >= '0' && *p <= '9') || strchr (unreserved, *p))
-      *q++ = *p;
-    else
-      q += sprintf (q, "%%%02X", *p);
-  }
+  q = uri_encode (q, export);
   strcpy (q, uri + end);
   return s;
 }
@@ -235,6 +247,30 @@ manifest_env (void)
   if (env.temp_dir == NULL)
     env.temp_dir = temp_dir ();
   return &env;
+}
+
+void *
+calloc_or_exit (size_t n, size_t size)
+{
+  void *p = calloc (n, size);
+
+  if (p == NULL) {
+    error_msg ("out of memory");
+    exit (EXIT_FAILURE);
+  }
+  return p;
+}
+
+char *
+strdup_or_exit (const char *s)
+{
+  char *p = strdup (s);
+
+  if (p == NULL) {
+    error_msg ("out of memory");
+    exit (EXIT_FAILURE);
+  }
+  return p;
 }
 
 bool

@@ -21,6 +21,11 @@ extern bool is_uri (const char *arg);
  * memory.
  */
 extern char *uri_export_name (const char *uri);
+/* src written at dst with every byte but unreserved ones and '/'
+ * percent-encoded (dst has room for 3 * strlen (src) + 1).  Returns
+ * the end of dst, its '\0'.
+ */
+extern char *uri_encode (char *dst, const char *src);
 /* uri with its export name replaced, percent-encoded.  NULL if out of
  * memory.
  */
@@ -52,6 +57,13 @@ extern int stdout_error (void);
 
 /* Seconds on the monotonic clock. */
 extern double now (void);
+
+/* calloc and strdup for state a run cannot go on without: out of
+ * memory, they say so and exit.
+ */
+extern void *calloc_or_exit (size_t n, size_t size)
+  __attribute__ ((malloc));
+extern char *strdup_or_exit (const char *s) __attribute__ ((malloc));
 
 /* Can execvp find program, as nbdkit's nbd plugin will? */
 extern bool in_path (const char *program);

@@ -98,18 +98,6 @@ struct jobs {
   int told_again;               /* 0, SIGTERM, then SIGKILL sent */
 };
 
-static void * __attribute__ ((malloc))
-calloc_or_exit (size_t n, size_t size)
-{
-  void *p = calloc (n, size);
-
-  if (p == NULL) {
-    error_msg ("out of memory");
-    exit (EXIT_FAILURE);
-  }
-  return p;
-}
-
 struct jobs *
 jobs_begin (unsigned n, unsigned inputs)
 {

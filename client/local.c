@@ -171,24 +171,11 @@ static char *
 socket_uri (const char *path)
 {
   static const char prefix[] = "nbd+unix:///?socket=";
-  static const char hex[] = "0123456789ABCDEF";
   char *uri = malloc (sizeof prefix + 3 * strlen (path));
-  char *q;
 
   if (uri == NULL)
     return NULL;
-  q = stpcpy (uri, prefix);
-  for (const unsigned char *p = (const unsigned char *) path; *p; p++) {
-    if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
-        (*p >= '0' && *p <= '9') || strchr ("-._~/", *p))
-      *q++ = *p;
-    else {
-      *q++ = '%';
-      *q++ = hex[*p >> 4];
-      *q++ = hex[*p & 15];
-    }
-  }
-  *q = '\0';
+  uri_encode (stpcpy (uri, prefix), path);
   return uri;
 }
 
@@ -532,7 +519,6 @@ local_server_kill (struct local_server *s)
     kill (-s->pid, SIGKILL);
 }
 
-/* Reap the server, waiting at most STOP_SECONDS.  True if it is gone. */
 /* Wait up to seconds for s to exit and reap it: false if it did not. */
 static bool
 reap (struct local_server *s, int seconds)

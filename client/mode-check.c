@@ -115,30 +115,6 @@ struct check_run {
   int status;
 };
 
-static void * __attribute__ ((malloc))
-alloc_or_exit (size_t size)
-{
-  void *p = calloc (1, size);
-
-  if (p == NULL) {
-    error_msg ("out of memory");
-    exit (EXIT_FAILURE);
-  }
-  return p;
-}
-
-static char *
-strdup_or_exit (const char *s)
-{
-  char *p = strdup (s);
-
-  if (p == NULL) {
-    error_msg ("out of memory");
-    exit (EXIT_FAILURE);
-  }
-  return p;
-}
-
 static void
 file_begin (struct check_run *run, struct file_check *fc)
 {
@@ -288,7 +264,7 @@ queue (struct check_run *run, struct turn *tn, const struct hash_spec *spec)
 static struct turn *
 new_turn (int what, struct file_check *fc, unsigned lineno)
 {
-  struct turn *tn = alloc_or_exit (sizeof *tn);
+  struct turn *tn = calloc_or_exit (1, sizeof *tn);
 
   tn->what = what;
   tn->fc = fc;
@@ -332,7 +308,7 @@ check_one_file (struct check_run *run, const char *path)
   /* A fifo nobody writes to: the signal ended the wait in open. */
   if (fp == NULL && stop_signal ())
     return;
-  fc = alloc_or_exit (sizeof *fc);
+  fc = calloc_or_exit (1, sizeof *fc);
   /* A directory opens, and fails the first read: say what it is. */
   if (fp && fstat (fileno (fp), &st) == -1) {
     open_errno = errno;
