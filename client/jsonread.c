@@ -232,20 +232,33 @@ json_expect (struct json_reader *r, int c)
   return 0;
 }
 
-int
-json_next_key (struct json_reader *r, bool *first, char *key, size_t size)
+/* The next member of an object or array ending in close: 1 (its first
+ * token read), 0 at close, or -1.
+ */
+static int
+next_member (struct json_reader *r, bool *first, int close)
 {
   if (json_next (r) == -1)
     return -1;
-  if (json_is (r, '}'))
+  if (json_is (r, close))
     return 0;
   if (!*first) {
     if (!json_is (r, ','))
-      return json_fail (r, "expected ',' or '}'");
+      return json_fail (r, "expected ',' or '%c'", close);
     if (json_next (r) == -1)
       return -1;
   }
   *first = false;
+  return 1;
+}
+
+int
+json_next_key (struct json_reader *r, bool *first, char *key, size_t size)
+{
+  const int k = next_member (r, first, '}');
+
+  if (k != 1)
+    return k;
   if (r->type != JSON_STRING)
     return json_fail (r, "expected a key");
   if (r->len >= size)
@@ -257,18 +270,7 @@ json_next_key (struct json_reader *r, bool *first, char *key, size_t size)
 int
 json_next_element (struct json_reader *r, bool *first)
 {
-  if (json_next (r) == -1)
-    return -1;
-  if (json_is (r, ']'))
-    return 0;
-  if (!*first) {
-    if (!json_is (r, ','))
-      return json_fail (r, "expected ',' or ']'");
-    if (json_next (r) == -1)
-      return -1;
-  }
-  *first = false;
-  return 1;
+  return next_member (r, first, ']');
 }
 
 int
