@@ -83,9 +83,6 @@ since_sample_offer (struct since_sample *s, uint64_t b, const uint8_t *old,
   s->last.block = b;
   memcpy (s->last.old, old, len);
   s->seen++;
-  /* The drawn ones, then the last. */
-  s->n = MIN (s->seen - 1, (uint64_t) SAMPLE_MAX - 1);
-  s->blocks[s->n++] = s->last;
 }
 
 static int
@@ -132,8 +129,11 @@ since_sample_check (struct since_sample *s, struct endpoint *ep,
   size_t next = 0;
 
   *differs = false;
-  if (s->n == 0)
+  if (s->seen == 0)
     return 0;
+  /* The drawn ones, then the last. */
+  s->n = MIN (s->seen - 1, (uint64_t) SAMPLE_MAX - 1);
+  s->blocks[s->n++] = s->last;
   qsort (s->blocks, s->n, sizeof *s->blocks, compare_blocks);
   s->params = p;
   s->progress = &ep->progress;

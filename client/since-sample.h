@@ -24,7 +24,7 @@ struct since_sample {
     uint8_t old[BLK_DIGEST_MAX];        /* the manifest's digest */
     uint8_t now[BLK_DIGEST_MAX];        /* read and hashed */
   } blocks[SAMPLE_MAX];
-  size_t n;
+  size_t n;                     /* blocks[] in use, once checked */
   uint64_t seen;                /* clean data blocks offered */
   uint64_t rng;                 /* splitmix64 state */
   /* The last block offered, held out of the draw until the next. */
