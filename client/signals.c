@@ -16,10 +16,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "helpers.h"
 #include "messages.h"
 #include "options.h"
 #include "signals.h"
@@ -239,26 +239,20 @@ stop_deadline (void)
   static double deadline;
   ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&lock);
 
-  if (deadline == 0) {
-    struct timespec ts;
-    clock_gettime (CLOCK_MONOTONIC, &ts);  /* as now () */
-    deadline = ts.tv_sec + ts.tv_nsec / 1e9 + DRAIN_SECONDS;
-  }
+  if (deadline == 0)
+    deadline = now () + DRAIN_SECONDS;
   return deadline;
 }
 
 int
 stop_poll_timeout (void)
 {
-  struct timespec ts;
-  double t, deadline;
+  double left;
 
   if (!stop_signal ())
     return -1;
-  deadline = stop_deadline ();
-  clock_gettime (CLOCK_MONOTONIC, &ts);
-  t = ts.tv_sec + ts.tv_nsec / 1e9;
-  return t >= deadline ? 0 : (int) ((deadline - t) * 1000) + 1;
+  left = stop_deadline () - now ();
+  return left <= 0 ? 0 : (int) (left * 1000) + 1;
 }
 
 void
