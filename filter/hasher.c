@@ -274,6 +274,17 @@ hash_data (nbdkit_next *next, struct blk_table *t, uint64_t first,
   return 0;
 }
 
+/* Store the blocks first+i with hole[i] set as reading zeros. */
+static void
+store_holes (struct blk_table *t, uint64_t first, uint64_t count,
+             const bool *hole, uint64_t snapshot)
+{
+  for (uint64_t i = 0, n; blk_next_run (hole, count, &i, &n); i += n) {
+    blk_table_store_zero (t, first + i, n, snapshot);
+    blkhash_stats.hole_blocks += n;
+  }
+}
+
 /* Digests of blocks [first, first+count) into out, computing and
  * storing those the table does not know.  out may be NULL when only
  * the table is to be filled (CACHE).
@@ -291,7 +302,7 @@ blkhash_compute (nbdkit_next *next, struct blk_table *t, uint64_t first,
   CLEANUP_FREE bool *zero = calloc (count, sizeof *zero);
   CLEANUP_FREE uint8_t *scratch = NULL;
   bool have_data = false;
-  uint64_t snapshot, unknown, i, n;
+  uint64_t snapshot, unknown, i;
 
   if (need == NULL || hole == NULL || zero == NULL)
     goto enomem;
@@ -320,10 +331,7 @@ blkhash_compute (nbdkit_next *next, struct blk_table *t, uint64_t first,
   }
 
   /* Runs of holes are stored without copying digests around. */
-  for (i = 0; blk_next_run (hole, count, &i, &n); i += n) {
-    blk_table_store_zero (t, first + i, n, snapshot);
-    blkhash_stats.hole_blocks += n;
-  }
+  store_holes (t, first, count, hole, snapshot);
   if (have_data)
     blk_table_store (t, first, count, out, zero, need, snapshot);
 
@@ -373,18 +381,14 @@ blkhash_mark_holes (nbdkit_next *next, struct blk_table *t, int *err)
   for (uint64_t b = blk_table_next_unknown (t, 0); b < n;
        b = blk_table_next_unknown (t, b)) {
     const uint64_t count = MIN (n - b, window);
-    uint64_t i, len;
 
     if (blk_table_lookup (t, b, count, NULL, need, &snapshot) > 0) {
       memset (hole, 0, count * sizeof *hole);
       if (find_holes (next, t, b, count, hole, err) == -1)
         return -1;
-      for (i = 0; i < count; i++)
+      for (uint64_t i = 0; i < count; i++)
         hole[i] = hole[i] && need[i];
-      for (i = 0; blk_next_run (hole, count, &i, &len); i += len) {
-        blk_table_store_zero (t, b + i, len, snapshot);
-        blkhash_stats.hole_blocks += len;
-      }
+      store_holes (t, b, count, hole, snapshot);
     }
     b += count;
   }
