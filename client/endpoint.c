@@ -263,7 +263,8 @@ endpoint_run (struct endpoint *ep)
   }
   if (atomic_load (&ep->failed)) {
     progress_abandon (&ep->progress);
-    error_at (ep->src->name, "%s", ep->first_error ? ep->first_error : "failed");
+    error_at (ep->src->name, "%s",
+              ep->first_error ? ep->first_error : "failed");
     return -1;
   }
   progress_update (&ep->progress, true);

@@ -116,15 +116,15 @@ read_info (struct json_reader *r, struct bitmap_info *bi, int level)
 static int
 qemu_img_info (const char *name, const char *path, struct bitmap_info *bi)
 {
-  const char *argv[8] = { "qemu-img", "info", "--output=json", "-U" };
-  size_t n = 4;
+  const char *argv[] = {
+    "qemu-img", "info", "--output=json", "-U", path, NULL
+  };
   struct json_reader r = { 0 };
   sigset_t saved;
   int fds[2], status, parsed = -1;
   FILE *fp;
   pid_t pid;
 
-  argv[n] = path;
   if (pipe2 (fds, O_CLOEXEC) == -1) {
     error_at (name, "pipe: %m");
     return -1;

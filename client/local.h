@@ -24,10 +24,11 @@ extern struct local_server *local_server_start (const char *name,
 /* The format a file is served as; NULL for a [ CMD ]'s server. */
 extern const char *local_server_format (const struct local_server *s);
 /* local-file.c: a local file nbdkit cannot serve but a read can
- * hash, as sha256sum does: a pipe (nbdsum <(...)), a character device, a file saying size
- * 0 that has bytes (/proc, /sys).  Returns a descriptor to read it
- * from, -1 when path is for local_server_start (or does not open), -2
- * when a stop signal ended the wait to open it (said nothing).
+ * hash, as sha256sum does: a pipe (nbdsum <(...)), a character
+ * device, a file saying size 0 that has bytes (/proc, /sys).  Returns
+ * a descriptor to read it from, -1 when path is for
+ * local_server_start (or does not open), -2 when a stop signal ended
+ * the wait to open it (said nothing).
  */
 extern int local_stream_open (const char *path);
 

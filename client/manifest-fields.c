@@ -71,7 +71,7 @@ manifest_parse_hex (struct manifest *m, const char *s, size_t len,
 
   if (len != want)
     return manifest_fail (m, "a %s digest has %zu hex digits, not %zu",
-                 m->p.digest.name, want, len);
+                          m->p.digest.name, want, len);
   for (size_t i = 0; i < len; i += 2) {
     const int hi = blk_hex_value (s[i]), lo = blk_hex_value (s[i + 1]);
     if (hi == -1 || lo == -1)
@@ -98,7 +98,7 @@ manifest_set_header (struct manifest *m, const char *digest,
 
   if ((msg = blk_params_init (&m->p, digest, block_size)) != NULL)
     return manifest_fail (m, "digest '%s', block size %" PRIu64 ": %s",
-                 digest, block_size, msg);
+                          digest, block_size, msg);
   m->have_params = true;
   m->size = size;
   m->nblocks = blk_block_count (size, m->p.block_size);

@@ -73,8 +73,9 @@ check_root (struct manifest *m)
   if (memcmp (got, m->root, m->p.digest.len) != 0) {
     blk_hex (got, m->p.digest.len, hex);
     m->lineno = 0;
-    return manifest_fail (m, "its block digests give the checksum %s, not the %s "
-                 "it carries: corrupt or edited", hex, m->root_hex);
+    return manifest_fail (m, "its block digests give the checksum %s, "
+                          "not the %s it carries: corrupt or edited",
+                          hex, m->root_hex);
   }
   return 0;
 }
@@ -88,25 +89,27 @@ check_entry (struct manifest *m, const struct entry *e)
   const uint32_t bs = m->p.block_size;
 
   if (e->offset != m->pos)
-    return manifest_fail (m, "offset %" PRIu64 ", expected %" PRIu64 " (blocks must "
-                 "be listed in order, without gaps or overlaps)",
-                 e->offset, m->pos);
+    return manifest_fail (m, "offset %" PRIu64 ", expected %" PRIu64
+                          " (blocks must be listed in order, without "
+                          "gaps or overlaps)",
+                          e->offset, m->pos);
   if (e->offset >= m->size)
     return manifest_fail (m, "offset %" PRIu64 " is beyond the image's size %"
-                 PRIu64, e->offset, m->size);
+                          PRIu64, e->offset, m->size);
   if (e->zero) {
     if (e->length == 0 || e->length % bs != 0 ||
         e->length > m->size - e->offset)
       return manifest_fail (m, "a zero run of %" PRIu64 " bytes at %" PRIu64
-                   " is not whole %" PRIu32 " byte blocks within the "
-                   "image's %" PRIu64 " bytes",
-                   e->length, e->offset, bs, m->size);
+                            " is not whole %" PRIu32 " byte blocks within the "
+                            "image's %" PRIu64 " bytes",
+                            e->length, e->offset, bs, m->size);
   }
   else {
     const uint32_t want = blk_block_len (m->size, bs, e->offset / bs);
     if (e->length != want)
       return manifest_fail (m, "the block at offset %" PRIu64 " is %" PRIu32
-                   " bytes long, not %" PRIu64, e->offset, want, e->length);
+                            " bytes long, not %" PRIu64,
+                            e->offset, want, e->length);
   }
   m->pos = e->offset + e->length;
   return 0;
@@ -143,7 +146,8 @@ read_header (struct manifest *m)
       char hex[2 * BLK_DIGEST_MAX + 1];
       blk_hex (m->p.zero_digest, m->p.digest.len, hex);
       if (strcasecmp (hex, m->zero_hash) != 0)
-        return manifest_fail (m, "\"zero-hash\" is not the digest of a zero block");
+        return manifest_fail (m, "\"zero-hash\" is not the digest of a "
+                              "zero block");
     }
     return 0;
   }
@@ -179,8 +183,8 @@ sniff (struct manifest *m, int *first)
         return manifest_fail (m, "%s", strerror (errno));
       if (c == EOF)
         return manifest_fail (m, "empty: not a manifest");
-      return manifest_fail (m, "not a manifest of nbdsum --blocks (which starts "
-                   "with '#', or '{' in JSON)");
+      return manifest_fail (m, "not a manifest of nbdsum --blocks (which "
+                            "starts with '#', or '{' in JSON)");
     }
     m->json = true;
   }
@@ -207,11 +211,12 @@ spool (struct manifest *m, int first)
   }
   if ((fd = mkstemp (path)) == -1)
     return manifest_fail (m, "cannot make a temporary copy in %s: %s", dir,
-                 strerror (errno));
+                          strerror (errno));
   unlink (path);
   if ((tmp = fdopen (fd, "w+")) == NULL) {
     close (fd);
-    return manifest_fail (m, "cannot make a temporary copy: %s", strerror (errno));
+    return manifest_fail (m, "cannot make a temporary copy: %s",
+                          strerror (errno));
   }
   fputc (first, tmp);
   /* A signal cuts a read short, but the next one would wait again. */
@@ -225,7 +230,7 @@ spool (struct manifest *m, int first)
   if (fflush (tmp) == EOF || ferror (tmp)) {
     fclose (tmp);
     return manifest_fail (m, "cannot make a temporary copy in %s: %s", dir,
-                 strerror (errno));
+                          strerror (errno));
   }
   if (m->fp != stdin)
     fclose (m->fp);
@@ -303,7 +308,7 @@ manifest_open_visit (const char *path, const struct manifest_env *env,
   if (m->pos != m->size) {
     m->lineno = 0;
     manifest_fail (m, "the blocks listed end at offset %" PRIu64 ", before the "
-          "image's end at %" PRIu64 " (truncated?)", m->pos, m->size);
+                   "image's end at %" PRIu64 " (truncated?)", m->pos, m->size);
     goto err;
   }
 
@@ -370,7 +375,8 @@ manifest_digests (struct manifest *m, uint64_t first, uint64_t count,
       if (r == -1)
         return -1;
       if (r == 0)
-        return manifest_fail (m, "changed while nbdsum read it (it ends early)");
+        return manifest_fail (m, "changed while nbdsum read it (it ends "
+                              "early)");
       m->cur_block = m->cur.offset / m->p.block_size;
       m->cur_end = m->cur_block + blk_block_count (m->cur.length,
                                                    m->p.block_size);
