@@ -539,10 +539,17 @@ local_server_end (struct local_server *s)
 {
   /* nbdkit first, alone: it stops its plugin, which cleans up after
    * itself (the nbd plugin's qemu-nbd and its directory in /tmp);
-   * then whatever is left of the group.
+   * then whatever is left of the group.  The file plugin leaves
+   * nothing behind: killed at once, before it can say its client went
+   * (SIGTERM can find nbdkit mid-handshake: "write: NBD_OPT_GO: Broken
+   * pipe").
    */
   if (s == NULL || s->pid <= 0)
     return;
+  if (s->format && strcmp (s->format, "raw") == 0) {
+    local_server_kill (s);
+    return;
+  }
   kill (s->pid, SIGTERM);
   if (!reap (s, END_SECONDS))
     local_server_kill (s);

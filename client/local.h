@@ -77,7 +77,8 @@ extern bool local_server_exited (struct local_server *s);
  */
 extern void local_server_kill (struct local_server *s);
 /* Stop it now, but let it clean up: SIGTERM, and what local_server_kill
- * does if it lingers.  Not with requests in flight (nbdkit before
+ * does if it lingers (a raw file's nbdkit, with nothing to clean up:
+ * local_server_kill at once).  Not with requests in flight (nbdkit before
  * 1.33.10 aborts on a client gone mid-request).
  */
 extern void local_server_end (struct local_server *s);
