@@ -133,7 +133,10 @@ exec valgrind --quiet --error-exitcode=99 --trace-children=no \\
 WRAPPER
 chmod +x "$logs/bin/nbdkit"
 (
-  export PATH="$logs/bin:$PATH" STRESS_ROUNDS=${STRESS_ROUNDS:-4}
+  # Under valgrind a test may take minutes more than the watchdog's
+  # default.
+  export PATH="$logs/bin:$PATH" STRESS_ROUNDS=${STRESS_ROUNDS:-4} \
+    BLKHASH_TEST_TIMEOUT=${BLKHASH_TEST_TIMEOUT:-1800}
   for s in filter-basics filter-view filter-passive filter-readahead \
            filter-trust filter-fresh; do
     tap "$s.bats" bats --tap "$top_srcdir/tests/$s.bats"

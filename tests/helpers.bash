@@ -127,3 +127,38 @@ disk40_vars () {
   want40=$(cat "$BATS_FILE_TMPDIR/disk40.want")
   export disk40 want40
 }
+
+# A test that hangs fails alone, showing what its processes wait for,
+# instead of holding the suite until CI's limit: after
+# BLKHASH_TEST_TIMEOUT seconds (default 600) a watchdog adds them to the
+# test's output and kills them.  Only in a test's own process (the
+# file's runs setup_file and every test), holding none of bats' pipes.
+test_descendants () {
+  local pid
+  for pid in $(ps -o pid= --ppid "$1" 2>/dev/null); do
+    [ "$pid" = "$2" ] && continue
+    echo "$pid"
+    test_descendants "$pid" "$2"
+  done
+}
+test_watchdog () {
+  local pid=$1 limit=$2 me=$BASHPID waited=0 pids
+  while kill -0 "$pid" 2>/dev/null; do
+    sleep 1
+    waited=$((waited + 1))
+    [ "$waited" -ge "$limit" ] || continue
+    pids=$(test_descendants "$pid" "$me" | tr '\n' ,)
+    echo "watchdog: still running after $limit s; killing its processes:"
+    [ -z "$pids" ] && return
+    ps -o pid,ppid,stat,wchan:24,etimes,args -p "${pids%,}"
+    kill -KILL ${pids//,/ }
+    return
+  done
+}
+if [ -n "${BATS_TEST_NAME:-}" ] && command -v ps >/dev/null; then
+  # Not bats' errexit and traps: it is a plain background loop.
+  (set +eE; trap - ERR EXIT DEBUG
+   test_watchdog "$$" "${BLKHASH_TEST_TIMEOUT:-600}") \
+    </dev/null >>"$BATS_OUT" 2>&1 3>&- 4>&- &
+  disown
+fi
