@@ -26,10 +26,14 @@
 #     Fail, showing both, unless the checksum is HEX.  Works with run.
 #
 # NBDSUM and BLKHASH_FILTER choose the nbdsum and the filter (default:
-# nbdsum in PATH, nbdkit's blkhash filter).
+# nbdsum in PATH, and the filter installed with these helpers, else
+# nbdkit's blkhash filter).
 
 : "${NBDSUM:=nbdsum}"
-: "${BLKHASH_FILTER:=blkhash}"
+if [ -z "${BLKHASH_FILTER:-}" ]; then
+  BLKHASH_FILTER=/usr/lib/x86_64-linux-gnu/nbdkit/filters/nbdkit-blkhash-filter.so
+  [ -f "$BLKHASH_FILTER" ] || BLKHASH_FILTER=blkhash
+fi
 
 blkhash_serve () {
   local args=("$@") i

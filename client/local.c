@@ -162,6 +162,45 @@ exec_command (int listen_fd, const void *opaque)
   exec_activated (listen_fd, opaque, true);
 }
 
+/* Is arg nbdkit's --filter, spelt in full or as a prefix getopt takes
+ * (--fi at least), with =VALUE (returned in *value) or without?
+ */
+static bool
+is_filter_option (const char *arg, const char **value)
+{
+  const size_t n = strcspn (arg, "=");
+
+  *value = arg[n] == '=' ? &arg[n + 1] : NULL;
+  return n >= 4 && n <= 8 && strncmp (arg, "--filter", n) == 0;
+}
+
+/* In [ nbdkit ... --filter=blkhash ... ], blkhash is the filter this
+ * nbdsum was installed with, as for its private nbdkit: with --prefix
+ * it is not where nbdkit looks for filters.  false if out of memory.
+ */
+static bool
+command_own_filter (char **argv, size_t n)
+{
+  const char *prog = strrchr (argv[0], '/'), *filter = find_filter (), *v;
+
+  prog = prog ? prog + 1 : argv[0];
+  if (strcmp (prog, "nbdkit") != 0 || strcmp (filter, "blkhash") == 0)
+    return true;
+  for (size_t i = 1; i < n; i++) {
+    if (strcmp (argv[i], "--") == 0)
+      break;
+    if (!is_filter_option (argv[i], &v))
+      continue;
+    if (v && strcmp (v, "blkhash") == 0) {
+      if (asprintf (&argv[i], "--filter=%s", filter) == -1)
+        return false;
+    }
+    else if (!v && i + 1 < n && strcmp (argv[i + 1], "blkhash") == 0)
+      argv[++i] = (char *) filter;
+  }
+  return true;
+}
+
 /* The URI of the Unix socket at path: every byte but unreserved ones
  * and '/' percent-encoded, since libnbd decodes the socket= value and
  * a TMPDIR may hold '#', '&', ';', '%' or a space, which would cut or
@@ -457,6 +496,12 @@ local_command_add (char **argv, size_t n)
     c->argv[i] = argv[i];
   }
   strcat (c->name, " ]");
+  /* The name stays as the user wrote it. */
+  if (!command_own_filter (c->argv, n)) {
+    free (c->name);
+    free (c->argv);
+    return NULL;
+  }
   ncommands++;
   return c->name;
 }

@@ -124,3 +124,48 @@ MK
   run configured_filterdir
   [ "${lines[-1]}" = "$(pkg-config --variable=filterdir nbdkit)" ]
 }
+
+# A --prefix install used as a user would, with nothing of this build
+# tree in the environment: the bats helpers and [ nbdkit
+# --filter=blkhash ... ] find the filter installed beside nbdsum,
+# which nbdkit does not look for.
+@test "install: a --prefix install: the bats helpers and [ nbdkit --filter=blkhash ] use its filter" {
+  local t=$BATS_TEST_TMPDIR p=$BATS_TEST_TMPDIR/p sum
+  make -s -C "$top_builddir" distdir distdir="$t/src" >/dev/null
+  (cd "$t/src" && ./configure --prefix="$p" > "$t/configure.out" &&
+     make -s -j"$(nproc)" >/dev/null && make -s install >/dev/null)
+  # configure says where, expanded.
+  grep 'where to install the filter' "$t/configure.out"
+  grep -qx "checking where to install the filter... $p/lib/nbdkit/filters" \
+    "$t/configure.out"
+  [ -f "$p/lib/nbdkit/filters/nbdkit-blkhash-filter.so" ]
+  "$MKIMAGE" '8M;d:0+1M:a;d:5M+300000:b' "$t/disk.img"
+  cat > "$t/user.bats" <<'USER'
+load "$(nbdsum --bats-helper)"
+setup ()    { cd "$BATS_TEST_TMPDIR"; cp "$IMG" disk.img; }
+teardown () { blkhash_stop; }
+AT "the copy is the image" {
+  blkhash_serve disk.img
+  qemu-img convert -f raw -O qcow2 "$BLKHASH_URI" copy.qcow2
+  assert_blkhash copy.qcow2 "$(blkhash_sum "$BLKHASH_URI")"
+  [ "$(nbdsum --no-names "$BLKHASH_URI" 2>&1)" = "$WANT" ]
+}
+USER
+  # (Written so, bats would count it as one of this file's tests.)
+  sed -i 's/^AT /@test /' "$t/user.bats"
+  sum=$(reference sha256 65536 "$t/disk.img")
+  run env -u BLKHASH_FILTER -u NBDSUM -u NBDSUM_FILTER PATH="$p/bin:$PATH" \
+    IMG="$t/disk.img" WANT="$sum" bats "$t/user.bats"
+  echo "$output"
+  [ "$status" -eq 0 ]
+  # The view served, not a fallback: nothing on stderr.
+  cd "$t"
+  run env -u NBDSUM_FILTER "$p/bin/nbdsum" --no-names \
+    [ nbdkit --filter=blkhash file disk.img ]
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$output" = "$sum" ]
+  run env -u NBDSUM_FILTER "$p/bin/nbdsum" --no-names \
+    [ nbdkit --fil blkhash file disk.img ]
+  [ "$output" = "$sum" ]
+}
