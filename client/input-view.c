@@ -25,6 +25,7 @@
 #include "header.h"
 #include "helpers.h"
 #include "input-kinds.h"
+#include "local.h"
 #include "messages.h"
 #include "minmax.h"
 #include "signals.h"
@@ -133,6 +134,22 @@ span_size (const struct endpoint *ep)
   return MIN (most, MAX (least, even));
 }
 
+/* [ CMD ] without the filter in it: the user chose a plain server,
+ * and needs no notice that nbdsum hashes client-side.
+ */
+static bool
+plain_server_chosen (const char *name)
+{
+  char **argv = local_command_argv (name);
+
+  if (argv == NULL)
+    return false;
+  for (; *argv; argv++)
+    if (strstr (*argv, "blkhash"))
+      return false;
+  return true;
+}
+
 /* Is the view about the image served next to it?  A server may serve
  * any view; one whose header does not even give the export's size is
  * refused.  The size comes from NBD_OPT_INFO on a connection of its
@@ -216,14 +233,16 @@ view_input_open (struct source *src, const struct hash_spec *spec,
     const int err = source_errno ();
     if (stop_signal () || (err != ENOENT && err != EINVAL)) {
       if (!stop_signal ())
-        error_at (src->name, "%s", source_error ());
+        error_at (src->name, "%s%s", source_error (), source_hint (h));
       free (base);
       free (view_name);
       nbd_close (h);
       return -1;
     }
-    if (asprintf (&notice, "no blkhash view '%s' (%s); hashing "
-                  "client-side", view_name, source_error ()) == -1)
+    if (plain_server_chosen (src->name))
+      notice = NULL;
+    else if (asprintf (&notice, "no blkhash view '%s' (%s); hashing "
+                       "client-side", view_name, source_error ()) == -1)
       notice = NULL;
     free (view_name);
     /* Still negotiating: the client side goes on to the image. */
@@ -233,7 +252,7 @@ view_input_open (struct source *src, const struct hash_spec *spec,
     return 0;
   }
   r = read_header (src->name, spec, h, &hdr);
-  if (r == 0)
+  if (r == 0 && !plain_server_chosen (src->name))
     fb->notice = strdup ("the server has no blkhash view (is it running "
                          "nbdkit --filter=blkhash?); hashing client-side");
   if (r == 1 && check_image_size (src, base, view_name, &hdr) == -1)

@@ -58,6 +58,7 @@ struct local_server {
   pid_t pid;
   char *dir, *sock, *uri;
   double handshake_limit;       /* seconds, 0: none */
+  int log_fd;                   /* our servers' stderr (unlinked), or -1 */
 };
 
 /* NBDSUM_FILTER, else the build tree's filter when this nbdsum is
@@ -221,9 +222,53 @@ socket_uri (const char *path)
 /* A server for the input name, started by exec_fn (given data) on a
  * socket of a private directory, in a process group of its own.
  */
+/* A file in dir for a server's standard error, unlinked at once so
+ * that nothing is left behind, whatever ends nbdsum.
+ */
+static int
+open_log (const char *dir)
+{
+  char *path;
+  int fd;
+
+  if (asprintf (&path, "%s/log", dir) == -1)
+    return -1;
+  fd = open (path, O_RDWR | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0600);
+  if (fd >= 0)
+    unlink (path);
+  free (path);
+  return fd;
+}
+
+/* What s wrote on its standard error so far, NUL-terminated (NULL if
+ * nothing, or out of memory); the log is emptied.
+ */
+static char *
+take_log (struct local_server *s)
+{
+  struct stat st;
+  char *buf;
+  ssize_t n;
+
+  if (s->log_fd == -1 || fstat (s->log_fd, &st) == -1 || st.st_size == 0 ||
+      (buf = malloc (st.st_size + 1)) == NULL)
+    return NULL;
+  n = pread (s->log_fd, buf, st.st_size, 0);
+  if (n <= 0) {
+    free (buf);
+    return NULL;
+  }
+  buf[n] = '\0';
+  if (ftruncate (s->log_fd, 0) == -1) {
+    /* Printed again at the end: better than lost. */
+  }
+  return buf;
+}
+
 static struct local_server *
 serve (const char *name, const char *what,
-       void (*exec_fn) (int listen_fd, const void *data), const void *data)
+       void (*exec_fn) (int listen_fd, const void *data), const void *data,
+       bool ours)
 {
   struct local_server *s = calloc (1, sizeof *s);
   struct sockaddr_un addr = { .sun_family = AF_UNIX };
@@ -241,6 +286,7 @@ serve (const char *name, const char *what,
   s->name = name;
   s->what = what;
   s->pid = -1;
+  s->log_fd = -1;
   if (exec_fn == exec_nbdkit)
     s->handshake_limit = LOCAL_HANDSHAKE_SECONDS;
   /* It inherits our limit (raised as far as allowed at start). */
@@ -283,6 +329,14 @@ serve (const char *name, const char *what,
     error_at (name, "out of memory");
     goto err;
   }
+  /* What our own servers say goes to a file, so that their failure to
+   * start reads as one message naming its cause (qemu-nbd's, not the
+   * chain of connections it broke); a [ CMD ]'s stays the user's.
+   */
+  if (ours && (s->log_fd = open_log (s->dir)) == -1) {
+    error_at (name, "cannot make a file in %s: %m", s->dir);
+    goto err;
+  }
   snprintf (addr.sun_path, sizeof addr.sun_path, "%s", s->sock);
   lfd = socket (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (lfd == -1 || bind (lfd, (struct sockaddr *) &addr, sizeof addr) == -1 ||
@@ -307,6 +361,8 @@ serve (const char *name, const char *what,
     if (getppid () != parent)
       _exit (126);
     setpgid (0, 0);
+    if (s->log_fd >= 0)
+      dup2 (s->log_fd, STDERR_FILENO);
     /* The listening socket must survive exec as fd 3. */
     int flags = fcntl (lfd, F_GETFD);
     fcntl (lfd, F_SETFD, flags & ~FD_CLOEXEC);
@@ -398,7 +454,7 @@ local_server_start (const char *name, const char *path, const char *format)
   /* Hashing client-side, the filter would only hash twice. */
   f.filter = opts->client_side ? NULL : find_filter ();
   f.path = abs;
-  s = serve (name, "private nbdkit", exec_nbdkit, &f);
+  s = serve (name, "private nbdkit", exec_nbdkit, &f, true);
   free (abs);
   if (s) {
     s->format = f.format;
@@ -420,7 +476,7 @@ local_server_format (const struct local_server *s)
 struct local_server *
 local_server_start_command (const char *name, char **argv)
 {
-  return serve (name, argv[0], exec_command, argv);
+  return serve (name, argv[0], exec_command, argv, false);
 }
 
 struct local_server *
@@ -458,7 +514,7 @@ local_server_start_bitmap (const char *name, const char *path,
     return NULL;
   }
   snprintf (shared, sizeof shared, "%d", MAX_CONNECTIONS);
-  s = serve (name, "qemu-nbd", exec_command, argv);
+  s = serve (name, "qemu-nbd", exec_command, argv, true);
   free (abs);
   return s;
 }
@@ -556,6 +612,39 @@ local_server_uri (const struct local_server *s)
   return s->uri;
 }
 
+char *
+local_server_message (struct local_server *s)
+{
+  char *log = take_log (s), *out, *line, *save;
+  bool others = false;
+  size_t len = 0;
+
+  if (log == NULL)
+    return NULL;
+  /* qemu-nbd's lines, when there are any: nbdkit's nbd plugin only
+   * says that its connection to it broke.
+   */
+  for (line = log; *line; line += strcspn (line, "\n"), line += *line == '\n')
+    others |= strncmp (line, "nbdkit: ", 8) != 0;
+  out = malloc (strlen (log) + 1);
+  if (out == NULL) {
+    free (log);
+    return NULL;
+  }
+  for (line = strtok_r (log, "\n", &save); line;
+       line = strtok_r (NULL, "\n", &save)) {
+    if (others && strncmp (line, "nbdkit: ", 8) == 0)
+      continue;
+    len += sprintf (out + len, "%s%s", len ? " " : "", line);
+  }
+  free (log);
+  if (len == 0) {
+    free (out);
+    return NULL;
+  }
+  return out;
+}
+
 void
 local_server_kill (struct local_server *s)
 {
@@ -615,6 +704,14 @@ local_server_stop (struct local_server *s)
       while (waitpid (s->pid, NULL, 0) == -1 && errno == EINTR)
         ;
     }
+  }
+  if (s->log_fd >= 0) {
+    /* What it said that no failure took (a warning): not lost. */
+    char *log = take_log (s);
+    if (log)
+      fputs (log, stderr);
+    free (log);
+    close (s->log_fd);
   }
   if (s->sock)
     unlink (s->sock);

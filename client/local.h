@@ -44,6 +44,13 @@ extern struct local_server *local_server_start_bitmap (const char *name,
                                                        const char *path,
                                                        const char *bitmap);
 extern const char *local_server_uri (const struct local_server *s);
+/* Why nbdsum's own server (not a [ CMD ]'s) failed, in its own words
+ * on one line: what it wrote on its standard error, less nbdkit's
+ * lines when qemu-nbd behind it said more.  NULL if it said nothing.
+ * The caller frees it; local_server_stop prints whatever was not
+ * taken so.
+ */
+extern char *local_server_message (struct local_server *s);
 
 /* File descriptors a server of n connections needs (nbdkit 1.32 with
  * the filter needs 8 + 4n, at least 16), with room to spare: one that

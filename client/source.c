@@ -62,6 +62,19 @@ source_errno (void)
   return failure ? failure_errno : nbd_get_errno ();
 }
 
+const char *
+source_hint (struct nbd_handle *h)
+{
+  /* A server refuses every option but STARTTLS with TLS_REQD, which
+   * libnbd before 1.16 only calls "Operation not supported".
+   */
+  if (source_errno () == ENOTSUP && nbd_get_tls (h) == LIBNBD_TLS_DISABLE &&
+      nbd_aio_is_negotiating (h))
+    return ": the server requires TLS: use an nbds:// URI with "
+      "tls-psk-file= or tls-certificates=";
+  return "";
+}
+
 /* Views are refused before nbdsum connects anywhere (nbdsum(1),
  * INPUTS), which needs the export name of a URI first; libnbd reads a
  * URI only inside nbd_connect_uri, which connects.  So helpers.c reads
@@ -524,12 +537,17 @@ source_connect (const struct source *src, const char *export_name,
     if (timed_out)
       error_at (src->name, "%s: killed the %s serving it (stuck)",
                 source_error (), local_server_what (src->server));
-    else if (src->server && local_server_exited (src->server))
-      error_at (src->name, "%s (the %s serving it exited: see its "
-                "messages above)", source_error (),
-                local_server_what (src->server));
+    else if (src->server && local_server_exited (src->server)) {
+      char *why = local_server_message (src->server);
+      if (why)
+        error_at (src->name, "%s", why);
+      else
+        error_at (src->name, "%s (the %s serving it exited)",
+                  source_error (), local_server_what (src->server));
+      free (why);
+    }
     else
-      error_at (src->name, "%s", source_error ());
+      error_at (src->name, "%s%s", source_error (), source_hint (h));
   }
   nbd_close (h);
   return NULL;

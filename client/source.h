@@ -97,5 +97,9 @@ extern int source_poll (struct nbd_handle *h, int timeout);
  */
 extern const char *source_error (void);
 extern int source_errno (void);
+/* What to add to source_error to say the cause, when nbdsum knows it
+ * better than libnbd ("" if not): a server that requires TLS.
+ */
+extern const char *source_hint (struct nbd_handle *h);
 
 #endif /* NBDSUM_SOURCE_H */

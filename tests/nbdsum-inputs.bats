@@ -109,6 +109,38 @@ sums () {
   [ "${lines[-1]}" = "$want  $disk" ]
 }
 
+# What qemu-nbd says is the message: one line naming the cause, not
+# the connections its exit broke.
+@test "nbdsum-inputs: a missing backing file and a locked image: qemu-nbd's own message, one line" {
+  qemu-img create -q -f qcow2 base.qcow2 1M
+  qemu-img create -q -f qcow2 -b base.qcow2 -F qcow2 orphan.qcow2
+  rm base.qcow2
+  for args in orphan.qcow2 "-j 2 orphan.qcow2" "--client-side orphan.qcow2"; do
+    # shellcheck disable=SC2086
+    run --separate-stderr "$NBDSUM" $args
+    echo "nbdsum $args: $status: $output; $stderr"
+    [ "$status" -eq 1 ]
+    [ -z "$output" ]
+    [ "${#stderr_lines[@]}" -eq 1 ]
+    [[ "$stderr" = "nbdsum: orphan.qcow2: qemu-nbd: "*"Could not open backing file"*"base.qcow2': No such file or directory" ]]
+  done
+  qemu-img create -q -f qcow2 locked.qcow2 1M
+  qemu-io -f qcow2 locked.qcow2 -c 'sleep 60000' >/dev/null 2>&1 &
+  local holder=$!
+  for ((i = 0; i < 100; i++)); do
+    qemu-img info -U locked.qcow2 >/dev/null 2>&1 &&
+      ! qemu-img info locked.qcow2 >/dev/null 2>&1 && break
+    sleep 0.05
+  done
+  run --separate-stderr "$NBDSUM" locked.qcow2
+  kill "$holder"
+  echo "$status: $output; $stderr"
+  [ "$status" -eq 1 ]
+  [ "${#stderr_lines[@]}" -eq 1 ]
+  [[ "$stderr" = "nbdsum: locked.qcow2: qemu-nbd: "*'lock'*"Is another process using the image"* ]]
+  [[ "$stderr" != *"Connection reset"* ]]
+}
+
 @test "nbdsum-inputs: qcow2 equals raw: plain, compressed, with a backing file" {
   for f in disk.qcow2 compressed.qcow2 overlay.qcow2; do
     run "$NBDSUM" "$BATS_FILE_TMPDIR/$f"
@@ -426,7 +458,7 @@ luks_create () {
     --filter="$BLKHASH_FILTER" file "$disk" \
     --run '"$NBDSUM" "nbd+unix:///?socket=$unixsocket"'
   [ "$status" -eq 1 ]
-  [[ "$output" = *"Operation not supported"* ]]
+  [[ "$output" = *"the server requires TLS: use an nbds:// URI with tls-psk-file= or tls-certificates="* ]]
   [[ "$output" != *"hashing client-side"* ]]
 }
 
@@ -541,6 +573,15 @@ oracle () {
   echo "$output"
   [ "$status" -eq 0 ]
   [ "$output" = "$want  [ qemu-nbd -r -f qcow2 $qcow2 ]" ]
+  # A plain server was the user's choice: no notice of hashing
+  # client-side, in any mode.
+  for mode in "" --blocks --client-side "-j 2"; do
+    # shellcheck disable=SC2086
+    run --separate-stderr "$NBDSUM" $mode [ qemu-nbd -r -f qcow2 "$qcow2" ]
+    echo "$mode: $status; $stderr"
+    [ "$status" -eq 0 ]
+    [ -z "$stderr" ]
+  done
   # With the filter in the command, the server hashes; options after.
   run "$NBDSUM" [ nbdkit --filter="$BLKHASH_FILTER" file "$disk" ] \
     -d sha1 "$disk"
