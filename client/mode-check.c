@@ -101,7 +101,7 @@ struct turn {
   } what;
   struct file_check *fc;
   unsigned lineno;
-  const char *why;              /* MALFORMED: static */
+  const char *why;              /* MALFORMED, LINE_REFUSED: static */
   bool tagged;                  /* LINE */
   char *name, *expected;        /* LINE, LINE_REFUSED */
 };
@@ -136,6 +136,13 @@ file_begin (struct check_run *run, struct file_check *fc)
 #define STDIN_IS_FILE "standard input is the checksum file being read: " \
   "it cannot be hashed too"
 #define NAMES_FILE "the checksum file being read: it cannot be hashed too"
+#define STDIN_TERMINAL "'-' is standard input, a terminal here: give the " \
+  "image on it (nbdsum -c FILE < IMAGE), or its name in the line"
+/* blkhash-file's name for the default export, unless
+ * blkhash-file-name= gives one.
+ */
+#define STDIN_LINE "a line for standard input: a blkhash-file names the " \
+  "default export '-' unless blkhash-file-name= names it"
 
 static void
 line_done (struct check_run *run, const struct turn *tn,
@@ -149,10 +156,14 @@ line_done (struct check_run *run, const struct turn *tn,
   }
   else if (strcasecmp (out->res.hex, tn->expected) != 0) {
     run->mismatched++;
-    tn->fc->untagged_failed += !tn->tagged;
-    if (!opts->status)
+    const bool is_stdin = strcmp (tn->name, "-") == 0;
+    tn->fc->untagged_failed += !tn->tagged && !is_stdin;
+    if (!opts->status) {
       verdict (tn->lineno, tn->name, tn->expected, "FAILED", &out->res,
                NULL);
+      if (is_stdin)
+        notice_at (tn->name, "%s", STDIN_LINE);
+    }
   }
   else if (!opts->quiet && !opts->status)
     verdict (tn->lineno, tn->name, tn->expected, "OK", &out->res, NULL);
@@ -164,13 +175,27 @@ line_done (struct check_run *run, const struct turn *tn,
 static void
 line_refused (struct check_run *run, const struct turn *tn)
 {
-  const char *why = strcmp (tn->name, "-") == 0 ? STDIN_IS_FILE : NAMES_FILE;
   const struct job_outcome out = {
-    .name = tn->name, .r = -1, .error = (char *) why,
+    .name = tn->name, .r = -1, .error = (char *) tn->why,
   };
+  const char *why = tn->why;
 
   error_at (tn->name, "%s", why);
   line_done (run, tn, &out);
+}
+
+/* Named as published digests are: SHA256SUMS, MD5SUMS, CHECKSUM,
+ * disk.sha256, disk.img.sha512sum (not SUMS, as nbdsum's own are in
+ * its examples).
+ */
+static bool
+looks_published (const char *path)
+{
+  const char *base = strrchr (path, '/');
+
+  base = base ? base + 1 : path;
+  return strcasestr (base, "sha") || strcasestr (base, "md5") ||
+    strcasestr (base, "checksum");
 }
 
 static void
@@ -186,8 +211,12 @@ file_end (struct check_run *run, struct file_check *fc)
     json_uint ("verified", fc->verified);
     json_uint ("malformed", fc->malformed);
   }
-  /* Every line failed, none tagged: most likely sha256sum's. */
-  if (fc->verified && fc->untagged_failed == fc->verified && !opts->status)
+  /* Every line failed, none tagged, in a file that looks published or
+   * has several: most likely sha256sum's.  Not for one line of a
+   * changed image.
+   */
+  if (fc->verified && fc->untagged_failed == fc->verified && !opts->status &&
+      (fc->verified > 1 || looks_published (path)))
     notice_at (path, "no line matched: if the lines come from sha256sum, "
                "they are plain sha256 checksums of the bytes, which nbdsum "
                "does not compute (it prints and checks blkhash checksums)");
@@ -356,10 +385,16 @@ check_one_file (struct check_run *run, const char *path)
     if (opts->ignore_missing && missing (name))
       continue;
     fc->verified++;
-    /* Its bytes are the rest of this file: refused, whatever -j. */
-    const bool refused =
-      (fp == stdin && strcmp (name, "-") == 0) || names_file (name, &st);
+    /* Its bytes are the rest of this file: refused, whatever -j.  Nor
+     * is a terminal waited on.
+     */
+    const bool is_stdin = strcmp (name, "-") == 0;
+    const char *refused =
+      fp == stdin && is_stdin ? STDIN_IS_FILE
+      : names_file (name, &st) ? NAMES_FILE
+      : is_stdin && isatty (STDIN_FILENO) ? STDIN_TERMINAL : NULL;
     tn = new_turn (refused ? LINE_REFUSED : LINE, fc, lineno);
+    tn->why = refused;
     tn->tagged = sl.tagged;
     tn->name = strdup_or_exit (name);
     tn->expected = strdup_or_exit (sl.hex);

@@ -549,6 +549,51 @@ name\img' > SUMS
   run "$NBDSUM" -c SHA256SUMS
   [ "$status" -eq 1 ]
   [[ "$output" != *"no line matched"* ]]
+  # Nor for the one line of an image that changed since, in a file
+  # not named as published digests are; but for two lines failing.
+  "$NBDSUM" disk.img > SUMS
+  cp disk.img changed.img
+  qemu-io -f raw changed.img -c 'write -P 9 0 512' >/dev/null
+  sed -i 's/disk\.img/changed.img/' SUMS
+  run "$NBDSUM" -c SUMS
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"changed.img: FAILED"* ]]
+  [[ "$output" != *"sha256sum"* ]]
+  sed 's/changed\.img/changed2.img/' SUMS >> SUMS
+  cp changed.img changed2.img
+  run "$NBDSUM" -c SUMS
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"SUMS: no line matched: if the lines come from sha256sum"* ]]
+}
+
+# blkhash-file names the default export '-' unless blkhash-file-name=
+# says: the line is for standard input, and -c says so.
+@test "nbdsum-check: a '-' line: the image on standard input, a terminal refused, a failure explained" {
+  run nbdkit -U - --filter="$BLKHASH_FILTER" file disk.img \
+    blkhash-file="$PWD/SUMS" --run 'nbdcopy "$uri" copy.img'
+  [ "$status" -eq 0 ]
+  [ "$(cat SUMS)" = "$(reference sha256 65536 disk.img)  -" ]
+  run "$NBDSUM" -c SUMS < copy.img
+  [ "$status" -eq 0 ]
+  [ "$output" = "-: OK" ]
+  # Nothing on standard input: FAILED, and why, with no sha256sum hint.
+  run "$NBDSUM" -c SUMS < /dev/null
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"-: FAILED"* ]]
+  [[ "$output" = *"nbdsum: -: a line for standard input: a blkhash-file names the default export '-' unless blkhash-file-name= names it"* ]]
+  [[ "$output" != *"sha256sum"* ]]
+  # A terminal is not waited on.
+  run timeout 20 "$PYTHON" - "$NBDSUM" -c SUMS <<'PY'
+import pty, subprocess, sys
+master, slave = pty.openpty()
+r = subprocess.run(sys.argv[1:], stdin=slave)
+sys.exit(r.returncode)
+PY
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"'-' is standard input, a terminal here: give the image on it (nbdsum -c FILE < IMAGE), or its name in the line"* ]]
 }
 
 @test "nbdsum-check: a line records a format given, and -c reads the file with it" {
