@@ -133,6 +133,7 @@ request_new (struct conn *c, uint64_t first, uint64_t count, size_t buf_size)
   r->c = c;
   r->first = first;
   r->count = count;
+  r->started = now ();
   return r;
 }
 

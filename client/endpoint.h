@@ -83,6 +83,7 @@ struct request {
   struct conn *c;
   uint64_t first, count;
   uint8_t *buf;                 /* read requests only */
+  double started;               /* now () when issued */
 };
 extern struct request *request_new (struct conn *c, uint64_t first,
                                     uint64_t count, size_t buf_size);

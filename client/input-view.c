@@ -3,13 +3,21 @@
  */
 /* nbdsum: the input whose server hashes it: its blkhash view.
  *
- * The digest area of the view is cut into spans of up to SPAN_BYTES of
- * image, at least one per request in flight (span_size).  Connections
- * take spans in order from a shared counter and send one
- * NBD_CMD_CACHE for each: the server hashes the C x R spans in flight
- * at once (as many as nbdkit has threads for) and folds the completed
- * prefix into the root as it goes.  Then the root is read:
- * almost nothing crosses the network.
+ * Connections take spans of blocks in order from a shared counter and
+ * send one NBD_CMD_CACHE of the view's digests for each: the server
+ * hashes the C x R spans in flight at once (as many as nbdkit has
+ * threads for) and folds the completed prefix into the root as it
+ * goes.  Then the root is read: almost nothing crosses the network.
+ *
+ * Spans are small, since progress moves only when one completes and
+ * the C x R spans started together end together: at most
+ * MAX_SPAN_BYTES, less if an even share of the image per request in
+ * flight is less (the storage sees the queue depth asked for).  A
+ * connection's spans start at MIN_SPAN_BYTES (per request costs stay
+ * small), double while they take under SPAN_FAST seconds, and halve
+ * when one takes over SPAN_SLOW: on slow storage the bar moves every
+ * fraction of a second.  The ceiling is low because a run of holes
+ * hashes fast, and the data after it would not.
  */
 #include <config.h>
 
@@ -40,8 +48,9 @@ struct view_input {
   char *view_name;
   char *image_export;           /* the image's, which has extents */
   struct data_map map;          /* its data, for the bar */
-  uint64_t span_blocks, nspans;
-  atomic_uint_fast64_t next_span;
+  atomic_uint_fast64_t next_block;
+  uint64_t span_min, span_max;  /* blocks */
+  uint64_t span[MAX_CONNECTIONS]; /* each connection's, in its thread */
   bool use_cache;               /* else drive the server with reads */
 };
 
@@ -113,25 +122,26 @@ read_header (const char *name, const struct hash_spec *spec,
   return 1;
 }
 
-/* Blocks per span.  Each request in flight has the server read and
- * hash one span, one read at a time: for the storage to see the queue
- * depth asked for (C x R) whatever the image size, the image is cut
- * into at least that many spans, each at most SPAN_BYTES (so that no
- * request runs long) and at least MIN_SPAN_BYTES (so that per-request
- * costs stay small).
- */
+/* Spans' sizes: see the top of this file. */
 #define MIN_SPAN_BYTES (UINT64_C (1) << 20)
+#define MAX_SPAN_BYTES (UINT64_C (8) << 20)
+#define SPAN_FAST 0.25
+#define SPAN_SLOW 1.0
 
-static uint64_t
-span_size (const struct endpoint *ep)
+static void
+span_limits (struct view_input *v)
 {
+  const struct endpoint *ep = &v->ep;
   const uint32_t bs = ep->params->block_size;
   const uint64_t in_flight = (uint64_t) ep->nconns * ep->requests;
-  const uint64_t most = blk_blocks_per (SPAN_BYTES, bs);
+  const uint64_t most = blk_blocks_per (MAX_SPAN_BYTES, bs);
   const uint64_t least = blk_blocks_per (MIN_SPAN_BYTES, bs);
   const uint64_t even = (ep->nblocks + in_flight - 1) / in_flight;
 
-  return MIN (most, MAX (least, even));
+  v->span_max = MAX (least, MIN (most, even));
+  v->span_min = MIN (least, v->span_max);
+  for (unsigned i = 0; i < MAX_CONNECTIONS; i++)
+    v->span[i] = v->span_min;
 }
 
 /* [ CMD ] without the filter in it: the user chose a plain server,
@@ -292,8 +302,7 @@ view_input_open (struct source *src, const struct hash_spec *spec,
   v->use_cache = nbd_can_cache (h) == 1;
   if (endpoint_connect_rest (ep, v->view_name) == -1)
     goto err;
-  v->span_blocks = span_size (ep);
-  v->nspans = (ep->nblocks + v->span_blocks - 1) / v->span_blocks;
+  span_limits (v);
   v->in.params = ep->params;
   v->in.size = ep->size;
   v->in.nblocks = ep->nblocks;
@@ -327,14 +336,6 @@ view_close (struct input *in)
   source_close (src);
 }
 
-/* Blocks of a span, and where their digests are in the view. */
-static void
-span_blocks (const struct view_input *v, uint64_t span, uint64_t *first,
-             uint64_t *count)
-{
-  *first = span * v->span_blocks;
-  *count = MIN (v->ep.nblocks - *first, v->span_blocks);
-}
 /* For the bar: the view has no extents, the image's export has.  A
  * connection of its own, closed at once.
  */
@@ -367,12 +368,19 @@ request_done (void *opaque, int *error)
   const uint64_t end = (r->first + r->count) * ep->params->block_size;
   const uint64_t len = MIN (end, ep->size) - start;
 
+  const double took = now () - r->started;
+  uint64_t *span = &v->span[r->c->index];
+
   if (*error)
     endpoint_fail (ep, "server failed to hash image bytes from %" PRIu64
                    ": %s", start, strerror (*error));
   else
     progress_add (&ep->progress, len,
                   data_map_data_in (&v->map, start, len));
+  if (took < SPAN_FAST && r->count == *span)
+    *span = MIN (v->span_max, *span * 2);
+  else if (took > SPAN_SLOW)
+    *span = MAX (v->span_min, *span / 2);
   r->c->in_flight--;
   return 1;
 }
@@ -382,14 +390,14 @@ view_refill (struct endpoint *ep, unsigned i)
 {
   struct view_input *v = container_of (ep, struct view_input, ep);
   struct conn *c = &ep->conns[i];
-  const uint64_t span = atomic_fetch_add (&v->next_span, 1);
-  uint64_t first, count, offset, len;
+  uint64_t first, count = v->span[i], offset, len;
   struct request *r;
   int64_t cookie;
 
-  if (span >= v->nspans)
+  first = atomic_fetch_add (&v->next_block, count);
+  if (first >= ep->nblocks)
     return 0;
-  span_blocks (v, span, &first, &count);
+  count = MIN (count, ep->nblocks - first);
   offset = BLK_VIEW_DIGESTS_OFFSET + first * ep->params->digest.len;
   len = count * ep->params->digest.len;
   r = request_new (c, first, count, v->use_cache ? 0 : len);

@@ -227,7 +227,8 @@ child (struct job *j, int records_fd, int err_fd, const sigset_t *saved)
   child_records_fd = records_fd;
   stop_signals_renew ();
   /* Its progress goes to the parent, which draws the run. */
-  progress_report_to (opts->progress_bar ? child_progress : progress_silent);
+  progress_report_to (opts->progress_bar || opts->progress_lines
+                      ? child_progress : progress_silent);
   stop_signals_restore (saved);
 
   if (j->keep_messages)

@@ -113,7 +113,8 @@ jobs_begin (unsigned n, unsigned inputs)
     j->fds = calloc_or_exit (2 * j->max + 1, sizeof *j->fds);
     j->owners = calloc_or_exit (2 * j->max + 1, sizeof *j->owners);
     j->inputs = calloc_or_exit (j->max, sizeof *j->inputs);
-    j->draw = opts->progress_bar || opts->progress_fd >= 0;
+    j->draw = opts->progress_bar || opts->progress_lines ||
+      opts->progress_fd >= 0;
   }
   /* The first drawing after a tick, with the first jobs queued. */
   j->run.start = j->last_draw = now ();

@@ -352,7 +352,8 @@ parse_options (int argc, char **argv, int *first_arg)
       break;
     case 'p':
       if (optarg == NULL)
-        parsed.progress_bar = isatty (STDERR_FILENO);
+        parsed.progress_lines =
+          !(parsed.progress_bar = isatty (STDERR_FILENO));
       else
         parsed.progress_fd = parse_count ("--progress", optarg, INT_MAX);
       break;

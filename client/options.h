@@ -28,6 +28,7 @@ struct options {
   } tag;
   bool zero;                    /* -z: lines end with NUL, no escapes */
   bool progress_bar;            /* -p on a terminal */
+  bool progress_lines;          /* -p elsewhere: a line now and then */
   int progress_fd;              /* --progress=FD, or -1 */
   bool check;                   /* -c: the arguments are checksum files */
   bool quiet;                   /* -q: no notices; with -c no OK lines */

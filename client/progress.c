@@ -1,8 +1,9 @@
 /* Copyright (C) 2026 The nbdkit-blkhash developers
  * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
  */
-/* nbdsum: progress on standard error (a bar on a terminal) or as
- * "N/100" lines on a file descriptor, like nbdcopy.  It draws what it
+/* nbdsum: progress on standard error (a bar on a terminal, a line
+ * every LINE_SECONDS elsewhere: a log) or as "N/100" lines on a file
+ * descriptor, like nbdcopy.  It draws what it
  * is told: the image bytes done, and of them the data bytes, by
  * whoever hashes.
  *
@@ -27,6 +28,7 @@
 #include <unistd.h>
 
 #include "helpers.h"
+#include "messages.h"
 #include "minmax.h"
 #include "options.h"
 #include "progress.h"
@@ -42,6 +44,8 @@
 #define BAR_MAX 50
 #define NAME_MIN 8
 #define LINE_MAX_COLS 512
+/* -p without a terminal: a line this often, and at the end. */
+#define LINE_SECONDS 10.0
 
 /* -j: where a job's progress goes instead (progress_report_to). */
 static progress_reporter *reporter;
@@ -89,14 +93,31 @@ progress_add (struct progress *p, uint64_t bytes, uint64_t data)
 bool
 progress_drawn (void)
 {
-  return opts->progress_bar && reporter == NULL;
+  /* In a -j job, the run draws what it reports. */
+  if (reporter)
+    return reporter != progress_silent;
+  return opts->progress_bar || opts->progress_lines;
+}
+
+/* -p without a terminal: is a line due (at the end, or LINE_SECONDS
+ * after the last)?  *last is when the last was printed, 0 at first.
+ */
+static bool
+line_due (double *last, double start, bool final)
+{
+  const double t = now ();
+
+  if (!final && t - (*last ? *last : start) < LINE_SECONDS)
+    return false;
+  *last = t;
+  return true;
 }
 
 void
 progress_abandon (struct progress *p)
 {
   /* The bar's line ends where it was cut short. */
-  if (p->last_len && progress_drawn ())
+  if (p->last_len && opts->progress_bar && reporter == NULL)
     fputc ('\n', stderr);
   p->last_len = 0;
 }
@@ -278,8 +299,8 @@ rate_and_eta (double rate, uint64_t left, double elapsed, bool final,
 static void
 draw_bar (struct progress *p, bool final, uint64_t done)
 {
-  /* Holes cost nothing: rate and time left go by data bytes when the
-   * extents said how many there are, else by all bytes.
+  /* Holes cost nothing: rate, time left and percentage go by data
+   * bytes when the extents said how many there are, else by all bytes.
    */
   const uint64_t data = p->known ? atomic_load (&p->data) : done;
   const uint64_t data_total = p->known ? p->data_total : p->total;
@@ -305,6 +326,15 @@ draw_bar (struct progress *p, bool final, uint64_t done)
   }
   rate_and_eta (rate, left, elapsed, final, rate_s, eta);
 
+  if (opts->progress_lines) {
+    if (line_due (&p->last_line, p->start, final)) {
+      char name[LINE_MAX_COLS + 1];
+      name[put_name (name, p->name, LINE_MAX_COLS)] = '\0';
+      fprintf (stderr, "%s: %s: %d%% %s %s\n", progname, name, percent,
+               rate_s + strspn (rate_s, " "), eta + strspn (eta, " "));
+    }
+    return;
+  }
   line[0] = '\r';
   n = 1 + bar_line (p->name, line + 1, width, percent, rate_s, eta);
   /* Cover what is left of a longer line before it. */
@@ -323,21 +353,25 @@ progress_update (struct progress *p, bool final)
   const uint64_t done = atomic_load (&p->done);
   int percent;
 
-  /* In a -j job: to the run, which shows it. */
+  /* In a -j job: to the run, which shows it, by data bytes as the
+   * bar does when they are known.
+   */
   if (reporter) {
     if (!stop_signal ())
-      reporter (done, p->total, final);
+      reporter (p->known ? atomic_load (&p->data) : done,
+                p->known ? p->data_total : p->total, final);
     return;
   }
   /* After a signal, not a word more: that pipe may be what broke. */
-  if ((!opts->progress_bar && opts->progress_fd < 0) || stop_signal ())
+  if ((!opts->progress_bar && !opts->progress_lines &&
+       opts->progress_fd < 0) || stop_signal ())
     return;
   percent = final || p->total == 0 ? 100
     : (int) (done >= p->total ? 100 : (double) done * 100 / p->total);
 
   if (opts->progress_fd >= 0 && percent != p->last_percent)
     dprintf (opts->progress_fd, "%d/100\n", percent);
-  if (opts->progress_bar)
+  if (opts->progress_bar || opts->progress_lines)
     draw_bar (p, final, done);
   p->last_percent = percent;
 }
@@ -353,7 +387,8 @@ static struct {
   size_t lines;                 /* lines of the block on screen, or 0 */
   size_t last_len;              /* columns of the last line drawn */
   int last_percent;             /* last --progress=FD line, or -1 */
-} run_screen = { 0, 0, -1 };
+  double last_line;             /* without a terminal: the last line */
+} run_screen = { 0, 0, -1, 0 };
 
 static bool
 cursor_moves (void)
@@ -380,7 +415,7 @@ terminal_rows (void)
  */
 static size_t
 run_line (const struct progress_run *run, bool final, char *out,
-          size_t width)
+          size_t width, bool with_bar)
 {
   const double elapsed = now () - run->start;
   const double rate = elapsed > 0 ? run->bytes / elapsed : 0;
@@ -411,7 +446,7 @@ run_line (const struct progress_run *run, bool final, char *out,
   len = strlen (text);
 
   /* A bar of the inputs done, when there is room and a total. */
-  if (run->total_known && width >= len + 3 + BAR_MIN) {
+  if (with_bar && run->total_known && width >= len + 3 + BAR_MIN) {
     const size_t cells = MIN (width - len - 3, (size_t) BAR_MAX);
     const size_t filled = run->total
       ? (size_t) ((double) run->done * cells / run->total) : cells;
@@ -428,7 +463,7 @@ run_line (const struct progress_run *run, bool final, char *out,
   return n;
 }
 
-/* An input's line in the block: its bar, by image bytes. */
+/* An input's line in the block: its bar, by what its job reports. */
 static size_t
 input_line (const struct progress_input *in, char *out, size_t width)
 {
@@ -490,6 +525,13 @@ progress_run_draw (const struct progress_run *run,
       run_screen.last_percent = percent;
     }
   }
+  if (opts->progress_lines) {
+    if (line_due (&run_screen.last_line, run->start, final)) {
+      len = run_line (run, final, line, LINE_MAX_COLS, false);
+      fprintf (stderr, "%s: %.*s\n", progname, (int) len, line);
+    }
+    return;
+  }
   if (!opts->progress_bar)
     return;
 
@@ -502,7 +544,7 @@ progress_run_draw (const struct progress_run *run,
   }
   else
     fputc ('\r', stderr);
-  len = run_line (run, final, line, width);
+  len = run_line (run, final, line, width, true);
   fwrite (line, 1, len, stderr);
   if (block)
     fputs ("\x1b[K", stderr);

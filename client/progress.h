@@ -33,6 +33,7 @@ struct progress {
   double start;
   int last_percent;
   size_t last_len;              /* columns of the last bar drawn */
+  double last_line;             /* when the last line was, without one */
 };
 
 extern void progress_init (struct progress *p, const char *name,
@@ -43,8 +44,8 @@ extern void progress_init (struct progress *p, const char *name,
 extern void progress_set_data (struct progress *p, uint64_t data_total);
 /* Image bytes done, data of them read and hashed. */
 extern void progress_add (struct progress *p, uint64_t bytes, uint64_t data);
-/* Does this process draw a bar (-p, and not a -j job)?  Then knowing
- * the data bytes is worth a scan of the extents.
+/* Is progress shown (-p, in this process or by the run of a -j job)?
+ * Then knowing the data bytes is worth a scan of the extents.
  */
 extern bool progress_drawn (void);
 /* Hashing stopped short: end the bar's line, if one was drawn. */
@@ -52,8 +53,9 @@ extern void progress_abandon (struct progress *p);
 /* Report p, at the end when final is true. */
 extern void progress_update (struct progress *p, bool final);
 
-/* -j: in a job, progress_update hands image bytes done and the image's
- * size to fn instead of drawing anything (fn NULL: draw again).
+/* -j: in a job, progress_update hands the bytes done and in all to fn
+ * instead of drawing anything (fn NULL: draw again): data bytes when
+ * they are known, as the bar counts, else image bytes.
  */
 typedef void progress_reporter (uint64_t done, uint64_t total, bool final);
 extern void progress_report_to (progress_reporter *fn);
@@ -66,13 +68,13 @@ struct progress_run {
   unsigned total;               /* inputs in all, if total_known */
   bool total_known;             /* -c: once the files are read */
   unsigned running;             /* inputs being hashed */
-  uint64_t bytes;               /* image bytes done, holes included */
+  uint64_t bytes;               /* bytes done, as the jobs report them */
   double start;
 };
 /* An input being hashed, as its job last reported it. */
 struct progress_input {
   const char *name;
-  uint64_t done, total;         /* image bytes, holes included */
+  uint64_t done, total;         /* as its job reports them */
   double start;
 };
 /* Draw the run, as -p and --progress=FD say: with -p on a terminal, a

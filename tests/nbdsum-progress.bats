@@ -272,11 +272,42 @@ check_data_rate () {
   [ "$(rate_of "$last")" -ge $((1024 ** 3)) ]
 }
 
-@test "nbdsum-progress: without a terminal, -p draws nothing" {
+@test "nbdsum-progress: without a terminal, -p prints a plain line at the end" {
   run bash -c '"$NBDSUM" -p "$sparse" 2>err'
   [ "$status" -eq 0 ]
   [ "$output" = "$want  $sparse" ]
-  [ ! -s err ]
+  cat err
+  [ "$(wc -l < err)" -eq 1 ]
+  [[ "$(cat err)" = "nbdsum: $sparse: 100% "*"/s in 0:00:0"[0-9] ]]
+  ! grep -q $'\r' err || false
+}
+
+# Slow storage (every read 400 ms) and a queue of 8: what is shown is
+# never beyond what the plugin has read, nor behind it by more than the
+# requests in flight (8 MiB, 12.5%) and an update; without a terminal,
+# -p prints a line every 10 s.  Before, spans of 8 MiB each made the
+# progress stand at 0% until the end.
+@test "nbdsum-progress: on slow storage the fraction shown follows the bytes hashed" {
+  local total=$((64 * 1024 * 1024))
+  "$MKIMAGE" '64M;d:0+64M:a' full.img
+  run nbdkit -U - --filter="$BLKHASH_FILTER" --filter=log --filter=delay \
+    file full.img rdelay=400ms logfile="$PWD/log" --run '
+    "$NBDSUM" -C 2 -R 4 -p --progress=3 "$uri" 2>err 3>&1 >out |
+      while read -r l; do echo "$(date +%s.%N) $l"; done > progress'
+  [ "$status" -eq 0 ]
+  [ "$(sum_hex "$(cat out)")" = "$(reference sha256 65536 full.img)" ]
+  cat progress err
+  run "$PYTHON" "$top_srcdir/tests/progress-lag.py" log progress "$total"
+  echo "$output"
+  read -r _ lead _ lag _ lines _ <<< "$output"
+  awk -v l="$lead" 'BEGIN { exit !(l <= 0.01) }'
+  awk -v l="$lag" 'BEGIN { exit !(l <= 0.25) }'
+  [ "$lines" -ge 5 ]
+  sort -n -c -t/ -k1 <(cut -d' ' -f2 progress)
+  # A line at 10 s, and one at the end, in order.
+  [ "$(wc -l < err)" -ge 2 ]
+  [[ "$(head -n 1 err)" = "nbdsum: nbd+unix:"*": "[0-9]*"% "*"/s ETA "[0-9]* ]]
+  [[ "$(tail -n 1 err)" = "nbdsum: nbd+unix:"*": 100% "*"/s in 0:00:"* ]]
 }
 
 @test "nbdsum-progress: C1 controls in a name (UTF-8 or stray bytes) become '?'" {
@@ -304,5 +335,7 @@ check_data_rate () {
 @test "nbdsum-progress: -p without a terminal prints no bar" {
   run bash -c '"$NBDSUM" -p "$disk40" 2>err'
   [ "$status" -eq 0 ]
-  [ ! -s err ]
+  cat err
+  ! grep -q $'\r' err || false
+  [ "$(wc -l < err)" -eq 1 ]
 }
