@@ -73,7 +73,7 @@ usage (FILE *fp, int status)
 "      --status, --ignore-missing, --strict, -w, --warn\n"
 "                            with -c, as sha256sum -c\n"
 "      --json                one JSON document (every mode)\n"
-"  -p, --progress[=FD]       a bar on standard error, or N/100 lines on FD\n"
+"  -p, --progress[=FD]       progress on standard error, or N/100 lines on FD\n"
 "      --diff, --manifest=M  compare A (or manifest M) with B\n"
 "      --blocks              print a manifest (see --diff, --since)\n"
 "      --since=M, --dirty-bitmap=NAME, --immutable-backing\n"

@@ -228,6 +228,42 @@ assert_socket_activated () {
   stop_server
 }
 
+# README.md's lines for running without systemd, as written: a shell
+# sources the example configuration (here with its TLS line) and
+# systemd-socket-activate starts nbdkit.  Only the paths change: the
+# test's configuration, a socket for port 10809, the build's filter.
+@test "service: README's recipe without systemd reads the configuration as systemd does" {
+  local keys="$BATS_TEST_TMPDIR/keys.psk" sock="$BATS_TEST_TMPDIR/readme.sock"
+  local c script="$BATS_TEST_TMPDIR/readme.sh" i
+  echo "alice:$(openssl rand -hex 32)" > "$keys"
+  chmod 600 "$keys"
+  c=$(conf readme "s|^#\(NBDKIT_TLS=\"--tls=require --tls-psk=\).*|\1$keys\"|")
+  sed -n '/^Without systemd/,/^Whoever/p' "$top_srcdir/README.md" |
+    sed -n 's/^    //p' |
+    sed -e "s|/etc/nbdkit-blkhash/nbdkit-blkhash.conf|$c|" \
+        -e "s|-l 10809|-l $sock|" -e "s|--filter=blkhash|--filter=$BLKHASH_FILTER|" \
+    > "$script"
+  cat "$script"
+  [ "$(wc -l < "$script")" -eq 4 ]
+  bash "$script" </dev/null > "$BATS_TEST_TMPDIR/readme.err" 2>&1 3>&- &
+  servers+=("$!")
+  for ((i = 0; i < 200; i++)); do
+    [ -S "$sock" ] && break
+    sleep 0.05
+  done
+  # What became nbdkit, a child of that shell, goes too.
+  servers+=($(pgrep -P "${servers[-1]}"))
+  run "$NBDSUM" "nbd+unix:///disk1.img?socket=$sock"
+  echo "$output"
+  [ "$status" -ne 0 ]
+  [[ "$output" = *"requires TLS"* ]]
+  run "$NBDSUM" "nbds+unix://alice@/disk1.img?socket=$sock&tls-psk-file=$keys"
+  echo "$output"
+  cat "$BATS_TEST_TMPDIR/readme.err"
+  [ "$status" -eq 0 ]
+  [ "$(sum_hex "$output")" = "$(want disk1.img)" ]
+}
+
 @test "service: read-only: a client cannot write an image" {
   local before
   before=$(md5sum < "$image_dir/disk1.img")
@@ -255,9 +291,9 @@ assert_socket_activated () {
   echo "alice:$(openssl rand -hex 32)" > "$other"
   chmod 600 "$keys" "$other"
   # The example's line, uncommented, with the test's key file.
-  grep -q '^#NBDKIT_TLS=--tls=require --tls-psk=' "$example_conf"
-  c=$(conf tls "s|^#\(NBDKIT_TLS=--tls=require --tls-psk=\).*|\1$keys|")
-  grep -q "^NBDKIT_TLS=--tls=require --tls-psk=$keys\$" "$c"
+  grep -q '^#NBDKIT_TLS="--tls=require --tls-psk=' "$example_conf"
+  c=$(conf tls "s|^#\(NBDKIT_TLS=\"--tls=require --tls-psk=\).*|\1$keys\"|")
+  grep -q "^NBDKIT_TLS=\"--tls=require --tls-psk=$keys\"\$" "$c"
   start_service tls "$c" "$sock"
   # Without TLS, or with another key: refused.
   run "$NBDSUM" "nbd+unix:///disk1.img?socket=$sock"
@@ -276,15 +312,15 @@ assert_socket_activated () {
 
 # The allow and deny lists the example configuration shows.
 ip_conf () {
-  conf "$1" "s/^#\(NBDKIT_OPTIONS=--filter=ip\)\$/\1/; ${2:-s/^#\(NBDKIT_PARAMS=allow=\)/\1/}"
+  conf "$1" "s/^#\(NBDKIT_OPTIONS=--filter=ip\)\$/\1/; ${2:-s/^#\(NBDKIT_PARAMS=\"allow=\)/\1/}"
 }
 
 @test "service: the ip filter example refuses clients outside its list" {
   local c
   grep -q '^#NBDKIT_OPTIONS=--filter=ip$' "$example_conf"
-  grep -q '^#NBDKIT_PARAMS=allow=.* deny=all$' "$example_conf"
+  grep -q '^#NBDKIT_PARAMS="allow=.* deny=all"$' "$example_conf"
   c=$(ip_conf ip)
-  grep -q '^NBDKIT_PARAMS=allow=' "$c"
+  grep -q '^NBDKIT_PARAMS="allow=' "$c"
   # As written, over TCP: 127.0.0.1 is not in the list.
   start_tcp ip "$c"
   run "$NBDSUM" "nbd://127.0.0.1:$port/disk1.img"
@@ -308,8 +344,8 @@ ip_conf () {
 @test "service: the ip filter lets in the clients of its list, only them" {
   local c sock="$BATS_TEST_TMPDIR/ip.sock"
   # Rules on the client's user work on every nbdkit (on a Unix socket).
-  c=$(ip_conf ip-me "s/^#NBDKIT_PARAMS=allow=[^ ]*/NBDKIT_PARAMS=allow=uid:$(id -u)/")
-  grep -q "^NBDKIT_PARAMS=allow=uid:$(id -u) deny=all\$" "$c"
+  c=$(ip_conf ip-me "s/^#NBDKIT_PARAMS=\"allow=[^ ]*/NBDKIT_PARAMS=\"allow=uid:$(id -u)/")
+  grep -q "^NBDKIT_PARAMS=\"allow=uid:$(id -u) deny=all\"\$" "$c"
   start_service ip-me "$c" "$sock"
   run "$NBDSUM" "nbd+unix:///disk1.img?socket=$sock"
   echo "$output"
@@ -317,7 +353,7 @@ ip_conf () {
   [ "$(sum_hex "$output")" = "$(want disk1.img)" ]
   assert_socket_activated
   stop_server
-  c=$(ip_conf ip-other "s/^#NBDKIT_PARAMS=allow=[^ ]*/NBDKIT_PARAMS=allow=uid:$(($(id -u) + 1))/")
+  c=$(ip_conf ip-other "s/^#NBDKIT_PARAMS=\"allow=[^ ]*/NBDKIT_PARAMS=\"allow=uid:$(($(id -u) + 1))/")
   start_service ip-other "$c" "$sock"
   run "$NBDSUM" "nbd+unix:///disk1.img?socket=$sock"
   echo "$output"
