@@ -444,7 +444,7 @@ syscalls_of () {
   echo "alice:$(openssl rand -hex 32)" > "$keys"
   service_wrapper=(strace -f -qq -o "$trace"
                    sh -c 'LISTEN_PID=$$; export LISTEN_PID; exec "$@"' sh)
-  start_service sc "$(conf sc "s|^#\(NBDKIT_TLS=--tls=require --tls-psk=\).*|\1$keys|")" "$sock"
+  start_service sc "$(conf sc "s|^#\(NBDKIT_TLS=\"--tls=require --tls-psk=\).*|\1$keys\"|")" "$sock"
   run nbdinfo --list "nbds+unix://alice@/?socket=$sock&tls-psk-file=$keys"
   [ "$status" -eq 0 ]
   run "$NBDSUM" "nbds+unix://alice@/disk1.img?socket=$sock&tls-psk-file=$keys"
