@@ -189,3 +189,57 @@ export -f stop_standins
   [ "$n" -ge 25 ]
   [ "${#bad[@]}" -eq 0 ]
 }
+
+# nbdsum(1), "With a running VM (QMP)", as written: its shell lines run
+# in a directory with a vm.qcow2, each line starting with { goes to the
+# monitor as one QMP command (tests/qmp.py), and where the page says
+# the VM writes, the test writes through an export of the disk.  Both
+# manifests' checksums are the reference's of the disk at that moment.
+@test "docs: the QMP incremental workflow of nbdsum(1) runs as written against qemu-storage-daemon" {
+  command -v qemu-storage-daemon >/dev/null ||
+    skip "qemu-storage-daemon is not installed (Debian package qemu-system-common)"
+  local script="$BATS_TEST_TMPDIR/qmp.sh" monday tuesday
+  cd "$BATS_TEST_TMPDIR"
+  qemu-img create -q -f qcow2 vm.qcow2 16M
+  qemu-io -f qcow2 vm.qcow2 -c 'write -P 1 0 4M' -c 'write -P 2 9M 1M' >/dev/null
+  qemu-img convert -O raw vm.qcow2 monday.raw
+  {
+    echo 'set -euo pipefail'
+    printf 'PATH=%q:$PATH\n' "$(dirname "$NBDSUM")"
+    printf 'qmp () { "$PYTHON" %q qmp.sock "$1"; }\n' "$top_srcdir/tests/qmp.py"
+    sed -n '/^=head2 With a running VM (QMP)/,/^Wait for the/p' \
+      "$top_srcdir/man/nbdsum.pod" | sed -n 's/^ //p' |
+      sed -e ':a' -e '/\\$/N; s/\\\n//; ta' |
+      while IFS= read -r line; do
+        case $line in
+          '{'*) printf 'qmp %q\n' "$line" ;;
+          'qemu-storage-daemon '*)
+            echo "$line"
+            echo 'daemon=$!'
+            echo 'for i in $(seq 100); do [ -S qmp.sock ] && [ -S nbd.sock ] && break; sleep 0.1; done' ;;
+          '# ... the VM runs and writes ...')
+            echo 'qmp '\''{"execute": "block-export-add", "arguments": {"type": "nbd", "id": "live", "node-name": "disk0", "name": "live", "writable": true}}'\'
+            echo 'qemu-io -f raw "nbd+unix:///live?socket=$PWD/nbd.sock" -c "write -P 7 1M 64K" -c "write -P 8 12M 1M" >/dev/null'
+            echo 'qmp '\''{"execute": "block-export-del", "arguments": {"id": "live"}}'\' ;;
+          *) echo "$line" ;;
+        esac
+      done
+    echo 'kill $daemon; wait $daemon || true'
+  } > "$script"
+  cat "$script"
+  grep -q '^qmp .*block-dirty-bitmap-disable' "$script"
+  grep -q 'since-monday' "$script"
+  run bash "$script"
+  echo "$output"
+  [ "$status" -eq 0 ]
+  qemu-img convert -O raw vm.qcow2 tuesday.raw
+  monday=$(reference sha256 65536 monday.raw)
+  tuesday=$(reference sha256 65536 tuesday.raw)
+  [ "$monday" != "$tuesday" ]
+  [ "$(head -n 1 monday.blocks | awk '{ print $NF }')" = "$monday" ]
+  [ "$(head -n 1 tuesday.blocks | awk '{ print $NF }')" = "$tuesday" ]
+  "$NBDSUM" --check-manifest monday.blocks tuesday.blocks
+  # The next run's bitmap is there, Monday's gone.
+  qemu-img info vm.qcow2 | grep -q 'name: since-tuesday'
+  ! qemu-img info vm.qcow2 | grep -q 'name: since-monday' || false
+}
