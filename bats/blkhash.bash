@@ -4,12 +4,16 @@
 #
 #   load "$(nbdsum --bats-helper)"
 #
-#   setup ()    { cd "$BATS_TEST_TMPDIR"; }
+#   setup () {
+#     cd "$BATS_TEST_TMPDIR"
+#     qemu-img create -q -f raw disk.img 64M
+#     qemu-io -f raw disk.img -c 'write -P 1 1M 4M' >/dev/null
+#   }
 #   teardown () { blkhash_stop; }
 #
 #   @test "the copy is the image" {
 #     blkhash_serve disk.img               # file plugin, private socket
-#     qemu-img convert -O qcow2 "$BLKHASH_URI" copy.qcow2
+#     qemu-img convert -f raw -O qcow2 "$BLKHASH_URI" copy.qcow2
 #     assert_blkhash copy.qcow2 "$(blkhash_sum "$BLKHASH_URI")"
 #   }
 #
@@ -17,7 +21,8 @@
 #     Serve through nbdkit --filter=blkhash on a Unix socket of its own
 #     in $BATS_TEST_TMPDIR; sets BLKHASH_URI (nbd+unix:///?socket=...),
 #     BLKHASH_SOCKET and BLKHASH_PID.  A lone existing FILE means the
-#     file plugin.  Fails, saying why, if nbdkit does not start.
+#     file plugin.  Fails, saying why, if nbdkit does not start.  A
+#     second call in a test stops the first server and replaces it.
 # blkhash_stop
 #     Stop the server blkhash_serve started, if any (for teardown).
 # blkhash_sum FILE|URI [NBDSUM-OPTIONS...]
@@ -37,6 +42,7 @@ fi
 
 blkhash_serve () {
   local args=("$@") i
+  blkhash_stop
   if [ "$#" -eq 1 ] && [ -f "$1" ]; then
     args=(file "$1")
   fi

@@ -17,6 +17,30 @@ teardown () {
   blkhash_stop
 }
 
+# The example at the top of the helpers, as it is there: a suite of
+# its own, run by bats.
+@test "bats-helper: the helpers' own example runs as written" {
+  sed -n '/^#   load /,/^# blkhash_serve /p' "$("$NBDSUM" --bats-helper)" |
+    sed -e '$d' -e 's/^#   //' -e 's/^#$//' > example.bats
+  cat example.bats
+  grep -q 'blkhash_serve disk.img' example.bats
+  # As a user runs it: nbdsum in PATH.
+  PATH="$(dirname "$NBDSUM"):$PATH" run bats example.bats
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" = *"ok 1 the copy is the image"* ]]
+}
+
+# A second blkhash_serve in a test replaces the first server.
+@test "bats-helper: a second blkhash_serve stops the first" {
+  local first
+  blkhash_serve disk.img
+  first=$BLKHASH_PID
+  blkhash_serve --readonly memory 1M
+  ! kill -0 "$first" 2>/dev/null || false
+  assert_blkhash "$BLKHASH_URI" "$(head -c 1M /dev/zero | reference sha256 65536 -)"
+}
+
 # The sample from the helpers' own comment, as a user writes it.
 @test "bats-helper: a user's test: the copy is the image, a corrupted copy is not" {
   blkhash_serve disk.img
