@@ -144,14 +144,14 @@ start_standins () {
   chmod 600 "$si/keys.psk"
   local name
   for name in localhost a b server; do
-    nbdkit -U "$si/$name.sock" -P "$si/$name.standin" \
+    nbdkit_daemon "$si/$name.standin" -U "$si/$name.sock" \
       --filter="$BLKHASH_FILTER" file dir="$si/dir" \
       default-export=disk 2>/dev/null ||
-    nbdkit -U "$si/$name.sock" -P "$si/$name.standin" \
+    nbdkit_daemon "$si/$name.standin" -U "$si/$name.sock" \
       --filter="$BLKHASH_FILTER" --filter=exportname file dir="$si/dir" \
       default-export=disk
   done
-  nbdkit -U "$si/tls.sock" -P "$si/tls.standin" --tls=require \
+  nbdkit_daemon "$si/tls.standin" -U "$si/tls.sock" --tls=require \
     --tls-psk="$si/keys.psk" --filter="$BLKHASH_FILTER" file dir="$si/dir"
 }
 

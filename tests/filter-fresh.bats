@@ -85,7 +85,7 @@ h = nbd.NBD()
 h.connect_uri(sys.argv[1])
 h.pread(512, 0)
 print("ready", flush=True)
-time.sleep(600)' "$1" > hold.out &
+time.sleep(600)' "$1" > hold.out 3>&- &
   holder=$!
   for ((i = 0; i < 100; i++)); do
     grep -q ready hold.out && return 0
@@ -228,7 +228,7 @@ lost_session () {
   shift
   closes=$(grep -c 'eval\[1\]: debug: blkhash: close' "$err" || true)
   touch "$slow"
-  abort_handshake "$sock" &
+  abort_handshake "$sock" 3>&- &
   aborted=$!
   for ((i = 0; i < 100; i++)); do
     [ -e "$slow" ] || break

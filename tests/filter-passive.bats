@@ -366,8 +366,8 @@ PY
   local img="$BATS_TEST_TMPDIR/empty.img" pid rss want
   [ -z "${BLKHASH_SANITIZERS:-}" ] || skip "RSS under valgrind is valgrind's"
   truncate -s 4T "$img"
-  nbdkit --filter="$BLKHASH_FILTER" -U "$BATS_TEST_TMPDIR/sock" \
-    -P "$BATS_TEST_TMPDIR/pid" file "$img"
+  nbdkit_daemon "$BATS_TEST_TMPDIR/pid" --filter="$BLKHASH_FILTER" \
+    -U "$BATS_TEST_TMPDIR/sock" file "$img"
   pid=$(cat "$BATS_TEST_TMPDIR/pid")
   run "$NBDSUM" "nbd+unix:///?socket=$BATS_TEST_TMPDIR/sock"
   rss=$(awk '/^VmRSS:/ { print $2 }' "/proc/$pid/status")

@@ -149,7 +149,7 @@ eval_args () {
     --filter=delay \
     file "$small" rdelay=5ms blkhash-readahead=true blkhash-cache=false
   for ((i = 0; i < 4; i++)); do
-    "$NBDSUM" -C 1 -R 1 "$uri" >/dev/null 2>&1 &
+    "$NBDSUM" -C 1 -R 1 "$uri" >/dev/null 2>&1 3>&- &
     sleep "0.$((i * 2 + 1))"
     kill -9 $! 2>/dev/null || true
     wait $! 2>/dev/null || true
@@ -177,7 +177,7 @@ eval_args () {
   local i client st=0
   start_server sleeper -v --threads=1 --filter=delay file "$small" \
     rdelay=600 blkhash-readahead=true blkhash-cache=false
-  "$NBDSUM" -C 1 -R 1 "$uri" > "$BATS_TEST_TMPDIR/out" 2>&1 &
+  "$NBDSUM" -C 1 -R 1 "$uri" > "$BATS_TEST_TMPDIR/out" 2>&1 3>&- &
   client=$!
   # The request's read at 0 and its reader's at 256K both sleep.
   for ((i = 0; i < 100; i++)); do

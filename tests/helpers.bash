@@ -51,6 +51,24 @@ serve () {
   nbdkit -U - --filter="$BLKHASH_FILTER" "${args[@]}" --run "$*"
 }
 
+# nbdkit_daemon PIDFILE NBDKIT-ARGS...: nbdkit as a daemon (-P),
+# holding none of bats' descriptors (one left open holds the suite
+# until nbdkit exits, if the test fails before it stops nbdkit), back
+# once its pid file is written: nbdkit's parent returns at the fork,
+# before the daemon writes it.
+nbdkit_daemon () {
+  local pidfile=$1 i
+  shift
+  nbdkit -P "$pidfile" "$@" 3>&- 4>&- || return 1
+  for ((i = 0; i < 400; i++)); do
+    # Written whole: it ends with a newline.
+    [ -s "$pidfile" ] && [ -z "$(tail -c 1 "$pidfile")" ] && return 0
+    sleep 0.05
+  done
+  echo "nbdkit_daemon: nbdkit wrote no pid in $pidfile" >&2
+  return 1
+}
+
 # The URI of export NAME on $unixsocket (inside serve's command).
 
 # Hex of LEN bytes at OFFSET of FILE.

@@ -481,7 +481,7 @@ PY
   local pid st=0
   mkfifo fifo
   env --default-signal=INT "$NBDSUM" --json --diff --manifest=fifo \
-    "$base" >out.json 2>err &
+    "$base" >out.json 2>err 3>&- &
   pid=$!
   # A writer that never writes: nbdsum waits in the manifest.
   exec 4>fifo
@@ -550,7 +550,7 @@ assert json.load(open("out.json")) == {"interrupted": "SIGINT"}'
 41877504 65536" ]
   [[ "$output" = *"differ in 360448 bytes (3 ranges, compared in 98304 byte blocks)"* ]]
   # B hashed client-side, the same way A was.
-  qemu-nbd -r -f raw -k "$BATS_TEST_TMPDIR/q.sock" b.img &
+  qemu-nbd -r -f raw -k "$BATS_TEST_TMPDIR/q.sock" b.img 3>&- &
   for i in $(seq 50); do [ -S q.sock ] && break; sleep 0.1; done
   run "$NBDSUM" --diff -d shake256 --block-size 96K a.img \
     "nbd+unix:///?socket=$BATS_TEST_TMPDIR/q.sock"
@@ -565,7 +565,7 @@ assert json.load(open("out.json")) == {"interrupted": "SIGINT"}'
   truncate -s 41M b.img
   dd if="$disk40" of=b.img conv=notrunc status=none
   # A is local (server-side), B comes from qemu-nbd (client-side).
-  qemu-nbd -r -f raw -k "$BATS_TEST_TMPDIR/q.sock" b.img &
+  qemu-nbd -r -f raw -k "$BATS_TEST_TMPDIR/q.sock" b.img 3>&- &
   for i in $(seq 50); do [ -S q.sock ] && break; sleep 0.1; done
   run "$NBDSUM" --diff a.img "nbd+unix:///?socket=$BATS_TEST_TMPDIR/q.sock"
   wait

@@ -125,7 +125,7 @@ sums () {
     [[ "$stderr" = "nbdsum: orphan.qcow2: qemu-nbd: "*"Could not open backing file"*"base.qcow2': No such file or directory" ]]
   done
   qemu-img create -q -f qcow2 locked.qcow2 1M
-  qemu-io -f qcow2 locked.qcow2 -c 'sleep 60000' >/dev/null 2>&1 &
+  qemu-io -f qcow2 locked.qcow2 -c 'sleep 60000' >/dev/null 2>&1 3>&- &
   local holder=$!
   for ((i = 0; i < 100; i++)); do
     qemu-img info -U locked.qcow2 >/dev/null 2>&1 &&
@@ -410,7 +410,7 @@ luks_create () {
   for f in disk.img compressed.qcow2; do
     fmt=raw; [[ $f = *.qcow2 ]] && fmt=qcow2
     qemu-nbd -r -f "$fmt" -k "$BATS_TEST_TMPDIR/q.sock" \
-      "$BATS_FILE_TMPDIR/$f" &
+      "$BATS_FILE_TMPDIR/$f" 3>&- &
     for i in $(seq 50); do [ -S q.sock ] && break; sleep 0.1; done
     run "$NBDSUM" "nbd+unix:///?socket=$BATS_TEST_TMPDIR/q.sock"
     wait

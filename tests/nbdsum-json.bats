@@ -386,7 +386,7 @@ interrupt_json () {
   local sig=$1 pattern=$2 pid i st=0
   shift 2
   env --default-signal=HUP,INT,PIPE,TERM "$NBDSUM" "$@" \
-    <"${stdin:-/dev/null}" >out.json 2>err &
+    <"${stdin:-/dev/null}" >out.json 2>err 3>&- &
   pid=$!
   if [ -z "$pattern" ]; then
     sleep 1
@@ -435,9 +435,8 @@ PY
 
 @test "nbdsum-json: --blocks and --diff interrupted while hashing" {
   # A slow server: each read takes 2 s.
-  nbdkit --threads=1 -U "$BATS_TEST_TMPDIR/sock" \
-    -P "$BATS_TEST_TMPDIR/nbdkit.pid" --filter=delay file "$small" \
-    delay-read=2
+  nbdkit_daemon "$BATS_TEST_TMPDIR/nbdkit.pid" --threads=1 \
+    -U "$BATS_TEST_TMPDIR/sock" --filter=delay file "$small" delay-read=2
   uri="nbd+unix:///?socket=$BATS_TEST_TMPDIR/sock"
   interrupt_json INT "" --json --blocks "$uri"
   "$PYTHON" - "$uri" <<'PY'

@@ -471,7 +471,7 @@ backing_chain () {
   [ -z "$(first_sum "$output")" ]
   # In use: qemu had the image open for writing and never closed it.
   qemu-img bitmap --enable d.qcow2 b1
-  qemu-io -f qcow2 d.qcow2 < <(sleep 5) > /dev/null &
+  qemu-io -f qcow2 d.qcow2 < <(sleep 5) > /dev/null 3>&- &
   pid=$!
   for i in $(seq 50); do
     qemu-img info -U --output=json d.qcow2 | grep -q in-use && break

@@ -27,8 +27,8 @@ teardown () {
 # stopped by teardown; $base is the image's URI.
 start_server () {
   sock="$BATS_TEST_TMPDIR/sock"
-  nbdkit --filter="$BLKHASH_FILTER" -U "$sock" \
-    -P "$BATS_TEST_TMPDIR/nbdkit.pid" file "$small"
+  nbdkit_daemon "$BATS_TEST_TMPDIR/nbdkit.pid" --filter="$BLKHASH_FILTER" \
+    -U "$sock" file "$small"
   base="nbd+unix:///?socket=$sock"
 }
 
