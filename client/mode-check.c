@@ -113,6 +113,7 @@ struct check_run {
   size_t hexlen;                /* of untagged lines */
   unsigned lines, mismatched, unreadable, malformed;
   int status;
+  bool stdin_read;              /* a checksum file is standard input */
 };
 
 static void
@@ -133,10 +134,10 @@ file_begin (struct check_run *run, struct file_check *fc)
     json_begin_array ("results", false);
 }
 
-#define STDIN_IS_FILE "standard input is the checksum file being read: " \
+#define STDIN_IS_FILE "standard input is a checksum file being read: " \
   "it cannot be hashed too"
 #define NAMES_FILE "the checksum file being read: it cannot be hashed too"
-#define STDIN_TERMINAL "'-' is standard input, a terminal here: give the " \
+#define STDIN_TERMINAL "standard input is a terminal here: give the " \
   "image on it (nbdsum -c FILE < IMAGE), or its name in the line"
 /* blkhash-file's name for the default export, unless
  * blkhash-file-name= gives one.
@@ -301,6 +302,23 @@ new_turn (int what, struct file_check *fc, unsigned lineno)
   return tn;
 }
 
+/* Would hashing name read standard input, as a stream (-, or
+ * /dev/stdin, /proc/self/fd/0... while it is a pipe or a terminal)?
+ * A regular file or a device there is opened afresh by its name.
+ */
+static bool
+reads_stdin (const char *name)
+{
+  struct stat st, in;
+
+  if (strcmp (name, "-") == 0)
+    return true;
+  return !is_uri (name) && fstat (STDIN_FILENO, &in) == 0 &&
+    !S_ISREG (in.st_mode) && !S_ISBLK (in.st_mode) &&
+    stat (name, &st) == 0 &&
+    st.st_dev == in.st_dev && st.st_ino == in.st_ino;
+}
+
 /* Is name the checksum file being read (file: its fstat), under any
  * name?  A pipe's rest would be hashed as a stream, swallowing the
  * lines after it.  (- is standard input, not a file named so, when
@@ -388,10 +406,10 @@ check_one_file (struct check_run *run, const char *path)
     /* Its bytes are the rest of this file: refused, whatever -j.  Nor
      * is a terminal waited on.
      */
-    const bool is_stdin = strcmp (name, "-") == 0;
+    const bool is_stdin = reads_stdin (name);
     const char *refused =
-      fp == stdin && is_stdin ? STDIN_IS_FILE
-      : names_file (name, &st) ? NAMES_FILE
+      names_file (name, &st) ? NAMES_FILE
+      : is_stdin && run->stdin_read ? STDIN_IS_FILE
       : is_stdin && isatty (STDIN_FILENO) ? STDIN_TERMINAL : NULL;
     tn = new_turn (refused ? LINE_REFUSED : LINE, fc, lineno);
     tn->why = refused;
@@ -441,6 +459,11 @@ mode_check (char **files, int n, const struct hash_spec *spec)
     json_begin_object (NULL, false);
     json_begin_array ("files", false);
   }
+  /* A line that reads standard input would swallow a checksum file
+   * read from it, whichever comes first.
+   */
+  for (int i = 0; i < n; i++)
+    run.stdin_read |= reads_stdin (files[i]);
   run.jobs = jobs_begin (opts->jobs, 0);
   for (int i = 0; i < n && !stop_signal (); i++)
     check_one_file (&run, files[i]);

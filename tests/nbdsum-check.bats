@@ -567,6 +567,47 @@ name\img' > SUMS
   [[ "$output" = *"SUMS: no line matched: if the lines come from sha256sum"* ]]
 }
 
+# The hostile review: a '-' line read the rest of a checksum file that
+# was standard input under another name (/dev/stdin, /proc/self/fd/0),
+# or the checksum file '-' given after it: the lines after it were
+# never checked, and a '-' line made to match their bytes said OK with
+# exit 0.  Now refused, and every other line is checked.
+@test "nbdsum-check: a line reading standard input is refused while a checksum file is read from it" {
+  local empty rest
+  empty=$("$NBDSUM" --no-names /dev/null)
+  printf '%064d  disk.img\n' 0 > rest
+  echo "$(reference sha256 65536 rest)  -" > first
+  for name in /dev/stdin /proc/self/fd/0; do
+    run bash -c '{ cat first; sleep 0.5; cat rest; } | "$NBDSUM" -c '"$name"
+    echo "$name: $output"
+    [ "$status" -eq 1 ]
+    [[ "$output" = *"-: FAILED open or read"* ]]
+    [[ "$output" = *"standard input is a checksum file being read"* ]]
+    [[ "$output" = *"disk.img: FAILED"* ]]
+    [[ "$output" != *"-: OK"* ]]
+  done
+  # '-' given as a later checksum file: its lines are all checked.
+  { for i in 1 2 3; do echo "$empty  /dev/null"; done; } > later
+  echo "$empty  -" > first
+  for j in 1 2; do
+    run bash -c '"$NBDSUM" -j '"$j"' -c first - < later'
+    echo "-j $j: $output"
+    [ "$status" -eq 1 ]
+    [ "$(grep -c '^/dev/null: OK$' <<< "$output")" -eq 3 ]
+    [[ "$output" = *"-: FAILED open or read"* ]]
+  done
+  # A name for standard input on a terminal is not waited on either.
+  echo "$empty  /dev/stdin" > tty.sums
+  run timeout 20 "$PYTHON" - "$NBDSUM" -c tty.sums <<'PY'
+import pty, subprocess, sys
+master, slave = pty.openpty()
+sys.exit(subprocess.run(sys.argv[1:], stdin=slave).returncode)
+PY
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"standard input is a terminal here"* ]]
+}
+
 # blkhash-file names the default export '-' unless blkhash-file-name=
 # says: the line is for standard input, and -c says so.
 @test "nbdsum-check: a '-' line: the image on standard input, a terminal refused, a failure explained" {
@@ -593,7 +634,7 @@ sys.exit(r.returncode)
 PY
   echo "$output"
   [ "$status" -eq 1 ]
-  [[ "$output" = *"'-' is standard input, a terminal here: give the image on it (nbdsum -c FILE < IMAGE), or its name in the line"* ]]
+  [[ "$output" = *"standard input is a terminal here: give the image on it (nbdsum -c FILE < IMAGE), or its name in the line"* ]]
 }
 
 @test "nbdsum-check: a line records a format given, and -c reads the file with it" {
@@ -798,7 +839,7 @@ disk.img: OK" ]
       [ "$output" = "disk.img: OK
 -: FAILED open or read
 disk.img: OK" ]
-      [ "$stderr" = "nbdsum: -: standard input is the checksum file being read: it cannot be hashed too
+      [ "$stderr" = "nbdsum: -: standard input is a checksum file being read: it cannot be hashed too
 nbdsum: WARNING: 1 listed file could not be read" ]
     done
     # From a pipe too; and a checksum file given by name leaves
