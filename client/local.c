@@ -363,6 +363,16 @@ serve (const char *name, const char *what,
     setpgid (0, 0);
     if (s->log_fd >= 0)
       dup2 (s->log_fd, STDERR_FILENO);
+    /* nbdsum's standard input may be an input (-), its standard output
+     * is for checksums: a server reads nothing, and what it prints
+     * goes with its messages.
+     */
+    int null_fd = open ("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (null_fd >= 0 && null_fd != STDIN_FILENO) {
+      dup2 (null_fd, STDIN_FILENO);
+      close (null_fd);
+    }
+    dup2 (STDERR_FILENO, STDOUT_FILENO);
     /* The listening socket must survive exec as fd 3. */
     int flags = fcntl (lfd, F_GETFD);
     fcntl (lfd, F_SETFD, flags & ~FD_CLOEXEC);

@@ -590,6 +590,17 @@ oracle () {
   [ "${#lines[@]}" -eq 2 ]
   [[ "${lines[0]}" = "BLKHASH-SHA1/64K ([ nbdkit "*" ]) = $(reference sha1 65536 "$disk")" ]]
   [ "$(sum_hex "${lines[0]}")" = "$(sum_hex "${lines[1]}")" ]
+  # The command reads no standard input (an input of nbdsum's), and
+  # what it prints goes to standard error, not among the checksums.
+  head -c 3000000 /dev/urandom > stream.img
+  run --separate-stderr bash -c '"$NBDSUM" --json \
+    [ sh -c "echo hello; head -c 1000000 >/dev/null; exec nbdkit file $disk" ] \
+    - < stream.img'
+  echo "$status: $output; $stderr"
+  [ "$status" -eq 0 ]
+  "$PYTHON" -c 'import json, sys; json.loads(sys.argv[1])' "$output"
+  [[ "$stderr" = *hello* ]]
+  [[ "$output" = *"\"checksum\": \"$(reference sha256 65536 stream.img)\""* ]]
   # Errors: a command that does not run, a '[' without ']'.
   # (A PATH with a directory one may not search makes execvp say
   # "Permission denied", as env(1) does: not the point here.)
