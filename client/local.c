@@ -49,6 +49,10 @@
  */
 #define STOP_SECONDS 5
 #define END_SECONDS 1
+/* How long a failed connection waits for our server to exit, in 10 ms
+ * ticks.
+ */
+#define EXIT_WAIT_TICKS 200
 
 struct local_server {
   const char *name;             /* the input, for messages */
@@ -601,7 +605,24 @@ reap_server (struct local_server *s, int flags)
 bool
 local_server_exited (struct local_server *s)
 {
-  return reap_server (s, WNOHANG) == s->pid && (s->pid = -1, true);
+  const struct timespec tick = { 0, 10 * 1000 * 1000 };
+
+  if (s->pid <= 0)
+    return false;
+  /* Ours may be a moment from exiting after the connection broke
+   * (nbdkit after qemu-nbd failed): waited for, so that its message is
+   * the error.  A [ CMD ]'s is taken as it is now.
+   */
+  for (int i = 0; i < (s->log_fd >= 0 ? EXIT_WAIT_TICKS : 1); i++) {
+    const pid_t r = reap_server (s, WNOHANG);
+    if (r == s->pid || (r == -1 && errno == ECHILD)) {
+      s->pid = -1;
+      return true;
+    }
+    if (i + 1 < EXIT_WAIT_TICKS)
+      nanosleep (&tick, NULL);
+  }
+  return false;
 }
 
 const char *
@@ -636,7 +657,8 @@ local_server_message (struct local_server *s)
    */
   for (line = log; *line; line += strcspn (line, "\n"), line += *line == '\n')
     others |= strncmp (line, "nbdkit: ", 8) != 0;
-  out = malloc (strlen (log) + 1);
+  /* A '.' and a space at most between each two lines. */
+  out = malloc (2 * strlen (log) + 1);
   if (out == NULL) {
     free (log);
     return NULL;
@@ -645,6 +667,9 @@ local_server_message (struct local_server *s)
        line = strtok_r (NULL, "\n", &save)) {
     if (others && strncmp (line, "nbdkit: ", 8) == 0)
       continue;
+    /* qemu's second line is a sentence of its own. */
+    if (len && !strchr (".?!:;", out[len - 1]))
+      out[len++] = '.';
     len += sprintf (out + len, "%s%s", len ? " " : "", line);
   }
   free (log);

@@ -77,7 +77,10 @@ extern const char *local_command_add (char **argv, size_t n);
 extern char **local_command_argv (const char *name);
 /* What serves it: "private nbdkit", or the command's program. */
 extern const char *local_server_what (const struct local_server *s);
-/* Has the private nbdkit exited (for a clearer error)? */
+/* Has the server exited (for a clearer error)?  nbdsum's own is
+ * waited for up to 2 seconds: a connection breaks a moment before it
+ * exits.
+ */
 extern bool local_server_exited (struct local_server *s);
 /* Kill it at once, before closing connections that still have requests
  * in flight: a dead server cannot trip over them.

@@ -8,6 +8,7 @@
 #include <config.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -356,6 +357,13 @@ parse_options (int argc, char **argv, int *first_arg)
           !(parsed.progress_bar = isatty (STDERR_FILENO));
       else
         parsed.progress_fd = parse_count ("--progress", optarg, INT_MAX);
+      /* Not yet one of nbdsum's own (only 0 to 2 are open so far). */
+      if (optarg && fcntl (parsed.progress_fd, F_GETFD) == -1) {
+        fprintf (stderr, "%s: --progress=%s: file descriptor %d is not "
+                 "open (as in 3>FILE)\n", progname, optarg,
+                 parsed.progress_fd);
+        exit (usage_status);
+      }
       break;
     case OPT_DIFF:
       parsed.diff = true;

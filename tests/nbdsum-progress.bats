@@ -331,6 +331,12 @@ check_data_rate () {
   sort -n -c -t/ -k1 progress
   run bash -c '"$NBDSUM" --client-side --progress=3 "$disk40" 3>progress >/dev/null'
   [ "$(tail -n 1 progress)" = "100/100" ]
+  # A descriptor not open is a usage error, before nbdsum opens its own
+  # (progress went into its sockets and servers' logs).
+  run bash -c '"$NBDSUM" --progress=6 "$disk40" 6>&-'
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [ "$output" = "nbdsum: --progress=6: file descriptor 6 is not open (as in 3>FILE)" ]
 }
 
 @test "nbdsum-progress: -p without a terminal prints no bar" {
