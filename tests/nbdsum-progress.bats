@@ -115,7 +115,7 @@ check_data_rate () {
 }
 
 @test "nbdsum-progress: until data is done, no time left is made up" {
-  serve --filter=delay file "$sparse" rdelay=10ms -- '
+  serve --filter=delay file "$sparse" rdelay=300ms -- '
     "$PYTHON" "$top_srcdir/tests/ptyrun.py" 100 bar "$NBDSUM" -p "$uri" \
       > out'
   drawn bar
