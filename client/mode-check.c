@@ -88,6 +88,8 @@ struct file_check {
   int open_errno;
   int read_errno;               /* a read failed: why, else 0 */
   unsigned lines, verified, malformed, untagged_failed;
+  unsigned stdin_lines;         /* verified lines for standard input */
+  bool stdin_said;              /* STDIN_LINE printed */
 };
 
 /* What is printed in its turn: each queued (jobs.h), in order. */
@@ -103,6 +105,7 @@ struct turn {
   unsigned lineno;
   const char *why;              /* MALFORMED, LINE_REFUSED: static */
   bool tagged;                  /* LINE */
+  bool reads_stdin;             /* LINE: hashes standard input */
   char *name, *expected;        /* LINE, LINE_REFUSED */
 };
 
@@ -157,13 +160,16 @@ line_done (struct check_run *run, const struct turn *tn,
   }
   else if (strcasecmp (out->res.hex, tn->expected) != 0) {
     run->mismatched++;
-    const bool is_stdin = strcmp (tn->name, "-") == 0;
+    const bool is_stdin = tn->reads_stdin;
     tn->fc->untagged_failed += !tn->tagged && !is_stdin;
     if (!opts->status) {
       verdict (tn->lineno, tn->name, tn->expected, "FAILED", &out->res,
                NULL);
-      if (is_stdin)
+      /* Once a file: the first '-' line read standard input to its end. */
+      if (is_stdin && !tn->fc->stdin_said) {
         notice_at (tn->name, "%s", STDIN_LINE);
+        tn->fc->stdin_said = true;
+      }
     }
   }
   else if (!opts->quiet && !opts->status)
@@ -185,18 +191,26 @@ line_refused (struct check_run *run, const struct turn *tn)
   line_done (run, tn, &out);
 }
 
-/* Named as published digests are: SHA256SUMS, MD5SUMS, CHECKSUM,
- * disk.sha256, disk.img.sha512sum (not SUMS, as nbdsum's own are in
- * its examples).
+/* Named as published digests are: SHA256SUMS, MD5SUMS, Fedora's
+ * ...-CHECKSUM, disk.sha256, disk.img.sha512sum (not SUMS or
+ * checksums.txt, as nbdsum's own may be).
  */
 static bool
 looks_published (const char *path)
 {
-  const char *base = strrchr (path, '/');
+  static const char *const ends[] = {
+    "sha1sums", "sha224sums", "sha256sums", "sha384sums", "sha512sums",
+    "md5sums", "checksum", ".sha1", ".sha224", ".sha256", ".sha384",
+    ".sha512", ".md5", ".sha1sum", ".sha256sum", ".sha512sum", ".md5sum",
+  };
+  const size_t len = strlen (path);
 
-  base = base ? base + 1 : path;
-  return strcasestr (base, "sha") || strcasestr (base, "md5") ||
-    strcasestr (base, "checksum");
+  for (size_t i = 0; i < sizeof ends / sizeof ends[0]; i++) {
+    const size_t n = strlen (ends[i]);
+    if (len >= n && strcasecmp (path + len - n, ends[i]) == 0)
+      return true;
+  }
+  return false;
 }
 
 static void
@@ -214,10 +228,11 @@ file_end (struct check_run *run, struct file_check *fc)
   }
   /* Every line failed, none tagged, in a file that looks published or
    * has several: most likely sha256sum's.  Not for one line of a
-   * changed image.
+   * changed image, and '-' lines are neither.
    */
-  if (fc->verified && fc->untagged_failed == fc->verified && !opts->status &&
-      (fc->verified > 1 || looks_published (path)))
+  const unsigned named = fc->verified - fc->stdin_lines;
+  if (named && fc->untagged_failed == named && !opts->status &&
+      (named > 1 || looks_published (path)))
     notice_at (path, "no line matched: if the lines come from sha256sum, "
                "they are plain sha256 checksums of the bytes, which nbdsum "
                "does not compute (it prints and checks blkhash checksums)");
@@ -407,12 +422,14 @@ check_one_file (struct check_run *run, const char *path)
      * is a terminal waited on.
      */
     const bool is_stdin = reads_stdin (name);
+    fc->stdin_lines += is_stdin;
     const char *refused =
       names_file (name, &st) ? NAMES_FILE
       : is_stdin && run->stdin_read ? STDIN_IS_FILE
       : is_stdin && isatty (STDIN_FILENO) ? STDIN_TERMINAL : NULL;
     tn = new_turn (refused ? LINE_REFUSED : LINE, fc, lineno);
     tn->why = refused;
+    tn->reads_stdin = is_stdin;
     tn->tagged = sl.tagged;
     tn->name = strdup_or_exit (name);
     tn->expected = strdup_or_exit (sl.hex);
