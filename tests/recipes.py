@@ -19,7 +19,7 @@ import sys
 # A line of a recipe is a command if it starts with one of these (or
 # continues the line before); anything else is output it shows.
 COMMANDS = ("nbdsum", "nbdkit", "nbdcopy", "nbdinfo", "qemu-nbd", "qemu-io",
-            "qemu-img", "cat", "timeout", "od", "dd", "sum=")
+            "qemu-img", "cat", "timeout", "od", "dd", "sum=", "rm")
 
 
 def readme_blocks(top):
