@@ -134,15 +134,12 @@ data_map_scan (struct data_map *m, struct nbd_handle *h, uint64_t size,
     data_map_free (m);
 }
 
-uint64_t
-data_map_data_in (const struct data_map *m, uint64_t offset,
-                  uint64_t length)
+/* The first hole ending after offset. */
+static size_t
+first_hole_after (const struct data_map *m, uint64_t offset)
 {
-  const uint64_t end = offset + length;
-  uint64_t data = length;
   size_t lo = 0, hi = m->nholes;
 
-  /* The first hole ending after offset, and those after it. */
   while (lo < hi) {
     const size_t mid = lo + (hi - lo) / 2;
     if (m->holes[mid].end <= offset)
@@ -150,7 +147,42 @@ data_map_data_in (const struct data_map *m, uint64_t offset,
     else
       hi = mid;
   }
-  for (size_t i = lo; i < m->nholes && m->holes[i].start < end; i++)
+  return lo;
+}
+
+uint64_t
+data_map_data_in (const struct data_map *m, uint64_t offset,
+                  uint64_t length)
+{
+  const uint64_t end = offset + length;
+  uint64_t data = length;
+
+  for (size_t i = first_hole_after (m, offset);
+       i < m->nholes && m->holes[i].start < end; i++)
     data -= MIN (end, m->holes[i].end) - MAX (offset, m->holes[i].start);
   return data;
+}
+
+uint64_t
+data_map_reach (const struct data_map *m, uint64_t offset, uint64_t data,
+                uint64_t most)
+{
+  const uint64_t limit = MIN (offset + most, m->size);
+  uint64_t pos = offset;
+
+  if (!m->known)
+    return MIN (data, limit - offset);
+  for (size_t i = first_hole_after (m, offset); pos < limit && data > 0; i++) {
+    const uint64_t hole = i < m->nholes ? m->holes[i].start : m->size;
+    if (pos < hole) {
+      const uint64_t take = MIN (data, MIN (hole, limit) - pos);
+      pos += take;
+      data -= take;
+    }
+    if (i < m->nholes && data > 0)
+      pos = MAX (pos, MIN (m->holes[i].end, limit));
+    if (i >= m->nholes)
+      break;
+  }
+  return pos - offset;
 }

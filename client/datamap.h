@@ -39,6 +39,12 @@ extern void data_map_scan (struct data_map *m, struct nbd_handle *h,
 /* The data bytes in [offset, offset+length) (all, if not known). */
 extern uint64_t data_map_data_in (const struct data_map *m, uint64_t offset,
                                   uint64_t length);
+/* How far from offset (at most most bytes, not past the image) holds
+ * data bytes of data, runs of holes skipped over; all of it when
+ * nothing is known.
+ */
+extern uint64_t data_map_reach (const struct data_map *m, uint64_t offset,
+                                uint64_t data, uint64_t most);
 extern void data_map_free (struct data_map *m);
 
 #endif /* NBDSUM_DATAMAP_H */

@@ -213,7 +213,7 @@ endpoint_run (struct endpoint *ep)
   /* Only for the bar: the data bytes there are.  The rate is the
    * hashing's, after that.
    */
-  if (ep->scan && progress_drawn ()) {
+  if (ep->scan && (ep->scan_always || progress_drawn ())) {
     ep->scan (ep);
     ep->progress.start = now ();
   }

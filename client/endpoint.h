@@ -57,6 +57,7 @@ struct conn {
 struct endpoint {
   endpoint_refill_fn *refill;
   endpoint_scan_fn *scan;       /* NULL: the bar counts all bytes */
+  bool scan_always;             /* scan even without a bar */
   struct source *src;           /* where the input is; not owned */
   struct conn conns[MAX_CONNECTIONS];
   unsigned nconns;

@@ -9,15 +9,19 @@
  * threads for) and folds the completed prefix into the root as it
  * goes.  Then the root is read: almost nothing crosses the network.
  *
- * Spans are small, since progress moves only when one completes and
- * the C x R spans started together end together: at most
- * MAX_SPAN_BYTES, less if an even share of the image per request in
- * flight is less (the storage sees the queue depth asked for).  A
- * connection's spans start at MIN_SPAN_BYTES (per request costs stay
- * small), double while they take under SPAN_FAST seconds, and halve
- * when one takes over SPAN_SLOW: on slow storage the bar moves every
- * fraction of a second.  The ceiling is low because a run of holes
- * hashes fast, and the data after it would not.
+ * A span's size is counted in data bytes, from the image's extents
+ * (read first, datamap.h): runs of holes cost nothing and are taken in
+ * whole, up to SPAN_BYTES of image.  Progress moves only when a span
+ * completes, and the C x R spans started together end together, so on
+ * slow storage spans must be small, and fast storage wants them large
+ * (per request costs).  A connection's spans start at
+ * START_SPAN_BYTES of data, double while one carrying at least half
+ * its data takes under SPAN_FAST seconds, and halve when one takes
+ * over SPAN_SLOW, down to MIN_SPAN_BYTES; at most SPAN_BYTES, less if
+ * an even share of the image per request in flight is less (the
+ * storage sees the queue depth asked for).  On slow storage the bar
+ * moves every fraction of a second; from the page cache spans reach
+ * their largest after a few.
  */
 #include <config.h>
 
@@ -48,8 +52,9 @@ struct view_input {
   char *view_name;
   char *image_export;           /* the image's, which has extents */
   struct data_map map;          /* its data, for the bar */
-  atomic_uint_fast64_t next_block;
-  uint64_t span_min, span_max;  /* blocks */
+  pthread_mutex_t lock;         /* next_block */
+  uint64_t next_block;
+  uint64_t span_min, span_max;  /* blocks of data */
   uint64_t span[MAX_CONNECTIONS]; /* each connection's, in its thread */
   bool use_cache;               /* else drive the server with reads */
 };
@@ -124,7 +129,7 @@ read_header (const char *name, const struct hash_spec *spec,
 
 /* Spans' sizes: see the top of this file. */
 #define MIN_SPAN_BYTES (UINT64_C (1) << 20)
-#define MAX_SPAN_BYTES (UINT64_C (8) << 20)
+#define START_SPAN_BYTES (UINT64_C (4) << 20)
 #define SPAN_FAST 0.25
 #define SPAN_SLOW 1.0
 
@@ -134,14 +139,15 @@ span_limits (struct view_input *v)
   const struct endpoint *ep = &v->ep;
   const uint32_t bs = ep->params->block_size;
   const uint64_t in_flight = (uint64_t) ep->nconns * ep->requests;
-  const uint64_t most = blk_blocks_per (MAX_SPAN_BYTES, bs);
+  const uint64_t most = blk_blocks_per (SPAN_BYTES, bs);
   const uint64_t least = blk_blocks_per (MIN_SPAN_BYTES, bs);
   const uint64_t even = (ep->nblocks + in_flight - 1) / in_flight;
 
   v->span_max = MAX (least, MIN (most, even));
   v->span_min = MIN (least, v->span_max);
   for (unsigned i = 0; i < MAX_CONNECTIONS; i++)
-    v->span[i] = v->span_min;
+    v->span[i] = MIN (v->span_max,
+                      MAX (v->span_min, blk_blocks_per (START_SPAN_BYTES, bs)));
 }
 
 /* [ CMD ] without the filter in it: the user chose a plain server,
@@ -288,6 +294,9 @@ view_input_open (struct source *src, const struct hash_spec *spec,
   v->view_name = view_name;
   v->image_export = base;
   ep->scan = view_scan;
+  /* Not only for the bar: the spans are sized by data. */
+  ep->scan_always = true;
+  pthread_mutex_init (&v->lock, NULL);
   ep->size = hdr.image_size;
   ep->nblocks = hdr.block_count;
   /* The header's digest and block size, checked above; the zero
@@ -332,12 +341,13 @@ view_close (struct input *in)
   free (v->view_name);
   free (v->image_export);
   data_map_free (&v->map);
+  pthread_mutex_destroy (&v->lock);
   free (v);
   source_close (src);
 }
 
-/* For the bar: the view has no extents, the image's export has.  A
- * connection of its own, closed at once.
+/* The view has no extents, the image's export has: for the spans and
+ * the bar.  A connection of its own, closed at once.
  */
 static void
 view_scan (struct endpoint *ep)
@@ -369,15 +379,16 @@ request_done (void *opaque, int *error)
   const uint64_t len = MIN (end, ep->size) - start;
 
   const double took = now () - r->started;
+  const uint64_t data = data_map_data_in (&v->map, start, len);
   uint64_t *span = &v->span[r->c->index];
 
   if (*error)
     endpoint_fail (ep, "server failed to hash image bytes from %" PRIu64
                    ": %s", start, strerror (*error));
   else
-    progress_add (&ep->progress, len,
-                  data_map_data_in (&v->map, start, len));
-  if (took < SPAN_FAST && r->count == *span)
+    progress_add (&ep->progress, len, data);
+  /* Fast with holes only says nothing of the data's speed. */
+  if (took < SPAN_FAST && data >= *span * ep->params->block_size / 2)
     *span = MIN (v->span_max, *span * 2);
   else if (took > SPAN_SLOW)
     *span = MAX (v->span_min, *span / 2);
@@ -390,14 +401,24 @@ view_refill (struct endpoint *ep, unsigned i)
 {
   struct view_input *v = container_of (ep, struct view_input, ep);
   struct conn *c = &ep->conns[i];
-  uint64_t first, count = v->span[i], offset, len;
+  const uint32_t bs = ep->params->block_size;
+  uint64_t first, count = 0, offset, len;
   struct request *r;
   int64_t cookie;
 
-  first = atomic_fetch_add (&v->next_block, count);
-  if (first >= ep->nblocks)
+  /* span[i] blocks of data, and the holes among them. */
+  pthread_mutex_lock (&v->lock);
+  first = v->next_block;
+  if (first < ep->nblocks) {
+    const uint64_t reach = data_map_reach (&v->map, first * bs,
+                                           v->span[i] * bs, SPAN_BYTES);
+    count = MIN (MAX ((reach + bs - 1) / bs, UINT64_C (1)),
+                 ep->nblocks - first);
+    v->next_block = first + count;
+  }
+  pthread_mutex_unlock (&v->lock);
+  if (count == 0)
     return 0;
-  count = MIN (count, ep->nblocks - first);
   offset = BLK_VIEW_DIGESTS_OFFSET + first * ep->params->digest.len;
   len = count * ep->params->digest.len;
   r = request_new (c, first, count, v->use_cache ? 0 : len);

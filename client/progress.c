@@ -296,6 +296,26 @@ rate_and_eta (double rate, uint64_t left, double elapsed, bool final,
   snprintf (eta, ETA_COLS, "%11s", rbuf);
 }
 
+/* The rate of data bytes over the last samples (10 s of bars drawn
+ * every 0.2 s): the average since the start lags behind storage that
+ * speeds up or slows down, and the time left would swing.  The
+ * average until a second of samples is there.
+ */
+static double
+recent_rate (struct progress *p, double t, uint64_t data)
+{
+  const unsigned oldest = p->samples < PROGRESS_SAMPLES ? 0 : p->sample_next;
+  double rate = t > p->start ? data / (t - p->start) : 0;
+
+  if (p->samples > 0 && t - p->sample_t[oldest] >= 1.0)
+    rate = (data - p->sample_d[oldest]) / (t - p->sample_t[oldest]);
+  p->sample_t[p->sample_next] = t;
+  p->sample_d[p->sample_next] = data;
+  p->sample_next = (p->sample_next + 1) % PROGRESS_SAMPLES;
+  p->samples += p->samples < PROGRESS_SAMPLES;
+  return rate;
+}
+
 static void
 draw_bar (struct progress *p, bool final, uint64_t done)
 {
@@ -305,8 +325,10 @@ draw_bar (struct progress *p, bool final, uint64_t done)
   const uint64_t data = p->known ? atomic_load (&p->data) : done;
   const uint64_t data_total = p->known ? p->data_total : p->total;
   const uint64_t left = data_total - MIN (data, data_total);
-  const double elapsed = now () - p->start;
-  const double rate = elapsed > 0 ? data / elapsed : 0;
+  const double t = now (), elapsed = t - p->start;
+  /* The last line's rate is the whole run's. */
+  const double rate = final ? (elapsed > 0 ? data / elapsed : 0)
+    : recent_rate (p, t, data);
   const size_t cols = terminal_columns ();
   const size_t width = MIN (cols - 1, (size_t) LINE_MAX_COLS);
   char rate_s[RATE_COLS], eta[ETA_COLS], line[1 + LINE_MAX_COLS + 2];

@@ -34,6 +34,13 @@ struct progress {
   int last_percent;
   size_t last_len;              /* columns of the last bar drawn */
   double last_line;             /* when the last line was, without one */
+  /* The bar's recent samples (when, data bytes), for a rate that
+   * follows the storage: a ring of the last PROGRESS_SAMPLES.
+   */
+#define PROGRESS_SAMPLES 50
+  double sample_t[PROGRESS_SAMPLES];
+  uint64_t sample_d[PROGRESS_SAMPLES];
+  unsigned samples, sample_next;
 };
 
 extern void progress_init (struct progress *p, const char *name,

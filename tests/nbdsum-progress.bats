@@ -283,16 +283,16 @@ check_data_rate () {
   ! grep -q $'\r' err || false
 }
 
-# Slow storage (every read 400 ms) and a queue of 8: what is shown is
+# Slow storage (every read 100 ms) and a queue of 8: what is shown is
 # never beyond what the plugin has read, nor behind it by more than the
-# requests in flight (8 MiB, 12.5%) and an update; without a terminal,
-# -p prints a line every 10 s.  Before, spans of 8 MiB each made the
-# progress stand at 0% until the end.
+# requests in flight (8 spans of 4 MiB at first: 12.5%) and an update;
+# without a terminal, -p prints a line every 10 s.  Before, spans of
+# 32 MiB each made the progress stand at 0% until the end.
 @test "nbdsum-progress: on slow storage the fraction shown follows the bytes hashed" {
-  local total=$((64 * 1024 * 1024))
-  "$MKIMAGE" '64M;d:0+64M:a' full.img
+  local total=$((256 * 1024 * 1024))
+  "$MKIMAGE" '256M;d:0+256M:a' full.img
   run nbdkit -U - --filter="$BLKHASH_FILTER" --filter=log --filter=delay \
-    file full.img rdelay=400ms logfile="$PWD/log" --run '
+    file full.img rdelay=100ms logfile="$PWD/log" --run '
     "$NBDSUM" -C 2 -R 4 -p --progress=3 "$uri" 2>err 3>&1 >out |
       while read -r l; do echo "$(date +%s.%N) $l"; done > progress'
   [ "$status" -eq 0 ]
