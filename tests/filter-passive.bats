@@ -120,8 +120,10 @@ plugin_reads () {
   [ "$(grep -E '^[0-9a-f]{64}  ' <<< "$output" | cut -d' ' -f1)" = \
     "$(reference sha256 65536 "$sparse")" ]
   grep 'stats:' <<< "$output" | tail -n 1
+  # (Holes it may learn from the extents nbdsum lists to size its
+  # requests: no reads either.)
   grep 'stats:' <<< "$output" | tail -n 1 |
-    grep -q 'computed 0 blocks reading 0 bytes, holes 0 blocks'
+    grep -q 'computed 0 blocks reading 0 bytes, holes [0-9]* blocks'
 }
 
 @test "filter-passive: copying into a filtered file export" {
@@ -226,10 +228,12 @@ plugin_reads () {
     "$(reference sha256 98304 "$want")" ]
   # The writes hashed the 5 full blocks; the checksum then computed
   # only the 4 partly written blocks, reading them whole (96K each),
-  # block 9 a hole.  Any line: nbdkit may finalize qemu-io's connection
-  # after nbdsum's first one opened, and then logs no line for it.
+  # block 9 a hole (block 8 too, when the extents nbdsum lists to size
+  # its requests say so first).  Any line: nbdkit may finalize
+  # qemu-io's connection after nbdsum's first one opened, and then logs
+  # no line for it.
   grep 'stats:' <<< "$output" |
-    grep -q 'passive 5 blocks, computed 4 blocks reading 393216 bytes, holes 1 '
+    grep -Eq 'passive 5 blocks, computed 4 blocks reading 393216 bytes, holes [12] '
 }
 
 @test "filter-passive: concurrent unaligned writers with 96K blocks and shake128 never leave a stale digest" {
