@@ -7,27 +7,35 @@
 #
 #   progress-lag.py LOG PROGRESS TOTAL-BYTES
 #
-# Prints the worst lead (shown beyond what was read by then: never
-# true), the worst lag (read but not yet shown, looked at every 50 ms
-# between the first and the last line) and the number of lines.  The
-# image must be all data, so that bytes read are bytes done.
+# Prints the worst lead (shown beyond what the plugin had been asked
+# to read by then: never true; asked, not answered, so that a busy
+# machine that logs an answer late is no lead), the worst lag
+# (answered but not yet shown, looked at every 50 ms between the first
+# and the last line) and the number of lines.  The image must be all
+# data, so that bytes read are bytes done.
 import datetime
 import re
 import sys
 
 log, progress, total = sys.argv[1], sys.argv[2], int(sys.argv[3])
-asked, answered = {}, []
+asked, asked_at, answered = {}, [], []
+
+
+def when(stamp):
+    return datetime.datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S.%f").timestamp()
+
+
 for line in open(log):
     m = re.match(r"(\S+ \S+) connection=(\d+) Read id=(\d+) offset=\S+ "
                  r"count=(0x[0-9a-f]+)", line)
     if m:
         asked[(m[2], m[3])] = int(m[4], 16)
+        asked_at.append((when(m[1]), int(m[4], 16)))
         continue
     m = re.match(r"(\S+ \S+) connection=(\d+) \.\.\.Read id=(\d+) return=0",
                  line)
     if m:
-        t = datetime.datetime.strptime(m[1], "%Y-%m-%d %H:%M:%S.%f")
-        answered.append((t.timestamp(), asked[(m[2], m[3])]))
+        answered.append((when(m[1]), asked[(m[2], m[3])]))
 answered.sort()
 
 
@@ -35,9 +43,13 @@ def read_by(t):
     return sum(n for (u, n) in answered if u <= t) / total
 
 
+def asked_by(t):
+    return sum(n for (u, n) in asked_at if u <= t) / total
+
+
 shown = [(float(t), int(p.split("/")[0]) / 100)
          for t, p in (line.split() for line in open(progress))]
-lead = max(p - read_by(t) for t, p in shown)
+lead = max(p - asked_by(t) for t, p in shown)
 lag, t = 0.0, shown[0][0]
 while t < shown[-1][0]:
     now = max(p for u, p in shown if u <= t)
