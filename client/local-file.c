@@ -104,7 +104,7 @@ int
 local_stream_open (const char *path)
 {
   struct stat st;
-  int fd = open (path, O_RDONLY | O_CLOEXEC);
+  int fd = stop_signals_open (path, O_RDONLY | O_CLOEXEC);
 
   /* A fifo nobody writes to: the signal ended the wait, and opening it
    * again would wait for another.

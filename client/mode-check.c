@@ -15,6 +15,7 @@
 #include <config.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -356,8 +357,13 @@ static void
 check_one_file (struct check_run *run, const char *path)
 {
   /* Not inherited by the servers nbdsum starts. */
-  FILE *fp = strcmp (path, "-") == 0 ? stdin : fopen (path, "re");
+  const int fd = strcmp (path, "-") == 0 ? STDIN_FILENO
+    : stop_signals_open (path, O_RDONLY | O_CLOEXEC);
+  FILE *fp = fd == STDIN_FILENO ? stdin : fd >= 0 ? fdopen (fd, "r") : NULL;
   int open_errno = errno;
+
+  if (fd > STDIN_FILENO && fp == NULL)
+    close (fd);
   struct file_check *fc;
   struct blk_sum_line sl;
   struct stat st;

@@ -17,6 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <poll.h>
+#include <sys/stat.h>
 
 #include "cleanup.h"
 #include "helpers.h"
@@ -230,6 +232,47 @@ int
 stop_fd (void)
 {
   return stop_pipe[0];
+}
+
+int
+stop_signals_open (const char *path, int flags)
+{
+  struct pollfd fds[2];
+  struct stat st;
+  int fd, fl, err;
+
+  /* Only a FIFO read waits for the other end. */
+  if ((flags & O_ACCMODE) != O_RDONLY || stat (path, &st) == -1 ||
+      !S_ISFIFO (st.st_mode))
+    return open (path, flags);
+  if ((fd = open (path, flags | O_NONBLOCK)) == -1)
+    return -1;
+  /* A writer, as a blocking open(2) waits for (no event until one
+   * comes), or a signal, even one that came before poll (the pipe).
+   */
+  for (;;) {
+    if (stop_signal ()) {
+      close (fd);
+      errno = EINTR;
+      return -1;
+    }
+    fds[0] = (struct pollfd) { .fd = fd, .events = POLLIN };
+    fds[1] = (struct pollfd) { .fd = stop_fd (), .events = POLLIN };
+    if (poll (fds, 2, -1) == -1 && errno != EINTR)
+      goto err;
+    if (fds[0].revents)
+      break;
+  }
+  if ((fl = fcntl (fd, F_GETFL)) == -1 ||
+      fcntl (fd, F_SETFL, fl & ~O_NONBLOCK) == -1)
+    goto err;
+  return fd;
+
+ err:
+  err = errno;
+  close (fd);
+  errno = err;
+  return -1;
 }
 
 double

@@ -58,6 +58,11 @@ extern void stop_signals_forget (pid_t pid);
 extern int stop_signal (void);
 /* Readable once a signal was caught (-1 before they are handled). */
 extern int stop_fd (void);
+/* open(2), except that a stop signal ends the wait for a FIFO's writer
+ * (-1, EINTR), even one that came a moment before: a blocking open
+ * would not see it.
+ */
+extern int stop_signals_open (const char *path, int flags);
 /* After a signal: when the requests still in flight are given up on,
  * DRAIN_SECONDS after the first call (one deadline for every
  * connection and thread), in now ()'s seconds.
