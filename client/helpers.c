@@ -274,6 +274,18 @@ strdup_or_exit (const char *s)
 }
 
 bool
+names_stdin (const char *name)
+{
+  struct stat in, st;
+
+  if (strcmp (name, "-") == 0)
+    return true;
+  return !is_uri (name) && fstat (STDIN_FILENO, &in) == 0 &&
+    stat (name, &st) == 0 &&
+    st.st_dev == in.st_dev && st.st_ino == in.st_ino;
+}
+
+bool
 in_path (const char *program)
 {
   const char *path = getenv ("PATH");

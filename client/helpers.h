@@ -65,6 +65,11 @@ extern void *calloc_or_exit (size_t n, size_t size)
   __attribute__ ((malloc));
 extern char *strdup_or_exit (const char *s) __attribute__ ((malloc));
 
+/* Does name stand for standard input: -, or another name of what it
+ * is (/dev/stdin, /proc/self/fd/0)?
+ */
+extern bool names_stdin (const char *name);
+
 /* Can execvp find program, as nbdkit's nbd plugin will? */
 extern bool in_path (const char *program);
 

@@ -319,22 +319,6 @@ stdin_busy (const struct jobs *j)
   return false;
 }
 
-/* Does the input read standard input: -, or another name of what it
- * is (/dev/stdin, /proc/self/fd/0)?  Such a job keeps it, as nbdsum
- * without -j would read it.
- */
-static bool
-names_stdin (const char *name)
-{
-  struct stat in, st;
-
-  if (strcmp (name, "-") == 0)
-    return true;
-  return !is_uri (name) && fstat (STDIN_FILENO, &in) == 0 &&
-    stat (name, &st) == 0 &&
-    st.st_dev == in.st_dev && st.st_ino == in.st_ino;
-}
-
 /* Without -j: the input, here and now, as nbdsum always hashed. */
 static void
 hash_here (struct job *job)
@@ -381,6 +365,9 @@ void
 jobs_hash (struct jobs *j, const char *name, const struct hash_spec *spec,
            bool keep_messages, void *tag)
 {
+  /* Such a job keeps standard input, as nbdsum without -j would read
+   * it.
+   */
   const bool reads_stdin = j->max > 1 && names_stdin (name);
   struct entry *e;
 

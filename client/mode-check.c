@@ -325,14 +325,12 @@ new_turn (int what, struct file_check *fc, unsigned lineno)
 static bool
 reads_stdin (const char *name)
 {
-  struct stat st, in;
+  struct stat in;
 
   if (strcmp (name, "-") == 0)
     return true;
-  return !is_uri (name) && fstat (STDIN_FILENO, &in) == 0 &&
-    !S_ISREG (in.st_mode) && !S_ISBLK (in.st_mode) &&
-    stat (name, &st) == 0 &&
-    st.st_dev == in.st_dev && st.st_ino == in.st_ino;
+  return names_stdin (name) && fstat (STDIN_FILENO, &in) == 0 &&
+    !S_ISREG (in.st_mode) && !S_ISBLK (in.st_mode);
 }
 
 /* Is name the checksum file being read (file: its fstat), under any
