@@ -210,8 +210,9 @@ endpoint_run (struct endpoint *ep)
   int r;
 
   progress_init (&ep->progress, ep->src->name, ep->size);
-  /* Only for the bar: the data bytes there are.  The rate is the
-   * hashing's, after that.
+  /* The data bytes there are: for the bar, and where the input sizes
+   * its requests by them (scan_always).  The rate is the hashing's,
+   * after that.
    */
   if (ep->scan && (ep->scan_always || progress_drawn ())) {
     ep->scan (ep);
