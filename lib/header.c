@@ -48,10 +48,19 @@ blk_header_init (struct blk_header *h, uint64_t image_size,
 }
 
 void
+blk_plain_header_init (struct blk_header *h, uint64_t image_size,
+                       const char *digest_name, uint32_t digest_len)
+{
+  blk_header_init (h, image_size, BLK_PLAIN_SPAN_SIZE, digest_name,
+                   digest_len);
+  h->plain = true;
+}
+
+void
 blk_header_encode (const struct blk_header *h, uint8_t *buf)
 {
   memset (buf, 0, BLK_VIEW_HEADER_SIZE);
-  memcpy (buf + OFF_MAGIC, BLK_VIEW_MAGIC, 8);
+  memcpy (buf + OFF_MAGIC, h->plain ? BLK_PLAIN_MAGIC : BLK_VIEW_MAGIC, 8);
   put_le (buf + OFF_VERSION, BLK_VIEW_VERSION, 4);
   put_le (buf + OFF_HEADER_SIZE, BLK_VIEW_HEADER_SIZE, 4);
   put_le (buf + OFF_IMAGE_SIZE, h->image_size, 8);
@@ -70,8 +79,8 @@ blk_header_has_magic (const uint8_t *buf, size_t len)
   return len >= 8 && memcmp (buf, BLK_VIEW_MAGIC, 8) == 0;
 }
 
-const char *
-blk_header_decode (const uint8_t *buf, size_t len, struct blk_header *h)
+static const char *
+decode (const uint8_t *buf, size_t len, struct blk_header *h, bool plain)
 {
   const char *name = (const char *) buf + OFF_NAME;
   size_t name_len;
@@ -79,8 +88,9 @@ blk_header_decode (const uint8_t *buf, size_t len, struct blk_header *h)
   memset (h, 0, sizeof *h);
   if (len < HEADER_USED)
     return "view header is truncated";
-  if (!blk_header_has_magic (buf, len))
-    return "bad magic: not a blkhash view";
+  if (memcmp (buf, plain ? BLK_PLAIN_MAGIC : BLK_VIEW_MAGIC, 8) != 0)
+    return plain ? "bad magic: not a plain-digest view"
+      : "bad magic: not a blkhash view";
   if (get_le (buf + OFF_VERSION, 4) != BLK_VIEW_VERSION)
     return "unsupported view format version";
   if (get_le (buf + OFF_HEADER_SIZE, 4) != BLK_VIEW_HEADER_SIZE)
@@ -93,6 +103,7 @@ blk_header_decode (const uint8_t *buf, size_t len, struct blk_header *h)
   h->block_count = get_le (buf + OFF_BLOCK_COUNT, 8);
   h->block_size = get_le (buf + OFF_BLOCK_SIZE, 4);
   h->digest_len = get_le (buf + OFF_DIGEST_LEN, 4);
+  h->plain = plain;
 
   if (blk_check_block_size (h->block_size) != NULL)
     return "invalid block size (must be a multiple of 4K from 4K to 16M)";
@@ -103,7 +114,8 @@ blk_header_decode (const uint8_t *buf, size_t len, struct blk_header *h)
   if (h->block_count != blk_block_count (h->image_size, h->block_size))
     return "block count does not match image size";
   /* The view size must fit the NBD 63-bit size. */
-  if (h->block_count > (INT64_MAX - BLK_VIEW_DIGESTS_OFFSET) / h->digest_len)
+  if (h->block_count > (INT64_MAX - BLK_VIEW_DIGESTS_OFFSET) /
+      (plain ? 1 : h->digest_len))
     return "impossible view size";
 
   name_len = strnlen (name, BLK_DIGEST_NAME_MAX);
@@ -116,4 +128,16 @@ blk_header_decode (const uint8_t *buf, size_t len, struct blk_header *h)
       return "digest name padding is not zero";
   memcpy (h->digest_name, name, name_len);
   return NULL;
+}
+
+const char *
+blk_header_decode (const uint8_t *buf, size_t len, struct blk_header *h)
+{
+  return decode (buf, len, h, false);
+}
+
+const char *
+blk_plain_header_decode (const uint8_t *buf, size_t len, struct blk_header *h)
+{
+  return decode (buf, len, h, true);
 }

@@ -5,6 +5,7 @@
 #ifndef BLKHASH_HEADER_H
 #define BLKHASH_HEADER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -16,18 +17,34 @@
 #define BLK_VIEW_ROOT_OFFSET 4096
 #define BLK_VIEW_DIGESTS_OFFSET 8192
 
+/* The plain-digest view NAME@digest:ALG has the same header with its
+ * own magic: the digest of the whole content at 4096, then one byte
+ * per span of the image (1: hashed), so that CACHE of span bytes
+ * drives the work in steps.
+ */
+#define BLK_PLAIN_MAGIC "BLKPLAN1"
+#define BLK_PLAIN_SPAN_SIZE (1024 * 1024)
+
 struct blk_header {
   uint64_t image_size;
   uint64_t block_count;
   uint32_t block_size;
   uint32_t digest_len;
   char digest_name[BLK_DIGEST_NAME_MAX + 1];
+  bool plain;                   /* BLKPLAN1: block_size is the span */
 };
 
 /* Fill h from the image size, block size and digest. */
 extern void blk_header_init (struct blk_header *h, uint64_t image_size,
                              uint32_t block_size, const char *digest_name,
                              uint32_t digest_len);
+
+/* Fill h for the plain-digest view of an image (spans of
+ * BLK_PLAIN_SPAN_SIZE).
+ */
+extern void blk_plain_header_init (struct blk_header *h, uint64_t image_size,
+                                   const char *digest_name,
+                                   uint32_t digest_len);
 
 /* Encode into BLK_VIEW_HEADER_SIZE bytes. */
 extern void blk_header_encode (const struct blk_header *h, uint8_t *buf);
@@ -38,13 +55,18 @@ extern void blk_header_encode (const struct blk_header *h, uint8_t *buf);
 extern const char *blk_header_decode (const uint8_t *buf, size_t len,
                                       struct blk_header *h);
 
+/* The same for a plain-digest view's header (BLKPLAN1). */
+extern const char *blk_plain_header_decode (const uint8_t *buf, size_t len,
+                                            struct blk_header *h);
+
 /* Only the magic: does this look like a blkhash view at all? */
 extern bool blk_header_has_magic (const uint8_t *buf, size_t len);
 
 static inline uint64_t
 blk_view_size (const struct blk_header *h)
 {
-  return BLK_VIEW_DIGESTS_OFFSET + h->block_count * h->digest_len;
+  return BLK_VIEW_DIGESTS_OFFSET +
+    h->block_count * (h->plain ? 1 : h->digest_len);
 }
 
 #endif /* BLKHASH_HEADER_H */

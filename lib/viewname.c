@@ -13,27 +13,39 @@
 #include "util.h"
 #include "viewname.h"
 
-/* The marker must be followed by the end of the name or by ':'; the
- * last such occurrence is the one.
+/* The last occurrence of marker followed by the end of the name or
+ * by ':', or NULL.
  */
 static const char *
-find_marker (const char *name)
+find_one (const char *name, const char *marker)
 {
-  const size_t mlen = strlen (BLK_VIEW_MARKER);
+  const size_t mlen = strlen (marker);
   const char *found = NULL, *p;
 
-  for (p = strstr (name, BLK_VIEW_MARKER); p;
-       p = strstr (p + 1, BLK_VIEW_MARKER))
+  for (p = strstr (name, marker); p; p = strstr (p + 1, marker))
     if (p[mlen] == '\0' || p[mlen] == ':')
       found = p;
   return found;
+}
+
+/* The last marker of either kind; *plain says which. */
+static const char *
+find_marker (const char *name, bool *plain)
+{
+  const char *v = find_one (name, BLK_VIEW_MARKER);
+  const char *d = find_one (name, BLK_PLAIN_MARKER);
+
+  *plain = d && (v == NULL || d > v);
+  return *plain ? d : v;
 }
 
 const char *
 blk_view_name_parse (const char *name, struct blk_view_name *v,
                      bool *is_view)
 {
-  const char *m = find_marker (name), *opts, *slash, *msg;
+  const char *opts, *slash, *msg;
+  bool plain, inner_plain;
+  const char *m = find_marker (name, &plain);
 
   memset (v, 0, sizeof *v);
   *is_view = m != NULL;
@@ -46,12 +58,28 @@ blk_view_name_parse (const char *name, struct blk_view_name *v,
   /* "a@blkhash@blkhash" would be the view of a view: refused, so that
    * no name can mean the data of another view's base.
    */
-  if (find_marker (v->base)) {
-    msg = "more than one " BLK_VIEW_MARKER " marker (a view has no view)";
+  if (find_marker (v->base, &inner_plain)) {
+    msg = "more than one " BLK_VIEW_MARKER " or " BLK_PLAIN_MARKER
+      " marker (a view has no view)";
     goto bad;
   }
-  opts = m + strlen (BLK_VIEW_MARKER);
-  if (*opts == ':') {
+  v->plain = plain;
+  opts = m + strlen (plain ? BLK_PLAIN_MARKER : BLK_VIEW_MARKER);
+  if (plain && *opts == ':') {
+    opts++;
+    if (*opts == '\0') {
+      msg = "empty digest name after ':'";
+      goto bad;
+    }
+    if (strchr (opts, '/')) {
+      msg = "a plain digest has no block size";
+      goto bad;
+    }
+    v->digest = strdup (opts);
+    if (v->digest == NULL)
+      goto enomem;
+  }
+  else if (*opts == ':') {
     opts++;
     slash = strchr (opts, '/');
     size_t dlen = slash ? (size_t) (slash - opts) : strlen (opts);
@@ -104,4 +132,15 @@ blk_view_name_build (const char *base, const char *digest,
                 block_size ? "/" : "",
                 block_size ? blk_format_block_size (block_size, bs) : "");
   return r == -1 ? NULL : s;
+}
+
+char *
+blk_plain_view_name_build (const char *base, const char *digest)
+{
+  char *s = NULL;
+
+  if (asprintf (&s, "%s" BLK_PLAIN_MARKER "%s%s", base, digest ? ":" : "",
+                digest ? digest : "") == -1)
+    return NULL;
+  return s;
 }

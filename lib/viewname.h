@@ -11,14 +11,20 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-/* "@blkhash", the marker that turns an export name into its view. */
+/* "@blkhash", the marker that turns an export name into its view;
+ * "@digest" into its plain-digest view, NAME@digest[:DIGEST].
+ */
 #define BLK_VIEW_MARKER "@blkhash"
+#define BLK_PLAIN_MARKER "@digest"
+/* A plain-digest view without a digest name: sha256sum's. */
+#define BLK_PLAIN_DEFAULT_DIGEST "sha256"
 
 /* A view name NAME@blkhash[:DIGEST[/BLOCKSIZE]] split into its parts. */
 struct blk_view_name {
   char *base;                   /* NAME, malloc'd */
   char *digest;                 /* DIGEST or NULL (default), malloc'd */
   uint64_t block_size;          /* 0 = default */
+  bool plain;                   /* NAME@digest: no block size */
 };
 
 /* Is name a view name?  Returns NULL with *is_view set (and, for a
@@ -35,5 +41,8 @@ extern void blk_view_name_free (struct blk_view_name *v);
  */
 extern char *blk_view_name_build (const char *base, const char *digest,
                                   uint64_t block_size);
+
+/* Build NAME@digest[:DIGEST] (malloc'd, NULL on ENOMEM). */
+extern char *blk_plain_view_name_build (const char *base, const char *digest);
 
 #endif /* BLKHASH_VIEWNAME_H */

@@ -1,8 +1,9 @@
 /* Copyright (C) 2026 The nbdkit-blkhash developers
  * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
  */
-/* Fuzz target: view names NAME@blkhash[:DIGEST[/BLOCKSIZE]], as the
- * filter gets them from any client as the export name.
+/* Fuzz target: view names NAME@blkhash[:DIGEST[/BLOCKSIZE]] and
+ * NAME@digest[:DIGEST], as the filter gets them from any client as the
+ * export name.
  *
  * Whether a name is a view is checked against a plain reading of the
  * rule, and a view name's parts, built into a name again with
@@ -18,14 +19,23 @@
 #include "fuzz.h"
 
 #define MARKER_LEN (sizeof BLK_VIEW_MARKER - 1)
+#define PLAIN_LEN (sizeof BLK_PLAIN_MARKER - 1)
 
-/* The rule, slowly: some "@blkhash" followed by the end or ':'. */
+static bool
+marker_at (const char *p, const char *marker, size_t len)
+{
+  return strncmp (p, marker, len) == 0 && (p[len] == '\0' || p[len] == ':');
+}
+
+/* The rule, slowly: some "@blkhash" or "@digest" followed by the end
+ * or ':'.
+ */
 static bool
 is_view_name (const char *name)
 {
   for (const char *p = name; *p; p++)
-    if (strncmp (p, BLK_VIEW_MARKER, MARKER_LEN) == 0 &&
-        (p[MARKER_LEN] == '\0' || p[MARKER_LEN] == ':'))
+    if (marker_at (p, BLK_VIEW_MARKER, MARKER_LEN) ||
+        marker_at (p, BLK_PLAIN_MARKER, PLAIN_LEN))
       return true;
   return false;
 }
@@ -36,7 +46,14 @@ same_parts (const struct blk_view_name *a, const struct blk_view_name *b)
   return strcmp (a->base, b->base) == 0 &&
     (a->digest && b->digest ? strcmp (a->digest, b->digest) == 0
      : a->digest == b->digest) &&
-    a->block_size == b->block_size;
+    a->block_size == b->block_size && a->plain == b->plain;
+}
+
+static char *
+build (const struct blk_view_name *v)
+{
+  return v->plain ? blk_plain_view_name_build (v->base, v->digest)
+    : blk_view_name_build (v->base, v->digest, v->block_size);
 }
 
 static void
@@ -49,11 +66,14 @@ check_view (const char *name, const struct blk_view_name *v)
 
   /* NAME is a prefix, followed by the marker. */
   PROPERTY (strncmp (name, v->base, base_len) == 0);
-  PROPERTY (strncmp (name + base_len, BLK_VIEW_MARKER, MARKER_LEN) == 0);
+  PROPERTY (v->plain
+            ? strncmp (name + base_len, BLK_PLAIN_MARKER, PLAIN_LEN) == 0
+            : strncmp (name + base_len, BLK_VIEW_MARKER, MARKER_LEN) == 0);
+  PROPERTY (!v->plain || v->block_size == 0);
   PROPERTY (v->digest == NULL ||
             (*v->digest != '\0' && strchr (v->digest, '/') == NULL));
   PROPERTY (v->block_size <= INT64_MAX);
-  built = blk_view_name_build (v->base, v->digest, v->block_size);
+  built = build (v);
   PROPERTY (built != NULL);
   if (v->block_size) {
     /* The block size is spelt last, shortest (K or M for every valid
@@ -75,8 +95,7 @@ check_view (const char *name, const struct blk_view_name *v)
   PROPERTY (same_parts (v, &again));
 
   /* The built spelling is canonical: building again changes nothing. */
-  rebuilt = blk_view_name_build (again.base, again.digest,
-                                 again.block_size);
+  rebuilt = build (&again);
   PROPERTY (rebuilt != NULL && strcmp (built, rebuilt) == 0);
   blk_view_name_free (&again);
   free (built);

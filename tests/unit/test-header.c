@@ -137,5 +137,24 @@ main (void)
     struct blk_header x;
     ok (blk_header_decode (buf, 100, &x) != NULL, "truncated header");
   }
+  /* The plain-digest view: its own magic, one byte per 1M span. */
+  {
+    uint8_t b3[BLK_VIEW_HEADER_SIZE];
+    struct blk_header p, q;
+    blk_plain_header_init (&p, 3 * 1048576 + 1, "sha512", 64);
+    blk_header_encode (&p, b3);
+    ok (memcmp (b3, "BLKPLAN1", 8) == 0 && le (b3 + 24, 8) == 4 &&
+        le (b3 + 32, 4) == 1048576, "plain: magic, span count and size");
+    ok (blk_view_size (&p) == 8192 + 4, "plain: view size, a byte a span");
+    ok (blk_plain_header_decode (b3, sizeof b3, &q) == NULL && q.plain &&
+        q.image_size == 3 * 1048576 + 1 && q.digest_len == 64 &&
+        strcmp (q.digest_name, "sha512") == 0, "plain: decode");
+    ok (blk_header_decode (b3, sizeof b3, &q) != NULL,
+        "a plain header is not a blkhash view");
+    blk_header_encode (&h, b3);
+    ok (blk_plain_header_decode (b3, sizeof b3, &q) != NULL,
+        "a blkhash header is not a plain view");
+  }
+
   return done_testing ();
 }

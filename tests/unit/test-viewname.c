@@ -92,5 +92,38 @@ main (void)
       "1.5M blocks are spelt 1536K");
   ok (s && view_is (s, "d", "shake128", 1572864), "and parse back");
   free (s);
+  /* Plain-digest views. */
+  {
+    struct blk_view_name v;
+    bool view;
+    ok (blk_view_name_parse ("disk@digest:sha512", &v, &view) == NULL &&
+        view && v.plain && strcmp (v.base, "disk") == 0 &&
+        strcmp (v.digest, "sha512") == 0 && v.block_size == 0,
+        "NAME@digest:DIGEST");
+    blk_view_name_free (&v);
+    ok (blk_view_name_parse ("@digest", &v, &view) == NULL && view &&
+        v.plain && v.base[0] == '\0' && v.digest == NULL,
+        "@digest: the default export, the default digest");
+    blk_view_name_free (&v);
+    ok (blk_view_name_parse ("d@blkhash", &v, &view) == NULL && view &&
+        !v.plain, "a blkhash view is not plain");
+    blk_view_name_free (&v);
+  }
+  ok (view_result ("disk@digest:sha256/64K") == -1 && last_msg &&
+      strcmp (last_msg, "a plain digest has no block size") == 0,
+      "a plain digest with a block size is refused");
+  ok (view_result ("disk@digest:") == -1, "empty digest after ':'");
+  ok (view_result ("a@blkhash@digest:md5") == -1 &&
+      view_result ("a@digest@blkhash") == -1 &&
+      view_result ("a@digest@digest") == -1,
+      "a plain view has no view, nor has a view");
+  ok (view_result ("disk@digests") == 0, "@digest must end the name");
+  s = blk_plain_view_name_build ("disk", "md5");
+  ok (s && strcmp (s, "disk@digest:md5") == 0, "build NAME@digest:DIGEST");
+  free (s);
+  s = blk_plain_view_name_build ("", NULL);
+  ok (s && strcmp (s, "@digest") == 0, "build @digest");
+  free (s);
+
   return done_testing ();
 }
