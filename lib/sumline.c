@@ -71,6 +71,51 @@ blk_fput_sum_line (FILE *fp, unsigned flags, const char *digest,
   fputc (zero ? '\0' : '\n', fp);
 }
 
+/* The BSD tags coreutils (sha256sum --tag, cksum -a) and b3sum write. */
+static const struct plain_tag {
+  const char *digest;           /* blk_digest_init's canonical name */
+  const char *tag;
+} plain_tags[] = {
+  { "md5", "MD5" }, { "sha1", "SHA1" }, { "sha224", "SHA224" },
+  { "sha256", "SHA256" }, { "sha384", "SHA384" }, { "sha512", "SHA512" },
+  { "blake3", "BLAKE3" },
+};
+#define NR_PLAIN_TAGS (sizeof plain_tags / sizeof plain_tags[0])
+
+const char *
+blk_plain_tag (const char *digest)
+{
+  for (size_t i = 0; i < NR_PLAIN_TAGS; i++)
+    if (strcmp (digest, plain_tags[i].digest) == 0)
+      return plain_tags[i].tag;
+  return NULL;
+}
+
+void
+blk_fput_plain_line (FILE *fp, unsigned flags, const char *digest,
+                     const char *format, const char *hex, const char *name)
+{
+  const bool zero = flags & BLK_SUM_ZERO;
+  const bool escape = !zero && blk_name_needs_escape (name);
+  const char *tag = blk_plain_tag (digest);
+
+  if (escape)
+    fputc ('\\', fp);
+  if ((flags & BLK_SUM_TAGGED) || format) {
+    fputs (tag ? tag : digest, fp);
+    if (format)
+      fprintf (fp, ":%s", format);
+    fputs (" (", fp);
+    blk_fput_name (fp, name, escape);
+    fprintf (fp, ") = %s", hex);
+  }
+  else {
+    fprintf (fp, "%s  ", hex);
+    blk_fput_name (fp, name, escape);
+  }
+  fputc (zero ? '\0' : '\n', fp);
+}
+
 void
 blk_fput_verdict (FILE *fp, const char *name, const char *verdict)
 {
@@ -136,12 +181,58 @@ parse_untagged (char *p, size_t hexlen, struct blk_sum_line *sl)
       "'BLKHASH-DIGEST/BLOCKSIZE (NAME) = CHECKSUM'";
   if (n != hexlen)
     return "the checksum's length is not the digest's (an untagged "
-      "line is sha256 unless -d says otherwise)";
+      "line is blkhash sha256 unless -d or --plain says otherwise)";
   if (p[n + 2] == '\0')
     return "no name";
   p[n] = '\0';
   sl->hex = p;
   sl->name = p + n + 2;
+  return NULL;
+}
+
+/* What follows a tag: "[:FORMAT] (NAME) = HEX", from fmt, HEX of
+ * hexlen digits.  NULL, or why not.
+ */
+static const char *
+parse_tag_end (char *fmt, size_t hexlen, struct blk_sum_line *sl)
+{
+  char *name, *close;
+  size_t n;
+
+  /* ":FORMAT", a format given when the line was made. */
+  if (*fmt == ':') {
+    fmt++;
+    n = strspn (fmt, FORMAT_CHARS);
+    if ((sl->format = blk_image_format_n (fmt, n)) == NULL)
+      return "the image format after ':' is not one nbdsum reads ("
+        BLK_IMAGE_FORMATS_LIST ")";
+    fmt += n;
+  }
+  if (fmt[0] != ' ' || fmt[1] != '(')
+    return "the tag is not followed by ' (NAME) = '";
+
+  /* Names are not escaped for ')': the hex has none, so the last one
+   * ends the name (as cksum -c reads it).
+   */
+  name = fmt + 2;
+  close = strrchr (name, ')');
+  if (close == NULL || strncmp (close, ") = ", 4) != 0)
+    return "no ') = ' before the checksum";
+  if (close == name)
+    return "no name";
+  n = strspn (close + 4, HEX_DIGITS);
+  if (n > 0 && close[4 + n + strspn (close + 4 + n, " \t")] == '\0' &&
+      close[4 + n] != '\0')
+    return "a space or tab after the checksum";
+  if (close[4 + n] != '\0')
+    return "the checksum is not hex digits";
+  if (n != hexlen)
+    return sl->plain ? "the checksum's length is not its digest's"
+      : "the checksum's length is not the tag's digest's";
+  *close = '\0';
+  sl->hex = close + 4;
+  sl->name = name;
+  sl->tagged = true;
   return NULL;
 }
 
@@ -151,7 +242,7 @@ parse_untagged (char *p, size_t hexlen, struct blk_sum_line *sl)
 static const char *
 parse_tagged (char *p, struct blk_sum_line *sl)
 {
-  char *digest = p + strlen (BLK_SUM_TAG_PREFIX), *size, *fmt, *name, *close;
+  char *digest = p + strlen (BLK_SUM_TAG_PREFIX), *size, *fmt;
   char size_str[32];
   struct blk_digest d;
   uint64_t block_size;
@@ -184,39 +275,41 @@ parse_tagged (char *p, struct blk_sum_line *sl)
     return msg;
   sl->block_size = block_size;
 
-  /* ":FORMAT", a format given when the line was made. */
-  if (*fmt == ':') {
-    fmt++;
-    n = strspn (fmt, FORMAT_CHARS);
-    if ((sl->format = blk_image_format_n (fmt, n)) == NULL)
-      return "the image format after ':' is not one nbdsum reads ("
-        BLK_IMAGE_FORMATS_LIST ")";
-    fmt += n;
-  }
-  if (fmt[0] != ' ' || fmt[1] != '(')
-    return "the tag is not followed by ' (NAME) = '";
+  return parse_tag_end (fmt, hexlen, sl);
+}
 
-  /* Names are not escaped for ')': the hex has none, so the last one
-   * ends the name (as cksum -c reads it).
-   */
-  name = fmt + 2;
-  close = strrchr (name, ')');
-  if (close == NULL || strncmp (close, ") = ", 4) != 0)
-    return "no ') = ' before the checksum";
-  if (close == name)
-    return "no name";
-  n = strspn (close + 4, HEX_DIGITS);
-  if (n > 0 && close[4 + n + strspn (close + 4 + n, " \t")] == '\0' &&
-      close[4 + n] != '\0')
-    return "a space or tab after the checksum";
-  if (close[4 + n] != '\0')
-    return "the checksum is not hex digits";
-  if (n != hexlen)
-    return "the checksum's length is not the tag's digest's";
-  *close = '\0';
-  sl->hex = close + 4;
-  sl->name = name;
-  sl->tagged = true;
+/* "TAG[:FORMAT] (NAME) = HEX" of a plain digest, from p, where the
+ * tag is known to end at n.  NULL, or why not.
+ */
+static const char *
+parse_plain (char *p, size_t n, const struct plain_tag *pt,
+             struct blk_sum_line *sl)
+{
+  struct blk_digest d;
+  const char *msg;
+  size_t hexlen;
+
+  if ((msg = blk_digest_init (&d, pt->digest)) != NULL)
+    return msg;
+  memcpy (sl->digest, d.name, sizeof sl->digest);
+  hexlen = 2 * d.len;
+  blk_digest_free (&d);
+  sl->plain = true;
+  return parse_tag_end (p + n, hexlen, sl);
+}
+
+/* A plain tag at p ("SHA256 (" or "SHA256:"), any case, or NULL. */
+static const struct plain_tag *
+plain_tag_at (const char *p, size_t *n)
+{
+  for (size_t i = 0; i < NR_PLAIN_TAGS; i++) {
+    const size_t len = strlen (plain_tags[i].tag);
+    if (strncasecmp (p, plain_tags[i].tag, len) == 0 &&
+        (strncmp (p + len, " (", 2) == 0 || p[len] == ':')) {
+      *n = len;
+      return &plain_tags[i];
+    }
+  }
   return NULL;
 }
 
@@ -227,11 +320,19 @@ blk_sum_line_parse (char *line, size_t hexlen, struct blk_sum_line *sl)
   char *p = line + escaped;
   const char *msg;
 
+  const struct plain_tag *pt;
+  size_t n;
+
   memset (sl, 0, sizeof *sl);
   chomp (line);
   /* No hex digit is an 'L': never the start of an untagged line. */
   if (strncasecmp (p, BLK_SUM_TAG_PREFIX, strlen (BLK_SUM_TAG_PREFIX)) == 0)
     msg = parse_tagged (p, sl);
+  /* No hex digit is followed by 'L', 'H' or 'D' in a tag: never the
+   * start of an untagged line either.
+   */
+  else if ((pt = plain_tag_at (p, &n)) != NULL)
+    msg = parse_plain (p, n, pt, sl);
   else
     msg = parse_untagged (p, hexlen, sl);
   if (msg == NULL && escaped && unescape (sl->name) == -1)

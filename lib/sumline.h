@@ -10,6 +10,13 @@
  *   BLKHASH-DIGEST/BLOCKSIZE (NAME) = HEX      tagged, cksum --tag's
  *   BLKHASH-DIGEST/BLOCKSIZE:FORMAT (NAME) = HEX
  *
+ * and plain digests of the bytes, as sha256sum --tag and md5sum --tag
+ * write them (BSD style), with the format after ':' when the image
+ * was read as another than raw (which sha256sum -c then refuses):
+ *
+ *   SHA256 (NAME) = HEX                        plain, tagged
+ *   SHA256:FORMAT (NAME) = HEX
+ *
  * An untagged line says nothing of how it was made: it means the
  * default digest and block size (sha256, 64K) unless the reader is
  * told otherwise, and a local file read as its bytes probe.  A tagged
@@ -56,6 +63,20 @@ extern void blk_fput_sum_line (FILE *fp, unsigned flags, const char *digest,
                                uint64_t block_size, const char *format,
                                const char *hex, const char *name);
 
+/* The BSD tag of a plain digest (canonical name: md5, sha1, sha224,
+ * sha256, sha384, sha512, blake3), upper-case as sha256sum --tag
+ * writes it; NULL for a digest that has none.
+ */
+extern const char *blk_plain_tag (const char *digest);
+
+/* Write one plain line: "TAG (NAME) = HEX" (or with a format,
+ * "TAG:FORMAT (NAME) = HEX"), or without BLK_SUM_TAGGED and format
+ * "HEX  NAME", as sha256sum writes them.  digest must have a tag.
+ */
+extern void blk_fput_plain_line (FILE *fp, unsigned flags,
+                                 const char *digest, const char *format,
+                                 const char *hex, const char *name);
+
 /* Write a verdict on NAME as sha256sum -c does: "NAME: VERDICT",
  * escaped as a line's NAME (with a '\\' first).
  */
@@ -67,8 +88,9 @@ struct blk_sum_line {
   char *hex;                    /* into the line */
   char *name;                   /* into the line, unescaped */
   bool tagged;
+  bool plain;                   /* a BSD-tagged plain digest line */
   /* Tagged lines only: the digest, by its canonical lower-case name
-   * (blk_digest_init's), and the block size.
+   * (blk_digest_init's), and the block size (0 for plain lines).
    */
   char digest[BLK_DIGEST_NAME_MAX];
   uint32_t block_size;
@@ -87,7 +109,10 @@ struct blk_sum_line {
  * blk_digest_init knows, BLOCKSIZE is read by blk_parse_size and
  * passes blk_check_block_size, NAME ends at the last ')' of the line,
  * and HEX has the digest's length; BLOCKSIZE may be followed by ':' and
- * a FORMAT blk_image_format knows, in any case.  In both, a line
+ * a FORMAT blk_image_format knows, in any case.  Plain: "TAG (NAME) =
+ * HEX" where TAG is one of blk_plain_tag's, in any case, optionally
+ * followed by ':' and a FORMAT, and HEX has the digest's length.  In
+ * all, a line
  * starting with '\\' has "\\\\", "\\n" and "\\r" escapes in NAME, and
  * NAME is not empty.
  *

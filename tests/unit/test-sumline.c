@@ -245,6 +245,54 @@ main (void)
     ok (why && strcmp (why, "the checksum is not hex digits") == 0,
         "a checksum with a letter that is not hex is said to be so");
   }
+  /* Plain digests, BSD-tagged as sha256sum --tag writes them. */
+  {
+    char l1[] = "SHA1 (disk.img) = " SHA1_HEX "\r\n";
+    char l2[] = "md5 (a (b)) = D41D8CD98F00B204E9800998ECF8427E";
+    char l3[] = "SHA1:qcow2 (d.qcow2) = " SHA1_HEX;
+    char l4[] = "SHA1 (x) = " MD5_HEX;
+    char l5[] = "SHA256 (x) = " SHA1_HEX;
+    char l6[] = "SHA1(x)= " SHA1_HEX;
+    char l7[] = "\\SHA1 (a\\nb) = " SHA1_HEX;
+    struct blk_sum_line sl;
+    const char *why;
+
+    ok (blk_sum_line_parse (l1, 64, &sl) == NULL && sl.plain && sl.tagged &&
+        strcmp (sl.digest, "sha1") == 0 && sl.block_size == 0 &&
+        sl.format == NULL && strcmp (sl.name, "disk.img") == 0 &&
+        strcmp (sl.hex, SHA1_HEX) == 0, "a plain SHA1 line, CRLF");
+    ok (blk_sum_line_parse (l2, 64, &sl) == NULL && sl.plain &&
+        strcmp (sl.digest, "md5") == 0 && strcmp (sl.name, "a (b)") == 0,
+        "any case of tag and hex; ')' in the name");
+    ok (blk_sum_line_parse (l3, 64, &sl) == NULL && sl.plain &&
+        sl.format && strcmp (sl.format, "qcow2") == 0,
+        "a plain line with a format");
+    why = blk_sum_line_parse (l4, 64, &sl);
+    ok (why && strstr (why, "length"), "a plain line of the wrong length "
+        "is refused (%s)", why ? why : "accepted");
+    ok (blk_sum_line_parse (l5, 64, &sl) != NULL, "SHA256 is 64 digits");
+    ok (blk_sum_line_parse (l6, 64, &sl) != NULL,
+        "openssl dgst's form is not sha256sum's");
+    ok (blk_sum_line_parse (l7, 64, &sl) == NULL && sl.plain &&
+        strcmp (sl.name, "a\nb") == 0, "a plain line escaped");
+    ok (blk_plain_tag ("sha512") && strcmp (blk_plain_tag ("sha512"),
+                                            "SHA512") == 0 &&
+        blk_plain_tag ("shake128") == NULL, "plain tags");
+  }
+  {
+    char *buf;
+    size_t len;
+    FILE *fp = open_memstream (&buf, &len);
+
+    blk_fput_plain_line (fp, BLK_SUM_TAGGED, "sha256", NULL, "ab", "x y");
+    blk_fput_plain_line (fp, 0, "md5", NULL, "ab", "a\nb");
+    blk_fput_plain_line (fp, BLK_SUM_TAGGED, "blake3", "qcow2", "ab", "d");
+    fclose (fp);
+    ok (strcmp (buf, "SHA256 (x y) = ab\n\\ab  a\\nb\n"
+                "BLAKE3:qcow2 (d) = ab\n") == 0,
+        "plain lines written as sha256sum writes them");
+    free (buf);
+  }
   ok (!blk_name_needs_escape ("x y") && blk_name_needs_escape ("x\n"),
       "only backslash, newline and CR need escaping");
   ok (!blk_sum_needs_tag ("sha256", 65536) &&
