@@ -149,6 +149,7 @@ hash_spec_or_defaults (const struct hash_spec *spec)
     .block_size = spec->block_size ? spec->block_size
                   : BLK_DEFAULT_BLOCK_SIZE,
     .format = spec->format,
+    .plain = spec->plain,
   };
 }
 

@@ -7,6 +7,9 @@
  *
  *   input-view.c    the server hashes: its blkhash view
  *   input-client.c  nbdsum hashes what the server serves
+ *   input-plain-view.c    --plain: the server hashes: its plain-digest
+ *                         view
+ *   input-plain-client.c  --plain: nbdsum hashes the bytes in order
  *   input-since.c   --since: a manifest, and the blocks changed since
  *   input-saved.c   a saved --blocks manifest (--diff, --check-manifest)
  *   input-stream.c  bytes read to their end (standard input, a pipe)
@@ -49,6 +52,31 @@ struct fallback {
  */
 extern int view_input_open (struct source *src, const struct hash_spec *spec,
                             struct input **in, struct fallback *fb);
+/* [ CMD ] without the filter in it: the user chose a plain server,
+ * and needs no notice that nbdsum hashes client-side.
+ */
+extern bool view_filterless_chosen (const char *name);
+/* Does export base, asked on a connection of its own, have the size
+ * the view view_name describes (image_size)?  0 if so, or if the
+ * server will not say (a notice); -1 if not (error printed).
+ */
+extern int view_check_image_size (struct source *src, const char *base,
+                                  const char *view_name,
+                                  uint64_t image_size);
+
+/* input-plain-view.c: as view_input_open, for --plain (spec->plain):
+ * the plain-digest view NAME@digest:ALG.
+ */
+extern int plain_view_input_open (struct source *src,
+                                  const struct hash_spec *spec,
+                                  struct input **in, struct fallback *fb);
+
+/* input-plain-client.c: as client_input_open, for --plain: the bytes
+ * read in order, holes hashed as zeros without reading.
+ */
+extern struct input *plain_client_input_open (struct source *src,
+                                              const struct hash_spec *spec,
+                                              struct fallback *fb);
 
 /* Client-side, the blocks whose digests come from elsewhere (--since:
  * a manifest) are not hashed.

@@ -25,6 +25,57 @@
 #include "progress.h"
 #include "signals.h"
 
+/* What the bytes go through: the blkhash construction, or with
+ * --plain one digest of them all.
+ */
+struct stream_hash {
+  const struct blk_params *p;
+  struct blk_stream s;          /* blkhash */
+  struct blk_ctx *ctx;          /* plain */
+  uint64_t size;
+};
+
+/* 0, or -1 with nothing to free. */
+static int
+sh_init (struct stream_hash *sh, const struct blk_params *p, bool plain)
+{
+  sh->p = p;
+  sh->size = 0;
+  sh->ctx = NULL;
+  if (!plain)
+    return blk_stream_init (&sh->s, p);
+  if ((sh->ctx = blk_ctx_new ()) == NULL)
+    return -1;
+  if (blk_ctx_init (sh->ctx, &p->digest) == -1) {
+    blk_ctx_free (sh->ctx);
+    return -1;
+  }
+  return 0;
+}
+
+static int
+sh_update (struct stream_hash *sh, const void *buf, size_t n)
+{
+  sh->size += n;
+  return sh->ctx ? blk_ctx_update (sh->ctx, buf, n)
+    : blk_stream_update (&sh->s, buf, n);
+}
+
+static int
+sh_final (struct stream_hash *sh, uint8_t *out)
+{
+  return sh->ctx ? blk_ctx_final (sh->ctx, out) : blk_stream_final (&sh->s, out);
+}
+
+static void
+sh_free (struct stream_hash *sh)
+{
+  if (sh->ctx)
+    blk_ctx_free (sh->ctx);
+  else
+    blk_stream_free (&sh->s);
+}
+
 /* Bytes read from the stream at a time. */
 #define STREAM_READ_BYTES (1024 * 1024)
 
@@ -96,7 +147,7 @@ stream_checksum (const char *name, int fd, const struct hash_spec *spec,
                  uint8_t *root, uint64_t *size, struct blk_params *p)
 {
   const struct hash_spec hs = hash_spec_or_defaults (spec);
-  struct blk_stream s;
+  struct stream_hash s;
   struct progress prog;
   uint8_t *buf = malloc (STREAM_READ_BYTES);
   /* Its first bytes, held until there are enough to probe; its last. */
@@ -119,7 +170,7 @@ stream_checksum (const char *name, int fd, const struct hash_spec *spec,
     free (buf);
     return -1;
   }
-  if (buf == NULL || blk_stream_init (&s, p) == -1) {
+  if (buf == NULL || sh_init (&s, p, hs.plain) == -1) {
     error_at (name, "out of memory");
     free (buf);
     blk_params_free (p);
@@ -161,7 +212,7 @@ stream_checksum (const char *name, int fd, const struct hash_spec *spec,
       held = 0;
     }
     keep_tail (tail, &tail_len, buf, n);
-    if (blk_stream_update (&s, buf, n) == -1) {
+    if (sh_update (&s, buf, n) == -1) {
       error_at (name, "%s failed", p->digest.name);
       goto out;
     }
@@ -174,7 +225,7 @@ stream_checksum (const char *name, int fd, const struct hash_spec *spec,
     if (refuse_image (name, first, first_len, NULL))
       goto out;
     keep_tail (tail, &tail_len, buf, held);
-    if (blk_stream_update (&s, buf, held) == -1) {
+    if (sh_update (&s, buf, held) == -1) {
       error_at (name, "%s failed", p->digest.name);
       goto out;
     }
@@ -183,7 +234,7 @@ stream_checksum (const char *name, int fd, const struct hash_spec *spec,
   if (!bytes && tail_len == BLK_VHD_FOOTER &&
       refuse_image (name, first, first_len, tail))
     goto out;
-  if (blk_stream_final (&s, root) == -1) {
+  if (sh_final (&s, root) == -1) {
     error_at (name, "%s failed", p->digest.name);
     goto out;
   }
@@ -191,7 +242,7 @@ stream_checksum (const char *name, int fd, const struct hash_spec *spec,
   progress_update (&prog, true);
   ret = 0;
  out:
-  blk_stream_free (&s);
+  sh_free (&s);
   free (buf);
   if (ret == -1)
     blk_params_free (p);
@@ -208,6 +259,7 @@ stream_input_checksum (struct input *in, uint8_t *root)
     return -1;
   s->hashed = true;
   in->params = &s->params;
+  in->plain = s->spec.plain;
   in->nblocks = blk_block_count (in->size, s->params.block_size);
   snprintf (in->about.format, sizeof in->about.format, "raw");
   return 0;

@@ -150,11 +150,8 @@ span_limits (struct view_input *v)
                       MAX (v->span_min, blk_blocks_per (START_SPAN_BYTES, bs)));
 }
 
-/* [ CMD ] without the filter in it: the user chose a plain server,
- * and needs no notice that nbdsum hashes client-side.
- */
-static bool
-plain_server_chosen (const char *name)
+bool
+view_filterless_chosen (const char *name)
 {
   char **argv = local_command_argv (name);
 
@@ -176,9 +173,9 @@ plain_server_chosen (const char *name)
  * taken at its word (it could as well lie consistently): only a size
  * that differs, or no such export, is refused.
  */
-static int
-check_image_size (struct source *src, const char *base,
-                  const char *view_name, const struct blk_header *hdr)
+int
+view_check_image_size (struct source *src, const char *base,
+                       const char *view_name, uint64_t image_size)
 {
   double deadline;
   struct nbd_handle *h = source_connect (src, base, SOURCE_QUIET, &deadline);
@@ -202,10 +199,10 @@ check_image_size (struct source *src, const char *base,
   }
   source_shutdown (h);
   nbd_close (h);
-  if ((uint64_t) size != hdr->image_size) {
+  if ((uint64_t) size != image_size) {
     error_at (src->name, "the blkhash view '%s' describes a %" PRIu64
               " byte image, but %s%s%s has %" PRIi64 " bytes: not "
-              "trusting it", view_name, hdr->image_size,
+              "trusting it", view_name, image_size,
               base[0] ? "export '" : "the default export",
               base, base[0] ? "'" : "", size);
     return -1;
@@ -255,7 +252,7 @@ view_input_open (struct source *src, const struct hash_spec *spec,
       nbd_close (h);
       return -1;
     }
-    if (plain_server_chosen (src->name))
+    if (view_filterless_chosen (src->name))
       notice = NULL;
     else if (asprintf (&notice, "no blkhash view '%s' (%s); hashing "
                        "client-side", view_name, source_error ()) == -1)
@@ -268,10 +265,11 @@ view_input_open (struct source *src, const struct hash_spec *spec,
     return 0;
   }
   r = read_header (src->name, spec, h, &hdr);
-  if (r == 0 && !plain_server_chosen (src->name))
+  if (r == 0 && !view_filterless_chosen (src->name))
     fb->notice = strdup ("the server has no blkhash view (is it running "
                          "nbdkit --filter=blkhash?); hashing client-side");
-  if (r == 1 && check_image_size (src, base, view_name, &hdr) == -1)
+  if (r == 1 && view_check_image_size (src, base, view_name,
+                                        hdr.image_size) == -1)
     r = -1;
   if (r <= 0) {
     free (base);

@@ -55,10 +55,23 @@ served_input_open (const char *name, const struct hash_spec *spec)
   /* The format a local file is read as, for its result. */
   if (src->server && local_server_format (src->server))
     snprintf (format, sizeof format, "%s", local_server_format (src->server));
+  /* A plain line without a format means the bytes (as sha256sum's):
+   * an untagged one cannot say the file was read as another format.
+   */
+  if (spec->plain && opts->tag == TAG_NEVER && format[0] &&
+      strcmp (format, "raw") != 0) {
+    error_at (name, "read as %s: an untagged line cannot say so, and "
+              "would be checked against the file's bytes (leave out "
+              "--untagged, or give --format=raw for the bytes)", format);
+    source_close (src);
+    return NULL;
+  }
   if (!opts->client_side)
-    r = view_input_open (src, spec, &in, &fb);
+    r = spec->plain ? plain_view_input_open (src, spec, &in, &fb)
+      : view_input_open (src, spec, &in, &fb);
   if (r == 0)
-    in = client_input_open (src, spec, &fb, NULL);
+    in = spec->plain ? plain_client_input_open (src, spec, &fb)
+      : client_input_open (src, spec, &fb, NULL);
   if (r == -1)
     source_close (src);
   if (in)
@@ -88,6 +101,11 @@ input_open (const char *name, const struct hash_spec *spec, unsigned flags)
            !local_command_argv (name) &&
            (fd = local_stream_open (name)) == -2)
     return NULL;
+  /* A plain digest of a stream is of its bytes, whatever they look
+   * like (what sha256sum gives; qemu cannot read a stream anyway).
+   */
+  if (fd >= 0 && hs.plain && hs.format == NULL)
+    hs.format = "raw";
   if (fd >= 0)
     in = stream_input_open (name, fd, &hs);
   else if (opts->since)
@@ -113,7 +131,8 @@ input_checksum (struct input *in, struct result *res)
   blk_hex (root, in->params->digest.len, res->hex);
   snprintf (res->digest, sizeof res->digest, "%s", in->params->digest.name);
   snprintf (res->method, sizeof res->method, "%s", in->ops->method);
-  res->block_size = in->params->block_size;
+  res->plain = in->plain;
+  res->block_size = in->plain ? 0 : in->params->block_size;
   res->size = in->size;
   res->seconds = now () - in->opened;
   return 0;

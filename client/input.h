@@ -50,6 +50,10 @@ struct input {
    */
   const struct blk_params *params;
   uint64_t size, nblocks;
+  /* Its checksum is a plain digest of the bytes (--plain): params only
+   * name the digest, and there are no blocks.
+   */
+  bool plain;
   /* What its result says besides the checksum: the format a local
    * file was read as, and for --since what was hashed.
    */

@@ -9,6 +9,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "helpers.h"
 #include "input.h"
@@ -31,6 +32,18 @@ print_sum_line (const struct result *res)
   /* --no-names: the value alone, as b3sum --no-names, for scripts. */
   if (opts->no_names) {
     printf ("%s%c", res->hex, opts->zero ? '\0' : '\n');
+    return;
+  }
+  /* A plain digest, as sha256sum --tag prints it (sha256sum's own
+   * form with --untagged), with the format when the file was read as
+   * another than raw: a line without one is checked against the bytes.
+   */
+  if (res->plain) {
+    if (opts->tag != TAG_NEVER)
+      flags |= BLK_SUM_TAGGED;
+    blk_fput_plain_line (stdout, flags, res->digest,
+                         res->format[0] && strcmp (res->format, "raw") != 0
+                         ? res->format : NULL, res->hex, res->name);
     return;
   }
   if (opts->tag == TAG_ALWAYS ||

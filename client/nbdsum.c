@@ -151,7 +151,10 @@ main (int argc, char **argv)
   mode = chosen_mode ();
 
   /* Inputs are hashed as the options say (--diff: B as A was). */
-  const struct hash_spec spec = { opts->digest, opts->block_size, NULL };
+  const struct hash_spec spec = {
+    opts->plain ? opts->plain_digest : opts->digest, opts->block_size, NULL,
+    opts->plain,
+  };
 
   /* No input: standard input, as sha256sum does. */
   args = &argv[first];

@@ -22,6 +22,7 @@
 #include "local.h"
 #include "messages.h"
 #include "options.h"
+#include "sumline.h"
 #include "usage.h"
 #include "util.h"
 
@@ -115,8 +116,11 @@ apply_formats (const struct format_option *fo, int nfo, char **inputs,
     const int end = k + 1 < nfo ? fo[k + 1].first : ninputs;
     int local = 0;
 
-    /* Only a tagged line records a format: -c would probe the file. */
-    if (format && parsed.tag == TAG_NEVER) {
+    /* Only a tagged line records a format: -c would probe the file
+     * (a plain line's reader takes the bytes: raw).
+     */
+    if (format && parsed.tag == TAG_NEVER &&
+        !(parsed.plain && strcmp (format, "raw") == 0)) {
       fprintf (stderr, "%s: --untagged does not go with --format=%s: an "
                "untagged line cannot record the format, and -c would "
                "probe the file instead (leave out --untagged)\n",
@@ -168,6 +172,32 @@ options_format (const char *name)
   return NULL;
 }
 
+/* --plain=ALG: a digest with a tag sha256sum's family writes
+ * (blk_plain_tag), by its canonical name, static.
+ */
+static const char *
+parse_plain_digest (const char *arg)
+{
+  static const char *const names[] = {
+    "md5", "sha1", "sha224", "sha256", "sha384", "sha512", "blake3",
+  };
+  struct blk_digest d;
+  const char *msg;
+
+  if ((msg = blk_digest_init (&d, arg)) == NULL) {
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+      if (strcmp (d.name, names[i]) == 0 && blk_plain_tag (names[i])) {
+        blk_digest_free (&d);
+        return names[i];
+      }
+    blk_digest_free (&d);
+  }
+  fprintf (stderr, "%s: --plain=%s: %s\n", progname, arg,
+           msg ? msg : "not a digest that sha256sum, md5sum and their kin "
+           "print (md5, sha1, sha224, sha256, sha384, sha512, blake3)");
+  exit (usage_status);
+}
+
 static unsigned
 parse_count (const char *opt, const char *arg, unsigned max)
 {
@@ -208,6 +238,7 @@ parse_options (int argc, char **argv, int *first_arg)
     OPT_LIST_DIGESTS, OPT_MANIFEST, OPT_TAG, OPT_UNTAGGED,
     OPT_CONNECT_TIMEOUT, OPT_NO_NAMES, OPT_BATS_HELPER, OPT_SINCE,
     OPT_DIRTY_BITMAP, OPT_IMMUTABLE_BACKING, OPT_CHECK_MANIFEST,
+    OPT_PLAIN,
   };
   static const struct option long_options[] = {
     { "connections", required_argument, NULL, 'C' },
@@ -216,6 +247,7 @@ parse_options (int argc, char **argv, int *first_arg)
     { "jobs", required_argument, NULL, 'j' },
     { "digest", required_argument, NULL, 'd' },
     { "block-size", required_argument, NULL, OPT_BLOCK_SIZE },
+    { "plain", optional_argument, NULL, OPT_PLAIN },
     { "format", required_argument, NULL, OPT_FORMAT },
     { "client-side", no_argument, NULL, OPT_CLIENT_SIDE },
     { "tag", no_argument, NULL, OPT_TAG },
@@ -296,6 +328,10 @@ parse_options (int argc, char **argv, int *first_arg)
       parsed.digest = optarg;
       break;
     }
+    case OPT_PLAIN:
+      parsed.plain = true;
+      parsed.plain_digest = parse_plain_digest (optarg ? optarg : "sha256");
+      break;
     case OPT_BLOCK_SIZE:
       if ((msg = blk_parse_size (optarg, &parsed.block_size)) != NULL) {
         fprintf (stderr, "%s: --block-size %s: %s\n", progname, optarg, msg);
@@ -408,6 +444,21 @@ parse_options (int argc, char **argv, int *first_arg)
   /* After "--", inputs only. */
   while (optind < argc)
     inputs[nargs++] = argv[optind++];
+  /* A plain digest is of the bytes: no blocks, nor a blkhash digest. */
+  if (parsed.plain) {
+    const char *other = parsed.blocks ? "--blocks"
+      : parsed.diff ? "--diff"
+      : parsed.since ? "--since"
+      : parsed.check_manifest ? "--check-manifest"
+      : parsed.block_size ? "--block-size"
+      : parsed.digest ? "-d (--digest)" : NULL;
+    if (other) {
+      fprintf (stderr, "%s: --plain does not go with %s: a plain digest "
+               "is of the whole image's bytes (give its digest as "
+               "--plain=ALG)\n", progname, other);
+      exit (usage_status);
+    }
+  }
   if ((parsed.diff && (parsed.check || parsed.blocks)) ||
       (parsed.check && parsed.blocks)) {
     fprintf (stderr, "%s: --check, --diff and --blocks do not go together\n",

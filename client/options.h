@@ -18,6 +18,8 @@ struct options {
   unsigned requests;            /* -R, default 16 */
   double connect_timeout;       /* --connect-timeout, seconds; 0: none */
   const char *digest;           /* -d, NULL: the server's default */
+  bool plain;                   /* --plain: digests of the bytes */
+  const char *plain_digest;     /* --plain=ALG, canonical; sha256 */
   uint64_t block_size;          /* --block-size, 0: the server's default */
   bool client_side;             /* --client-side */
   bool json;                    /* --json */
@@ -59,6 +61,10 @@ struct hash_spec {
   const char *digest;
   uint64_t block_size;
   const char *format;
+  /* A plain digest of the bytes (digest never NULL, block_size 0),
+   * not a blkhash checksum.
+   */
+  bool plain;
 };
 
 /* Parse argv (exits on errors, --help, --version, --list-digests);

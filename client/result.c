@@ -17,7 +17,11 @@ result_json_members (const struct result *res)
 {
   json_string ("checksum", res->hex);
   json_string ("digest", res->digest);
-  json_uint ("block-size", res->block_size);
+  /* A plain digest has no blocks. */
+  if (res->plain)
+    json_bool ("plain", true);
+  else
+    json_uint ("block-size", res->block_size);
   json_uint ("size", res->size);
   json_string ("method", res->method);
   if (res->format[0])

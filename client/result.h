@@ -18,7 +18,8 @@ struct result {
   const char *name;
   char hex[2 * BLK_DIGEST_MAX + 1];
   char digest[BLK_DIGEST_NAME_MAX + 1];
-  uint32_t block_size;
+  uint32_t block_size;          /* 0: a plain digest */
+  bool plain;                   /* a plain digest of the bytes */
   uint64_t size;
   char method[16];              /* server-side, client-side, stream... */
   /* A local file's or stream's format, as read ("" for URIs and

@@ -1,0 +1,303 @@
+/* Copyright (C) 2026 The nbdkit-blkhash developers
+ * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
+ */
+/* nbdsum --plain: the input whose server hashes it: its plain-digest
+ * view, NAME@digest:ALG (see nbdkit-blkhash-filter(1)).
+ *
+ * A plain digest is one serial pass over the bytes, kept per
+ * connection on the server: so one connection, on which NBD_CMD_CACHE
+ * of the span bytes [8192+a, 8192+b) makes the server hash through
+ * span b-1.  Requests go in order, PLAIN_SPANS spans each (at most
+ * that many MiB of work each), two in flight so that the server always
+ * has the next; each completing moves the bar.  Then every span byte
+ * must read 1 (hashed on this connection), and the digest at 4096 is
+ * read.  A server without the view (an older filter, any other server)
+ * answers with something that does not decode: nbdsum hashes
+ * client-side then, and says so.
+ */
+#include <config.h>
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "endpoint.h"
+#include "header.h"
+#include "helpers.h"
+#include "input-kinds.h"
+#include "messages.h"
+#include "minmax.h"
+#include "signals.h"
+#include "viewname.h"
+
+/* Spans per NBD_CMD_CACHE, and such requests in flight. */
+#define PLAIN_SPANS 64
+#define PLAIN_REQUESTS 2
+/* Span bytes read at a time when checking them. */
+#define SPAN_READ_BYTES (1024 * 1024)
+
+struct plain_view {
+  struct input in;
+  struct endpoint ep;
+  char *view_name;
+  uint64_t nspans, next_span;   /* next_span: its connection's thread */
+  bool use_cache;               /* else reading the digest does it all */
+};
+
+static const struct input_ops plain_view_ops;
+static endpoint_refill_fn plain_view_refill;
+
+/* Read and check the header.  Returns 1 if it is a plain-digest view
+ * of spec's digest, 0 if it does not decode (not such a view: hash
+ * client-side), -1 on error (printed).
+ */
+static int
+read_header (const char *name, const struct hash_spec *spec,
+             struct nbd_handle *h, struct blk_header *hdr)
+{
+  uint8_t buf[BLK_VIEW_HEADER_SIZE];
+  const int64_t view_size = nbd_get_size (h);
+  struct blk_digest d;
+  size_t len;
+
+  if (view_size == -1) {
+    error_at (name, "%s", nbd_get_error ());
+    return -1;
+  }
+  if (view_size < BLK_VIEW_DIGESTS_OFFSET)
+    return 0;
+  if (source_pread (h, buf, sizeof buf, 0) == -1) {
+    if (!stop_signal ())
+      error_at (name, "reading the plain-digest view's header: %s",
+                source_error ());
+    return -1;
+  }
+  /* Whatever else the export is, its digest is not to be trusted. */
+  if (blk_plain_header_decode (buf, sizeof buf, hdr) != NULL ||
+      blk_digest_init (&d, hdr->digest_name) != NULL)
+    return 0;
+  len = d.len;
+  blk_digest_free (&d);
+  if (len != hdr->digest_len || hdr->block_size != BLK_PLAIN_SPAN_SIZE ||
+      (uint64_t) view_size != blk_view_size (hdr) ||
+      !blk_digest_same (spec->digest, hdr->digest_name))
+    return 0;
+  return 1;
+}
+
+int
+plain_view_input_open (struct source *src, const struct hash_spec *spec,
+                       struct input **in, struct fallback *fb)
+{
+  double deadline;
+  struct nbd_handle *h = source_connect (src, NULL, 0, &deadline);
+  struct blk_header hdr;
+  struct plain_view *v;
+  struct endpoint *ep;
+  char *base, *view_name, *notice;
+  const char *msg;
+  int r;
+
+  if (h == NULL)
+    return -1;
+  if ((base = nbd_get_export_name (h)) == NULL) {
+    error_at (src->name, "%s", nbd_get_error ());
+    nbd_close (h);
+    return -1;
+  }
+  if ((view_name = blk_plain_view_name_build (base, spec->digest)) == NULL) {
+    error_at (src->name, "out of memory");
+    free (base);
+    nbd_close (h);
+    return -1;
+  }
+  if (nbd_set_export_name (h, view_name) == -1 ||
+      source_go (h, deadline) == -1) {
+    /* Only an unknown export means "no view" (as input-view.c). */
+    const int err = source_errno ();
+    if (stop_signal () || (err != ENOENT && err != EINVAL)) {
+      if (!stop_signal ())
+        error_at (src->name, "%s%s", source_error (), source_hint (h));
+      free (base);
+      free (view_name);
+      nbd_close (h);
+      return -1;
+    }
+    if (view_filterless_chosen (src->name))
+      notice = NULL;
+    else if (asprintf (&notice, "no plain-digest view '%s' (%s); hashing "
+                       "client-side", view_name, source_error ()) == -1)
+      notice = NULL;
+    free (view_name);
+    *fb = (struct fallback) {
+      .h = h, .export_name = base, .deadline = deadline, .notice = notice,
+    };
+    return 0;
+  }
+  r = read_header (src->name, spec, h, &hdr);
+  if (r == 0 && !view_filterless_chosen (src->name))
+    fb->notice = strdup ("the server has no plain-digest view (is it "
+                         "running nbdkit --filter=blkhash, of a version "
+                         "with --plain?); hashing client-side");
+  if (r == 1 &&
+      view_check_image_size (src, base, view_name, hdr.image_size) == -1)
+    r = -1;
+  free (base);
+  if (r <= 0) {
+    free (view_name);
+    nbd_close (h);
+    return r;
+  }
+
+  if ((v = calloc (1, sizeof *v)) == NULL) {
+    error_at (src->name, "out of memory");
+    free (view_name);
+    nbd_close (h);
+    return -1;
+  }
+  v->in.ops = &plain_view_ops;
+  v->in.name = src->name;
+  v->in.plain = true;
+  v->view_name = view_name;
+  v->nspans = hdr.block_count;
+  v->use_cache = nbd_can_cache (h) == 1;
+  ep = &v->ep;
+  /* One connection: the server's digest is this connection's. */
+  endpoint_init (ep, plain_view_refill, src, h);
+  ep->requests = PLAIN_REQUESTS;
+  ep->size = hdr.image_size;
+  ep->nblocks = hdr.block_count;
+  if ((msg = blk_params_init (&ep->own_params, hdr.digest_name,
+                              BLK_DEFAULT_BLOCK_SIZE)) != NULL) {
+    error_at (src->name, "%s: %s", hdr.digest_name, msg);
+    endpoint_close (ep);
+    free (v->view_name);
+    free (v);
+    return -1;
+  }
+  ep->params = &ep->own_params;
+  v->in.params = ep->params;
+  v->in.size = ep->size;
+  *in = &v->in;
+  return 1;
+}
+
+static void
+plain_view_close (struct input *in)
+{
+  struct plain_view *v = container_of (in, struct plain_view, in);
+  struct source *src = v->ep.src;
+
+  endpoint_close (&v->ep);
+  blk_params_free (&v->ep.own_params);
+  free (v->view_name);
+  free (v);
+  source_close (src);
+}
+
+static int
+cache_done (void *opaque, int *error)
+{
+  struct request *r = opaque;
+  struct endpoint *ep = r->ep;
+  const uint64_t start = r->first * BLK_PLAIN_SPAN_SIZE;
+  const uint64_t end = MIN ((r->first + r->count) * BLK_PLAIN_SPAN_SIZE,
+                            ep->size);
+
+  if (*error)
+    endpoint_fail (ep, "server failed to hash image bytes from %" PRIu64
+                   ": %s", start, strerror (*error));
+  else
+    progress_add (&ep->progress, end - start, end - start);
+  r->c->in_flight--;
+  return 1;
+}
+
+static int
+plain_view_refill (struct endpoint *ep, unsigned i)
+{
+  struct plain_view *v = container_of (ep, struct plain_view, ep);
+  struct conn *c = &ep->conns[i];
+  const uint64_t first = v->next_span;
+  const uint64_t count = MIN ((uint64_t) PLAIN_SPANS, v->nspans - first);
+  struct request *r;
+
+  if (!v->use_cache || count == 0)
+    return 0;
+  if ((r = request_new (c, first, count, 0)) == NULL)
+    return -1;
+  if (nbd_aio_cache (c->h, count, BLK_VIEW_DIGESTS_OFFSET + first,
+                     (nbd_completion_callback) {
+                       .callback = cache_done, .user_data = r,
+                       .free = request_free }, 0) == -1) {
+    endpoint_fail (ep, "%s", nbd_get_error ());
+    return -1;
+  }
+  v->next_span = first + count;
+  c->in_flight++;
+  return 1;
+}
+
+/* Every span hashed on this connection, as the server says. */
+static int
+check_spans (struct plain_view *v)
+{
+  struct endpoint *ep = &v->ep;
+  uint8_t *buf = malloc (SPAN_READ_BYTES);
+  int r = -1;
+
+  if (buf == NULL) {
+    error_at (ep->src->name, "out of memory");
+    return -1;
+  }
+  for (uint64_t s = 0; s < v->nspans; s += SPAN_READ_BYTES) {
+    const size_t n = MIN (v->nspans - s, (uint64_t) SPAN_READ_BYTES);
+    if (source_pread (ep->conns[0].h, buf, n,
+                      BLK_VIEW_DIGESTS_OFFSET + s) == -1) {
+      if (!stop_signal ())
+        error_at (ep->src->name, "reading the plain-digest view: %s",
+                  source_error ());
+      goto out;
+    }
+    for (size_t k = 0; k < n; k++)
+      if (buf[k] != 1) {
+        error_at (ep->src->name, "the server did not hash span %" PRIu64
+                  " of '%s' (it says %u): not trusting its digest",
+                  s + k, v->view_name, buf[k]);
+        goto out;
+      }
+  }
+  r = 0;
+ out:
+  free (buf);
+  return r;
+}
+
+static int
+plain_view_checksum (struct input *in, uint8_t *root)
+{
+  struct plain_view *v = container_of (in, struct plain_view, in);
+  struct endpoint *ep = &v->ep;
+
+  if (endpoint_run (ep) == -1)
+    return -1;
+  if (v->use_cache && check_spans (v) == -1)
+    return -1;
+  /* Without CACHE this one read does all the work. */
+  if (source_pread (ep->conns[0].h, root, ep->params->digest.len,
+                    BLK_VIEW_ROOT_OFFSET) == -1) {
+    if (!stop_signal ())
+      error_at (ep->src->name, "reading the digest: %s", source_error ());
+    return -1;
+  }
+  return 0;
+}
+
+static const struct input_ops plain_view_ops = {
+  .method = "server-side",
+  .checksum = plain_view_checksum,
+  .digests = NULL,
+  .close = plain_view_close,
+};
