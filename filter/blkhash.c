@@ -10,7 +10,8 @@
  * digests and checksum (view.c), computed next to the storage
  * (hasher.c) and shared with what data clients read and write
  * (passive.c) through per-export block tables (exports.c); blkhash-file
- * is results.c's.
+ * is results.c's.  NAME@digest[:DIGEST] serves a plain digest of its
+ * content (plain.c).
  */
 #include <config.h>
 
@@ -51,8 +52,10 @@ struct handle {
   uint64_t since;                       /* view: its session clock */
   struct blkhash_table *table;          /* data: fed by traffic, or NULL;
                                            view: from its first request */
-  bool is_view;                         /* NAME@blkhash... */
+  bool is_view;                         /* NAME@blkhash..., NAME@digest... */
   struct blkhash_view *view;            /* view: from prepare */
+  char *plain_digest;                   /* NAME@digest: its digest */
+  struct blkhash_plain_view *plain;     /* NAME@digest: from prepare */
   pthread_mutex_t lock;                 /* view: getting the table */
 };
 
@@ -272,7 +275,20 @@ blkhash_open (nbdkit_next_open *next, nbdkit_context *context,
     nbdkit_error ("blkhash: export '%s': %s", exportname, msg);
     goto err;
   }
-  if (view) {
+  if (view && vn.plain) {
+    h->name = vn.base;
+    h->plain_digest = vn.digest ? vn.digest
+      : strdup (BLK_PLAIN_DEFAULT_DIGEST);
+    vn.base = vn.digest = NULL;
+    if (h->plain_digest == NULL) {
+      nbdkit_error ("strdup: %m");
+      goto err;
+    }
+    h->is_view = true;
+    if (next (context, 1, h->name) == -1)
+      goto err;
+  }
+  else if (view) {
     h->name = vn.base;
     vn.base = NULL;
     h->params = blkhash_params_get (exportname,
@@ -299,6 +315,7 @@ blkhash_open (nbdkit_next_open *next, nbdkit_context *context,
 
  err:
   pthread_mutex_destroy (&h->lock);
+  free (h->plain_digest);
   free (h->name);
   free (h);
   return NULL;
@@ -357,7 +374,9 @@ blkhash_close (void *handle)
   /* nbdkit skips finalize when the handshake fails after prepare. */
   blkhash_leave (NULL, h);
   blkhash_view_free (h->view);
+  blkhash_plain_view_free (h->plain);
   pthread_mutex_destroy (&h->lock);
+  free (h->plain_digest);
   free (h->name);
   free (h);
 }
@@ -366,6 +385,12 @@ static bool
 is_view (const struct handle *h)
 {
   return h->is_view;
+}
+
+static bool
+is_plain (const struct handle *h)
+{
+  return h->plain_digest != NULL;
 }
 
 static int
@@ -381,7 +406,14 @@ blkhash_prepare (nbdkit_next *next, void *handle, int readonly)
   if (h->e == NULL)
     return -1;
 
-  if (is_view (h)) {
+  if (is_plain (h)) {
+    h->plain = blkhash_plain_view_new (h->name, h->plain_digest, size);
+    if (h->plain == NULL) {
+      blkhash_leave (NULL, h);
+      return -1;
+    }
+  }
+  else if (is_view (h)) {
     /* Its table comes with the first request that needs it, so that
      * running out of memory is that request's ENOMEM.  Its answers
      * cover every change made before it connected.
@@ -445,6 +477,8 @@ blkhash_get_size (nbdkit_next *next, void *handle)
 {
   struct handle *h = handle;
 
+  if (is_plain (h))
+    return blkhash_plain_view_size (h->plain);
   return is_view (h) ? blkhash_view_size (h->view) : next->get_size (next);
 }
 
@@ -457,7 +491,14 @@ blkhash_export_description (nbdkit_next *next, void *handle)
 
   if (!is_view (h))
     return next->export_description (next);
-  if (asprintf (&s, "blkhash view of %s (%s, %" PRIu32 " byte blocks)",
+  if (is_plain (h)) {
+    if (asprintf (&s, "%s of %s", blkhash_plain_view_digest (h->plain),
+                  h->name[0] ? h->name : "the default export") == -1) {
+      nbdkit_error ("asprintf: %m");
+      return NULL;
+    }
+  }
+  else if (asprintf (&s, "blkhash view of %s (%s, %" PRIu32 " byte blocks)",
                 h->name[0] ? h->name : "the default export",
                 h->params->digest.name, h->params->block_size) == -1) {
     nbdkit_error ("asprintf: %m");
@@ -483,8 +524,8 @@ blkhash_block_size (nbdkit_next *next, void *handle,
 }
 
 /* The view is read-only, has no extents of its own (nbdkit reports it
- * all data), and serves CACHE itself; it is the same for every
- * connection (multi-conn).
+ * all data), and serves CACHE itself; a blkhash view is the same for
+ * every connection (multi-conn), a plain one is each connection's.
  */
 static int
 blkhash_can_write (nbdkit_next *next, void *handle)
@@ -531,6 +572,8 @@ blkhash_can_fua (nbdkit_next *next, void *handle)
 static int
 blkhash_can_multi_conn (nbdkit_next *next, void *handle)
 {
+  if (is_plain (handle))
+    return 0;
   return is_view (handle) ? 1 : next->can_multi_conn (next);
 }
 
@@ -546,6 +589,8 @@ blkhash_pread (nbdkit_next *next, void *handle, void *buf, uint32_t count,
 {
   struct handle *h = handle;
 
+  if (is_plain (h))
+    return blkhash_plain_view_pread (next, h->plain, buf, count, offset, err);
   if (is_view (h)) {
     struct blk_table *t;
     if (view_table (h, count, offset, &t, err) == -1)
@@ -639,6 +684,8 @@ blkhash_cache_request (nbdkit_next *next, void *handle, uint32_t count,
 {
   struct handle *h = handle;
 
+  if (is_plain (h))
+    return blkhash_plain_view_cache (next, h->plain, count, offset, err);
   if (is_view (h)) {
     struct blk_table *t;
     if (view_table (h, count, offset, &t, err) == -1)
