@@ -41,6 +41,11 @@ bool blkhash_cache;
 unsigned blkhash_workers;
 enum blkhash_readahead blkhash_readahead = BLKHASH_READAHEAD_AUTO;
 bool blkhash_plugin_parallel;
+/* blkhash-views-only=true: the data exports are refused, their views
+ * served, so a host can let others check images it does not let them
+ * read.
+ */
+static bool views_only;
 
 static const char *digest_name = BLK_DEFAULT_DIGEST;
 static uint64_t block_size = BLK_DEFAULT_BLOCK_SIZE;
@@ -137,6 +142,15 @@ blkhash_config (nbdkit_next_config *next, nbdkit_backend *nxdata,
     blkhash_file_name = value;
     return 0;
   }
+  else if (strcmp (key, "blkhash-views-only") == 0) {
+    int r = nbdkit_parse_bool (value);
+    if (r == -1) {
+      nbdkit_error ("blkhash-views-only=%s: expected true or false", value);
+      return -1;
+    }
+    views_only = r;
+    return 0;
+  }
   else if (strcmp (key, "blkhash-cache") == 0) {
     int r = nbdkit_parse_bool (value);
     if (r == -1) {
@@ -180,7 +194,9 @@ blkhash_config_complete (nbdkit_next_config_complete *next,
   "                           (default: online CPUs).\n" \
   "blkhash-readahead=auto|<BOOL>\n" \
   "                           Two reads in flight per request: auto\n" \
-  "                           on slow storage with idle CPUs (default)."
+  "                           on slow storage with idle CPUs (default).\n" \
+  "blkhash-views-only=<BOOL>  Serve the views, refuse the data exports\n" \
+  "                           (default false)."
 
 static void
 blkhash_cleanup (nbdkit_backend *backend)
@@ -224,17 +240,22 @@ blkhash_list_exports (nbdkit_next_list_exports *next, nbdkit_backend *nxdata,
                       struct nbdkit_exports *exports)
 {
   size_t i, n;
+  /* With blkhash-views-only the plugin's exports are not listed. */
+  struct nbdkit_exports *data = views_only ? nbdkit_exports_new () : exports;
+  int ret = -1;
 
-  if (next (nxdata, readonly, exports) == -1)
-    return -1;
+  if (data == NULL || next (nxdata, readonly, data) == -1)
+    goto out;
 
   /* A plugin that only has a default export lists nothing here. */
-  n = nbdkit_exports_count (exports);
-  if (n == 0)
-    return nbdkit_add_export (exports, BLK_VIEW_MARKER,
-                              "blkhash view of the default export");
+  n = nbdkit_exports_count (data);
+  if (n == 0) {
+    ret = nbdkit_add_export (exports, BLK_VIEW_MARKER,
+                             "blkhash view of the default export");
+    goto out;
+  }
   for (i = 0; i < n; i++) {
-    const struct nbdkit_export ex = nbdkit_get_export (exports, i);
+    const struct nbdkit_export ex = nbdkit_get_export (data, i);
     char *name = blk_view_name_build (ex.name, NULL, 0);
     char *desc = NULL;
     int r;
@@ -244,15 +265,19 @@ blkhash_list_exports (nbdkit_next_list_exports *next, nbdkit_backend *nxdata,
                   ex.name[0] ? ex.name : "the default export") == -1) {
       nbdkit_error ("blkhash: out of memory");
       free (name);
-      return -1;
+      goto out;
     }
     r = nbdkit_add_export (exports, name, desc);
     free (name);
     free (desc);
     if (r == -1)
-      return -1;
+      goto out;
   }
-  return 0;
+  ret = 0;
+ out:
+  if (data && data != exports)
+    nbdkit_exports_free (data);
+  return ret;
 }
 
 static void *
@@ -301,6 +326,13 @@ blkhash_open (nbdkit_next_open *next, nbdkit_context *context,
     h->is_view = true;
     if (next (context, 1, h->name) == -1)
       goto err;
+  }
+  else if (views_only) {
+    nbdkit_error ("blkhash: export '%s': this server serves only its "
+                  "views (blkhash-views-only=true): ask for '%s"
+                  BLK_VIEW_MARKER "' or '%s" BLK_PLAIN_MARKER ":sha256'",
+                  exportname, exportname, exportname);
+    goto err;
   }
   else {
     h->name = strdup (exportname);
@@ -393,6 +425,13 @@ is_plain (const struct handle *h)
   return h->plain_digest != NULL;
 }
 
+/* What a view's header says of the server. */
+static uint32_t
+view_flags (void)
+{
+  return views_only ? BLK_VIEW_FLAG_VIEWS_ONLY : 0;
+}
+
 static int
 blkhash_prepare (nbdkit_next *next, void *handle, int readonly)
 {
@@ -407,7 +446,8 @@ blkhash_prepare (nbdkit_next *next, void *handle, int readonly)
     return -1;
 
   if (is_plain (h)) {
-    h->plain = blkhash_plain_view_new (h->name, h->plain_digest, size);
+    h->plain = blkhash_plain_view_new (h->name, h->plain_digest, size,
+                                       view_flags ());
     if (h->plain == NULL) {
       blkhash_leave (NULL, h);
       return -1;
@@ -419,7 +459,7 @@ blkhash_prepare (nbdkit_next *next, void *handle, int readonly)
      * cover every change made before it connected.
      */
     h->since = blkhash_cache ? 0 : blkhash_session_tick ();
-    h->view = blkhash_view_new (size, h->params);
+    h->view = blkhash_view_new (size, h->params, view_flags ());
     if (h->view == NULL) {
       blkhash_leave (NULL, h);  /* served nothing, as if gone */
       return -1;

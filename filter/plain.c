@@ -266,7 +266,8 @@ struct blkhash_plain_view {
 };
 
 struct blkhash_plain_view *
-blkhash_plain_view_new (const char *name, const char *digest, uint64_t size)
+blkhash_plain_view_new (const char *name, const char *digest, uint64_t size,
+                        uint32_t flags)
 {
   struct blkhash_plain_view *v = calloc (1, sizeof *v);
   const char *msg;
@@ -284,6 +285,7 @@ blkhash_plain_view_new (const char *name, const char *digest, uint64_t size)
   pthread_mutex_init (&v->lock, NULL);
   v->name = name;
   blk_plain_header_init (&v->h, size, v->d.name, v->d.len);
+  v->h.flags = flags;
   blk_header_encode (&v->h, v->header);
   return v;
 }
