@@ -435,10 +435,12 @@ blkhash_results_write_begin (void)
 {
   bool dropped = false;
 
+  /* Counted in first: see result_record.  Counted without blkhash-file
+   * too, for the plain-digest view (blkhash_writes_stamp).
+   */
+  atomic_fetch_add (&writes_begun, 1);
   if (blkhash_file == NULL)
     return;
-  /* Counted in first: see result_record. */
-  atomic_fetch_add (&writes_begun, 1);
   if (atomic_load (&nresults) == 0 && !atomic_load (&old_lines))
     return;
   {
@@ -459,8 +461,22 @@ blkhash_results_write_begin (void)
 void
 blkhash_results_write_end (void)
 {
-  if (blkhash_file)
-    atomic_fetch_add (&writes_ended, 1);
+  atomic_fetch_add (&writes_ended, 1);
+}
+
+uint64_t
+blkhash_writes_stamp (void)
+{
+  uint64_t stamp;
+
+  writes_stamp (&stamp);
+  return stamp;
+}
+
+bool
+blkhash_writes_since (uint64_t stamp)
+{
+  return writes_since (stamp);
 }
 
 /* Record a checksum computed after stamp, saying why not if a write
