@@ -5,10 +5,16 @@
  *
  * Lines are 'CHECKSUM  NAME' or 'BLKHASH-DIGEST/BLOCKSIZE (NAME) =
  * CHECKSUM' (nbdsum's and blkhash-file's formats), mixed in any order,
- * read by blk_sum_line_parse in lib/sumline.c.  A tagged line is
- * hashed as its tag says, its file read as the format the tag names,
- * if any; -d and --block-size only apply to untagged lines, which mean
- * sha256 and 64K without them.  Everything printed is a turn, queued
+ * read by blk_sum_line_parse in lib/sumline.c, and plain digests
+ * of the bytes as sha256sum --tag writes them ('SHA256 (NAME) =
+ * CHECKSUM'; with --plain[=ALG], untagged lines are such digests too,
+ * as sha256sum writes them).  A tagged line is hashed as its tag says,
+ * its file read as the format the tag names, if any (a plain line
+ * without one: its bytes); -d and --block-size only apply to untagged
+ * lines, which mean sha256 and 64K without them.  '#' lines are
+ * comments (Fedora's CHECKSUM files have them), and a clear-signed
+ * file (gpg --clearsign) is read for its signed lines only, its
+ * signature not checked (say so).  Everything printed is a turn, queued
  * in order (jobs.h) and printed when it comes back: with -j several
  * lines' inputs are hashed at once, and the output is the same.
  */
@@ -26,6 +32,7 @@
 #include "helpers.h"
 #include "jobs.h"
 #include "json.h"
+#include "local.h"
 #include "messages.h"
 #include "modes.h"
 #include "signals.h"
@@ -98,6 +105,7 @@ struct turn {
   enum {
     FILE_BEGIN,                 /* with --json its object, or why not */
     MALFORMED,                  /* an improperly formatted line */
+    UNSIGNED,                   /* a clear-signed file's notice */
     LINE,                       /* a line's verdict, its input hashed */
     LINE_REFUSED,               /* a line naming the file being read */
     FILE_END,                   /* its counts, and why it failed */
@@ -235,8 +243,9 @@ file_end (struct check_run *run, struct file_check *fc)
   if (named && fc->untagged_failed == named && !opts->status &&
       (named > 1 || looks_published (path)))
     notice_at (path, "no line matched: if the lines come from sha256sum, "
-               "they are plain sha256 checksums of the bytes, which nbdsum "
-               "does not compute (it prints and checks blkhash checksums)");
+               "they are plain sha256 digests of the bytes, which nbdsum "
+               "checks with --plain (untagged lines are blkhash checksums "
+               "without it)");
   /* As sha256sum: the lines read were checked, the file fails. */
   if (fc->read_errno) {
     char *msg = NULL;
@@ -269,6 +278,14 @@ take_turn (struct check_run *run, const struct job_item *item)
     case MALFORMED:
       fprintf (stderr, "%s: %s: %u: improperly formatted checksum line "
                "(%s)\n", progname, tn->fc->path, tn->lineno, tn->why);
+      break;
+    case UNSIGNED:
+      /* Not a notice -q silences: the file looks signed, and is not
+       * checked as such.
+       */
+      if (!opts->status)
+        fprintf (stderr, "%s: %s: PGP signature not checked (verify it "
+                 "with gpgv)\n", progname, tn->fc->path);
       break;
     case LINE:
       line_done (run, tn, item->out);
@@ -348,6 +365,90 @@ names_file (const char *name, const struct stat *file)
     st.st_dev == file->st_dev && st.st_ino == file->st_ino;
 }
 
+/* Where a line is in a clear-signed file (RFC 4880, 7.1). */
+enum armour {
+  ARMOUR_NONE,                  /* not signed (or not yet seen) */
+  ARMOUR_HEADERS,               /* "Hash:" lines, up to a blank one */
+  ARMOUR_SIGNED,                /* the signed lines, dash-escaped */
+  ARMOUR_SIGNATURE,             /* the signature block */
+  ARMOUR_AFTER,                 /* after it: not signed, not read */
+};
+
+#define PGP_BEGIN_SIGNED "-----BEGIN PGP SIGNED MESSAGE-----"
+#define PGP_BEGIN_SIGNATURE "-----BEGIN PGP SIGNATURE-----"
+#define PGP_END_SIGNATURE "-----END PGP SIGNATURE-----"
+
+/* Is line (its end of line dropped) exactly s? */
+static bool
+line_is (const char *line, const char *s)
+{
+  const size_t n = strlen (s);
+
+  return strncmp (line, s, n) == 0 &&
+    line[n + strspn (line + n, "\r\n")] == '\0';
+}
+
+/* The line to check, or NULL to skip it (the armour, comments), as
+ * lineno of a file is read: *a is where it is in a clear-signed file.
+ * A dash-escaped line ("- ...") is unescaped.
+ */
+static char *
+unarmour (char *line, unsigned lineno, enum armour *a, bool *signed_file)
+{
+  switch (*a) {
+  case ARMOUR_NONE:
+    if (lineno == 1 && line_is (line, PGP_BEGIN_SIGNED)) {
+      *a = ARMOUR_HEADERS;
+      *signed_file = true;
+      return NULL;
+    }
+    break;
+  case ARMOUR_HEADERS:
+    if (line[strspn (line, "\r\n")] == '\0')
+      *a = ARMOUR_SIGNED;
+    return NULL;
+  case ARMOUR_SIGNED:
+    if (line_is (line, PGP_BEGIN_SIGNATURE)) {
+      *a = ARMOUR_SIGNATURE;
+      return NULL;
+    }
+    if (strncmp (line, "- ", 2) == 0)
+      line += 2;
+    break;
+  case ARMOUR_SIGNATURE:
+    if (line_is (line, PGP_END_SIGNATURE))
+      *a = ARMOUR_AFTER;
+    return NULL;
+  case ARMOUR_AFTER:
+    return NULL;
+  }
+  /* Comments, as in Fedora's CHECKSUM files ("# NAME: N bytes"). */
+  if (line[0] == '#')
+    return NULL;
+  return line;
+}
+
+/* How a line is hashed (*spec: its storage), or NULL: as the run's
+ * untagged lines.  A plain line without a format is of the bytes: a
+ * local file read as raw, whatever it holds (what sha256sum read).
+ */
+static const struct hash_spec *
+line_spec (const struct check_run *run, const struct blk_sum_line *sl,
+           struct hash_spec *spec)
+{
+  const bool local = !is_uri (sl->name) && !local_command_argv (sl->name);
+
+  if (sl->tagged)
+    *spec = (struct hash_spec) {
+      sl->digest, sl->block_size, sl->format, sl->plain
+    };
+  else
+    *spec = *run->untagged;
+  if (spec->plain && spec->format == NULL && local)
+    spec->format = "raw";
+  return spec;
+}
+
 /* Read the file's lines and queue each, with what is printed around
  * them (with -j several lines are hashed at once).
  */
@@ -367,9 +468,11 @@ check_one_file (struct check_run *run, const char *path)
   struct stat st;
   struct turn *tn;
   const char *msg;
-  char *line = NULL, *name;
+  char *line = NULL, *name, *text;
   size_t size = 0;
   unsigned lineno = 0;
+  enum armour armour = ARMOUR_NONE;
+  bool signed_file = false;
 
   /* A fifo nobody writes to: the signal ended the wait in open. */
   if (fp == NULL && stop_signal ())
@@ -402,7 +505,12 @@ check_one_file (struct check_run *run, const char *path)
     if (ferror (fp))
       break;
     lineno++;
-    if ((msg = blk_sum_line_parse (line, run->hexlen, &sl)) != NULL) {
+    if ((text = unarmour (line, lineno, &armour, &signed_file)) == NULL) {
+      if (signed_file && lineno == 1)
+        queue (run, new_turn (UNSIGNED, fc, lineno), NULL);
+      continue;
+    }
+    if ((msg = blk_sum_line_parse (text, run->hexlen, &sl)) != NULL) {
       fc->malformed++;
       /* A line with a digest this build lacks is not malformed, but
        * cannot be read here: always say why.
@@ -417,8 +525,8 @@ check_one_file (struct check_run *run, const char *path)
     fc->lines++;
     name = sl.name;
     /* The tag says how the line was made: it wins over -d. */
-    const struct hash_spec tagged = { sl.digest, sl.block_size, sl.format };
-    const struct hash_spec *spec = sl.tagged ? &tagged : run->untagged;
+    struct hash_spec line_hs;
+    const struct hash_spec *spec = line_spec (run, &sl, &line_hs);
     if (opts->ignore_missing && missing (name))
       continue;
     fc->verified++;
@@ -434,7 +542,8 @@ check_one_file (struct check_run *run, const char *path)
     tn = new_turn (refused ? LINE_REFUSED : LINE, fc, lineno);
     tn->why = refused;
     tn->reads_stdin = is_stdin;
-    tn->tagged = sl.tagged;
+    /* What the hint of a file of failures is about: blkhash lines. */
+    tn->tagged = sl.tagged || spec->plain;
     tn->name = strdup_or_exit (name);
     tn->expected = strdup_or_exit (sl.hex);
     queue (run, tn, refused ? NULL : spec);

@@ -106,7 +106,8 @@ refuse_view_export (const char *name, const char *uri, const char *export)
   else {
     if (parsed)
       blk_view_name_free (&inner);
-    marker = strstr (export, BLK_VIEW_MARKER);
+    marker = strstr (export, parsed && v.plain ? BLK_PLAIN_MARKER
+                     : BLK_VIEW_MARKER);
     image = strndup (export, marker ? (size_t) (marker - export)
                      : strlen (export));
   }
@@ -118,13 +119,14 @@ refuse_view_export (const char *name, const char *uri, const char *export)
               blk_format_block_size (v.block_size, spelt));
   }
 
-  error_at (name, "export '%s' is a blkhash view, not a disk image", export);
+  error_at (name, "export '%s' is a %s view, not a disk image", export,
+            parsed && v.plain ? "plain-digest" : "blkhash");
   if (image_uri == NULL)
     error_at (name, "out of memory");
   else
     error_at (name, "use the image's URI instead: '%s'%s%s%s%s", image_uri,
               parsed && (v.digest || v.block_size) ? " with" : "",
-              parsed && v.digest ? " -d " : "",
+              parsed && v.digest ? v.plain ? " --plain=" : " -d " : "",
               parsed && v.digest ? v.digest : "", bs);
   if (parsed)
     blk_view_name_free (&v);
