@@ -870,8 +870,7 @@ disk.img: OK" ]
 # checksum file itself, when read from a pipe), its checksum that of
 # what a reader of the same pipe gets after stdio's first 4096 bytes:
 # a long malformed line's end (not '#': a comment), a good line and a
-# bad one.  Hashing
-# NAME would swallow them and say OK.
+# bad one.  Hashing NAME would swallow them and say OK.
 crafted_sums () {
   local sum
   sum=$(reference sha256 65536 disk.img)
