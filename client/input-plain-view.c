@@ -7,11 +7,11 @@
  * A plain digest is one serial pass over the bytes, kept per
  * connection on the server: so one connection, on which NBD_CMD_CACHE
  * of the span bytes [8192+a, 8192+b) makes the server hash through
- * span b-1.  Requests go in order, PLAIN_SPANS spans each (at most
- * that many MiB of work each), two in flight so that the server always
- * has the next; each completing moves the bar.  Then every span byte
- * must read 1 (hashed on this connection), and the digest at 4096 is
- * read.  A server without the view (an older filter, any other server)
+ * span b-1 (spans of the header's size, 1 MiB).  Requests go in order,
+ * PLAIN_SPANS spans each (at most that many MiB of work each, then),
+ * two in flight so that the server always has the next; each
+ * completing moves the bar.  Then every span byte must read 1 (hashed
+ * on this connection), and the digest at 4096 is read.  A server without the view (an older filter, any other server)
  * answers with something that does not decode: nbdsum hashes
  * client-side then, and says so.
  */
@@ -43,6 +43,7 @@ struct plain_view {
   struct endpoint ep;
   char *view_name;
   uint64_t nspans, next_span;   /* next_span: its connection's thread */
+  uint32_t span_size;           /* the header's (the filter's: 1 MiB) */
   bool use_cache;               /* else reading the digest does it all */
 };
 
@@ -80,7 +81,7 @@ read_header (const char *name, const struct hash_spec *spec,
     return 0;
   len = d.len;
   blk_digest_free (&d);
-  if (len != hdr->digest_len || hdr->block_size != BLK_PLAIN_SPAN_SIZE ||
+  if (len != hdr->digest_len ||
       (uint64_t) view_size != blk_view_size (hdr) ||
       !blk_digest_same (spec->digest, hdr->digest_name))
     return 0;
@@ -163,6 +164,7 @@ plain_view_input_open (struct source *src, const struct hash_spec *spec,
   v->in.plain = true;
   v->view_name = view_name;
   v->nspans = hdr.block_count;
+  v->span_size = hdr.block_size;
   v->use_cache = nbd_can_cache (h) == 1;
   ep = &v->ep;
   /* One connection: the server's digest is this connection's. */
@@ -203,9 +205,9 @@ cache_done (void *opaque, int *error)
 {
   struct request *r = opaque;
   struct endpoint *ep = r->ep;
-  const uint64_t start = r->first * BLK_PLAIN_SPAN_SIZE;
-  const uint64_t end = MIN ((r->first + r->count) * BLK_PLAIN_SPAN_SIZE,
-                            ep->size);
+  const uint64_t span = container_of (ep, struct plain_view, ep)->span_size;
+  const uint64_t start = r->first * span;
+  const uint64_t end = MIN ((r->first + r->count) * span, ep->size);
 
   if (*error)
     endpoint_fail (ep, "server failed to hash image bytes from %" PRIu64

@@ -200,6 +200,9 @@ check_dir () {
   grep -q '^SHA256 (r1.img) = ' TAGGED
   run -0 sha256sum -c TAGGED
   [ "${lines[0]}" = "r1.img: OK" ]
+  # -j: the same lines, in order.
+  run -0 "$NBDSUM" -j 2 --plain r1.img r4.img
+  [ "$output" = "$(cat TAGGED)" ]
   "$NBDSUM" --plain --untagged r1.img r4.img > UNTAGGED
   [ "$(cat UNTAGGED)" = "$(sha256sum r1.img r4.img)" ]
   run -0 sha256sum -c UNTAGGED
