@@ -428,9 +428,10 @@ unarmour (char *line, unsigned lineno, enum armour *a, bool *signed_file)
   return line;
 }
 
-/* How a line is hashed (*spec: its storage), or NULL: as the run's
- * untagged lines.  A plain line without a format is of the bytes: a
- * local file read as raw, whatever it holds (what sha256sum read).
+/* How a line is hashed, in *spec (returned): as its tag says, or as
+ * the run's untagged lines.  A plain line without a format is of the
+ * bytes: a local file read as raw, whatever it holds (what sha256sum
+ * read).
  */
 static const struct hash_spec *
 line_spec (const struct check_run *run, const struct blk_sum_line *sl,

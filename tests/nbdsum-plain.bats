@@ -62,9 +62,9 @@ plain_hex () {
   esac
 }
 
-# check_all DIGEST DIR URI-OF-NAME [NBDSUM OPTIONS...]: every image of
-# DIR, hashed as uri_for NAME says, has the reference digest; prints
-# what was hashed.
+# check_dir DIGEST DIR served|local|stdin [NBDSUM OPTIONS...]: every
+# image of DIR, hashed from the server on $sock, as a local file or
+# from standard input, has the reference digest; prints how many.
 check_dir () {
   local d=$1 dir=$2 how=$3 f name want got n=0
   shift 3
@@ -129,13 +129,18 @@ check_dir () {
   done
 }
 
-@test "nbdsum-plain: md5, sha1, sha256, sha512 of random and vector images, client-side" {
+@test "nbdsum-plain: md5, sha1, sha256, sha512 of random and vector images, client-side, with and without the filter" {
   local d
   start_server f file dir="$R"
   for d in md5 sha1 sha256 sha512; do
     check_dir "$d" "$R" served --client-side
   done
-  start_nbdkit g file dir="$V"
+  # A server without the filter.
+  start_nbdkit g file dir="$R"
+  for d in md5 sha1 sha256 sha512; do
+    check_dir "$d" "$R" served -q
+  done
+  start_nbdkit h file dir="$V"
   for d in md5 sha512; do
     check_dir "$d" "$V" served -q
   done
