@@ -379,3 +379,24 @@ PY
   run -1 --separate-stderr "$NBDSUM" --plain=nosuch a
   [[ $stderr = *"--plain=nosuch: unknown digest"* ]]
 }
+
+@test "nbdsum-plain: a signal stops a plain digest on either path, printing nothing" {
+  local o p i
+  # 1 TiB of holes: hours of digest input.
+  start_server big "${KILLED_CLIENT_OPTS[@]}" memory 1T
+  for o in --plain "--plain --client-side"; do
+    # shellcheck disable=SC2086
+    "$NBDSUM" $o -p "$uri" > out 2> err &
+    p=$!
+    # Once it is hashing: its first progress line.
+    for ((i = 0; i < 600; i++)); do
+      [ -s err ] && break
+      sleep 0.1
+    done
+    kill -TERM "$p"
+    wait_exit "$p" 60
+    [ "$rc" -eq 143 ] || { echo "$o: $rc"; cat err; false; }
+    [ ! -s out ]
+  done
+  stop_server
+}
