@@ -11,7 +11,9 @@
  * tagged or not, with a format or not, is one line and parses back to
  * the same digest, block size, format, hex and name (a format makes
  * it tagged).  The input is also tried as a name to write, in both
- * forms, with and without a format, and with -z.
+ * forms, with and without a format, and with -z.  A plain line (BSD
+ * tag, sha256sum --tag's) has a digest with a tag, no block size, and
+ * round-trips through blk_fput_plain_line the same way.
  */
 #include <config.h>
 
@@ -57,6 +59,29 @@ round_trip (const char *digest, uint32_t block_size, const char *format,
     PROPERTY (strcmp (sl.digest, digest) == 0);
     PROPERTY (sl.block_size == block_size);
   }
+  PROPERTY (sl.format == format);
+  PROPERTY (strcmp (hex, sl.hex) == 0);
+  PROPERTY (strcmp (name, sl.name) == 0);
+  free (line);
+}
+
+/* A plain line written as nbdsum --plain does, read back. */
+static void
+plain_round_trip (const char *digest, const char *format, const char *hex,
+                  const char *name)
+{
+  char *line = NULL;
+  size_t len = 0;
+  FILE *fp = open_memstream (&line, &len);
+  struct blk_sum_line sl;
+
+  PROPERTY (fp != NULL);
+  blk_fput_plain_line (fp, BLK_SUM_TAGGED, digest, format, hex, name);
+  PROPERTY (fclose (fp) == 0);
+  PROPERTY (len > 0 && memchr (line, '\n', len) == line + len - 1);
+  PROPERTY (blk_sum_line_parse (line, 0, &sl) == NULL);
+  PROPERTY (sl.tagged && sl.plain);
+  PROPERTY (strcmp (sl.digest, digest) == 0 && sl.block_size == 0);
   PROPERTY (sl.format == format);
   PROPERTY (strcmp (hex, sl.hex) == 0);
   PROPERTY (strcmp (name, sl.name) == 0);
@@ -109,18 +134,23 @@ check_line (const char *text, size_t hexlen)
       PROPERTY (strcmp (d.name, sl.digest) == 0);
       PROPERTY (n == 2 * d.len);
       blk_digest_free (&d);
-      PROPERTY (blk_check_block_size (sl.block_size) == NULL);
+      if (sl.plain)
+        PROPERTY (sl.block_size == 0 && blk_plain_tag (sl.digest) != NULL);
+      else
+        PROPERTY (blk_check_block_size (sl.block_size) == NULL);
       PROPERTY (sl.hex > sl.name);
       /* A format nbdsum reads, by its canonical (static) name. */
       if (sl.format)
         PROPERTY (blk_image_format (sl.format) == sl.format);
     }
     else {
-      PROPERTY (sl.format == NULL);
+      PROPERTY (sl.format == NULL && !sl.plain);
       PROPERTY (n == hexlen);
       PROPERTY (sl.hex <= line + 1 && sl.name > sl.hex + hexlen);
     }
-    if (writable (sl.name)) {
+    if (writable (sl.name) && sl.plain)
+      plain_round_trip (sl.digest, sl.format, sl.hex, sl.name);
+    else if (writable (sl.name)) {
       round_trip (sl.tagged ? sl.digest : NULL, sl.block_size, sl.format,
                   sl.hex, sl.name);
       zero_line (sl.tagged ? sl.digest : NULL, sl.block_size, sl.format,
@@ -170,6 +200,10 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
                 text);
     zero_line (tags[t].digest, tags[t].block_size, NULL, tags[t].hex, text);
     zero_line (tags[t].digest, tags[t].block_size, format, tags[t].hex, text);
+    if (blk_plain_tag (tags[t].digest)) {
+      plain_round_trip (tags[t].digest, NULL, tags[t].hex, text);
+      plain_round_trip (tags[t].digest, format, tags[t].hex, text);
+    }
   }
   free (text);
   return 0;
