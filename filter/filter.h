@@ -310,4 +310,43 @@ extern int blkhash_passive_trim (nbdkit_next *next, struct blkhash_export *e,
                                  uint32_t count, uint64_t offset,
                                  uint32_t flags, int *err);
 
+/* expect.c: the upload gate, blkhash-expect= (see the notes at the
+ * top of expect.c).  _config takes blkhash-expect and
+ * blkhash-expect-at; _ready parses the value once the default
+ * parameters are known.  0, or -1 with nbdkit_error called.
+ */
+extern int blkhash_expect_config (const char *key, const char *value);
+extern int blkhash_expect_ready (void);
+/* Should data exports hash passively for the gate (a blkhash value of
+ * the default digest and block size)?
+ */
+extern bool blkhash_expect_passive (void);
+/* A data write (or zero, or trim) through e, around the plugin call:
+ * begin voids the verdict (0, or -1 with *err set: out of memory);
+ * end records the range as covered if ok.
+ */
+extern int blkhash_expect_write_begin (struct blkhash_export *e, int *err);
+extern void blkhash_expect_write_end (struct blkhash_export *e,
+                                      uint64_t offset, uint64_t count,
+                                      bool ok);
+/* A flush through e succeeded at the plugin: judge the upload if it is
+ * complete.  0, or -1 with *err set (EIO: it does not match).
+ */
+extern int blkhash_expect_flush (nbdkit_next *next,
+                                 struct blkhash_export *e, int *err);
+/* The last client of e has gone (next NULL: it cannot read): judge it
+ * if written since its last verdict, and log a mismatch not yet
+ * logged.
+ */
+extern void blkhash_expect_session_end (nbdkit_next *next,
+                                        struct blkhash_export *e);
+/* The blkhash-file line of export name, whose checksum root (default
+ * parameters) is in hex: 0 with *p and hex as they are or replaced by
+ * the expected value, or -1: no line.
+ */
+extern int blkhash_expect_line (const char *name, const uint8_t *root,
+                                const struct blk_params **p, char *hex);
+extern void blkhash_expect_exit (void);
+extern void blkhash_expect_free_all (void);
+
 #endif /* NBDKIT_BLKHASH_FILTER_H */

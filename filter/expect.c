@@ -1,0 +1,657 @@
+/* Copyright (C) 2026 The nbdkit-blkhash developers
+ * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
+ */
+/* nbdkit-blkhash filter: the upload gate, blkhash-expect= and
+ * blkhash-expect-at=, every rule of it.
+ *
+ * blkhash-expect=VALUE is the checksum the image written through the
+ * filter must have: a plain digest of its bytes (ALG:HEX, ALG sha256,
+ * sha512, sha1 or md5, KubeVirt CDI's form), or a blkhash value
+ * (blkhash-DIGEST/BLOCKSIZE:HEX, or blkhash:HEX for the filter's own
+ * digest and block size).  Parsed whole at config_complete.
+ *
+ * A gate per export name that received a write since nbdkit started
+ * (a read-only session never makes one, and is never judged).  It
+ * keeps, for the current write session (from its first write to the
+ * last disconnect), the ranges written, zeroed or trimmed (a sorted
+ * list of disjoint ranges, merged as they come: a copy leaves few),
+ * the same with the ranges the plugin's extents called zero at the
+ * session's first flush that needed them, and the verdict on the
+ * content as it is since the last write.
+ *
+ * Judged at a flush, before its reply, once the image is complete:
+ * every byte written, zeroed or trimmed in the session ("strict"; or
+ * at every flush with blkhash-expect-at=flush), or every byte written
+ * or a hole ("loose": a writer that skips zeros onto a zero target
+ * looks the same as one that has not finished, so a loose mismatch
+ * does not fail the flush).  A strict mismatch fails the flush with
+ * EIO.  At the session's end an export written since its last verdict
+ * is judged, and a mismatch not yet logged is logged.  A write voids
+ * the verdict; a verdict computed while a write through the export
+ * was in flight is thrown away.
+ *
+ * blkhash-file lines of judged exports (results.c asks here, see
+ * blkhash_expect_line): the checksum while it matches; else the
+ * expected blkhash value, so that nbdsum -c of the file says FAILED;
+ * no line for a plain digest that does not match.
+ *
+ * gates_lock guards the list and every gate's fields; plugin I/O and
+ * hashing happen outside it.  Gates live until unload.
+ */
+#include <config.h>
+
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "cleanup.h"
+#include "filter.h"
+#include "minmax.h"
+#include "plain-local.h"
+#include "util.h"
+
+/* Ranges a gate keeps before it gives up knowing coverage (then only
+ * the session's end judges): 1 MiB of them.
+ */
+#define RANGES_MAX 65536
+#define EXTENTS_WINDOW (UINT64_C (1) << 30)
+
+/* The parsed value. */
+static const char *expect_value;        /* as given, NULL: no gate */
+static bool expect_plain;               /* ALG:HEX, else blkhash */
+static struct blk_digest expect_digest; /* plain */
+static const struct blk_params *expect_params;  /* blkhash */
+static uint8_t expect_want[BLK_DIGEST_MAX];
+static size_t expect_len;
+static char expect_tag[BLK_DIGEST_NAME_MAX + 32]; /* "sha256", "blkhash-sha256/64K" */
+bool blkhash_expect_every_flush;
+
+struct range { uint64_t a, b; };
+struct ranges {
+  struct range *v;
+  size_t n, cap;
+  bool overflow;                /* too many: coverage unknown */
+};
+
+enum verdict { VERDICT_NONE, VERDICT_PASS, VERDICT_FAIL };
+
+struct gate {
+  char *name;
+  uint64_t size;
+  bool session_over;            /* the next write starts a session */
+  bool holes_looked;
+  struct ranges written, all;   /* all: written and holes */
+  uint64_t begun, ended;        /* writes through it this session */
+  enum verdict verdict;         /* since the last write */
+  bool strict;                  /* ... reached on a strict flush */
+  bool logged;                  /* ... a mismatch logged as an error */
+  char got[2 * BLK_DIGEST_MAX + 1];
+  struct gate *next;
+};
+
+static pthread_mutex_t gates_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct gate *gates;
+
+int
+blkhash_expect_config (const char *key, const char *value)
+{
+  if (strcmp (key, "blkhash-expect") == 0)
+    expect_value = value;
+  else if (strcmp (value, "flush") == 0)
+    blkhash_expect_every_flush = true;
+  else if (strcmp (value, "complete") == 0)
+    blkhash_expect_every_flush = false;
+  else {
+    nbdkit_error ("blkhash-expect-at=%s: expected complete or flush", value);
+    return -1;
+  }
+  return 0;
+}
+
+/* A blkhash tag after "blkhash-": DIGEST/BLOCKSIZE. */
+static int
+expect_parse_tag (const char *tag)
+{
+  const char *slash = strrchr (tag, '/'), *msg;
+  uint64_t bs;
+  struct blk_digest d;
+  char digest[BLK_DIGEST_NAME_MAX];
+
+  if (slash == NULL || slash == tag ||
+      (size_t) (slash - tag) >= sizeof digest) {
+    nbdkit_error ("blkhash-expect=%s: a blkhash value is "
+                  "blkhash-DIGEST/BLOCKSIZE:HEX or blkhash:HEX",
+                  expect_value);
+    return -1;
+  }
+  memcpy (digest, tag, slash - tag);
+  digest[slash - tag] = '\0';
+  if ((msg = blk_digest_init (&d, digest)) != NULL) {
+    nbdkit_error ("blkhash-expect=%s: digest '%s': %s", expect_value,
+                  digest, msg);
+    return -1;
+  }
+  blk_digest_free (&d);
+  if ((msg = blk_parse_size (slash + 1, &bs)) != NULL ||
+      (msg = blk_check_block_size (bs)) != NULL) {
+    nbdkit_error ("blkhash-expect=%s: block size '%s': %s", expect_value,
+                  slash + 1, msg);
+    return -1;
+  }
+  expect_params = blkhash_params_get (NULL, digest, bs);
+  return expect_params ? 0 : -1;
+}
+
+int
+blkhash_expect_ready (void)
+{
+  static const char *const plain_algs[] = {
+    "sha256", "sha512", "sha1", "md5", NULL,
+  };
+  const char *colon, *hex, *msg;
+  char alg[BLK_DIGEST_NAME_MAX], bs[BLK_BLOCK_SIZE_STR_MAX];
+  size_t alen, i;
+
+  if (expect_value == NULL)
+    return 0;
+  colon = strrchr (expect_value, ':');
+  if (colon == NULL || colon == expect_value) {
+    nbdkit_error ("blkhash-expect=%s: expected ALG:HEX (ALG sha256, "
+                  "sha512, sha1 or md5) or blkhash-DIGEST/BLOCKSIZE:HEX",
+                  expect_value);
+    return -1;
+  }
+  hex = colon + 1;
+  alen = colon - expect_value;
+  if (strncasecmp (expect_value, "blkhash", 7) == 0 &&
+      (alen == 7 || expect_value[7] == '-')) {
+    char tag[BLK_DIGEST_NAME_MAX + BLK_BLOCK_SIZE_STR_MAX];
+    if (alen == 7)
+      expect_params = blkhash_default_params;
+    else if (alen - 8 >= sizeof tag) {
+      nbdkit_error ("blkhash-expect=%s: the tag is too long", expect_value);
+      return -1;
+    }
+    else {
+      memcpy (tag, expect_value + 8, alen - 8);
+      tag[alen - 8] = '\0';
+      if (expect_parse_tag (tag) == -1)
+        return -1;
+    }
+    expect_len = expect_params->digest.len;
+    snprintf (expect_tag, sizeof expect_tag, "blkhash-%s/%s",
+              expect_params->digest.name,
+              blk_format_block_size (expect_params->block_size, bs));
+  }
+  else {
+    for (i = 0; i < alen && i < sizeof alg - 1; i++)
+      alg[i] = tolower ((unsigned char) expect_value[i]);
+    alg[i] = '\0';
+    for (i = 0; plain_algs[i] && strcmp (alg, plain_algs[i]) != 0; i++)
+      ;
+    if (alen >= sizeof alg || plain_algs[i] == NULL) {
+      nbdkit_error ("blkhash-expect=%s: unknown algorithm '%.*s': expected "
+                    "sha256, sha512, sha1 or md5, or a blkhash value "
+                    "(blkhash-DIGEST/BLOCKSIZE:HEX, blkhash:HEX)",
+                    expect_value, (int) alen, expect_value);
+      return -1;
+    }
+    if ((msg = blk_digest_init (&expect_digest, alg)) != NULL) {
+      nbdkit_error ("blkhash-expect=%s: %s: %s", expect_value, alg, msg);
+      return -1;
+    }
+    expect_plain = true;
+    expect_len = expect_digest.len;
+    snprintf (expect_tag, sizeof expect_tag, "%s", alg);
+  }
+
+  for (i = 0; hex[i]; i++)
+    if (blk_hex_value ((unsigned char) hex[i]) == -1) {
+      nbdkit_error ("blkhash-expect=%s: '%s' is not hex", expect_value, hex);
+      return -1;
+    }
+  if (i != 2 * expect_len) {
+    nbdkit_error ("blkhash-expect=%s: %s takes %zu hex digits, not %zu",
+                  expect_value, expect_tag, 2 * expect_len, i);
+    return -1;
+  }
+  for (i = 0; i < expect_len; i++)
+    expect_want[i] = blk_hex_value (hex[2 * i]) << 4 |
+      blk_hex_value (hex[2 * i + 1]);
+  return 0;
+}
+
+bool
+blkhash_expect_passive (void)
+{
+  return expect_value && !expect_plain &&
+    expect_params == blkhash_default_params;
+}
+
+/* Add [a, b) to r, merging; false when r is full (then overflow). */
+static void
+expect_ranges_add (struct ranges *r, uint64_t a, uint64_t b)
+{
+  size_t lo = 0, hi = r->n, j;
+
+  if (a >= b || r->overflow)
+    return;
+  while (lo < hi) {
+    const size_t mid = lo + (hi - lo) / 2;
+    if (r->v[mid].b < a)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  for (j = lo; j < r->n && r->v[j].a <= b; j++) {
+    a = MIN (a, r->v[j].a);
+    b = MAX (b, r->v[j].b);
+  }
+  if (j == lo) {
+    if (r->n == r->cap) {
+      const size_t cap = r->cap ? 2 * r->cap : 16;
+      struct range *v = cap <= RANGES_MAX
+        ? realloc (r->v, cap * sizeof *v) : NULL;
+      if (v == NULL) {
+        r->overflow = true;
+        return;
+      }
+      r->v = v;
+      r->cap = cap;
+    }
+    memmove (&r->v[lo + 1], &r->v[lo], (r->n - lo) * sizeof *r->v);
+    r->n++;
+  }
+  else {
+    memmove (&r->v[lo + 1], &r->v[j], (r->n - j) * sizeof *r->v);
+    r->n -= j - lo - 1;
+  }
+  r->v[lo] = (struct range) { a, b };
+}
+
+static bool
+expect_covers (const struct ranges *r, uint64_t size)
+{
+  return !r->overflow &&
+    (size == 0 || (r->n == 1 && r->v[0].a == 0 && r->v[0].b >= size));
+}
+
+static void
+expect_ranges_clear (struct ranges *r)
+{
+  r->n = 0;
+  r->overflow = false;
+}
+
+/* The gate of name, or NULL; gates_lock held. */
+static struct gate *
+expect_find (const char *name)
+{
+  struct gate *g;
+
+  for (g = gates; g; g = g->next)
+    if (strcmp (g->name, name) == 0)
+      break;
+  return g;
+}
+
+int
+blkhash_expect_write_begin (struct blkhash_export *e, int *err)
+{
+  const char *name = blkhash_export_name (e);
+  struct gate *g;
+
+  if (expect_value == NULL)
+    return 0;
+  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&gates_lock);
+  g = expect_find (name);
+  if (g == NULL) {
+    g = calloc (1, sizeof *g);
+    if (g == NULL || (g->name = strdup (name)) == NULL) {
+      free (g);
+      nbdkit_error ("blkhash: export '%s': out of memory for the upload "
+                    "gate", name);
+      *err = ENOMEM;
+      return -1;
+    }
+    g->session_over = true;
+    g->next = gates;
+    gates = g;
+  }
+  if (g->session_over) {        /* a new write session: afresh */
+    g->session_over = g->holes_looked = false;
+    g->size = blkhash_export_size (e);
+    expect_ranges_clear (&g->written);
+    expect_ranges_clear (&g->all);
+    g->begun = g->ended = 0;
+  }
+  g->begun++;
+  g->verdict = VERDICT_NONE;
+  g->logged = false;
+  return 0;
+}
+
+void
+blkhash_expect_write_end (struct blkhash_export *e, uint64_t offset,
+                          uint64_t count, bool ok)
+{
+  struct gate *g;
+
+  if (expect_value == NULL)
+    return;
+  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&gates_lock);
+  g = expect_find (blkhash_export_name (e));
+  if (g == NULL)
+    return;                     /* write_begin failed */
+  if (ok) {
+    expect_ranges_add (&g->written, offset, offset + count);
+    expect_ranges_add (&g->all, offset, offset + count);
+  }
+  g->ended++;
+}
+
+/* Add the ranges the extents call zero to g->all. */
+static int
+expect_look_holes (nbdkit_next *next, struct gate *g, int *err)
+{
+  if (next->can_extents (next) != 1)
+    return 0;
+  for (uint64_t off = 0; off < g->size; ) {
+    const uint64_t len = MIN (g->size - off, EXTENTS_WINDOW);
+    struct nbdkit_extents *x = nbdkit_extents_full (next, len, off, 0, err);
+
+    if (x == NULL) {
+      if (*err == 0)
+        *err = EIO;
+      nbdkit_error ("blkhash: export '%s': extents for blkhash-expect "
+                    "failed: %s", g->name, strerror (*err));
+      return -1;
+    }
+    {
+      ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&gates_lock);
+      for (size_t i = 0; i < nbdkit_extents_count (x); i++) {
+        const struct nbdkit_extent ex = nbdkit_get_extent (x, i);
+        if (ex.type & NBDKIT_EXTENT_ZERO)
+          expect_ranges_add (&g->all, ex.offset, ex.offset + ex.length);
+      }
+    }
+    nbdkit_extents_free (x);
+    off += len;
+  }
+  return 0;
+}
+
+/* The actual value of the image into out.  0, or -1 with *err set and
+ * nbdkit_error called.
+ */
+static int
+expect_compute (nbdkit_next *next, struct blkhash_export *e, uint8_t *out,
+                int *err)
+{
+  int r = -1;
+
+  if (expect_plain) {
+    struct blkhash_plain *p = blkhash_plain_new (&expect_digest,
+                                                 blkhash_export_size (e));
+    if (p == NULL) {
+      *err = ENOMEM;
+      return -1;
+    }
+    r = blkhash_plain_final (next, p, out, err);
+    blkhash_plain_free (p);
+  }
+  else {
+    struct blkhash_table *bt = blkhash_table_get (e, expect_params,
+                                                  blkhash_export_since (e),
+                                                  err);
+    if (bt == NULL)
+      return -1;
+    r = blkhash_compute_root (next, blkhash_table_blocks (bt), out, err);
+    blkhash_table_put (e, bt);
+    if (r == -1)
+      nbdkit_error ("blkhash: export '%s': cannot compute its checksum for "
+                    "blkhash-expect: %s", blkhash_export_name (e),
+                    strerror (*err));
+  }
+  return r;
+}
+
+/* Judge g: compute, and store the verdict unless a write began or was
+ * in flight meanwhile.  Returns the verdict (VERDICT_NONE: raced), or
+ * -1 with *err set.
+ */
+static int
+expect_judge (nbdkit_next *next, struct blkhash_export *e, struct gate *g,
+              bool strict, int *err)
+{
+  uint8_t got[BLK_DIGEST_MAX];
+  uint64_t stamp;
+
+  {
+    ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&gates_lock);
+    if (g->begun != g->ended)
+      return VERDICT_NONE;
+    stamp = g->begun;
+  }
+  if (expect_compute (next, e, got, err) == -1)
+    return -1;
+  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&gates_lock);
+  if (g->begun != stamp || g->ended != stamp || g->session_over)
+    return VERDICT_NONE;
+  g->verdict = memcmp (got, expect_want, expect_len) == 0
+    ? VERDICT_PASS : VERDICT_FAIL;
+  g->strict = strict;
+  blk_hex (got, expect_len, g->got);
+  return g->verdict;
+}
+
+/* Log g's mismatch as an error, once per verdict. */
+static void
+expect_log_mismatch (struct gate *g, const char *when)
+{
+  char got[2 * BLK_DIGEST_MAX + 1];
+  const char *colon = strrchr (expect_value, ':');
+
+  {
+    ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&gates_lock);
+    memcpy (got, g->got, sizeof got);
+    g->logged = true;
+  }
+  nbdkit_error ("blkhash: export '%s': upload does not match "
+                "blkhash-expect%s: expected %s:%s, got %s:%s", g->name, when,
+                expect_tag, colon + 1, expect_tag, got);
+}
+
+int
+blkhash_expect_flush (nbdkit_next *next, struct blkhash_export *e, int *err)
+{
+  struct gate *g;
+  enum verdict v;
+  bool strict, loose, look;
+  int r;
+
+  if (expect_value == NULL)
+    return 0;
+  {
+    ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&gates_lock);
+    g = expect_find (blkhash_export_name (e));
+    if (g == NULL || g->session_over)
+      return 0;                 /* nothing written in this session */
+    v = g->verdict;
+    strict = g->strict;
+    look = !expect_covers (&g->written, g->size) && !g->holes_looked;
+    g->holes_looked = true;
+  }
+  if (v == VERDICT_NONE) {
+    if (look && expect_look_holes (next, g, err) == -1)
+      return -1;
+    {
+      ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&gates_lock);
+      strict = blkhash_expect_every_flush ||
+        expect_covers (&g->written, g->size);
+      loose = expect_covers (&g->all, g->size);
+    }
+    if (!strict && !loose) {
+      nbdkit_debug ("blkhash: export '%s': not written whole yet: not "
+                    "judged at this flush", g->name);
+      return 0;
+    }
+    r = expect_judge (next, e, g, strict, err);
+    if (r == -1)
+      return -1;
+    if (r == VERDICT_NONE) {
+      nbdkit_debug ("blkhash: export '%s': a write was in flight: not "
+                    "judged at this flush", g->name);
+      return 0;
+    }
+    v = r;
+  }
+  if (v == VERDICT_PASS) {
+    nbdkit_debug ("blkhash: export '%s': upload matches blkhash-expect",
+                  g->name);
+    return 0;
+  }
+  if (!strict) {
+    nbdkit_debug ("blkhash: export '%s': does not match blkhash-expect yet, "
+                  "but parts of it were only holes: not failing this flush "
+                  "(judged again at the next, and at the session's end)",
+                  g->name);
+    return 0;
+  }
+  expect_log_mismatch (g, "");
+  *err = EIO;
+  return -1;
+}
+
+struct detached {
+  nbdkit_next *next;
+  struct blkhash_export *e;
+  struct gate *g;
+  int err, r;
+};
+
+static void *
+expect_detached_run (void *opaque)
+{
+  struct detached *d = opaque;
+
+  d->r = expect_judge (d->next, d->e, d->g, true, &d->err);
+  return NULL;
+}
+
+void
+blkhash_expect_session_end (nbdkit_next *next, struct blkhash_export *e)
+{
+  struct detached d = { .next = next, .e = e };
+  pthread_t thread;
+  enum verdict v;
+  bool logged;
+  int r;
+
+  if (expect_value == NULL)
+    return;
+  {
+    ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&gates_lock);
+    d.g = expect_find (blkhash_export_name (e));
+    if (d.g == NULL || d.g->session_over)
+      return;
+    v = d.g->verdict;
+    logged = d.g->logged;
+  }
+  if (v == VERDICT_NONE && next == NULL)
+    nbdkit_error ("blkhash: export '%s': its last connection failed while "
+                  "connecting: the upload is not judged", d.g->name);
+  else if (v == VERDICT_NONE) {
+    /* Off nbdkit's threads: the client that is leaving does not stop
+     * it, only nbdkit's exit.
+     */
+    if ((r = pthread_create (&thread, NULL, expect_detached_run, &d)) != 0) {
+      errno = r;
+      nbdkit_error ("blkhash: pthread_create: %m");
+      d.r = -1;
+    }
+    else
+      pthread_join (thread, NULL);
+    if (d.r == -1)
+      nbdkit_error ("blkhash: export '%s': the upload is not judged",
+                    d.g->name);
+    else if (d.r == VERDICT_FAIL)
+      expect_log_mismatch (d.g, " (at the session's end)");
+    else if (d.r == VERDICT_PASS)
+      nbdkit_debug ("blkhash: export '%s': upload matches blkhash-expect "
+                    "(at the session's end)", d.g->name);
+  }
+  else if (v == VERDICT_FAIL && !logged)
+    expect_log_mismatch (d.g, " (at the session's end)");
+  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&gates_lock);
+  d.g->session_over = true;
+}
+
+int
+blkhash_expect_line (const char *name, const uint8_t *root,
+                     const struct blk_params **p, char *hex)
+{
+  enum verdict v;
+
+  if (expect_value == NULL)
+    return 0;
+  {
+    ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&gates_lock);
+    struct gate *g = expect_find (name);
+    if (g == NULL)
+      return 0;                 /* never written: not judged */
+    v = g->verdict;
+  }
+  if (blkhash_expect_passive ()) {
+    /* The line is the value judged: no verdict needed. */
+    if (memcmp (root, expect_want, expect_len) != 0)
+      blk_hex (expect_want, expect_len, hex);
+    return 0;
+  }
+  if (v == VERDICT_PASS)
+    return 0;
+  if (expect_plain)
+    return -1;
+  *p = expect_params;
+  blk_hex (expect_want, expect_len, hex);
+  return 0;
+}
+
+void
+blkhash_expect_exit (void)
+{
+  struct gate *g;
+
+  if (expect_value == NULL)
+    return;
+  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&gates_lock);
+  for (g = gates; g; g = g->next)
+    if (!g->session_over && g->verdict != VERDICT_PASS &&
+        !(g->verdict == VERDICT_FAIL && g->logged))
+      nbdkit_error ("blkhash: export '%s': nbdkit is exiting while it is in "
+                    "use: the upload is %s", g->name,
+                    g->verdict == VERDICT_FAIL
+                    ? "judged, and does not match blkhash-expect"
+                    : "not judged");
+}
+
+void
+blkhash_expect_free_all (void)
+{
+  struct gate *g, *next;
+
+  for (g = gates; g; g = next) {
+    next = g->next;
+    free (g->written.v);
+    free (g->all.v);
+    free (g->name);
+    free (g);
+  }
+  gates = NULL;
+  if (expect_plain)
+    blk_digest_free (&expect_digest);
+}
