@@ -271,7 +271,9 @@ view_input_open (struct source *src, const struct hash_spec *spec,
   if (r == 0 && !plain_server_chosen (src->name))
     fb->notice = strdup ("the server has no blkhash view (is it running "
                          "nbdkit --filter=blkhash?); hashing client-side");
-  if (r == 1 && check_image_size (src, base, view_name, &hdr) == -1)
+  /* A views-only server refuses the image's export: nothing to ask. */
+  if (r == 1 && !(hdr.flags & BLK_VIEW_FLAG_VIEWS_ONLY) &&
+      check_image_size (src, base, view_name, &hdr) == -1)
     r = -1;
   if (r <= 0) {
     free (base);
@@ -294,7 +296,11 @@ view_input_open (struct source *src, const struct hash_spec *spec,
   v->view_name = view_name;
   v->image_export = base;
   ep->scan = view_scan;
-  /* Not only for the bar: the spans are sized by data. */
+  /* Not only for the bar: the spans are sized by data.  A views-only
+   * server serves no extents.
+   */
+  if (hdr.flags & BLK_VIEW_FLAG_VIEWS_ONLY)
+    ep->scan = NULL;
   ep->scan_always = true;
   pthread_mutex_init (&v->lock, NULL);
   ep->size = hdr.image_size;

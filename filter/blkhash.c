@@ -11,6 +11,7 @@
  * (hasher.c) and shared with what data clients read and write
  * (passive.c) through per-export block tables (exports.c); blkhash-file
  * is results.c's, the upload gate (blkhash-expect) expect.c's.
+ * NAME@digest[:DIGEST] serves a plain digest of its content (plain.c).
  */
 #include <config.h>
 
@@ -40,6 +41,11 @@ bool blkhash_cache;
 unsigned blkhash_workers;
 enum blkhash_readahead blkhash_readahead = BLKHASH_READAHEAD_AUTO;
 bool blkhash_plugin_parallel;
+/* blkhash-views-only=true: the data exports are refused, their views
+ * served, so a host can let others check images it does not let them
+ * read.
+ */
+static bool views_only;
 
 static const char *digest_name = BLK_DEFAULT_DIGEST;
 static uint64_t block_size = BLK_DEFAULT_BLOCK_SIZE;
@@ -51,8 +57,10 @@ struct handle {
   uint64_t since;                       /* view: its session clock */
   struct blkhash_table *table;          /* data: fed by traffic, or NULL;
                                            view: from its first request */
-  bool is_view;                         /* NAME@blkhash... */
+  bool is_view;                         /* NAME@blkhash..., NAME@digest... */
   struct blkhash_view *view;            /* view: from prepare */
+  char *plain_digest;                   /* NAME@digest: its digest */
+  struct blkhash_plain_view *plain;     /* NAME@digest: from prepare */
   pthread_mutex_t lock;                 /* view: getting the table */
 };
 
@@ -138,6 +146,15 @@ blkhash_config (nbdkit_next_config *next, nbdkit_backend *nxdata,
   else if (strcmp (key, "blkhash-expect") == 0 ||
            strcmp (key, "blkhash-expect-at") == 0)
     return blkhash_expect_config (key, value);
+  else if (strcmp (key, "blkhash-views-only") == 0) {
+    int r = nbdkit_parse_bool (value);
+    if (r == -1) {
+      nbdkit_error ("blkhash-views-only=%s: expected true or false", value);
+      return -1;
+    }
+    views_only = r;
+    return 0;
+  }
   else if (strcmp (key, "blkhash-cache") == 0) {
     int r = nbdkit_parse_bool (value);
     if (r == -1) {
@@ -184,6 +201,8 @@ blkhash_config_complete (nbdkit_next_config_complete *next,
   "blkhash-readahead=auto|<BOOL>\n" \
   "                           Two reads in flight per request: auto\n" \
   "                           on slow storage with idle CPUs (default).\n" \
+  "blkhash-views-only=<BOOL>  Serve the views, refuse the data exports\n" \
+  "                           (default false).\n" \
   "blkhash-expect=<VALUE>     Fail the flush of an upload that does not\n" \
   "                           match: ALG:HEX (sha256, sha512, sha1, md5)\n" \
   "                           or blkhash-DIGEST/BLOCKSIZE:HEX, blkhash:HEX.\n" \
@@ -234,17 +253,22 @@ blkhash_list_exports (nbdkit_next_list_exports *next, nbdkit_backend *nxdata,
                       struct nbdkit_exports *exports)
 {
   size_t i, n;
+  /* With blkhash-views-only the plugin's exports are not listed. */
+  struct nbdkit_exports *data = views_only ? nbdkit_exports_new () : exports;
+  int ret = -1;
 
-  if (next (nxdata, readonly, exports) == -1)
-    return -1;
+  if (data == NULL || next (nxdata, readonly, data) == -1)
+    goto out;
 
   /* A plugin that only has a default export lists nothing here. */
-  n = nbdkit_exports_count (exports);
-  if (n == 0)
-    return nbdkit_add_export (exports, BLK_VIEW_MARKER,
-                              "blkhash view of the default export");
+  n = nbdkit_exports_count (data);
+  if (n == 0) {
+    ret = nbdkit_add_export (exports, BLK_VIEW_MARKER,
+                             "blkhash view of the default export");
+    goto out;
+  }
   for (i = 0; i < n; i++) {
-    const struct nbdkit_export ex = nbdkit_get_export (exports, i);
+    const struct nbdkit_export ex = nbdkit_get_export (data, i);
     char *name = blk_view_name_build (ex.name, NULL, 0);
     char *desc = NULL;
     int r;
@@ -254,15 +278,19 @@ blkhash_list_exports (nbdkit_next_list_exports *next, nbdkit_backend *nxdata,
                   ex.name[0] ? ex.name : "the default export") == -1) {
       nbdkit_error ("blkhash: out of memory");
       free (name);
-      return -1;
+      goto out;
     }
     r = nbdkit_add_export (exports, name, desc);
     free (name);
     free (desc);
     if (r == -1)
-      return -1;
+      goto out;
   }
-  return 0;
+  ret = 0;
+ out:
+  if (data && data != exports)
+    nbdkit_exports_free (data);
+  return ret;
 }
 
 static void *
@@ -285,7 +313,20 @@ blkhash_open (nbdkit_next_open *next, nbdkit_context *context,
     nbdkit_error ("blkhash: export '%s': %s", exportname, msg);
     goto err;
   }
-  if (view) {
+  if (view && vn.plain) {
+    h->name = vn.base;
+    h->plain_digest = vn.digest ? vn.digest
+      : strdup (BLK_PLAIN_DEFAULT_DIGEST);
+    vn.base = vn.digest = NULL;
+    if (h->plain_digest == NULL) {
+      nbdkit_error ("strdup: %m");
+      goto err;
+    }
+    h->is_view = true;
+    if (next (context, 1, h->name) == -1)
+      goto err;
+  }
+  else if (view) {
     h->name = vn.base;
     vn.base = NULL;
     h->params = blkhash_params_get (exportname,
@@ -298,6 +339,13 @@ blkhash_open (nbdkit_next_open *next, nbdkit_context *context,
     h->is_view = true;
     if (next (context, 1, h->name) == -1)
       goto err;
+  }
+  else if (views_only) {
+    nbdkit_error ("blkhash: export '%s': this server serves only its "
+                  "views (blkhash-views-only=true): ask for '%s"
+                  BLK_VIEW_MARKER "' or '%s" BLK_PLAIN_MARKER ":sha256'",
+                  exportname, exportname, exportname);
+    goto err;
   }
   else {
     h->name = strdup (exportname);
@@ -312,6 +360,7 @@ blkhash_open (nbdkit_next_open *next, nbdkit_context *context,
 
  err:
   pthread_mutex_destroy (&h->lock);
+  free (h->plain_digest);
   free (h->name);
   free (h);
   return NULL;
@@ -372,7 +421,9 @@ blkhash_close (void *handle)
   /* nbdkit skips finalize when the handshake fails after prepare. */
   blkhash_leave (NULL, h);
   blkhash_view_free (h->view);
+  blkhash_plain_view_free (h->plain);
   pthread_mutex_destroy (&h->lock);
+  free (h->plain_digest);
   free (h->name);
   free (h);
 }
@@ -381,6 +432,19 @@ static bool
 is_view (const struct handle *h)
 {
   return h->is_view;
+}
+
+static bool
+is_plain (const struct handle *h)
+{
+  return h->plain_digest != NULL;
+}
+
+/* What a view's header says of the server. */
+static uint32_t
+view_flags (void)
+{
+  return views_only ? BLK_VIEW_FLAG_VIEWS_ONLY : 0;
 }
 
 static int
@@ -396,13 +460,21 @@ blkhash_prepare (nbdkit_next *next, void *handle, int readonly)
   if (h->e == NULL)
     return -1;
 
-  if (is_view (h)) {
+  if (is_plain (h)) {
+    h->plain = blkhash_plain_view_new (h->name, h->plain_digest, size,
+                                       view_flags ());
+    if (h->plain == NULL) {
+      blkhash_leave (NULL, h);
+      return -1;
+    }
+  }
+  else if (is_view (h)) {
     /* Its table comes with the first request that needs it, so that
      * running out of memory is that request's ENOMEM.  Its answers
      * cover every change made before it connected.
      */
     h->since = blkhash_cache ? 0 : blkhash_session_tick ();
-    h->view = blkhash_view_new (size, h->params);
+    h->view = blkhash_view_new (size, h->params, view_flags ());
     if (h->view == NULL) {
       blkhash_leave (NULL, h);  /* served nothing, as if gone */
       return -1;
@@ -461,6 +533,8 @@ blkhash_get_size (nbdkit_next *next, void *handle)
 {
   struct handle *h = handle;
 
+  if (is_plain (h))
+    return blkhash_plain_view_size (h->plain);
   return is_view (h) ? blkhash_view_size (h->view) : next->get_size (next);
 }
 
@@ -473,7 +547,14 @@ blkhash_export_description (nbdkit_next *next, void *handle)
 
   if (!is_view (h))
     return next->export_description (next);
-  if (asprintf (&s, "blkhash view of %s (%s, %" PRIu32 " byte blocks)",
+  if (is_plain (h)) {
+    if (asprintf (&s, "%s of %s", blkhash_plain_view_digest (h->plain),
+                  h->name[0] ? h->name : "the default export") == -1) {
+      nbdkit_error ("asprintf: %m");
+      return NULL;
+    }
+  }
+  else if (asprintf (&s, "blkhash view of %s (%s, %" PRIu32 " byte blocks)",
                 h->name[0] ? h->name : "the default export",
                 h->params->digest.name, h->params->block_size) == -1) {
     nbdkit_error ("asprintf: %m");
@@ -499,8 +580,8 @@ blkhash_block_size (nbdkit_next *next, void *handle,
 }
 
 /* The view is read-only, has no extents of its own (nbdkit reports it
- * all data), and serves CACHE itself; it is the same for every
- * connection (multi-conn).
+ * all data), and serves CACHE itself; a blkhash view is the same for
+ * every connection (multi-conn), a plain one is each connection's.
  */
 static int
 blkhash_can_write (nbdkit_next *next, void *handle)
@@ -547,6 +628,8 @@ blkhash_can_fua (nbdkit_next *next, void *handle)
 static int
 blkhash_can_multi_conn (nbdkit_next *next, void *handle)
 {
+  if (is_plain (handle))
+    return 0;
   return is_view (handle) ? 1 : next->can_multi_conn (next);
 }
 
@@ -562,6 +645,8 @@ blkhash_pread (nbdkit_next *next, void *handle, void *buf, uint32_t count,
 {
   struct handle *h = handle;
 
+  if (is_plain (h))
+    return blkhash_plain_view_pread (next, h->plain, buf, count, offset, err);
   if (is_view (h)) {
     struct blk_table *t;
     if (view_table (h, count, offset, &t, err) == -1)
@@ -673,6 +758,8 @@ blkhash_cache_request (nbdkit_next *next, void *handle, uint32_t count,
 {
   struct handle *h = handle;
 
+  if (is_plain (h))
+    return blkhash_plain_view_cache (next, h->plain, count, offset, err);
   if (is_view (h)) {
     struct blk_table *t;
     if (view_table (h, count, offset, &t, err) == -1)

@@ -30,10 +30,11 @@
  * the verdict; a verdict computed while a write through the export
  * was in flight is thrown away.
  *
- * blkhash-file lines of judged exports (results.c asks here, see
- * blkhash_expect_line): the checksum while it matches; else the
- * expected blkhash value, so that nbdsum -c of the file says FAILED;
- * no line for a plain digest that does not match.
+ * blkhash-file lines of exports written through the filter (results.c
+ * asks here, see blkhash_expect_vouches): the checksum while the
+ * upload is known to match; else a checksum of zeros, which nbdsum -c
+ * reports FAILED whether the line names the source (the upload recipe)
+ * or the copy.
  *
  * gates_lock guards the list and every gate's fields; plugin I/O and
  * hashing happen outside it.  Gates live until unload.
@@ -51,13 +52,17 @@
 #include "cleanup.h"
 #include "filter.h"
 #include "minmax.h"
-#include "plain-local.h"
 #include "util.h"
 
 /* Ranges a gate keeps before it gives up knowing coverage (then only
  * the session's end judges): 1 MiB of them.
  */
 #define RANGES_MAX 65536
+/* Loose coverage counts a span written in part as covered: the
+ * plugin reports the rest of an allocated page (a file system block,
+ * the memory plugin's page) as data, not as a hole.
+ */
+#define LOOSE_SPAN (UINT64_C (1) << 20)
 #define EXTENTS_WINDOW (UINT64_C (1) << 30)
 
 /* The parsed value. */
@@ -349,7 +354,9 @@ blkhash_expect_write_end (struct blkhash_export *e, uint64_t offset,
     return;                     /* write_begin failed */
   if (ok) {
     expect_ranges_add (&g->written, offset, offset + count);
-    expect_ranges_add (&g->all, offset, offset + count);
+    expect_ranges_add (&g->all, offset / LOOSE_SPAN * LOOSE_SPAN,
+                       MIN (g->size, (offset + count + LOOSE_SPAN - 1)
+                            / LOOSE_SPAN * LOOSE_SPAN));
   }
   g->ended++;
 }
@@ -385,12 +392,53 @@ expect_look_holes (nbdkit_next *next, struct gate *g, int *err)
   return 0;
 }
 
-/* The actual value of the image into out.  0, or -1 with *err set and
- * nbdkit_error called.
+struct plain_run {
+  nbdkit_next *next;
+  struct blkhash_plain *p;
+  uint8_t *out;
+  int err, r;
+};
+
+static void *
+expect_plain_run (void *opaque)
+{
+  struct plain_run *pr = opaque;
+
+  pr->r = blkhash_plain_final (pr->next, pr->p, pr->out, &pr->err);
+  return NULL;
+}
+
+/* The plain digest on a thread of its own while the caller waits:
+ * off nbdkit's threads the client that is leaving does not stop it,
+ * only nbdkit's exit.
  */
 static int
-expect_compute (nbdkit_next *next, struct blkhash_export *e, uint8_t *out,
-                int *err)
+expect_plain_detached (nbdkit_next *next, struct blkhash_plain *p,
+                       uint8_t *out, int *err)
+{
+  struct plain_run pr = { .next = next, .p = p, .out = out };
+  pthread_t thread;
+  int r;
+
+  if ((r = pthread_create (&thread, NULL, expect_plain_run, &pr)) != 0) {
+    errno = r;
+    nbdkit_error ("blkhash: pthread_create: %m");
+    *err = r;
+    return -1;
+  }
+  pthread_join (thread, NULL);
+  if (pr.r == -1)
+    *err = pr.err;
+  return pr.r;
+}
+
+/* The actual value of the image into out (detached: for the end of a
+ * session, see above and blkhash_compute_root_detached).  0, or -1
+ * with *err set and nbdkit_error called.
+ */
+static int
+expect_compute (nbdkit_next *next, struct blkhash_export *e, bool detached,
+                uint8_t *out, int *err)
 {
   int r = -1;
 
@@ -401,7 +449,8 @@ expect_compute (nbdkit_next *next, struct blkhash_export *e, uint8_t *out,
       *err = ENOMEM;
       return -1;
     }
-    r = blkhash_plain_final (next, p, out, err);
+    r = detached ? expect_plain_detached (next, p, out, err)
+      : blkhash_plain_final (next, p, out, err);
     blkhash_plain_free (p);
   }
   else {
@@ -410,7 +459,8 @@ expect_compute (nbdkit_next *next, struct blkhash_export *e, uint8_t *out,
                                                   err);
     if (bt == NULL)
       return -1;
-    r = blkhash_compute_root (next, blkhash_table_blocks (bt), out, err);
+    r = (detached ? blkhash_compute_root_detached : blkhash_compute_root)
+      (next, blkhash_table_blocks (bt), out, err);
     blkhash_table_put (e, bt);
     if (r == -1)
       nbdkit_error ("blkhash: export '%s': cannot compute its checksum for "
@@ -426,7 +476,7 @@ expect_compute (nbdkit_next *next, struct blkhash_export *e, uint8_t *out,
  */
 static int
 expect_judge (nbdkit_next *next, struct blkhash_export *e, struct gate *g,
-              bool strict, int *err)
+              bool strict, bool detached, int *err)
 {
   uint8_t got[BLK_DIGEST_MAX];
   uint64_t stamp;
@@ -437,7 +487,7 @@ expect_judge (nbdkit_next *next, struct blkhash_export *e, struct gate *g,
       return VERDICT_NONE;
     stamp = g->begun;
   }
-  if (expect_compute (next, e, got, err) == -1)
+  if (expect_compute (next, e, detached, got, err) == -1)
     return -1;
   ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&gates_lock);
   if (g->begun != stamp || g->ended != stamp || g->session_over)
@@ -500,7 +550,7 @@ blkhash_expect_flush (nbdkit_next *next, struct blkhash_export *e, int *err)
                     "judged at this flush", g->name);
       return 0;
     }
-    r = expect_judge (next, e, g, strict, err);
+    r = expect_judge (next, e, g, strict, false, err);
     if (r == -1)
       return -1;
     if (r == VERDICT_NONE) {
@@ -527,98 +577,62 @@ blkhash_expect_flush (nbdkit_next *next, struct blkhash_export *e, int *err)
   return -1;
 }
 
-struct detached {
-  nbdkit_next *next;
-  struct blkhash_export *e;
-  struct gate *g;
-  int err, r;
-};
-
-static void *
-expect_detached_run (void *opaque)
-{
-  struct detached *d = opaque;
-
-  d->r = expect_judge (d->next, d->e, d->g, true, &d->err);
-  return NULL;
-}
-
 void
 blkhash_expect_session_end (nbdkit_next *next, struct blkhash_export *e)
 {
-  struct detached d = { .next = next, .e = e };
-  pthread_t thread;
+  struct gate *g;
   enum verdict v;
   bool logged;
-  int r;
+  int err = 0, r;
 
   if (expect_value == NULL)
     return;
   {
     ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&gates_lock);
-    d.g = expect_find (blkhash_export_name (e));
-    if (d.g == NULL || d.g->session_over)
+    g = expect_find (blkhash_export_name (e));
+    if (g == NULL || g->session_over)
       return;
-    v = d.g->verdict;
-    logged = d.g->logged;
+    v = g->verdict;
+    logged = g->logged;
   }
   if (v == VERDICT_NONE && next == NULL)
     nbdkit_error ("blkhash: export '%s': its last connection failed while "
-                  "connecting: the upload is not judged", d.g->name);
+                  "connecting: the upload is not judged", g->name);
   else if (v == VERDICT_NONE) {
-    /* Off nbdkit's threads: the client that is leaving does not stop
-     * it, only nbdkit's exit.
-     */
-    if ((r = pthread_create (&thread, NULL, expect_detached_run, &d)) != 0) {
-      errno = r;
-      nbdkit_error ("blkhash: pthread_create: %m");
-      d.r = -1;
-    }
-    else
-      pthread_join (thread, NULL);
-    if (d.r == -1)
+    r = expect_judge (next, e, g, true, true, &err);
+    if (r == -1)
       nbdkit_error ("blkhash: export '%s': the upload is not judged",
-                    d.g->name);
-    else if (d.r == VERDICT_FAIL)
-      expect_log_mismatch (d.g, " (at the session's end)");
-    else if (d.r == VERDICT_PASS)
+                    g->name);
+    else if (r == VERDICT_FAIL)
+      expect_log_mismatch (g, " (at the session's end)");
+    else if (r == VERDICT_PASS)
       nbdkit_debug ("blkhash: export '%s': upload matches blkhash-expect "
-                    "(at the session's end)", d.g->name);
+                    "(at the session's end)", g->name);
   }
   else if (v == VERDICT_FAIL && !logged)
-    expect_log_mismatch (d.g, " (at the session's end)");
+    expect_log_mismatch (g, " (at the session's end)");
   ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&gates_lock);
-  d.g->session_over = true;
+  g->session_over = true;
 }
 
-int
-blkhash_expect_line (const char *name, const uint8_t *root,
-                     const struct blk_params **p, char *hex)
+bool
+blkhash_expect_vouches (const char *name, const uint8_t *root)
 {
   enum verdict v;
 
   if (expect_value == NULL)
-    return 0;
+    return true;
   {
     ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&gates_lock);
     struct gate *g = expect_find (name);
     if (g == NULL)
-      return 0;                 /* never written: not judged */
+      return true;              /* never written: not judged */
     v = g->verdict;
   }
-  if (blkhash_expect_passive ()) {
-    /* The line is the value judged: no verdict needed. */
-    if (memcmp (root, expect_want, expect_len) != 0)
-      blk_hex (expect_want, expect_len, hex);
-    return 0;
-  }
-  if (v == VERDICT_PASS)
-    return 0;
-  if (expect_plain)
-    return -1;
-  *p = expect_params;
-  blk_hex (expect_want, expect_len, hex);
-  return 0;
+  /* The line's checksum is the value judged: no verdict needed. */
+  if (blkhash_expect_passive ())
+    return memcmp (root, expect_want, expect_len) == 0;
+  return v == VERDICT_PASS;
 }
 
 void

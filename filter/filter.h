@@ -197,9 +197,55 @@ extern void blkhash_results_flushed (nbdkit_next *next,
  */
 extern void blkhash_results_complete (struct blkhash_export *e,
                                       struct blk_table *t);
+/* A stamp of the data writes through any export so far (one that
+ * nothing matches while a write is in flight), and whether any began
+ * or was in flight since a stamp.
+ */
+extern uint64_t blkhash_writes_stamp (void);
+extern bool blkhash_writes_since (uint64_t stamp);
 /* nbdkit is exiting: lines of exports still in use, then the file. */
 extern void blkhash_results_exit (void);
 extern void blkhash_results_free_all (void);
+
+/* plain.c: a plain digest of the whole content (sha256sum's), in
+ * order, holes hashed as zeros without reading.
+ */
+struct blkhash_plain;
+/* NULL with nbdkit_error called.  d must outlive it. */
+extern struct blkhash_plain *blkhash_plain_new (const struct blk_digest *d,
+                                                uint64_t size);
+extern void blkhash_plain_free (struct blkhash_plain *p);
+/* Bytes hashed so far, from 0. */
+extern uint64_t blkhash_plain_pos (const struct blkhash_plain *p);
+/* Hash on from where it stopped up to end (capped at the size).  0, or
+ * -1 with *err set and nbdkit_error called.
+ */
+extern int blkhash_plain_advance (nbdkit_next *next, struct blkhash_plain *p,
+                                  uint64_t end, int *err);
+/* Hash what is left; the digest (d->len bytes) into out. */
+extern int blkhash_plain_final (nbdkit_next *next, struct blkhash_plain *p,
+                                uint8_t *out, int *err);
+/* The NAME@digest:DIGEST view of one connection (see plain.c). */
+struct blkhash_plain_view;
+/* NULL with nbdkit_error called (an unknown digest, or no memory);
+ * name is the export's, kept; flags the header's.
+ */
+extern struct blkhash_plain_view *blkhash_plain_view_new (const char *name,
+                                                          const char *digest,
+                                                          uint64_t size,
+                                                          uint32_t flags);
+extern void blkhash_plain_view_free (struct blkhash_plain_view *v);
+extern int64_t blkhash_plain_view_size (const struct blkhash_plain_view *v);
+extern const char *blkhash_plain_view_digest
+  (const struct blkhash_plain_view *v);
+extern int blkhash_plain_view_pread (nbdkit_next *next,
+                                     struct blkhash_plain_view *v, void *buf,
+                                     uint32_t count, uint64_t offset,
+                                     int *err);
+extern int blkhash_plain_view_cache (nbdkit_next *next,
+                                     struct blkhash_plain_view *v,
+                                     uint32_t count, uint64_t offset,
+                                     int *err);
 
 /* readahead.c: a pool of readers that read the next piece of a run
  * while its requester reads and hashes the current one.
@@ -269,8 +315,10 @@ extern int blkhash_compute_root_detached (nbdkit_next *next,
  * first request needs it.
  */
 struct blkhash_view;
+/* flags: the header's (BLK_VIEW_FLAG_*). */
 extern struct blkhash_view *blkhash_view_new (uint64_t size,
-                                              const struct blk_params *p);
+                                              const struct blk_params *p,
+                                              uint32_t flags);
 extern void blkhash_view_free (struct blkhash_view *v);
 extern int64_t blkhash_view_size (const struct blkhash_view *v);
 extern int blkhash_view_pread (nbdkit_next *next, struct blkhash_view *v,
@@ -340,12 +388,11 @@ extern int blkhash_expect_flush (nbdkit_next *next,
  */
 extern void blkhash_expect_session_end (nbdkit_next *next,
                                         struct blkhash_export *e);
-/* The blkhash-file line of export name, whose checksum root (default
- * parameters) is in hex: 0 with *p and hex as they are or replaced by
- * the expected value, or -1: no line.
+/* May export name's blkhash-file line hold its checksum root (default
+ * parameters)?  false: the upload is not known to match, the line
+ * holds zeros.
  */
-extern int blkhash_expect_line (const char *name, const uint8_t *root,
-                                const struct blk_params **p, char *hex);
+extern bool blkhash_expect_vouches (const char *name, const uint8_t *root);
 extern void blkhash_expect_exit (void);
 extern void blkhash_expect_free_all (void);
 

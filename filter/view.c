@@ -28,7 +28,7 @@ struct blkhash_view {
 };
 
 struct blkhash_view *
-blkhash_view_new (uint64_t size, const struct blk_params *p)
+blkhash_view_new (uint64_t size, const struct blk_params *p, uint32_t flags)
 {
   struct blkhash_view *v = calloc (1, sizeof *v);
 
@@ -38,6 +38,7 @@ blkhash_view_new (uint64_t size, const struct blk_params *p)
   }
   blk_header_init (&v->h, size, p->block_size, p->digest.name,
                    p->digest.len);
+  v->h.flags = flags;
   blk_header_encode (&v->h, v->header);
   return v;
 }

@@ -12,7 +12,7 @@
 enum {
   OFF_MAGIC = 0, OFF_VERSION = 8, OFF_HEADER_SIZE = 12, OFF_IMAGE_SIZE = 16,
   OFF_BLOCK_COUNT = 24, OFF_BLOCK_SIZE = 32, OFF_DIGEST_LEN = 36,
-  OFF_ROOT = 40, OFF_DIGESTS = 48, OFF_NAME = 56,
+  OFF_ROOT = 40, OFF_DIGESTS = 48, OFF_NAME = 56, OFF_FLAGS = 120,
   HEADER_USED = OFF_NAME + BLK_DIGEST_NAME_MAX,
 };
 
@@ -71,6 +71,7 @@ blk_header_encode (const struct blk_header *h, uint8_t *buf)
   put_le (buf + OFF_DIGESTS, BLK_VIEW_DIGESTS_OFFSET, 8);
   memcpy (buf + OFF_NAME, h->digest_name,
           strnlen (h->digest_name, BLK_DIGEST_NAME_MAX - 1));
+  put_le (buf + OFF_FLAGS, h->flags, 4);
 }
 
 bool
@@ -104,6 +105,9 @@ decode (const uint8_t *buf, size_t len, struct blk_header *h, bool plain)
   h->block_size = get_le (buf + OFF_BLOCK_SIZE, 4);
   h->digest_len = get_le (buf + OFF_DIGEST_LEN, 4);
   h->plain = plain;
+  /* Read only from a buffer that holds them (120 bytes suffice). */
+  if (len >= OFF_FLAGS + 4)
+    h->flags = get_le (buf + OFF_FLAGS, 4);
 
   if (blk_check_block_size (h->block_size) != NULL)
     return "invalid block size (must be a multiple of 4K from 4K to 16M)";

@@ -25,6 +25,10 @@
 #define BLK_PLAIN_MAGIC "BLKPLAN1"
 #define BLK_PLAIN_SPAN_SIZE (1024 * 1024)
 
+/* Flags at 120 (older headers: zero there). */
+/* The server refuses the image's own export (blkhash-views-only). */
+#define BLK_VIEW_FLAG_VIEWS_ONLY 1
+
 struct blk_header {
   uint64_t image_size;
   uint64_t block_count;
@@ -32,6 +36,7 @@ struct blk_header {
   uint32_t digest_len;
   char digest_name[BLK_DIGEST_NAME_MAX + 1];
   bool plain;                   /* BLKPLAN1: block_size is the span */
+  uint32_t flags;               /* BLK_VIEW_FLAG_* */
 };
 
 /* Fill h from the image size, block size and digest. */

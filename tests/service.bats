@@ -310,6 +310,24 @@ assert_socket_activated () {
   stop_server
 }
 
+@test "service: the views-only example serves checksums and refuses the images" {
+  local c sock="$BATS_TEST_TMPDIR/vo.sock"
+  grep -q '^#NBDKIT_PARAMS=blkhash-views-only=true$' "$example_conf"
+  c=$(conf vo 's/^#\(NBDKIT_PARAMS=blkhash-views-only=true\)$/\1/')
+  grep -q '^NBDKIT_PARAMS=blkhash-views-only=true$' "$c"
+  start_service vo "$c" "$sock"
+  run "$NBDSUM" "nbd+unix:///disk1.img?socket=$sock"
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$(sum_hex "$output")" = "$(want disk1.img)" ]
+  assert_socket_activated
+  run nbdcopy "nbd+unix:///disk1.img?socket=$sock" "$BATS_TEST_TMPDIR/copy"
+  [ "$status" -ne 0 ]
+  [ ! -s "$BATS_TEST_TMPDIR/copy" ]
+  grep -q 'serves only its views' "$err"
+  stop_server
+}
+
 # The allow and deny lists the example configuration shows.
 ip_conf () {
   conf "$1" "s/^#\(NBDKIT_OPTIONS=--filter=ip\)\$/\1/; ${2:-s/^#\(NBDKIT_PARAMS=\"allow=\)/\1/}"

@@ -1,0 +1,413 @@
+/* Copyright (C) 2026 The nbdkit-blkhash developers
+ * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
+ */
+/* nbdkit-blkhash filter: plain digests of the whole content (what
+ * sha256sum, md5sum... print for the bytes the export serves), and the
+ * read-only NAME@digest:DIGEST view that serves them.
+ *
+ *   0     header (BLKPLAN1, sizes, digest name), 4096 bytes
+ *   4096  the digest of the whole content, zero padded to 4096 bytes
+ *   8192  one byte per 1 MiB span of the image: 1 once it is hashed
+ *
+ * A plain digest is a chain: it can only be computed in order, on one
+ * thread, and nothing of it can be kept per block.  So the state is
+ * the connection's own (the view is not multi-conn), and the client
+ * drives it in steps: CACHE of span bytes hashes on through the end of
+ * the last span asked for, and reading the digest hashes whatever is
+ * left.  Holes the plugin's extents report as zeros are hashed as
+ * zeros without reading; data is read a piece at a time, the next
+ * piece by a reader thread (readahead.c) while this one hashes, when
+ * the plugin takes parallel requests.
+ *
+ * A write through the filter while a digest is computed voids it:
+ * reading the digest then fails with EIO and the next request starts
+ * over (writes from outside nbdkit cannot be seen, as for the blkhash
+ * view).
+ */
+#include <config.h>
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cleanup.h"
+#include "filter.h"
+#include "minmax.h"
+#include "viewname.h"
+
+/* One plugin read, and one digest update of zeros. */
+#define PIECE_SIZE (1024 * 1024)
+/* Extents asked for at a time. */
+#define EXTENTS_WINDOW (UINT64_C (64) * 1024 * 1024)
+/* A zero run shorter than this is read rather than split out. */
+#define MIN_ZERO_RUN (256 * 1024)
+
+static uint8_t zeros[PIECE_SIZE];
+
+struct blkhash_plain {
+  const struct blk_digest *d;
+  uint64_t size;
+  uint64_t pos;                 /* [0, pos) is hashed */
+  struct blk_ctx *ctx;
+  uint8_t *buf[2];              /* PIECE_SIZE each, from the first read */
+  bool done;
+  uint8_t digest[BLK_DIGEST_MAX];
+};
+
+struct blkhash_plain *
+blkhash_plain_new (const struct blk_digest *d, uint64_t size)
+{
+  struct blkhash_plain *p = calloc (1, sizeof *p);
+
+  if (p == NULL || (p->ctx = blk_ctx_new ()) == NULL) {
+    nbdkit_error ("blkhash: out of memory");
+    free (p);
+    return NULL;
+  }
+  if (blk_ctx_init (p->ctx, d) == -1) {
+    nbdkit_error ("blkhash: %s failed", d->name);
+    blkhash_plain_free (p);
+    return NULL;
+  }
+  p->d = d;
+  p->size = size;
+  return p;
+}
+
+void
+blkhash_plain_free (struct blkhash_plain *p)
+{
+  if (p == NULL)
+    return;
+  blk_ctx_free (p->ctx);
+  free (p->buf[0]);
+  free (p->buf[1]);
+  free (p);
+}
+
+uint64_t
+blkhash_plain_pos (const struct blkhash_plain *p)
+{
+  return p->pos;
+}
+
+static int
+plain_update (struct blkhash_plain *p, const void *buf, size_t len, int *err)
+{
+  if (blk_ctx_update (p->ctx, buf, len) == -1) {
+    nbdkit_error ("blkhash: %s failed", p->d->name);
+    *err = EIO;
+    return -1;
+  }
+  p->pos += len;
+  return 0;
+}
+
+/* A piece of [off, end): zeros to hash without reading, or data. */
+struct piece {
+  uint64_t off;
+  uint32_t len;
+  bool zero;
+};
+
+/* The piece at off, from the extents of a window ending at end (NULL:
+ * the plugin has none, all data).
+ */
+static struct piece
+plain_piece (struct nbdkit_extents *exts, uint64_t off, uint64_t end)
+{
+  struct piece pc = { .off = off };
+  uint64_t zero_end = off;
+
+  for (size_t i = 0; exts && i < nbdkit_extents_count (exts); i++) {
+    const struct nbdkit_extent e = nbdkit_get_extent (exts, i);
+    if (e.offset + e.length <= zero_end)
+      continue;
+    if (e.offset > zero_end || !(e.type & NBDKIT_EXTENT_ZERO))
+      break;
+    zero_end = e.offset + e.length;
+  }
+  zero_end = MIN (zero_end, end);
+  if (zero_end - off >= MIN_ZERO_RUN || (zero_end == end && zero_end > off)) {
+    pc.zero = true;
+    pc.len = MIN (zero_end - off, (uint64_t) PIECE_SIZE);
+  }
+  else
+    pc.len = MIN (end - off, (uint64_t) PIECE_SIZE);
+  return pc;
+}
+
+static int
+plain_read (nbdkit_next *next, void *buf, const struct piece *pc, int *err)
+{
+  if (next->pread (next, buf, pc->len, pc->off, 0, err) == -1) {
+    nbdkit_error ("blkhash: reading %" PRIu32 " bytes at %" PRIu64
+                  " failed", pc->len, pc->off);
+    return -1;
+  }
+  atomic_fetch_add (&blkhash_stats.read_bytes, pc->len);
+  return 0;
+}
+
+/* Hash [p->pos, end) of the window whose extents are exts. */
+static int
+plain_window (nbdkit_next *next, struct blkhash_plain *p,
+              struct nbdkit_extents *exts, uint64_t end, int *err)
+{
+  struct blkhash_reader *rd = NULL;
+  bool ahead = false;           /* buf[1] holds, or rd reads, pc2 */
+  struct piece pc2 = { 0 };
+  int r = 0;
+
+  while (r == 0 && p->pos < end) {
+    const struct piece pc = plain_piece (exts, p->pos, end);
+    if (pc.zero) {
+      r = plain_update (p, zeros, pc.len, err);
+      continue;
+    }
+    if (ahead && pc2.off == pc.off) {
+      uint8_t *t = p->buf[0];
+      if (rd && blkhash_reader_finish (rd, err) == -1)
+        r = -1;
+      rd = NULL;
+      ahead = false;
+      p->buf[0] = p->buf[1];
+      p->buf[1] = t;
+    }
+    else if (plain_read (next, p->buf[0], &pc, err) == -1)
+      r = -1;
+    if (r == -1)
+      break;
+    /* The next piece is read while this one is hashed. */
+    if (pc.off + pc.len < end && blkhash_plugin_parallel) {
+      pc2 = plain_piece (exts, pc.off + pc.len, end);
+      if (!pc2.zero && (rd = blkhash_reader_get ()) != NULL) {
+        blkhash_reader_start (rd, next, p->buf[1], pc2.len, pc2.off);
+        ahead = true;
+        atomic_fetch_add (&blkhash_stats.paired_reads, 1);
+      }
+    }
+    r = plain_update (p, p->buf[0], pc.len, err);
+    if (r == 0 && blkhash_should_stop (err))
+      r = -1;
+  }
+  if (rd) {
+    int e2;
+    blkhash_reader_finish (rd, &e2);
+  }
+  return r;
+}
+
+int
+blkhash_plain_advance (nbdkit_next *next, struct blkhash_plain *p,
+                       uint64_t end, int *err)
+{
+  const bool extents = next->can_extents (next) == 1;
+
+  end = MIN (end, p->size);
+  if (p->pos >= end)
+    return 0;
+  for (int i = 0; i < 2; i++)
+    if (p->buf[i] == NULL && (p->buf[i] = malloc (PIECE_SIZE)) == NULL) {
+      nbdkit_error ("blkhash: out of memory");
+      *err = ENOMEM;
+      return -1;
+    }
+  while (p->pos < end) {
+    const uint64_t wend = MIN (end, p->pos + EXTENTS_WINDOW);
+    struct nbdkit_extents *exts = NULL;
+    int r;
+
+    if (extents &&
+        (exts = nbdkit_extents_full (next, wend - p->pos, p->pos, 0,
+                                     err)) == NULL)
+      return -1;
+    r = plain_window (next, p, exts, wend, err);
+    if (exts)
+      nbdkit_extents_free (exts);
+    if (r == -1)
+      return -1;
+  }
+  return 0;
+}
+
+int
+blkhash_plain_final (nbdkit_next *next, struct blkhash_plain *p,
+                     uint8_t *out, int *err)
+{
+  if (!p->done) {
+    if (blkhash_plain_advance (next, p, p->size, err) == -1)
+      return -1;
+    if (blk_ctx_final (p->ctx, p->digest) == -1) {
+      nbdkit_error ("blkhash: %s failed", p->d->name);
+      *err = EIO;
+      return -1;
+    }
+    p->done = true;
+  }
+  memcpy (out, p->digest, p->d->len);
+  return 0;
+}
+
+/* The view: one connection's run, started over after a write voids
+ * it.
+ */
+struct blkhash_plain_view {
+  struct blk_header h;
+  uint8_t header[BLK_VIEW_HEADER_SIZE];
+  struct blk_digest d;
+  pthread_mutex_t lock;         /* the run is a chain: one request at a
+                                   time works on it, plugin I/O and all */
+  struct blkhash_plain *run;
+  uint64_t stamp;               /* writes before the run began */
+  const char *name;             /* the export's, for messages */
+};
+
+struct blkhash_plain_view *
+blkhash_plain_view_new (const char *name, const char *digest, uint64_t size,
+                        uint32_t flags)
+{
+  struct blkhash_plain_view *v = calloc (1, sizeof *v);
+  const char *msg;
+
+  if (v == NULL) {
+    nbdkit_error ("calloc: %m");
+    return NULL;
+  }
+  if ((msg = blk_digest_init (&v->d, digest)) != NULL) {
+    nbdkit_error ("blkhash: export '%s" BLK_PLAIN_MARKER ":%s': %s",
+                  name, digest, msg);
+    free (v);
+    return NULL;
+  }
+  pthread_mutex_init (&v->lock, NULL);
+  v->name = name;
+  blk_plain_header_init (&v->h, size, v->d.name, v->d.len);
+  v->h.flags = flags;
+  blk_header_encode (&v->h, v->header);
+  return v;
+}
+
+void
+blkhash_plain_view_free (struct blkhash_plain_view *v)
+{
+  if (v == NULL)
+    return;
+  blkhash_plain_free (v->run);
+  blk_digest_free (&v->d);
+  pthread_mutex_destroy (&v->lock);
+  free (v);
+}
+
+int64_t
+blkhash_plain_view_size (const struct blkhash_plain_view *v)
+{
+  return blk_view_size (&v->h);
+}
+
+const char *
+blkhash_plain_view_digest (const struct blkhash_plain_view *v)
+{
+  return v->d.name;
+}
+
+/* The run, started if there is none; v->lock held. */
+static struct blkhash_plain *
+view_run (struct blkhash_plain_view *v, int *err)
+{
+  if (v->run == NULL) {
+    v->stamp = blkhash_writes_stamp ();
+    v->run = blkhash_plain_new (&v->d, v->h.image_size);
+    if (v->run == NULL)
+      *err = ENOMEM;
+  }
+  return v->run;
+}
+
+/* A write through the filter since the run began voids it. */
+static int
+view_check_writes (struct blkhash_plain_view *v, int *err)
+{
+  if (!blkhash_writes_since (v->stamp))
+    return 0;
+  nbdkit_error ("blkhash: export '%s' was written while its %s was "
+                "computed: ask again", v->name, v->d.name);
+  blkhash_plain_free (v->run);
+  v->run = NULL;
+  *err = EIO;
+  return -1;
+}
+
+/* Hash through the end of span byte (relative to 8192) end - 1. */
+static int
+view_advance (nbdkit_next *next, struct blkhash_plain_view *v, uint64_t end,
+              int *err)
+{
+  struct blkhash_plain *run = view_run (v, err);
+
+  if (run == NULL)
+    return -1;
+  if (blkhash_plain_advance (next, run, end * BLK_PLAIN_SPAN_SIZE,
+                             err) == -1 ||
+      view_check_writes (v, err) == -1)
+    return -1;
+  return 0;
+}
+
+int
+blkhash_plain_view_pread (nbdkit_next *next, struct blkhash_plain_view *v,
+                          void *buf, uint32_t count, uint64_t offset,
+                          int *err)
+{
+  uint8_t *dst = buf;
+  const uint64_t end = offset + count;
+  const uint64_t root_end = BLK_VIEW_ROOT_OFFSET + v->d.len;
+
+  memset (buf, 0, count);
+  if (offset < BLK_VIEW_HEADER_SIZE) {
+    const uint64_t to = MIN (end, (uint64_t) BLK_VIEW_HEADER_SIZE);
+    memcpy (dst, v->header + offset, to - offset);
+  }
+  if (offset >= root_end && end <= BLK_VIEW_DIGESTS_OFFSET)
+    return 0;
+
+  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&v->lock);
+  if (offset < root_end && end > BLK_VIEW_ROOT_OFFSET) {
+    uint8_t digest[BLK_DIGEST_MAX];
+    const uint64_t from = MAX (offset, (uint64_t) BLK_VIEW_ROOT_OFFSET);
+    const uint64_t to = MIN (end, root_end);
+    struct blkhash_plain *run = view_run (v, err);
+
+    if (run == NULL || blkhash_plain_final (next, run, digest, err) == -1 ||
+        view_check_writes (v, err) == -1)
+      return -1;
+    memcpy (dst + (from - offset), digest + (from - BLK_VIEW_ROOT_OFFSET),
+            to - from);
+  }
+  if (end > BLK_VIEW_DIGESTS_OFFSET) {
+    /* Span i is hashed once the run is past its end (or the image's). */
+    const uint64_t pos = v->run ? blkhash_plain_pos (v->run) : 0;
+    const uint64_t from = MAX (offset, (uint64_t) BLK_VIEW_DIGESTS_OFFSET);
+    for (uint64_t i = from - BLK_VIEW_DIGESTS_OFFSET;
+         i < end - BLK_VIEW_DIGESTS_OFFSET; i++) {
+      const uint64_t span_end = MIN ((i + 1) * BLK_PLAIN_SPAN_SIZE,
+                                     v->h.image_size);
+      dst[BLK_VIEW_DIGESTS_OFFSET + i - offset] = pos >= span_end;
+    }
+  }
+  return 0;
+}
+
+int
+blkhash_plain_view_cache (nbdkit_next *next, struct blkhash_plain_view *v,
+                          uint32_t count, uint64_t offset, int *err)
+{
+  const uint64_t end = offset + count;
+
+  if (end <= BLK_VIEW_DIGESTS_OFFSET)
+    return 0;
+  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&v->lock);
+  return view_advance (next, v, end - BLK_VIEW_DIGESTS_OFFSET, err);
+}
