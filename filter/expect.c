@@ -503,17 +503,17 @@ expect_judge (nbdkit_next *next, struct blkhash_export *e, struct gate *g,
 static void
 expect_log_mismatch (struct gate *g, const char *when)
 {
-  char got[2 * BLK_DIGEST_MAX + 1];
-  const char *colon = strrchr (expect_value, ':');
+  char got[2 * BLK_DIGEST_MAX + 1], want[2 * BLK_DIGEST_MAX + 1];
 
   {
     ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&gates_lock);
     memcpy (got, g->got, sizeof got);
     g->logged = true;
   }
+  blk_hex (expect_want, expect_len, want);
   nbdkit_error ("blkhash: export '%s': upload does not match "
                 "blkhash-expect%s: expected %s:%s, got %s:%s", g->name, when,
-                expect_tag, colon + 1, expect_tag, got);
+                expect_tag, want, expect_tag, got);
 }
 
 int
