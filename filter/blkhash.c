@@ -206,9 +206,9 @@ blkhash_config_complete (nbdkit_next_config_complete *next,
   "blkhash-expect=<VALUE>     Fail the flush of an upload that does not\n" \
   "                           match: ALG:HEX (sha256, sha512, sha1, md5)\n" \
   "                           or blkhash-DIGEST/BLOCKSIZE:HEX, blkhash:HEX.\n" \
-  "blkhash-expect-at=complete|flush\n" \
-  "                           Judge at flushes once the image is all\n" \
-  "                           written (default), or at every flush."
+  "blkhash-expect-at=<WHEN>   complete: judge at flushes once the image\n" \
+  "                           is all written (default); flush: at every\n" \
+  "                           flush after a write."
 
 static void
 blkhash_cleanup (nbdkit_backend *backend)
