@@ -72,8 +72,9 @@ static struct blk_digest expect_digest; /* plain */
 static const struct blk_params *expect_params;  /* blkhash */
 static uint8_t expect_want[BLK_DIGEST_MAX];
 static size_t expect_len;
-static char expect_tag[BLK_DIGEST_NAME_MAX + 32]; /* "sha256", "blkhash-sha256/64K" */
-bool blkhash_expect_every_flush;
+/* "sha256", "blkhash-sha256/64K": how messages spell values. */
+static char expect_tag[BLK_DIGEST_NAME_MAX + 32];
+static bool expect_every_flush;     /* blkhash-expect-at=flush */
 
 struct range { uint64_t a, b; };
 struct ranges {
@@ -107,9 +108,9 @@ blkhash_expect_config (const char *key, const char *value)
   if (strcmp (key, "blkhash-expect") == 0)
     expect_value = value;
   else if (strcmp (value, "flush") == 0)
-    blkhash_expect_every_flush = true;
+    expect_every_flush = true;
   else if (strcmp (value, "complete") == 0)
-    blkhash_expect_every_flush = false;
+    expect_every_flush = false;
   else {
     nbdkit_error ("blkhash-expect-at=%s: expected complete or flush", value);
     return -1;
@@ -363,12 +364,13 @@ blkhash_expect_write_end (struct blkhash_export *e, uint64_t offset,
 
 /* Add the ranges the extents call zero to g->all. */
 static int
-expect_look_holes (nbdkit_next *next, struct gate *g, int *err)
+expect_look_holes (nbdkit_next *next, struct gate *g, uint64_t size,
+                   int *err)
 {
   if (next->can_extents (next) != 1)
     return 0;
-  for (uint64_t off = 0; off < g->size; ) {
-    const uint64_t len = MIN (g->size - off, EXTENTS_WINDOW);
+  for (uint64_t off = 0; off < size; ) {
+    const uint64_t len = MIN (size - off, EXTENTS_WINDOW);
     struct nbdkit_extents *x = nbdkit_extents_full (next, len, off, 0, err);
 
     if (x == NULL) {
@@ -533,15 +535,19 @@ blkhash_expect_flush (nbdkit_next *next, struct blkhash_export *e, int *err)
       return 0;                 /* nothing written in this session */
     v = g->verdict;
     strict = g->strict;
-    look = !expect_covers (&g->written, g->size) && !g->holes_looked;
-    g->holes_looked = true;
+    /* Once a session, and only when it may make the image complete. */
+    look = v == VERDICT_NONE && !expect_every_flush && !g->holes_looked &&
+      !expect_covers (&g->written, g->size);
+    if (look)
+      g->holes_looked = true;
   }
   if (v == VERDICT_NONE) {
-    if (look && expect_look_holes (next, g, err) == -1)
+    if (look && expect_look_holes (next, g, blkhash_export_size (e),
+                                   err) == -1)
       return -1;
     {
       ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&gates_lock);
-      strict = blkhash_expect_every_flush ||
+      strict = expect_every_flush ||
         expect_covers (&g->written, g->size);
       loose = expect_covers (&g->all, g->size);
     }
