@@ -368,3 +368,69 @@ wait_log () {
   echo "$output"
   [ "$status" -eq 0 ]
 }
+
+# void.py URI GOOD: write GOOD whole, flush; write one wrong byte at
+# 2M+500, flush; write the right byte back, flush.  Prints each flush's
+# outcome.
+write_void () {
+  cat > "$BATS_FILE_TMPDIR/void.py" <<'PY'
+import nbd, sys
+h = nbd.NBD()
+h.connect_uri(sys.argv[1])
+data = open(sys.argv[2], "rb").read()
+def flush(what):
+    try:
+        h.flush()
+        print("%s: ok" % what)
+    except nbd.Error as e:
+        print("%s: failed: %s" % (what, e))
+h.pwrite(data, 0)
+flush("whole")
+h.pwrite(b"X" if data[2097652:2097653] != b"X" else b"Y", 2097652)
+flush("changed")
+h.pwrite(data[2097652:2097653], 2097652)
+flush("restored")
+h.shutdown()
+PY
+}
+
+@test "expect: a write after a verdict voids it: the next flush judges again" {
+  local want
+  write_void
+  want=$(plain sha256 "$src")
+  run serve memory 4M blkhash-expect="sha256:$want" -- \
+    '"$NBD_PYTHON" "$BATS_FILE_TMPDIR/void.py" "$uri" "$src"'
+  echo "$output"
+  [ "$status" -eq 0 ]
+  grep -q "^whole: ok" <<< "$output"
+  grep -q "^changed: failed" <<< "$output"
+  grep -q "^restored: ok" <<< "$output"
+  [ "$(grep -c "upload does not match" <<< "$output")" -eq 1 ]
+}
+
+@test "expect: nbdcopy without --flush is judged when it disconnects" {
+  local want
+  want=$(plain sha256 "$src")
+  run serve memory 4M blkhash-expect="sha256:$want" -- \
+    'nbdcopy "$bad" "$uri"'
+  echo "$output"
+  # nbdcopy 1.14 sends no flush: it cannot see the verdict.
+  [ "$status" -eq 0 ]
+  grep -F "upload does not match blkhash-expect (at the session's end): expected sha256:$want, got sha256:$(plain sha256 "$bad")" <<< "$output"
+}
+
+@test "expect: with several exports, each one written is judged, by name" {
+  local dir="$BATS_TEST_TMPDIR/exports" want
+  mkdir "$dir"
+  truncate -s 4M "$dir/good.img" "$dir/wrong.img" "$dir/read.img"
+  want=$(plain sha256 "$src")
+  run serve file dir="$dir" blkhash-expect="sha256:$want" -- \
+    'nbdcopy --flush "$src" "nbd+unix:///good.img?socket=$unixsocket" &&
+     ! nbdcopy --flush "$bad" "nbd+unix:///wrong.img?socket=$unixsocket" &&
+     nbdcopy "nbd+unix:///read.img?socket=$unixsocket" - >/dev/null'
+  echo "$output"
+  [ "$status" -eq 0 ]
+  grep -F "export 'wrong.img': upload does not match" <<< "$output"
+  [ "$(grep -c "does not match" <<< "$output")" -eq 1 ]
+  cmp "$src" "$dir/good.img"
+}
