@@ -434,3 +434,27 @@ PY
   [ "$(grep -c "does not match" <<< "$output")" -eq 1 ]
   cmp "$src" "$dir/good.img"
 }
+
+@test "expect: blkhash:HEX is judged from the digests hashed as written, not read back" {
+  local read
+  run serve memory 4M blkhash-expect="blkhash:$(reference sha256 65536 "$src")" \
+    -D blkhash.stats=1 -v -- 'nbdcopy --flush "$src" "$uri"'
+  echo "$output" | grep -E "stats|blkhash-expect"
+  [ "$status" -eq 0 ]
+  grep -q "upload matches blkhash-expect$" <<< "$output"
+  # At most the block the data ends in (written in part) is read.
+  read=$(grep -oE "computed [0-9]+ blocks reading [0-9]+ bytes" <<< "$output" |
+         awk '{ print $5 }')
+  [ -n "$read" ] && [ "$read" -le 65536 ]
+
+  # Another block size reads the image back (its data, 3.1 MiB).
+  run serve memory 4M \
+    blkhash-expect="blkhash-sha256/1M:$(reference sha256 1048576 "$src")" \
+    -D blkhash.stats=1 -v -- 'nbdcopy --flush "$src" "$uri"'
+  echo "$output" | grep -E "stats|blkhash-expect"
+  [ "$status" -eq 0 ]
+  grep -q "upload matches blkhash-expect$" <<< "$output"
+  read=$(grep -oE "computed [0-9]+ blocks reading [0-9]+ bytes" <<< "$output" |
+         awk '{ print $5 }')
+  [ -n "$read" ] && [ "$read" -ge 3000000 ]
+}
