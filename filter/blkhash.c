@@ -82,6 +82,7 @@ blkhash_unload (void)
   blkhash_exports_free_all ();
   blkhash_results_free_all ();
   blkhash_expect_free_all ();
+  blkhash_expect_value_free ();
   blkhash_params_free_all ();
   blkhash_readahead_fini ();
   blkhash_hasher_fini ();
@@ -204,8 +205,8 @@ blkhash_config_complete (nbdkit_next_config_complete *next,
   "blkhash-views-only=<BOOL>  Serve the views, refuse the data exports\n" \
   "                           (default false).\n" \
   "blkhash-expect=<VALUE>     Fail the flush of an upload that does not\n" \
-  "                           match: ALG:HEX (sha256, sha512, sha1, md5)\n" \
-  "                           or blkhash-DIGEST/BLOCKSIZE:HEX, blkhash:HEX.\n" \
+  "                           match: ALG:HEX (sha256, sha512, sha1, md5),\n" \
+  "                           blkhash-DIGEST/BLOCKSIZE:HEX or blkhash:HEX.\n" \
   "blkhash-expect-at=<WHEN>   complete: judge at flushes once the image\n" \
   "                           is all written (default); flush: at every\n" \
   "                           flush after a write."

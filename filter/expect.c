@@ -1,14 +1,9 @@
 /* Copyright (C) 2026 The nbdkit-blkhash developers
  * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
  */
-/* nbdkit-blkhash filter: the upload gate, blkhash-expect= and
- * blkhash-expect-at=, every rule of it.
- *
- * blkhash-expect=VALUE is the checksum the image written through the
- * filter must have: a plain digest of its bytes (ALG:HEX, ALG sha256,
- * sha512, sha1 or md5, KubeVirt CDI's form), or a blkhash value
- * (blkhash-DIGEST/BLOCKSIZE:HEX, or blkhash:HEX for the filter's own
- * digest and block size).  Parsed whole at config_complete.
+/* nbdkit-blkhash filter: the upload gate, every rule of it: the
+ * checksum the image written through the filter must have
+ * (blkhash-expect=, parsed by expectvalue.c), checked at its flush.
  *
  * A gate per export name that received a write since nbdkit started
  * (a read-only session never makes one, and is never judged).  It
@@ -41,21 +36,18 @@
  */
 #include <config.h>
 
-#include <ctype.h>
 #include <errno.h>
-#include <inttypes.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "cleanup.h"
 #include "filter.h"
 #include "minmax.h"
 #include "util.h"
 
-/* Ranges a gate keeps before it gives up knowing coverage (then only
- * the session's end judges): 1 MiB of them.
+/* Ranges a gate keeps (1 MiB) before it gives up knowing coverage:
+ * then only the session's end judges.
  */
 #define RANGES_MAX 65536
 /* Loose coverage counts a span written in part as covered: the
@@ -64,17 +56,6 @@
  */
 #define LOOSE_SPAN (UINT64_C (1) << 20)
 #define EXTENTS_WINDOW (UINT64_C (1) << 30)
-
-/* The parsed value. */
-static const char *expect_value;        /* as given, NULL: no gate */
-static bool expect_plain;               /* ALG:HEX, else blkhash */
-static struct blk_digest expect_digest; /* plain */
-static const struct blk_params *expect_params;  /* blkhash */
-static uint8_t expect_want[BLK_DIGEST_MAX];
-static size_t expect_len;
-/* "sha256", "blkhash-sha256/64K": how messages spell values. */
-static char expect_tag[BLK_DIGEST_NAME_MAX + 32];
-static bool expect_every_flush;     /* blkhash-expect-at=flush */
 
 struct range { uint64_t a, b; };
 struct ranges {
@@ -102,143 +83,7 @@ struct gate {
 static pthread_mutex_t gates_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct gate *gates;
 
-int
-blkhash_expect_config (const char *key, const char *value)
-{
-  if (strcmp (key, "blkhash-expect") == 0)
-    expect_value = value;
-  else if (strcmp (value, "flush") == 0)
-    expect_every_flush = true;
-  else if (strcmp (value, "complete") == 0)
-    expect_every_flush = false;
-  else {
-    nbdkit_error ("blkhash-expect-at=%s: expected complete or flush", value);
-    return -1;
-  }
-  return 0;
-}
-
-/* A blkhash tag after "blkhash-": DIGEST/BLOCKSIZE. */
-static int
-expect_parse_tag (const char *tag)
-{
-  const char *slash = strrchr (tag, '/'), *msg;
-  uint64_t bs;
-  struct blk_digest d;
-  char digest[BLK_DIGEST_NAME_MAX];
-
-  if (slash == NULL || slash == tag ||
-      (size_t) (slash - tag) >= sizeof digest) {
-    nbdkit_error ("blkhash-expect=%s: a blkhash value is "
-                  "blkhash-DIGEST/BLOCKSIZE:HEX or blkhash:HEX",
-                  expect_value);
-    return -1;
-  }
-  memcpy (digest, tag, slash - tag);
-  digest[slash - tag] = '\0';
-  if ((msg = blk_digest_init (&d, digest)) != NULL) {
-    nbdkit_error ("blkhash-expect=%s: digest '%s': %s", expect_value,
-                  digest, msg);
-    return -1;
-  }
-  blk_digest_free (&d);
-  if ((msg = blk_parse_size (slash + 1, &bs)) != NULL ||
-      (msg = blk_check_block_size (bs)) != NULL) {
-    nbdkit_error ("blkhash-expect=%s: block size '%s': %s", expect_value,
-                  slash + 1, msg);
-    return -1;
-  }
-  expect_params = blkhash_params_get (NULL, digest, bs);
-  return expect_params ? 0 : -1;
-}
-
-int
-blkhash_expect_ready (void)
-{
-  static const char *const plain_algs[] = {
-    "sha256", "sha512", "sha1", "md5", NULL,
-  };
-  const char *colon, *hex, *msg;
-  char alg[BLK_DIGEST_NAME_MAX], bs[BLK_BLOCK_SIZE_STR_MAX];
-  size_t alen, i;
-
-  if (expect_value == NULL)
-    return 0;
-  colon = strrchr (expect_value, ':');
-  if (colon == NULL || colon == expect_value) {
-    nbdkit_error ("blkhash-expect=%s: expected ALG:HEX (ALG sha256, "
-                  "sha512, sha1 or md5) or blkhash-DIGEST/BLOCKSIZE:HEX",
-                  expect_value);
-    return -1;
-  }
-  hex = colon + 1;
-  alen = colon - expect_value;
-  if (strncasecmp (expect_value, "blkhash", 7) == 0 &&
-      (alen == 7 || expect_value[7] == '-')) {
-    char tag[BLK_DIGEST_NAME_MAX + BLK_BLOCK_SIZE_STR_MAX];
-    if (alen == 7)
-      expect_params = blkhash_default_params;
-    else if (alen - 8 >= sizeof tag) {
-      nbdkit_error ("blkhash-expect=%s: the tag is too long", expect_value);
-      return -1;
-    }
-    else {
-      memcpy (tag, expect_value + 8, alen - 8);
-      tag[alen - 8] = '\0';
-      if (expect_parse_tag (tag) == -1)
-        return -1;
-    }
-    expect_len = expect_params->digest.len;
-    snprintf (expect_tag, sizeof expect_tag, "blkhash-%s/%s",
-              expect_params->digest.name,
-              blk_format_block_size (expect_params->block_size, bs));
-  }
-  else {
-    for (i = 0; i < alen && i < sizeof alg - 1; i++)
-      alg[i] = tolower ((unsigned char) expect_value[i]);
-    alg[i] = '\0';
-    for (i = 0; plain_algs[i] && strcmp (alg, plain_algs[i]) != 0; i++)
-      ;
-    if (alen >= sizeof alg || plain_algs[i] == NULL) {
-      nbdkit_error ("blkhash-expect=%s: unknown algorithm '%.*s': expected "
-                    "sha256, sha512, sha1 or md5, or a blkhash value "
-                    "(blkhash-DIGEST/BLOCKSIZE:HEX, blkhash:HEX)",
-                    expect_value, (int) alen, expect_value);
-      return -1;
-    }
-    if ((msg = blk_digest_init (&expect_digest, alg)) != NULL) {
-      nbdkit_error ("blkhash-expect=%s: %s: %s", expect_value, alg, msg);
-      return -1;
-    }
-    expect_plain = true;
-    expect_len = expect_digest.len;
-    snprintf (expect_tag, sizeof expect_tag, "%s", alg);
-  }
-
-  for (i = 0; hex[i]; i++)
-    if (blk_hex_value ((unsigned char) hex[i]) == -1) {
-      nbdkit_error ("blkhash-expect=%s: '%s' is not hex", expect_value, hex);
-      return -1;
-    }
-  if (i != 2 * expect_len) {
-    nbdkit_error ("blkhash-expect=%s: %s takes %zu hex digits, not %zu",
-                  expect_value, expect_tag, 2 * expect_len, i);
-    return -1;
-  }
-  for (i = 0; i < expect_len; i++)
-    expect_want[i] = blk_hex_value (hex[2 * i]) << 4 |
-      blk_hex_value (hex[2 * i + 1]);
-  return 0;
-}
-
-bool
-blkhash_expect_passive (void)
-{
-  return expect_value && !expect_plain &&
-    expect_params == blkhash_default_params;
-}
-
-/* Add [a, b) to r, merging; false when r is full (then overflow). */
+/* Add [a, b) to r, merging; when r is full it overflows. */
 static void
 expect_ranges_add (struct ranges *r, uint64_t a, uint64_t b)
 {
@@ -311,7 +156,7 @@ blkhash_expect_write_begin (struct blkhash_export *e, int *err)
   const char *name = blkhash_export_name (e);
   struct gate *g;
 
-  if (expect_value == NULL)
+  if (blkhash_expected == NULL)
     return 0;
   ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&gates_lock);
   g = expect_find (name);
@@ -347,7 +192,7 @@ blkhash_expect_write_end (struct blkhash_export *e, uint64_t offset,
 {
   struct gate *g;
 
-  if (expect_value == NULL)
+  if (blkhash_expected == NULL)
     return;
   ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&gates_lock);
   g = expect_find (blkhash_export_name (e));
@@ -444,8 +289,8 @@ expect_compute (nbdkit_next *next, struct blkhash_export *e, bool detached,
 {
   int r = -1;
 
-  if (expect_plain) {
-    struct blkhash_plain *p = blkhash_plain_new (&expect_digest,
+  if (blkhash_expected->plain) {
+    struct blkhash_plain *p = blkhash_plain_new (&blkhash_expected->digest,
                                                  blkhash_export_size (e));
     if (p == NULL) {
       *err = ENOMEM;
@@ -456,7 +301,7 @@ expect_compute (nbdkit_next *next, struct blkhash_export *e, bool detached,
     blkhash_plain_free (p);
   }
   else {
-    struct blkhash_table *bt = blkhash_table_get (e, expect_params,
+    struct blkhash_table *bt = blkhash_table_get (e, blkhash_expected->params,
                                                   blkhash_export_since (e),
                                                   err);
     if (bt == NULL)
@@ -494,10 +339,11 @@ expect_judge (nbdkit_next *next, struct blkhash_export *e, struct gate *g,
   ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&gates_lock);
   if (g->begun != stamp || g->ended != stamp || g->session_over)
     return VERDICT_NONE;
-  g->verdict = memcmp (got, expect_want, expect_len) == 0
+  g->verdict = memcmp (got, blkhash_expected->want,
+                       blkhash_expected->len) == 0
     ? VERDICT_PASS : VERDICT_FAIL;
   g->strict = strict;
-  blk_hex (got, expect_len, g->got);
+  blk_hex (got, blkhash_expected->len, g->got);
   return g->verdict;
 }
 
@@ -512,10 +358,10 @@ expect_log_mismatch (struct gate *g, const char *when)
     memcpy (got, g->got, sizeof got);
     g->logged = true;
   }
-  blk_hex (expect_want, expect_len, want);
+  blk_hex (blkhash_expected->want, blkhash_expected->len, want);
   nbdkit_error ("blkhash: export '%s': upload does not match "
                 "blkhash-expect%s: expected %s:%s, got %s:%s", g->name, when,
-                expect_tag, want, expect_tag, got);
+                blkhash_expected->tag, want, blkhash_expected->tag, got);
 }
 
 int
@@ -526,7 +372,7 @@ blkhash_expect_flush (nbdkit_next *next, struct blkhash_export *e, int *err)
   bool strict, loose, look;
   int r;
 
-  if (expect_value == NULL)
+  if (blkhash_expected == NULL)
     return 0;
   {
     ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&gates_lock);
@@ -536,8 +382,8 @@ blkhash_expect_flush (nbdkit_next *next, struct blkhash_export *e, int *err)
     v = g->verdict;
     strict = g->strict;
     /* Once a session, and only when it may make the image complete. */
-    look = v == VERDICT_NONE && !expect_every_flush && !g->holes_looked &&
-      !expect_covers (&g->written, g->size);
+    look = v == VERDICT_NONE && !blkhash_expected->every_flush &&
+      !g->holes_looked && !expect_covers (&g->written, g->size);
     if (look)
       g->holes_looked = true;
   }
@@ -547,7 +393,7 @@ blkhash_expect_flush (nbdkit_next *next, struct blkhash_export *e, int *err)
       return -1;
     {
       ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&gates_lock);
-      strict = expect_every_flush ||
+      strict = blkhash_expected->every_flush ||
         expect_covers (&g->written, g->size);
       loose = expect_covers (&g->all, g->size);
     }
@@ -591,7 +437,7 @@ blkhash_expect_session_end (nbdkit_next *next, struct blkhash_export *e)
   bool logged;
   int err = 0, r;
 
-  if (expect_value == NULL)
+  if (blkhash_expected == NULL)
     return;
   {
     ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&gates_lock);
@@ -626,7 +472,7 @@ blkhash_expect_vouches (const char *name, const uint8_t *root)
 {
   enum verdict v;
 
-  if (expect_value == NULL)
+  if (blkhash_expected == NULL)
     return true;
   {
     ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&gates_lock);
@@ -637,7 +483,7 @@ blkhash_expect_vouches (const char *name, const uint8_t *root)
   }
   /* The line's checksum is the value judged: no verdict needed. */
   if (blkhash_expect_passive ())
-    return memcmp (root, expect_want, expect_len) == 0;
+    return memcmp (root, blkhash_expected->want, blkhash_expected->len) == 0;
   return v == VERDICT_PASS;
 }
 
@@ -646,7 +492,7 @@ blkhash_expect_exit (void)
 {
   struct gate *g;
 
-  if (expect_value == NULL)
+  if (blkhash_expected == NULL)
     return;
   ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&gates_lock);
   for (g = gates; g; g = g->next)
@@ -672,6 +518,4 @@ blkhash_expect_free_all (void)
     free (g);
   }
   gates = NULL;
-  if (expect_plain)
-    blk_digest_free (&expect_digest);
 }
