@@ -76,11 +76,14 @@ struct gate {
   enum verdict verdict;         /* since the last write */
   bool strict;                  /* ... reached on a strict flush */
   bool logged;                  /* ... a mismatch logged as an error */
+  bool judging;                 /* a thread computes its value */
   char got[2 * BLK_DIGEST_MAX + 1];
   struct gate *next;
 };
 
 static pthread_mutex_t gates_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Signalled when a gate stops judging. */
+static pthread_cond_t judged_cond = PTHREAD_COND_INITIALIZER;
 static struct gate *gates;
 
 /* Add [a, b) to r, merging; when r is full it overflows. */
@@ -318,8 +321,9 @@ expect_compute (nbdkit_next *next, struct blkhash_export *e, bool detached,
 }
 
 /* Judge g: compute, and store the verdict unless a write began or was
- * in flight meanwhile.  Returns the verdict (VERDICT_NONE: raced), or
- * -1 with *err set.
+ * in flight meanwhile.  One thread at a time computes: the others (the
+ * flushes of a writer's other connections) wait for its verdict.
+ * Returns the verdict (VERDICT_NONE: raced), or -1 with *err set.
  */
 static int
 expect_judge (nbdkit_next *next, struct blkhash_export *e, struct gate *g,
@@ -328,15 +332,25 @@ expect_judge (nbdkit_next *next, struct blkhash_export *e, struct gate *g,
   uint8_t got[BLK_DIGEST_MAX];
   uint64_t stamp;
 
+  int r;
+
   {
     ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&gates_lock);
+    while (g->judging)
+      pthread_cond_wait (&judged_cond, &gates_lock);
+    if (g->verdict != VERDICT_NONE && (g->strict || !strict))
+      return g->verdict;
     if (g->begun != g->ended)
       return VERDICT_NONE;
     stamp = g->begun;
+    g->judging = true;
   }
-  if (expect_compute (next, e, detached, got, err) == -1)
-    return -1;
+  r = expect_compute (next, e, detached, got, err);
   ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&gates_lock);
+  g->judging = false;
+  pthread_cond_broadcast (&judged_cond);
+  if (r == -1)
+    return -1;
   if (g->begun != stamp || g->ended != stamp || g->session_over)
     return VERDICT_NONE;
   g->verdict = memcmp (got, blkhash_expected->want,
