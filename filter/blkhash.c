@@ -717,6 +717,8 @@ blkhash_pwrite (nbdkit_next *next, void *handle, const void *buf,
   r = blkhash_passive_pwrite (next, h->e, data_table (h), buf, count,
                               offset, flags, err);
   blkhash_expect_write_end (h->e, offset, count, r == 0);
+  if (r == 0)
+    blkhash_expect_follow (next, h->e);
   return r;
 }
 
@@ -734,6 +736,8 @@ blkhash_zero (nbdkit_next *next, void *handle, uint32_t count,
   r = blkhash_passive_zero (next, h->e, data_table (h), count, offset,
                             flags, err);
   blkhash_expect_write_end (h->e, offset, count, r == 0);
+  if (r == 0)
+    blkhash_expect_follow (next, h->e);
   return r;
 }
 
@@ -750,6 +754,8 @@ blkhash_trim (nbdkit_next *next, void *handle, uint32_t count,
     return -1;
   r = blkhash_passive_trim (next, h->e, count, offset, flags, err);
   blkhash_expect_write_end (h->e, offset, count, r == 0);
+  if (r == 0)
+    blkhash_expect_follow (next, h->e);
   return r;
 }
 

@@ -31,6 +31,11 @@
  * reports FAILED whether the line names the source (the upload recipe)
  * or the copy.
  *
+ * A plain digest follows the upload (plain.c, blkhash_plain_follow):
+ * after each write the writer whose turn it is hashes on through the
+ * part of the image written whole from 0, so that the flush hashes
+ * only what is left, not the whole image.
+ *
  * gates_lock guards the list and every gate's fields; plugin I/O and
  * hashing happen outside it.  Gates live until unload.
  */
@@ -78,6 +83,7 @@ struct gate {
   bool logged;                  /* ... a mismatch logged as an error */
   bool judging;                 /* a thread computes its value */
   char got[2 * BLK_DIGEST_MAX + 1];
+  struct blkhash_plain_follow *follow;  /* plain digests; may be NULL */
   struct gate *next;
 };
 
@@ -182,6 +188,12 @@ blkhash_expect_write_begin (struct blkhash_export *e, int *err)
     expect_ranges_clear (&g->written);
     expect_ranges_clear (&g->all);
     g->begun = g->ended = 0;
+    /* No writer is in the follower now: the session was over. */
+    blkhash_plain_follow_free (g->follow);
+    g->follow = NULL;
+    if (blkhash_expected->plain)
+      g->follow = blkhash_plain_follow_new (&blkhash_expected->digest,
+                                            g->size);
   }
   g->begun++;
   g->verdict = VERDICT_NONE;
@@ -201,6 +213,8 @@ blkhash_expect_write_end (struct blkhash_export *e, uint64_t offset,
   g = expect_find (blkhash_export_name (e));
   if (g == NULL)
     return;                     /* write_begin failed */
+  if (g->follow)
+    blkhash_plain_follow_written (g->follow, offset);
   if (ok) {
     expect_ranges_add (&g->written, offset, offset + count);
     expect_ranges_add (&g->all, offset / LOOSE_SPAN * LOOSE_SPAN,
@@ -208,6 +222,25 @@ blkhash_expect_write_end (struct blkhash_export *e, uint64_t offset,
                             / LOOSE_SPAN * LOOSE_SPAN));
   }
   g->ended++;
+}
+
+void
+blkhash_expect_follow (nbdkit_next *next, struct blkhash_export *e)
+{
+  struct blkhash_plain_follow *f;
+  uint64_t written_to;
+
+  if (blkhash_expected == NULL || !blkhash_expected->plain)
+    return;
+  {
+    ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&gates_lock);
+    struct gate *g = expect_find (blkhash_export_name (e));
+    if (g == NULL || (f = g->follow) == NULL || g->written.overflow ||
+        g->written.n == 0 || g->written.v[0].a != 0)
+      return;
+    written_to = g->written.v[0].b;
+  }
+  blkhash_plain_follow_step (next, f, written_to);
 }
 
 /* Add the ranges the extents call zero to g->all. */
@@ -244,7 +277,8 @@ expect_look_holes (nbdkit_next *next, struct gate *g, uint64_t size,
 
 struct plain_run {
   nbdkit_next *next;
-  struct blkhash_plain *p;
+  struct blkhash_plain *p;              /* or f */
+  struct blkhash_plain_follow *f;
   uint8_t *out;
   int err, r;
 };
@@ -254,7 +288,9 @@ expect_plain_run (void *opaque)
 {
   struct plain_run *pr = opaque;
 
-  pr->r = blkhash_plain_final (pr->next, pr->p, pr->out, &pr->err);
+  pr->r = pr->f ? blkhash_plain_follow_final (pr->next, pr->f, pr->out,
+                                              &pr->err)
+    : blkhash_plain_final (pr->next, pr->p, pr->out, &pr->err);
   return NULL;
 }
 
@@ -264,9 +300,10 @@ expect_plain_run (void *opaque)
  */
 static int
 expect_plain_detached (nbdkit_next *next, struct blkhash_plain *p,
-                       uint8_t *out, int *err)
+                       struct blkhash_plain_follow *f, uint8_t *out,
+                       int *err)
 {
-  struct plain_run pr = { .next = next, .p = p, .out = out };
+  struct plain_run pr = { .next = next, .p = p, .f = f, .out = out };
   pthread_t thread;
   int r;
 
@@ -287,11 +324,15 @@ expect_plain_detached (nbdkit_next *next, struct blkhash_plain *p,
  * with *err set and nbdkit_error called.
  */
 static int
-expect_compute (nbdkit_next *next, struct blkhash_export *e, bool detached,
+expect_compute (nbdkit_next *next, struct blkhash_export *e,
+                struct blkhash_plain_follow *f, bool detached,
                 uint8_t *out, int *err)
 {
   int r = -1;
 
+  if (f)
+    return detached ? expect_plain_detached (next, NULL, f, out, err)
+      : blkhash_plain_follow_final (next, f, out, err);
   if (blkhash_expected->plain) {
     struct blkhash_plain *p = blkhash_plain_new (&blkhash_expected->digest,
                                                  blkhash_export_size (e));
@@ -299,7 +340,7 @@ expect_compute (nbdkit_next *next, struct blkhash_export *e, bool detached,
       *err = ENOMEM;
       return -1;
     }
-    r = detached ? expect_plain_detached (next, p, out, err)
+    r = detached ? expect_plain_detached (next, p, NULL, out, err)
       : blkhash_plain_final (next, p, out, err);
     blkhash_plain_free (p);
   }
@@ -330,6 +371,7 @@ expect_judge (nbdkit_next *next, struct blkhash_export *e, struct gate *g,
               bool strict, bool detached, int *err)
 {
   uint8_t got[BLK_DIGEST_MAX];
+  struct blkhash_plain_follow *f;
   uint64_t stamp;
 
   int r;
@@ -344,8 +386,9 @@ expect_judge (nbdkit_next *next, struct blkhash_export *e, struct gate *g,
       return VERDICT_NONE;
     stamp = g->begun;
     g->judging = true;
+    f = g->follow;
   }
-  r = expect_compute (next, e, detached, got, err);
+  r = expect_compute (next, e, f, detached, got, err);
   ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&gates_lock);
   g->judging = false;
   pthread_cond_broadcast (&judged_cond);
@@ -526,6 +569,7 @@ blkhash_expect_free_all (void)
 
   for (g = gates; g; g = next) {
     next = g->next;
+    blkhash_plain_follow_free (g->follow);
     free (g->written.v);
     free (g->all.v);
     free (g->name);

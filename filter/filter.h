@@ -225,6 +225,24 @@ extern int blkhash_plain_advance (nbdkit_next *next, struct blkhash_plain *p,
 /* Hash what is left; the digest (d->len bytes) into out. */
 extern int blkhash_plain_final (nbdkit_next *next, struct blkhash_plain *p,
                                 uint8_t *out, int *err);
+/* A plain digest following an upload (see plain.c): _written after
+ * every write (or zero, or trim) at offset ends, _step after it with
+ * how far from 0 the image is written whole (hashing a step of it if
+ * no other thread is), _final for the digest (waiting for a step in
+ * progress; the run starts over if a write voided it).
+ */
+struct blkhash_plain_follow;
+extern struct blkhash_plain_follow *blkhash_plain_follow_new
+  (const struct blk_digest *d, uint64_t size);
+extern void blkhash_plain_follow_free (struct blkhash_plain_follow *f);
+extern void blkhash_plain_follow_written (struct blkhash_plain_follow *f,
+                                          uint64_t offset);
+extern void blkhash_plain_follow_step (nbdkit_next *next,
+                                       struct blkhash_plain_follow *f,
+                                       uint64_t written_to);
+extern int blkhash_plain_follow_final (nbdkit_next *next,
+                                       struct blkhash_plain_follow *f,
+                                       uint8_t *out, int *err);
 /* The NAME@digest:DIGEST view of one connection (see plain.c). */
 struct blkhash_plain_view;
 /* NULL with nbdkit_error called (an unknown digest, or no memory);
@@ -393,6 +411,11 @@ extern void blkhash_expect_write_end (struct blkhash_export *e,
 /* A flush through e succeeded at the plugin: judge the upload if it is
  * complete.  0, or -1 with *err set (EIO: it does not match).
  */
+/* After write_end: a plain digest hashes on through what is written
+ * whole, on this thread if it is its turn.
+ */
+extern void blkhash_expect_follow (nbdkit_next *next,
+                                   struct blkhash_export *e);
 extern int blkhash_expect_flush (nbdkit_next *next,
                                  struct blkhash_export *e, int *err);
 /* The last client of e has gone (next NULL: it cannot read): judge it

@@ -458,3 +458,44 @@ PY
          awk '{ print $5 }')
   [ -n "$read" ] && [ "$read" -ge 3000000 ]
 }
+
+# rewrite.py SOCKET IMG1 IMG2: write IMG1 whole in order (a plain
+# digest follows it), then the first 1 MiB of IMG2 over it, then flush;
+# prints "flush ok" or "flush failed".
+rewrite_py () {
+  "$NBD_PYTHON" - "$@" <<'PY'
+import sys, nbd
+h = nbd.NBD(); h.connect_unix(sys.argv[1])
+a = open(sys.argv[2], "rb").read(); b = open(sys.argv[3], "rb").read()
+for off in range(0, len(a), 256 * 1024):
+    h.pwrite(a[off:off + 256 * 1024], off)
+h.pwrite(b[:1 << 20], 0)
+try:
+    h.flush(); print("flush ok")
+except nbd.Error as e:
+    print("flush failed", e.errno)
+PY
+}
+
+@test "expect: a plain digest that followed the upload starts over after a write behind it" {
+  local mixed="$BATS_TEST_TMPDIR/mixed.img"
+  # mixed: the first MiB of the bad image, the rest of the source; the
+  # two differ after it, so a digest that kept the source's first MiB
+  # is the value of neither.
+  "$MKIMAGE" '4M;d:0+4M:z' "$BATS_TEST_TMPDIR/other.img"
+  { head -c 1M "$BATS_TEST_TMPDIR/other.img"; tail -c +1048577 "$src"; } \
+    > "$mixed"
+  [ "$(stat -c %s "$mixed")" -eq 4194304 ]
+  start_server rw memory 4M blkhash-expect="sha256:$(plain sha256 "$mixed")"
+  run rewrite_py "$sock" "$src" "$BATS_TEST_TMPDIR/other.img"
+  echo "$output"
+  [ "$output" = "flush ok" ]
+  stop_server
+  # And expecting the source's value, the same writes fail.
+  start_server rw2 memory 4M blkhash-expect="sha256:$(plain sha256 "$src")"
+  run rewrite_py "$sock" "$src" "$BATS_TEST_TMPDIR/other.img"
+  echo "$output"
+  [ "$output" = "flush failed EIO" ]
+  grep -q "got sha256:$(plain sha256 "$mixed")" "$err"
+  stop_server
+}
