@@ -10,8 +10,8 @@
  * digests and checksum (view.c), computed next to the storage
  * (hasher.c) and shared with what data clients read and write
  * (passive.c) through per-export block tables (exports.c); blkhash-file
- * is results.c's.  NAME@digest[:DIGEST] serves a plain digest of its
- * content (plain.c).
+ * is results.c's, the upload gate (blkhash-expect) expect.c's.
+ * NAME@digest[:DIGEST] serves a plain digest of its content (plain.c).
  */
 #include <config.h>
 
@@ -81,6 +81,8 @@ blkhash_unload (void)
 {
   blkhash_exports_free_all ();
   blkhash_results_free_all ();
+  blkhash_expect_free_all ();
+  blkhash_expect_value_free ();
   blkhash_params_free_all ();
   blkhash_readahead_fini ();
   blkhash_hasher_fini ();
@@ -142,6 +144,9 @@ blkhash_config (nbdkit_next_config *next, nbdkit_backend *nxdata,
     blkhash_file_name = value;
     return 0;
   }
+  else if (strcmp (key, "blkhash-expect") == 0 ||
+           strcmp (key, "blkhash-expect-at") == 0)
+    return blkhash_expect_config (key, value);
   else if (strcmp (key, "blkhash-views-only") == 0) {
     int r = nbdkit_parse_bool (value);
     if (r == -1) {
@@ -172,6 +177,8 @@ blkhash_config_complete (nbdkit_next_config_complete *next,
   if (blkhash_default_params == NULL)
     return -1;
 
+  if (blkhash_expect_ready () == -1)
+    return -1;
   if (blkhash_order_check () == -1)
     return -1;
   if (blkhash_passive_init () == -1)
@@ -196,11 +203,18 @@ blkhash_config_complete (nbdkit_next_config_complete *next,
   "                           Two reads in flight per request: auto\n" \
   "                           on slow storage with idle CPUs (default).\n" \
   "blkhash-views-only=<BOOL>  Serve the views, refuse the data exports\n" \
-  "                           (default false)."
+  "                           (default false).\n" \
+  "blkhash-expect=<VALUE>     Fail the flush of an upload that does not\n" \
+  "                           match: ALG:HEX (sha256, sha512, sha1, md5),\n" \
+  "                           blkhash-DIGEST/BLOCKSIZE:HEX or blkhash:HEX.\n" \
+  "blkhash-expect-at=<WHEN>   complete: judge at flushes once the image\n" \
+  "                           is all written (default); flush: at every\n" \
+  "                           flush after a write."
 
 static void
 blkhash_cleanup (nbdkit_backend *backend)
 {
+  blkhash_expect_exit ();
   blkhash_results_exit ();
 }
 
@@ -388,6 +402,8 @@ blkhash_leave (nbdkit_next *next, struct handle *h)
   users = next ? blkhash_export_put (h->e)
     : blkhash_export_abandon (h->e, &line_owed);
   if (users == 0) {
+    /* The verdict first: the line depends on it. */
+    blkhash_expect_session_end (next, h->e);
     if (blkhash_file && next)
       blkhash_results_session_end (next, h->e);
     else if (blkhash_file && line_owed)
@@ -465,9 +481,10 @@ blkhash_prepare (nbdkit_next *next, void *handle, int readonly)
       return -1;
     }
   }
-  else if (blkhash_cache || blkhash_file) {
+  else if (blkhash_cache || blkhash_file || blkhash_expect_passive ()) {
     /* Passive hashing only saves work later (for blkhash-file at the
-     * end of this session, or any later client with blkhash-cache):
+     * end of this session, or any later client with blkhash-cache, or
+     * blkhash-expect's blkhash value at a flush):
      * without a table the data export is served all the same.
      */
     h->table = blkhash_table_get (h->e, blkhash_default_params,
@@ -659,19 +676,22 @@ blkhash_extents (nbdkit_next *next, void *handle, uint32_t count,
 
 /* A writer waits for its flush before it disconnects, and the
  * disconnect has no reply: the flush is when its blkhash-file line
- * must be there.
+ * must be there, and the verdict on an upload (blkhash-expect): the
+ * line depends on the verdict.
  */
 static int
 blkhash_flush (nbdkit_next *next, void *handle, uint32_t flags, int *err)
 {
   struct handle *h = handle;
+  int r;
 
   if (is_view (h))
     return 0;
   if (next->flush (next, flags, err) == -1)
     return -1;
+  r = blkhash_expect_flush (next, h->e, err);
   blkhash_results_flushed (next, h->e, data_table (h));
-  return 0;
+  return r;
 }
 
 /* nbdkit refuses writes to a read-only export itself; in case. */
@@ -688,11 +708,18 @@ blkhash_pwrite (nbdkit_next *next, void *handle, const void *buf,
                 uint32_t count, uint64_t offset, uint32_t flags, int *err)
 {
   struct handle *h = handle;
+  int r;
 
   if (is_view (h))
     return view_is_read_only (err);
-  return blkhash_passive_pwrite (next, h->e, data_table (h), buf, count,
-                                 offset, flags, err);
+  if (blkhash_expect_write_begin (h->e, err) == -1)
+    return -1;
+  r = blkhash_passive_pwrite (next, h->e, data_table (h), buf, count,
+                              offset, flags, err);
+  blkhash_expect_write_end (h->e, offset, count, r == 0);
+  if (r == 0)
+    blkhash_expect_follow (next, h->e);
+  return r;
 }
 
 static int
@@ -700,11 +727,18 @@ blkhash_zero (nbdkit_next *next, void *handle, uint32_t count,
               uint64_t offset, uint32_t flags, int *err)
 {
   struct handle *h = handle;
+  int r;
 
   if (is_view (h))
     return view_is_read_only (err);
-  return blkhash_passive_zero (next, h->e, data_table (h), count, offset,
-                               flags, err);
+  if (blkhash_expect_write_begin (h->e, err) == -1)
+    return -1;
+  r = blkhash_passive_zero (next, h->e, data_table (h), count, offset,
+                            flags, err);
+  blkhash_expect_write_end (h->e, offset, count, r == 0);
+  if (r == 0)
+    blkhash_expect_follow (next, h->e);
+  return r;
 }
 
 static int
@@ -712,10 +746,17 @@ blkhash_trim (nbdkit_next *next, void *handle, uint32_t count,
               uint64_t offset, uint32_t flags, int *err)
 {
   struct handle *h = handle;
+  int r;
 
   if (is_view (h))
     return view_is_read_only (err);
-  return blkhash_passive_trim (next, h->e, count, offset, flags, err);
+  if (blkhash_expect_write_begin (h->e, err) == -1)
+    return -1;
+  r = blkhash_passive_trim (next, h->e, count, offset, flags, err);
+  blkhash_expect_write_end (h->e, offset, count, r == 0);
+  if (r == 0)
+    blkhash_expect_follow (next, h->e);
+  return r;
 }
 
 static int

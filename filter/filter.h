@@ -225,6 +225,24 @@ extern int blkhash_plain_advance (nbdkit_next *next, struct blkhash_plain *p,
 /* Hash what is left; the digest (d->len bytes) into out. */
 extern int blkhash_plain_final (nbdkit_next *next, struct blkhash_plain *p,
                                 uint8_t *out, int *err);
+/* A plain digest following an upload (see plain.c): _written after
+ * every write (or zero, or trim) at offset ends, _step after it with
+ * how far from 0 the image is written whole (hashing a step of it if
+ * no other thread is), _final for the digest (waiting for a step in
+ * progress; the run starts over if a write voided it).
+ */
+struct blkhash_plain_follow;
+extern struct blkhash_plain_follow *blkhash_plain_follow_new
+  (const struct blk_digest *d, uint64_t size);
+extern void blkhash_plain_follow_free (struct blkhash_plain_follow *f);
+extern void blkhash_plain_follow_written (struct blkhash_plain_follow *f,
+                                          uint64_t offset);
+extern void blkhash_plain_follow_step (nbdkit_next *next,
+                                       struct blkhash_plain_follow *f,
+                                       uint64_t written_to);
+extern int blkhash_plain_follow_final (nbdkit_next *next,
+                                       struct blkhash_plain_follow *f,
+                                       uint8_t *out, int *err);
 /* The NAME@digest:DIGEST view of one connection (see plain.c). */
 struct blkhash_plain_view;
 /* NULL with nbdkit_error called (an unknown digest, or no memory);
@@ -357,5 +375,61 @@ extern int blkhash_passive_zero (nbdkit_next *next, struct blkhash_export *e,
 extern int blkhash_passive_trim (nbdkit_next *next, struct blkhash_export *e,
                                  uint32_t count, uint64_t offset,
                                  uint32_t flags, int *err);
+
+/* expectvalue.c: the value of blkhash-expect= (and -at), once
+ * parsed; NULL when there is none.  _config takes blkhash-expect and
+ * blkhash-expect-at; _ready parses the value once the default
+ * parameters are known.  0, or -1 with nbdkit_error called.
+ */
+struct blkhash_expected {
+  bool plain;                           /* ALG:HEX, else blkhash */
+  struct blk_digest digest;             /* plain: ALG */
+  const struct blk_params *params;      /* blkhash: its parameters */
+  uint8_t want[BLK_DIGEST_MAX];
+  size_t len;
+  char tag[BLK_DIGEST_NAME_MAX + 32];   /* "sha256", "blkhash-sha1/1M" */
+  bool every_flush;                     /* blkhash-expect-at=flush */
+};
+extern const struct blkhash_expected *blkhash_expected;
+extern int blkhash_expect_config (const char *key, const char *value);
+extern int blkhash_expect_ready (void);
+/* Should data exports hash passively for the gate (a blkhash value of
+ * the default digest and block size)?
+ */
+extern bool blkhash_expect_passive (void);
+extern void blkhash_expect_value_free (void);
+
+/* expect.c: the upload gate (see the notes at the top of expect.c). */
+/* A data write (or zero, or trim) through e, around the plugin call:
+ * begin voids the verdict (0, or -1 with *err set: out of memory);
+ * end records the range as covered if ok.
+ */
+extern int blkhash_expect_write_begin (struct blkhash_export *e, int *err);
+extern void blkhash_expect_write_end (struct blkhash_export *e,
+                                      uint64_t offset, uint64_t count,
+                                      bool ok);
+/* A flush through e succeeded at the plugin: judge the upload if it is
+ * complete.  0, or -1 with *err set (EIO: it does not match).
+ */
+/* After write_end: a plain digest hashes on through what is written
+ * whole, on this thread if it is its turn.
+ */
+extern void blkhash_expect_follow (nbdkit_next *next,
+                                   struct blkhash_export *e);
+extern int blkhash_expect_flush (nbdkit_next *next,
+                                 struct blkhash_export *e, int *err);
+/* The last client of e has gone (next NULL: it cannot read): judge it
+ * if written since its last verdict, and log a mismatch not yet
+ * logged.
+ */
+extern void blkhash_expect_session_end (nbdkit_next *next,
+                                        struct blkhash_export *e);
+/* May export name's blkhash-file line hold its checksum root (default
+ * parameters)?  false: the upload is not known to match, the line
+ * holds zeros.
+ */
+extern bool blkhash_expect_vouches (const char *name, const uint8_t *root);
+extern void blkhash_expect_exit (void);
+extern void blkhash_expect_free_all (void);
 
 #endif /* NBDKIT_BLKHASH_FILTER_H */

@@ -411,3 +411,143 @@ blkhash_plain_view_cache (nbdkit_next *next, struct blkhash_plain_view *v,
   ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&v->lock);
   return view_advance (next, v, end - BLK_VIEW_DIGESTS_OFFSET, err);
 }
+
+/* A plain digest that follows an upload (blkhash-expect): the writers
+ * take turns hashing, on their own threads, the prefix of the image
+ * that is written whole, reading it back from the plugin a step at a
+ * time, so that at the flush only the rest is left.  A write behind
+ * where the digest has gone (or is going) voids it: the next step
+ * starts over from 0.
+ */
+#define FOLLOW_STEP (UINT64_C (32) * 1024 * 1024)
+
+struct blkhash_plain_follow {
+  const struct blk_digest *d;
+  uint64_t size;
+  pthread_mutex_t lock;
+  pthread_cond_t idle;          /* busy became false */
+  struct blkhash_plain *run;
+  uint64_t follow_to;           /* the run has gone, or is going, here */
+  bool busy;                    /* a thread advances or finishes it */
+  bool void_run;                /* a write behind follow_to */
+};
+
+struct blkhash_plain_follow *
+blkhash_plain_follow_new (const struct blk_digest *d, uint64_t size)
+{
+  struct blkhash_plain_follow *f = calloc (1, sizeof *f);
+
+  if (f == NULL) {
+    nbdkit_error ("blkhash: out of memory");
+    return NULL;
+  }
+  f->d = d;
+  f->size = size;
+  pthread_mutex_init (&f->lock, NULL);
+  pthread_cond_init (&f->idle, NULL);
+  return f;
+}
+
+void
+blkhash_plain_follow_free (struct blkhash_plain_follow *f)
+{
+  if (f == NULL)
+    return;
+  blkhash_plain_free (f->run);
+  pthread_cond_destroy (&f->idle);
+  pthread_mutex_destroy (&f->lock);
+  free (f);
+}
+
+void
+blkhash_plain_follow_written (struct blkhash_plain_follow *f,
+                              uint64_t offset)
+{
+  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&f->lock);
+  if (offset < f->follow_to)
+    f->void_run = true;
+}
+
+/* Take the run for this thread: wait (or with wait false, give up)
+ * while another has it, start it over if it is void.  f->lock held;
+ * NULL if out of memory or given up.
+ */
+static struct blkhash_plain *
+follow_take (struct blkhash_plain_follow *f, bool wait)
+{
+  while (f->busy) {
+    if (!wait)
+      return NULL;
+    pthread_cond_wait (&f->idle, &f->lock);
+  }
+  if (f->void_run || f->run == NULL) {
+    blkhash_plain_free (f->run);
+    f->run = blkhash_plain_new (f->d, f->size);
+    f->follow_to = 0;
+    f->void_run = false;
+  }
+  if (f->run)
+    f->busy = true;
+  return f->run;
+}
+
+static void
+follow_give_back (struct blkhash_plain_follow *f, bool failed)
+{
+  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&f->lock);
+  f->busy = false;
+  if (failed)
+    f->void_run = true;
+  pthread_cond_broadcast (&f->idle);
+}
+
+void
+blkhash_plain_follow_step (nbdkit_next *next, struct blkhash_plain_follow *f,
+                           uint64_t written_to)
+{
+  struct blkhash_plain *run;
+  uint64_t to;
+  int err = 0, r;
+
+  {
+    ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&f->lock);
+    if (f->busy || (!f->void_run && written_to <= f->follow_to))
+      return;
+    if ((run = follow_take (f, false)) == NULL)
+      return;
+    to = MIN (written_to, blkhash_plain_pos (run) + FOLLOW_STEP);
+    if (to <= blkhash_plain_pos (run)) {
+      f->busy = false;
+      pthread_cond_broadcast (&f->idle);
+      return;
+    }
+    f->follow_to = to;
+  }
+  r = blkhash_plain_advance (next, run, to, &err);
+  if (r == -1)
+    nbdkit_debug ("blkhash: following the upload failed: the flush reads "
+                  "it all");
+  follow_give_back (f, r == -1);
+}
+
+int
+blkhash_plain_follow_final (nbdkit_next *next, struct blkhash_plain_follow *f,
+                            uint8_t *out, int *err)
+{
+  struct blkhash_plain *run;
+  int r;
+
+  {
+    ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&f->lock);
+    if ((run = follow_take (f, true)) == NULL) {
+      nbdkit_error ("blkhash: out of memory");
+      *err = ENOMEM;
+      return -1;
+    }
+    /* Any write from now on is behind it. */
+    f->follow_to = f->size + 1;
+  }
+  r = blkhash_plain_final (next, run, out, err);
+  follow_give_back (f, r == -1);
+  return r;
+}

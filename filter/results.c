@@ -141,15 +141,12 @@ writes_since (uint64_t stamp)
  * -1 (error printed).
  */
 static int
-result_record (const char *name, uint64_t size, const uint8_t *root,
-               uint64_t stamp)
+result_record (const char *name, uint64_t size, const struct blk_params *p,
+               const char *hex, uint64_t stamp)
 {
-  const struct blk_params *p = blkhash_default_params;
-  char hex[2 * BLK_DIGEST_MAX + 1];
   struct file_line **rp, *r;
   int ret = 0;
 
-  blk_hex (root, p->digest.len, hex);
   {
     ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&results_lock);
     /* Before touching a line: it may be newer than this checksum. */
@@ -168,15 +165,15 @@ result_record (const char *name, uint64_t size, const uint8_t *root,
         nresults++;
       }
     }
-    else if (strcmp (r->hex, hex) != 0)
+    else if (strcmp (r->hex, hex) != 0 || r->p != p)
       stale_on_disk = true;     /* the file has its old value */
     else
       r = NULL;                 /* the line is there already */
     if (r) {
-      /* Results are always of the default view's table. */
+      /* The default view's table, or blkhash-expect's value. */
       r->size = size;
       r->p = p;
-      memcpy (r->hex, hex, sizeof hex);
+      snprintf (r->hex, sizeof r->hex, "%s", hex);
       dirty = true;
     }
     /* Again, now that the line is counted: a writer that began
@@ -487,8 +484,19 @@ record (struct blkhash_export *e, const uint8_t *root, uint64_t stamp,
         const char *when)
 {
   const char *name = blkhash_export_name (e);
+  const struct blk_params *p = blkhash_default_params;
+  char hex[2 * BLK_DIGEST_MAX + 1];
 
-  switch (result_record (name, blkhash_export_size (e), root, stamp)) {
+  /* An upload not known to match blkhash-expect: zeros, which
+   * nbdsum -c reports FAILED (see expect.c).
+   */
+  blk_hex (root, p->digest.len, hex);
+  if (!blkhash_expect_vouches (name, root)) {
+    nbdkit_debug ("blkhash: export '%s': not known to match "
+                  "blkhash-expect: its line holds zeros", name);
+    memset (hex, '0', 2 * p->digest.len);
+  }
+  switch (result_record (name, blkhash_export_size (e), p, hex, stamp)) {
   case 0:
     nbdkit_debug ("blkhash: export '%s': checksum recorded %s", name, when);
     break;

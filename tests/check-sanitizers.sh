@@ -137,7 +137,7 @@ chmod +x "$logs/bin/nbdkit"
   # default.
   export PATH="$logs/bin:$PATH" STRESS_ROUNDS=${STRESS_ROUNDS:-4} \
     BLKHASH_TEST_TIMEOUT=${BLKHASH_TEST_TIMEOUT:-1800}
-  for s in filter-basics filter-view filter-passive filter-readahead \
+  for s in filter-basics filter-view filter-plain filter-passive filter-readahead \
            filter-trust filter-fresh; do
     tap "$s.bats" bats --tap "$top_srcdir/tests/$s.bats"
   done
