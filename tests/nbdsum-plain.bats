@@ -400,3 +400,20 @@ PY
   done
   stop_server
 }
+
+@test "nbdsum-plain: a read error fails the input on either path, printing no digest" {
+  local o
+  cp "$R/r0.img" .
+  sha256sum --tag r0.img > SUMS
+  start_server e --filter=error file r0.img error-pread=EIO \
+    error-pread-rate=100%
+  for o in --plain "--plain --client-side"; do
+    # shellcheck disable=SC2086
+    run -1 --separate-stderr "$NBDSUM" $o "$uri"
+    [ -z "$output" ]
+    [[ $stderr = *"Input/output error"* ]] || { echo "$o: $stderr"; false; }
+  done
+  sed -i "s|(r0.img)|($uri)|" SUMS
+  run -1 --separate-stderr "$NBDSUM" -c SUMS
+  [ "$output" = "$uri: FAILED open or read" ]
+}
