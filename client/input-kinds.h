@@ -12,7 +12,8 @@
  *   input-plain-client.c  --plain: nbdsum hashes the bytes in order
  *   input-since.c   --since: a manifest, and the blocks changed since
  *   input-saved.c   a saved --blocks manifest (--diff, --check-manifest)
- *   input-stream.c  bytes read to their end (standard input, a pipe)
+ *   input-stream.c  bytes read to their end (standard input, a pipe),
+ *                   blkhash or --plain
  */
 #ifndef NBDSUM_INPUT_KINDS_H
 #define NBDSUM_INPUT_KINDS_H

@@ -3,7 +3,8 @@
  */
 /* nbdsum: the input that is a raw image read from a file descriptor
  * (standard input, a pipe, a character device): read sequentially and
- * hashed as it comes, so it has a checksum but no block digests.
+ * hashed as it comes, so it has a checksum but no block digests (with
+ * --plain, one digest of all its bytes, which input.c reads as raw).
  * qemu cannot read a stream, so one that looks like an image (its
  * first bytes a format's magic, or its last a fixed-size VHD's
  * footer) is refused rather than hashed as bytes, unless --format=raw
