@@ -163,8 +163,11 @@ plain_window (nbdkit_next *next, struct blkhash_plain *p,
 
   while (r == 0 && p->pos < end) {
     const struct piece pc = plain_piece (exts, p->pos, end);
+    /* Zeros too: a sparse terabyte is minutes of hashing. */
     if (pc.zero) {
       r = plain_update (p, zeros, pc.len, err);
+      if (r == 0 && blkhash_should_stop (err))
+        r = -1;
       continue;
     }
     if (ahead && pc2.off == pc.off) {

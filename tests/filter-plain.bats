@@ -215,3 +215,25 @@ PY
   [ "$status" -ne 0 ]
   [[ "$output" = *"blkhash-views-only=maybe: expected true or false"* ]]
 }
+
+@test "filter-plain: SIGTERM ends a digest of zeros at once, the client gets an error" {
+  start_server term null 40G
+  "$NBD_PYTHON" - "$sock" > "$BATS_TEST_TMPDIR/out" 2>&1 <<'PY' &
+import sys, nbd
+h = nbd.NBD(); h.set_export_name("@digest:md5"); h.connect_unix(sys.argv[1])
+try:
+    print("digest", h.pread(16, 4096).hex())
+except nbd.Error as e:
+    print("error", e)
+PY
+  local client=$! t0
+  sleep 1.5
+  t0=$SECONDS
+  kill "$pid"
+  wait_exit "$pid" 10
+  echo "nbdkit took $((SECONDS - t0)) s"
+  [ $((SECONDS - t0)) -le 5 ]
+  wait "$client" || true
+  cat "$BATS_TEST_TMPDIR/out"
+  [[ "$(cat "$BATS_TEST_TMPDIR/out")" != digest* ]]
+}
