@@ -248,7 +248,7 @@ static int
 expect_look_holes (nbdkit_next *next, struct gate *g, uint64_t size,
                    int *err)
 {
-  if (next->can_extents (next) != 1)
+  if (!blkhash_extents_usable (next))
     return 0;
   for (uint64_t off = 0; off < size; ) {
     const uint64_t len = MIN (size - off, EXTENTS_WINDOW);

@@ -75,6 +75,10 @@ extern void blkhash_params_free_all (void);
 extern void blkhash_order_loaded (void);
 extern int blkhash_order_check (void);
 extern const char *blkhash_plugin_name (void);
+/* Can holes be taken from the extents of the layer below (not behind
+ * a filter whose extents may call data a hole)?
+ */
+extern bool blkhash_extents_usable (nbdkit_next *next);
 
 /* exports.c: the shared state of each export (name and size) and its
  * block tables (see the notes at the top of exports.c).

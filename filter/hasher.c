@@ -313,7 +313,7 @@ blkhash_compute (nbdkit_next *next, struct blk_table *t, uint64_t first,
   nbdkit_debug ("blkhash: computing %" PRIu64 " of blocks %" PRIu64
                 "..%" PRIu64, unknown, first, first + count - 1);
 
-  if (next->can_extents (next) == 1 &&
+  if (blkhash_extents_usable (next) &&
       find_holes (next, t, first, count, hole, err) == -1)
     return -1;
   /* Known blocks are neither holes nor data. */
@@ -369,7 +369,7 @@ blkhash_mark_holes (nbdkit_next *next, struct blk_table *t, int *err)
   CLEANUP_FREE bool *need = NULL, *hole = NULL;
   uint64_t snapshot;
 
-  if (next->can_extents (next) != 1)
+  if (!blkhash_extents_usable (next))
     return 0;
   need = malloc (MIN (n, window) * sizeof *need);
   hole = malloc (MIN (n, window) * sizeof *hole);

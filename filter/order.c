@@ -76,6 +76,21 @@ static const char *const pass_through[] = {
   "delay, error, exitlast, exitwhen, ip, limit, log, noparallel, " \
   "nofilter, rate and stats"
 
+/* Filters whose extents may call data a hole: the cache filter passes
+ * its plugin's extents through while blocks written to it are still
+ * in its cache only (cache=writeback, unsafe).
+ */
+static const char *const extents_untrue[] = { "cache", NULL };
+
+/* One of them is behind blkhash: holes are never taken from extents. */
+static bool extents_unusable;
+
+bool
+blkhash_extents_usable (nbdkit_next *next)
+{
+  return !extents_unusable && next->can_extents (next) == 1;
+}
+
 /* How many times nbdkit registered blkhash (its .load). */
 static unsigned registrations;
 
@@ -463,6 +478,12 @@ blkhash_order_check (void)
     }
     nbdkit_debug ("blkhash: the %s filter (%s) is %s blkhash", name,
                   o.v[i].path, i < self ? "behind" : "in front of");
+    for (size_t j = 0; i < self && extents_untrue[j]; j++)
+      if (strcmp (name, extents_untrue[j]) == 0) {
+        nbdkit_debug ("blkhash: behind the %s filter: every block is read, "
+                      "none taken for a hole from extents", name);
+        extents_unusable = true;
+      }
     if (passes_through (name))
       continue;
     if (i > self) {

@@ -207,7 +207,7 @@ int
 blkhash_plain_advance (nbdkit_next *next, struct blkhash_plain *p,
                        uint64_t end, int *err)
 {
-  const bool extents = next->can_extents (next) == 1;
+  const bool extents = blkhash_extents_usable (next);
 
   end = MIN (end, p->size);
   if (p->pos >= end)

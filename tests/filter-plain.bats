@@ -237,3 +237,24 @@ PY
   cat "$BATS_TEST_TMPDIR/out"
   [[ "$(cat "$BATS_TEST_TMPDIR/out")" != digest* ]]
 }
+
+@test "filter-plain: behind the cache filter, blocks only its cache holds are read, not taken for holes" {
+  local img="$BATS_TEST_TMPDIR/c.img"
+  truncate -s 32M "$img"
+  start_server cache --filter=cache file "$img"
+  # 64K written through the data export, not flushed: in the cache
+  # only, where the file's extents still say hole.
+  "$NBD_PYTHON" - "$sock" "$BATS_TEST_TMPDIR/content" <<'PY'
+import sys, nbd
+h = nbd.NBD(); h.connect_unix(sys.argv[1])
+h.pwrite(b"\xab" * 65536, 10 << 20)
+open(sys.argv[2], "wb").write(h.pread(32 << 20, 0))
+PY
+  cmp -s "$BATS_TEST_TMPDIR/content" "$img" && { echo "not cached only"; false; }
+  run plainview "$sock" @digest:sha256
+  [ "$output" = "sha256 $(sumof sha256sum "$BATS_TEST_TMPDIR/content")" ]
+  run "$NBDSUM" "$uri"
+  [ "$(first_sum "$output")" = \
+    "$(reference sha256 65536 "$BATS_TEST_TMPDIR/content")" ]
+  stop_server
+}
