@@ -37,6 +37,7 @@
 #include "modes.h"
 #include "signals.h"
 #include "sumline.h"
+#include "unarmour.h"
 
 /* --json, unless --status silences everything. */
 static bool
@@ -363,69 +364,6 @@ names_file (const char *name, const struct stat *file)
   return !is_uri (name) && strcmp (name, "-") != 0 &&
     stat (name, &st) == 0 &&
     st.st_dev == file->st_dev && st.st_ino == file->st_ino;
-}
-
-/* Where a line is in a clear-signed file (RFC 4880, 7.1). */
-enum armour {
-  ARMOUR_NONE,                  /* not signed (or not yet seen) */
-  ARMOUR_HEADERS,               /* "Hash:" lines, up to a blank one */
-  ARMOUR_SIGNED,                /* the signed lines, dash-escaped */
-  ARMOUR_SIGNATURE,             /* the signature block */
-  ARMOUR_AFTER,                 /* after it: not signed, not read */
-};
-
-#define PGP_BEGIN_SIGNED "-----BEGIN PGP SIGNED MESSAGE-----"
-#define PGP_BEGIN_SIGNATURE "-----BEGIN PGP SIGNATURE-----"
-#define PGP_END_SIGNATURE "-----END PGP SIGNATURE-----"
-
-/* Is line (its end of line dropped) exactly s? */
-static bool
-line_is (const char *line, const char *s)
-{
-  const size_t n = strlen (s);
-
-  return strncmp (line, s, n) == 0 &&
-    line[n + strspn (line + n, "\r\n")] == '\0';
-}
-
-/* The line to check, or NULL to skip it (the armour, comments), as
- * lineno of a file is read: *a is where it is in a clear-signed file.
- * A dash-escaped line ("- ...") is unescaped.
- */
-static char *
-unarmour (char *line, unsigned lineno, enum armour *a, bool *signed_file)
-{
-  switch (*a) {
-  case ARMOUR_NONE:
-    if (lineno == 1 && line_is (line, PGP_BEGIN_SIGNED)) {
-      *a = ARMOUR_HEADERS;
-      *signed_file = true;
-      return NULL;
-    }
-    break;
-  case ARMOUR_HEADERS:
-    if (line[strspn (line, "\r\n")] == '\0')
-      *a = ARMOUR_SIGNED;
-    return NULL;
-  case ARMOUR_SIGNED:
-    if (line_is (line, PGP_BEGIN_SIGNATURE)) {
-      *a = ARMOUR_SIGNATURE;
-      return NULL;
-    }
-    if (strncmp (line, "- ", 2) == 0)
-      line += 2;
-    break;
-  case ARMOUR_SIGNATURE:
-    if (line_is (line, PGP_END_SIGNATURE))
-      *a = ARMOUR_AFTER;
-    return NULL;
-  case ARMOUR_AFTER:
-    return NULL;
-  }
-  /* Comments, as in Fedora's CHECKSUM files ("# NAME: N bytes"). */
-  if (line[0] == '#')
-    return NULL;
-  return line;
 }
 
 /* How a line is hashed, in *spec (returned): as its tag says, or as
