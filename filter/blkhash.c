@@ -254,8 +254,7 @@ blkhash_list_exports (nbdkit_next_list_exports *next, nbdkit_backend *nxdata,
                       struct nbdkit_exports *exports)
 {
   size_t i, n;
-  /* With blkhash-views-only the plugin's exports are not listed. */
-  struct nbdkit_exports *data = views_only ? nbdkit_exports_new () : exports;
+  struct nbdkit_exports *data = nbdkit_exports_new ();
   int ret = -1;
 
   if (data == NULL || next (nxdata, readonly, data) == -1)
@@ -270,10 +269,28 @@ blkhash_list_exports (nbdkit_next_list_exports *next, nbdkit_backend *nxdata,
   }
   for (i = 0; i < n; i++) {
     const struct nbdkit_export ex = nbdkit_get_export (data, i);
-    char *name = blk_view_name_build (ex.name, NULL, 0);
-    char *desc = NULL;
+    struct blk_view_name vn;
+    bool unreachable;
+    char *name, *desc = NULL;
     int r;
 
+    /* A name that is a view name means a view, of another export:
+     * neither it nor a view of it can be reached.
+     */
+    if (blk_view_name_parse (ex.name, &vn, &unreachable) != NULL)
+      unreachable = true;
+    blk_view_name_free (&vn);
+    if (unreachable) {
+      nbdkit_debug ("blkhash: export '%s' is not listed: its name is a "
+                    "view name", ex.name);
+      continue;
+    }
+    /* With blkhash-views-only the plugin's exports are not listed. */
+    if (!views_only &&
+        nbdkit_add_export (exports, ex.name, ex.description) == -1)
+      goto out;
+
+    name = blk_view_name_build (ex.name, NULL, 0);
     if (name == NULL ||
         asprintf (&desc, "blkhash view of %s",
                   ex.name[0] ? ex.name : "the default export") == -1) {
@@ -289,7 +306,7 @@ blkhash_list_exports (nbdkit_next_list_exports *next, nbdkit_backend *nxdata,
   }
   ret = 0;
  out:
-  if (data && data != exports)
+  if (data)
     nbdkit_exports_free (data);
   return ret;
 }

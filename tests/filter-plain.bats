@@ -258,3 +258,24 @@ PY
     "$(reference sha256 65536 "$BATS_TEST_TMPDIR/content")" ]
   stop_server
 }
+
+@test "filter-plain: exports whose names are view names are not listed, and the list works" {
+  mkdir "$BATS_TEST_TMPDIR/d"
+  cp "$mixed" "$BATS_TEST_TMPDIR/d/ok"
+  cp "$mixed" "$BATS_TEST_TMPDIR/d/release@digest"
+  cp "$mixed" "$BATS_TEST_TMPDIR/d/old@blkhash"
+  local vo
+  for vo in false true; do
+    start_server "list-$vo" file dir="$BATS_TEST_TMPDIR/d" \
+      blkhash-views-only=$vo
+    run nbdinfo --list --json "$uri"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    [[ "$output" = *'"ok@blkhash"'* ]]
+    [[ "$output" != *release* && "$output" != *old* ]]
+    if [ $vo = false ]; then
+      [[ "$output" = *'"export-name": "ok"'* ]]
+    fi
+    stop_server
+  done
+}
