@@ -300,6 +300,10 @@ extern int blkhash_reader_finish (struct blkhash_reader *rd, int *err);
 extern int blkhash_hasher_init (void);
 extern void blkhash_hasher_fini (void);
 extern struct blk_ctx *blkhash_thread_ctx (void);
+/* most, or less: the largest read the plugin takes (its block_size
+ * maximum, a multiple of its minimum).
+ */
+extern uint64_t blkhash_read_most (nbdkit_next *next, uint64_t most);
 /* Mark the unknown blocks of t that the plugin's extents say read as
  * zeros, reading no data.  0, or -1 with *err set.
  */

@@ -152,6 +152,19 @@ read_size (uint32_t bs)
   return bs <= READ_SIZE ? READ_SIZE / bs * bs : READ_SIZE;
 }
 
+uint64_t
+blkhash_read_most (nbdkit_next *next, uint64_t most)
+{
+  uint32_t minimum = 0, preferred = 0, maximum = 0;
+
+  if (next->block_size (next, &minimum, &preferred, &maximum) == -1 ||
+      maximum == 0 || maximum >= most)
+    return most;
+  if (minimum > 1)
+    maximum = maximum / minimum * minimum;
+  return MAX (maximum, (uint32_t) 1);
+}
+
 /* Bytes of the piece of a run that starts at off: a piece of a large
  * block stops at its end.
  */
@@ -212,7 +225,7 @@ hash_run (nbdkit_next *next, struct blk_table *t, struct worker *w,
   const struct blk_params *p = blk_table_params (t);
   const uint32_t bs = p->block_size;
   const uint64_t run_end = MIN ((first + i + n) * bs, blk_table_size (t));
-  const uint64_t most = read_size (bs);
+  const uint64_t most = blkhash_read_most (next, read_size (bs));
   uint64_t off = (first + i) * bs;
   struct blk_block_hasher bh;
   int r = 0;

@@ -50,6 +50,7 @@ struct blkhash_plain {
   const struct blk_digest *d;
   uint64_t size;
   uint64_t pos;                 /* [0, pos) is hashed */
+  uint32_t piece;               /* the largest read, PIECE_SIZE or less */
   struct blk_ctx *ctx;
   uint8_t *buf[2];              /* PIECE_SIZE each, from the first read */
   bool done;
@@ -116,7 +117,8 @@ struct piece {
  * the plugin has none, all data).
  */
 static struct piece
-plain_piece (struct nbdkit_extents *exts, uint64_t off, uint64_t end)
+plain_piece (struct nbdkit_extents *exts, uint64_t off, uint64_t end,
+             uint32_t most)
 {
   struct piece pc = { .off = off };
   uint64_t zero_end = off;
@@ -135,7 +137,7 @@ plain_piece (struct nbdkit_extents *exts, uint64_t off, uint64_t end)
     pc.len = MIN (zero_end - off, (uint64_t) PIECE_SIZE);
   }
   else
-    pc.len = MIN (end - off, (uint64_t) PIECE_SIZE);
+    pc.len = MIN (end - off, (uint64_t) most);
   return pc;
 }
 
@@ -162,7 +164,7 @@ plain_window (nbdkit_next *next, struct blkhash_plain *p,
   int r = 0;
 
   while (r == 0 && p->pos < end) {
-    const struct piece pc = plain_piece (exts, p->pos, end);
+    const struct piece pc = plain_piece (exts, p->pos, end, p->piece);
     /* Zeros too: a sparse terabyte is minutes of hashing. */
     if (pc.zero) {
       r = plain_update (p, zeros, pc.len, err);
@@ -185,7 +187,7 @@ plain_window (nbdkit_next *next, struct blkhash_plain *p,
       break;
     /* The next piece is read while this one is hashed. */
     if (pc.off + pc.len < end && blkhash_plugin_parallel) {
-      pc2 = plain_piece (exts, pc.off + pc.len, end);
+      pc2 = plain_piece (exts, pc.off + pc.len, end, p->piece);
       if (!pc2.zero && (rd = blkhash_reader_get ()) != NULL) {
         blkhash_reader_start (rd, next, p->buf[1], pc2.len, pc2.off);
         ahead = true;
@@ -212,6 +214,7 @@ blkhash_plain_advance (nbdkit_next *next, struct blkhash_plain *p,
   end = MIN (end, p->size);
   if (p->pos >= end)
     return 0;
+  p->piece = blkhash_read_most (next, PIECE_SIZE);
   for (int i = 0; i < 2; i++)
     if (p->buf[i] == NULL && (p->buf[i] = malloc (PIECE_SIZE)) == NULL) {
       nbdkit_error ("blkhash: out of memory");

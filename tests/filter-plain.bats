@@ -279,3 +279,18 @@ PY
     stop_server
   done
 }
+
+@test "filter-plain: reads within the largest request the plugin takes" {
+  start_server max --filter=blocksize-policy file "$mixed" \
+    blocksize-minimum=1 blocksize-maximum=64K \
+    blocksize-error-policy=error
+  run plainview "$sock" @digest:sha256
+  echo "$output"
+  [ "$output" = "sha256 $(sumof sha256sum "$mixed")" ]
+  run "$NBDSUM" "$uri"
+  echo "$output"
+  [ "$(first_sum "$output")" = "$(reference sha256 65536 "$mixed")" ]
+  run "$NBDSUM" -d sha1 --block-size 1M "$uri"
+  [ "$(first_sum "$output")" = "$(reference sha1 1048576 "$mixed")" ]
+  stop_server
+}
