@@ -71,9 +71,16 @@ blk_view_name_parse (const char *name, struct blk_view_name *v,
       msg = "empty digest name after ':'";
       goto bad;
     }
-    if (strchr (opts, '/')) {
-      msg = "a plain digest has no block size";
-      goto bad;
+    /* OpenSSL's names hold '/' (SHA2-512/256): only a block size
+     * after the last one is a mistake.
+     */
+    if ((slash = strrchr (opts, '/')) != NULL) {
+      uint64_t bs;
+      if (blk_parse_size (slash + 1, &bs) == NULL &&
+          blk_check_block_size (bs) == NULL) {
+        msg = "a plain digest has no block size";
+        goto bad;
+      }
     }
     v->digest = strdup (opts);
     if (v->digest == NULL)

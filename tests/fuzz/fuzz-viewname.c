@@ -70,7 +70,7 @@ check_view (const char *name, const struct blk_view_name *v)
             ? strncmp (name + base_len, BLK_PLAIN_MARKER, PLAIN_LEN) == 0
             : strncmp (name + base_len, BLK_VIEW_MARKER, MARKER_LEN) == 0);
   PROPERTY (!v->plain || v->block_size == 0);
-  PROPERTY (v->digest == NULL ||
+  PROPERTY (v->digest == NULL || v->plain ||
             (*v->digest != '\0' && strchr (v->digest, '/') == NULL));
   PROPERTY (v->block_size <= INT64_MAX);
   built = build (v);

@@ -113,6 +113,16 @@ main (void)
       strcmp (last_msg, "a plain digest has no block size") == 0,
       "a plain digest with a block size is refused");
   ok (view_result ("disk@digest:") == -1, "empty digest after ':'");
+  {
+    struct blk_view_name v;
+    bool view;
+    ok (blk_view_name_parse ("d@digest:SHA2-512/256", &v, &view) == NULL &&
+        view && v.plain && strcmp (v.digest, "SHA2-512/256") == 0,
+        "a digest name with '/' (OpenSSL's SHA2-512/256)");
+    blk_view_name_free (&v);
+  }
+  ok (view_result ("d@digest:sha256/1M") == -1,
+      "a block size after the last '/' is refused");
   ok (view_result ("a@blkhash@digest:md5") == -1 &&
       view_result ("a@digest@blkhash") == -1 &&
       view_result ("a@digest@digest") == -1,
