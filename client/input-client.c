@@ -61,20 +61,13 @@ struct client_conn {
 
 static void client_free (struct client_side *cs);
 
-struct input *
-client_input_open (struct source *src, const struct hash_spec *spec,
-                   struct fallback *fb, const struct client_select *select)
+struct nbd_handle *
+fallback_go (struct source *src, struct fallback *fb)
 {
   struct nbd_handle *h = fb ? fb->h : NULL;
   CLEANUP_FREE char *export_name = fb ? fb->export_name : NULL;
   CLEANUP_FREE char *notice = fb ? fb->notice : NULL;
   const double deadline = fb ? fb->deadline : 0;
-  const struct hash_spec hs = hash_spec_or_defaults (spec);
-  struct client_side *cs;
-  struct endpoint *ep;
-  const char *msg;
-  int64_t size;
-  unsigned i;
 
   if (fb)
     *fb = (struct fallback) { NULL, NULL, 0, NULL };  /* ours now */
@@ -95,6 +88,23 @@ client_input_open (struct source *src, const struct hash_spec *spec,
   }
   if (notice)
     notice_at (src->name, "%s", notice);
+  return h;
+}
+
+struct input *
+client_input_open (struct source *src, const struct hash_spec *spec,
+                   struct fallback *fb, const struct client_select *select)
+{
+  struct nbd_handle *h = fallback_go (src, fb);
+  const struct hash_spec hs = hash_spec_or_defaults (spec);
+  struct client_side *cs;
+  struct endpoint *ep;
+  const char *msg;
+  int64_t size;
+  unsigned i;
+
+  if (h == NULL)
+    return NULL;
   if ((cs = calloc (1, sizeof *cs)) == NULL) {
     error_at (src->name, "out of memory");
     nbd_close (h);

@@ -53,6 +53,21 @@ struct fallback {
  */
 extern int view_input_open (struct source *src, const struct hash_spec *spec,
                             struct input **in, struct fallback *fb);
+/* The first step of both views' inputs: connect to src and go to the
+ * view name_of names for the export, as negotiating.  Returns 1 on
+ * the view (*vg the caller's), 0 when the server has no such export
+ * (*fb filled in, with a notice that names the view as what), -1 on
+ * error (printed).
+ */
+typedef char *view_name_fn (const char *base, const struct hash_spec *spec);
+struct view_go {
+  struct nbd_handle *h;         /* on the view */
+  char *base;                   /* the image's export name, malloc'd */
+  char *view_name;              /* malloc'd */
+};
+extern int view_go (struct source *src, const struct hash_spec *spec,
+                    view_name_fn *name_of, const char *what,
+                    struct view_go *vg, struct fallback *fb);
 /* [ CMD ] without the filter in it: the user chose a plain server,
  * and needs no notice that nbdsum hashes client-side.
  */
@@ -93,6 +108,13 @@ struct client_select {
   void *opaque;
 };
 
+/* input-client.c: the connection client-side inputs hash through:
+ * fb's, gone on to the image's export, or a new one (fb NULL or
+ * empty); fb's notice said.  Takes what fb holds; NULL on error
+ * (printed, src closed).
+ */
+extern struct nbd_handle *fallback_go (struct source *src,
+                                       struct fallback *fb);
 /* input-client.c: takes src (closed on error) and what fb holds (NULL
  * or empty: connect anew).  select may be NULL: every block.  NULL on
  * error (printed).

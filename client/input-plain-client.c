@@ -68,33 +68,14 @@ struct input *
 plain_client_input_open (struct source *src, const struct hash_spec *spec,
                          struct fallback *fb)
 {
-  struct nbd_handle *h = fb ? fb->h : NULL;
-  CLEANUP_FREE char *export_name = fb ? fb->export_name : NULL;
-  CLEANUP_FREE char *notice = fb ? fb->notice : NULL;
-  const double deadline = fb ? fb->deadline : 0;
+  struct nbd_handle *h = fallback_go (src, fb);
   struct plain_client *pc;
   struct endpoint *ep;
   const char *msg;
   int64_t size;
 
-  if (fb)
-    *fb = (struct fallback) { NULL, NULL, 0, NULL };  /* ours now */
-  if (h && (nbd_set_export_name (h, export_name) == -1 ||
-            source_go (h, deadline) == -1)) {
-    if (!stop_signal ())
-      error_at (src->name, "%s%s%s: %s",
-                export_name[0] ? "export '" : "the default export",
-                export_name, export_name[0] ? "'" : "", source_error ());
-    nbd_close (h);
-    source_close (src);
+  if (h == NULL)
     return NULL;
-  }
-  if (h == NULL && (h = source_connect (src, NULL, SOURCE_GO, NULL)) == NULL) {
-    source_close (src);
-    return NULL;
-  }
-  if (notice)
-    notice_at (src->name, "%s", notice);
   if (zeros == NULL)
     zeros = calloc (1, ZERO_BYTES);
   if (zeros == NULL || (pc = calloc (1, sizeof *pc)) == NULL) {

@@ -88,55 +88,31 @@ read_header (const char *name, const struct hash_spec *spec,
   return 1;
 }
 
+static char *
+plain_view_name_of (const char *base, const struct hash_spec *spec)
+{
+  return blk_plain_view_name_build (base, spec->digest);
+}
+
 int
 plain_view_input_open (struct source *src, const struct hash_spec *spec,
                        struct input **in, struct fallback *fb)
 {
-  double deadline;
-  struct nbd_handle *h = source_connect (src, NULL, 0, &deadline);
+  struct view_go vg;
+  struct nbd_handle *h;
   struct blk_header hdr;
   struct plain_view *v;
   struct endpoint *ep;
-  char *base, *view_name, *notice;
+  char *base, *view_name;
   const char *msg;
   int r;
 
-  if (h == NULL)
-    return -1;
-  if ((base = nbd_get_export_name (h)) == NULL) {
-    error_at (src->name, "%s", nbd_get_error ());
-    nbd_close (h);
-    return -1;
-  }
-  if ((view_name = blk_plain_view_name_build (base, spec->digest)) == NULL) {
-    error_at (src->name, "out of memory");
-    free (base);
-    nbd_close (h);
-    return -1;
-  }
-  if (nbd_set_export_name (h, view_name) == -1 ||
-      source_go (h, deadline) == -1) {
-    /* Only an unknown export means "no view" (as input-view.c). */
-    const int err = source_errno ();
-    if (stop_signal () || (err != ENOENT && err != EINVAL)) {
-      if (!stop_signal ())
-        error_at (src->name, "%s%s", source_error (), source_hint (h));
-      free (base);
-      free (view_name);
-      nbd_close (h);
-      return -1;
-    }
-    if (view_filterless_chosen (src->name))
-      notice = NULL;
-    else if (asprintf (&notice, "no plain-digest view '%s' (%s); hashing "
-                       "client-side", view_name, source_error ()) == -1)
-      notice = NULL;
-    free (view_name);
-    *fb = (struct fallback) {
-      .h = h, .export_name = base, .deadline = deadline, .notice = notice,
-    };
-    return 0;
-  }
+  r = view_go (src, spec, plain_view_name_of, "plain-digest view", &vg, fb);
+  if (r <= 0)
+    return r;
+  h = vg.h;
+  base = vg.base;
+  view_name = vg.view_name;
   r = read_header (src->name, spec, h, &hdr);
   if (r == 0 && !view_filterless_chosen (src->name))
     fb->notice = strdup ("the server has no plain-digest view (is it "

@@ -211,17 +211,13 @@ view_check_image_size (struct source *src, const char *base,
 }
 
 int
-view_input_open (struct source *src, const struct hash_spec *spec,
-                 struct input **in, struct fallback *fb)
+view_go (struct source *src, const struct hash_spec *spec,
+         view_name_fn *name_of, const char *what, struct view_go *vg,
+         struct fallback *fb)
 {
   double deadline;
   struct nbd_handle *h = source_connect (src, NULL, 0, &deadline);
-  struct blk_header hdr;
-  struct view_input *v;
-  struct endpoint *ep;
   char *base, *view_name, *notice;
-  const char *msg;
-  int r;
 
   if (h == NULL)
     return -1;
@@ -230,8 +226,7 @@ view_input_open (struct source *src, const struct hash_spec *spec,
     nbd_close (h);
     return -1;
   }
-  view_name = blk_view_name_build (base, spec->digest, spec->block_size);
-  if (view_name == NULL) {
+  if ((view_name = name_of (base, spec)) == NULL) {
     error_at (src->name, "out of memory");
     free (base);
     nbd_close (h);
@@ -254,8 +249,8 @@ view_input_open (struct source *src, const struct hash_spec *spec,
     }
     if (view_filterless_chosen (src->name))
       notice = NULL;
-    else if (asprintf (&notice, "no blkhash view '%s' (%s); hashing "
-                       "client-side", view_name, source_error ()) == -1)
+    else if (asprintf (&notice, "no %s '%s' (%s); hashing client-side",
+                       what, view_name, source_error ()) == -1)
       notice = NULL;
     free (view_name);
     /* Still negotiating: the client side goes on to the image. */
@@ -264,6 +259,35 @@ view_input_open (struct source *src, const struct hash_spec *spec,
     };
     return 0;
   }
+  *vg = (struct view_go) { .h = h, .base = base, .view_name = view_name };
+  return 1;
+}
+
+static char *
+blkhash_view_name_of (const char *base, const struct hash_spec *spec)
+{
+  return blk_view_name_build (base, spec->digest, spec->block_size);
+}
+
+int
+view_input_open (struct source *src, const struct hash_spec *spec,
+                 struct input **in, struct fallback *fb)
+{
+  struct view_go vg;
+  struct nbd_handle *h;
+  struct blk_header hdr;
+  struct view_input *v;
+  struct endpoint *ep;
+  char *base, *view_name;
+  const char *msg;
+  int r;
+
+  r = view_go (src, spec, blkhash_view_name_of, "blkhash view", &vg, fb);
+  if (r <= 0)
+    return r;
+  h = vg.h;
+  base = vg.base;
+  view_name = vg.view_name;
   r = read_header (src->name, spec, h, &hdr);
   if (r == 0 && !view_filterless_chosen (src->name))
     fb->notice = strdup ("the server has no blkhash view (is it running "
