@@ -492,6 +492,7 @@ blkhash_expect_session_end (nbdkit_next *next, struct blkhash_export *e)
   struct gate *g;
   enum verdict v;
   bool logged;
+  uint64_t begun;
   int err = 0, r;
 
   if (blkhash_expected == NULL)
@@ -503,6 +504,7 @@ blkhash_expect_session_end (nbdkit_next *next, struct blkhash_export *e)
       return;
     v = g->verdict;
     logged = g->logged;
+    begun = g->begun;
   }
   if (v == VERDICT_NONE && next == NULL)
     nbdkit_error ("blkhash: export '%s': its last connection failed while "
@@ -520,8 +522,17 @@ blkhash_expect_session_end (nbdkit_next *next, struct blkhash_export *e)
   }
   else if (v == VERDICT_FAIL && !logged)
     expect_log_mismatch (g, " (at the session's end)");
+  /* A client that came while this was judged began a session of its
+   * own (nbdkit's): if it wrote, its writes go on counting, and its
+   * flushes and its end judge it.
+   */
   ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&gates_lock);
-  g->session_over = true;
+  if (g->begun == begun)
+    g->session_over = true;
+  else
+    nbdkit_debug ("blkhash: export '%s': written by a new session while "
+                  "the last one's end was judged: judged with the new one",
+                  g->name);
 }
 
 bool

@@ -499,3 +499,31 @@ PY
   grep -q "got sha256:$(plain sha256 "$mixed")" "$err"
   stop_server
 }
+
+@test "expect: a new writer while the last session's end is judged is judged itself" {
+  local other="$BATS_TEST_TMPDIR/other.img"
+  "$MKIMAGE" '4M;d:0+4M:y' "$other"
+  # Slow reads: the end of the first session is judged for seconds.
+  start_server race --filter=delay memory 4M delay-read=300ms \
+    blkhash-expect="sha256:$(plain sha256 "$src")"
+  run "$NBD_PYTHON" - "$sock" "$other" <<'PY'
+import sys, threading, time, nbd
+other = open(sys.argv[2], "rb").read()
+c1 = nbd.NBD(); c1.connect_unix(sys.argv[1])
+c1.pwrite(other[65536:], 65536)         # a wrong image, but for 64K
+t = threading.Thread(target=c1.shutdown); t.start()
+time.sleep(0.3)                         # its session's end is judged
+c2 = nbd.NBD(); c2.connect_unix(sys.argv[1])
+c2.pwrite(other, 0)                     # the whole wrong image
+t.join()
+try:
+    c2.flush(); print("flush ok")
+except nbd.Error as e:
+    print("flush failed", e.errno)
+c2.shutdown()
+PY
+  echo "$output"
+  [ "$output" = "flush failed EIO" ]
+  stop_server
+  grep -q "does not match blkhash-expect" "$err"
+}
