@@ -207,9 +207,8 @@ blkhash_config_complete (nbdkit_next_config_complete *next,
   "blkhash-expect=<VALUE>     Fail the flush of an upload that does not\n" \
   "                           match: ALG:HEX (sha256, sha512, sha1, md5),\n" \
   "                           blkhash-DIGEST/BLOCKSIZE:HEX or blkhash:HEX.\n" \
-  "blkhash-expect-at=<WHEN>   complete: judge at flushes once the image\n" \
-  "                           is all written (default); flush: at every\n" \
-  "                           flush after a write."
+  "blkhash-expect-at=<WHEN>   complete: fail flushes once the image is\n" \
+  "                           all written (default); flush: any flush."
 
 static void
 blkhash_cleanup (nbdkit_backend *backend)

@@ -10,20 +10,19 @@
  * keeps, for the current write session (from its first write to the
  * last disconnect), the ranges written, zeroed or trimmed (a sorted
  * list of disjoint ranges, merged as they come: a copy leaves few),
- * the same with the ranges the plugin's extents called zero at the
- * session's first flush that needed them, and the verdict on the
- * content as it is since the last write.
+ * and the verdict on the content as it is since the last write.
  *
- * Judged at a flush, before its reply, once the image is complete:
- * every byte written, zeroed or trimmed in the session ("strict"; or
- * at every flush with blkhash-expect-at=flush), or every byte written
- * or a hole ("loose": a writer that skips zeros onto a zero target
- * looks the same as one that has not finished, so a loose mismatch
- * does not fail the flush).  A strict mismatch fails the flush with
- * EIO.  At the session's end an export written since its last verdict
- * is judged, and a mismatch not yet logged is logged.  A write voids
- * the verdict; a verdict computed while a write through the export
- * was in flight is thrown away.
+ * Judged at every flush after a write, before its reply.  Only a
+ * mismatch of a complete image fails the flush (EIO): every byte
+ * written, zeroed or trimmed in the session, or any image with
+ * blkhash-expect-at=flush.  An image written in part may be a writer
+ * midway, or one that skipped zeros the target already reads (qemu-img
+ * --target-is-zero, allocated zeros that extents call data): a match
+ * is a match then too, a mismatch fails nothing.  At the session's end
+ * an export written since its last verdict is judged, and a mismatch
+ * not yet logged is logged.  A write voids the verdict; a verdict
+ * computed while a write through the export was in flight is thrown
+ * away.
  *
  * blkhash-file lines of exports written through the filter (results.c
  * asks here, see blkhash_expect_vouches): the checksum while the
@@ -55,12 +54,6 @@
  * then only the session's end judges.
  */
 #define RANGES_MAX 65536
-/* Loose coverage counts a span written in part as covered: the
- * plugin reports the rest of an allocated page (a file system block,
- * the memory plugin's page) as data, not as a hole.
- */
-#define LOOSE_SPAN (UINT64_C (1) << 20)
-#define EXTENTS_WINDOW (UINT64_C (1) << 30)
 
 struct range { uint64_t a, b; };
 struct ranges {
@@ -75,8 +68,7 @@ struct gate {
   char *name;
   uint64_t size;
   bool session_over;            /* the next write starts a session */
-  bool holes_looked;
-  struct ranges written, all;   /* all: written and holes */
+  struct ranges written;
   uint64_t begun, ended;        /* writes through it this session */
   enum verdict verdict;         /* since the last write */
   bool strict;                  /* ... reached on a strict flush */
@@ -183,10 +175,9 @@ blkhash_expect_write_begin (struct blkhash_export *e, int *err)
     gates = g;
   }
   if (g->session_over) {        /* a new write session: afresh */
-    g->session_over = g->holes_looked = false;
+    g->session_over = false;
     g->size = blkhash_export_size (e);
     expect_ranges_clear (&g->written);
-    expect_ranges_clear (&g->all);
     g->begun = g->ended = 0;
     /* No writer is in the follower now: the session was over. */
     blkhash_plain_follow_free (g->follow);
@@ -217,9 +208,6 @@ blkhash_expect_write_end (struct blkhash_export *e, uint64_t offset,
     blkhash_plain_follow_written (g->follow, offset);
   if (ok) {
     expect_ranges_add (&g->written, offset, offset + count);
-    expect_ranges_add (&g->all, offset / LOOSE_SPAN * LOOSE_SPAN,
-                       MIN (g->size, (offset + count + LOOSE_SPAN - 1)
-                            / LOOSE_SPAN * LOOSE_SPAN));
   }
   g->ended++;
 }
@@ -243,38 +231,6 @@ blkhash_expect_follow (nbdkit_next *next, struct blkhash_export *e)
   blkhash_plain_follow_step (next, f, written_to);
 }
 
-/* Add the ranges the extents call zero to g->all. */
-static int
-expect_look_holes (nbdkit_next *next, struct gate *g, uint64_t size,
-                   int *err)
-{
-  if (!blkhash_extents_usable (next))
-    return 0;
-  for (uint64_t off = 0; off < size; ) {
-    const uint64_t len = MIN (size - off, EXTENTS_WINDOW);
-    struct nbdkit_extents *x = nbdkit_extents_full (next, len, off, 0, err);
-
-    if (x == NULL) {
-      if (*err == 0)
-        *err = EIO;
-      nbdkit_error ("blkhash: export '%s': extents for blkhash-expect "
-                    "failed: %s", g->name, strerror (*err));
-      return -1;
-    }
-    {
-      ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&gates_lock);
-      for (size_t i = 0; i < nbdkit_extents_count (x); i++) {
-        const struct nbdkit_extent ex = nbdkit_get_extent (x, i);
-        if (ex.type & NBDKIT_EXTENT_ZERO)
-          expect_ranges_add (&g->all, ex.offset, ex.offset + ex.length);
-      }
-    }
-    nbdkit_extents_free (x);
-    off += len;
-  }
-  return 0;
-}
-
 struct plain_run {
   nbdkit_next *next;
   struct blkhash_plain *p;              /* or f */
@@ -288,6 +244,7 @@ expect_plain_run (void *opaque)
 {
   struct plain_run *pr = opaque;
 
+  blkhash_exit_grace ();
   pr->r = pr->f ? blkhash_plain_follow_final (pr->next, pr->f, pr->out,
                                               &pr->err)
     : blkhash_plain_final (pr->next, pr->p, pr->out, &pr->err);
@@ -380,7 +337,9 @@ expect_judge (nbdkit_next *next, struct blkhash_export *e, struct gate *g,
     ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&gates_lock);
     while (g->judging)
       pthread_cond_wait (&judged_cond, &gates_lock);
-    if (g->verdict != VERDICT_NONE && (g->strict || !strict))
+    /* A match is a match, however complete the image was. */
+    if (g->verdict == VERDICT_PASS ||
+        (g->verdict != VERDICT_NONE && (g->strict || !strict)))
       return g->verdict;
     if (g->begun != g->ended)
       return VERDICT_NONE;
@@ -426,7 +385,7 @@ blkhash_expect_flush (nbdkit_next *next, struct blkhash_export *e, int *err)
 {
   struct gate *g;
   enum verdict v;
-  bool strict, loose, look;
+  bool strict;
   int r;
 
   if (blkhash_expected == NULL)
@@ -438,27 +397,18 @@ blkhash_expect_flush (nbdkit_next *next, struct blkhash_export *e, int *err)
       return 0;                 /* nothing written in this session */
     v = g->verdict;
     strict = g->strict;
-    /* Once a session, and only when it may make the image complete. */
-    look = v == VERDICT_NONE && !blkhash_expected->every_flush &&
-      !g->holes_looked && !expect_covers (&g->written, g->size);
-    if (look)
-      g->holes_looked = true;
   }
   if (v == VERDICT_NONE) {
-    if (look && expect_look_holes (next, g, blkhash_export_size (e),
-                                   err) == -1)
-      return -1;
     {
       ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&gates_lock);
       strict = blkhash_expected->every_flush ||
         expect_covers (&g->written, g->size);
-      loose = expect_covers (&g->all, g->size);
     }
-    if (!strict && !loose) {
-      nbdkit_debug ("blkhash: export '%s': not written whole yet: not "
-                    "judged at this flush", g->name);
-      return 0;
-    }
+    /* Written in part (allocated zeros that a writer skipped look
+     * like data here) is judged all the same, since a match is a
+     * match however the image was written (qemu-img's closing flush);
+     * only a mismatch of a complete image fails the flush.
+     */
     r = expect_judge (next, e, g, strict, false, err);
     if (r == -1)
       return -1;
@@ -476,9 +426,9 @@ blkhash_expect_flush (nbdkit_next *next, struct blkhash_export *e, int *err)
   }
   if (!strict) {
     nbdkit_debug ("blkhash: export '%s': does not match blkhash-expect yet, "
-                  "but parts of it were only holes: not failing this flush "
-                  "(judged again at the next, and at the session's end)",
-                  g->name);
+                  "but parts of it were not written: not failing this "
+                  "flush (judged again at the next whole one, and at the "
+                  "session's end)", g->name);
     return 0;
   }
   expect_log_mismatch (g, "");
@@ -582,7 +532,6 @@ blkhash_expect_free_all (void)
     next = g->next;
     blkhash_plain_follow_free (g->follow);
     free (g->written.v);
-    free (g->all.v);
     free (g->name);
     free (g);
   }

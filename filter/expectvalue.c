@@ -26,13 +26,23 @@
 const struct blkhash_expected *blkhash_expected;
 static struct blkhash_expected ex;
 static const char *value_given;         /* NULL: no gate */
+static bool at_given;                   /* blkhash-expect-at= */
 
 int
 blkhash_expect_config (const char *key, const char *value)
 {
-  if (strcmp (key, "blkhash-expect") == 0)
-    value_given = value;        /* the last one given wins */
-  else if (strcmp (value, "flush") == 0)
+  if (strcmp (key, "blkhash-expect") == 0) {
+    /* One upload, one value: a second would hide a typo in either. */
+    if (value_given) {
+      nbdkit_error ("blkhash-expect=%s: blkhash-expect is already given "
+                    "(%s): give it once", value, value_given);
+      return -1;
+    }
+    value_given = value;
+    return 0;
+  }
+  at_given = true;
+  if (strcmp (value, "flush") == 0)
     ex.every_flush = true;
   else if (strcmp (value, "complete") == 0)
     ex.every_flush = false;
@@ -87,6 +97,10 @@ blkhash_expect_ready (void)
   char alg[BLK_DIGEST_NAME_MAX], bs[BLK_BLOCK_SIZE_STR_MAX];
   size_t alen, i;
 
+  if (value_given == NULL && at_given) {
+    nbdkit_error ("blkhash-expect-at= needs blkhash-expect=");
+    return -1;
+  }
   if (value_given == NULL)
     return 0;
   colon = strrchr (value_given, ':');

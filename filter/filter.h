@@ -321,6 +321,11 @@ extern int blkhash_compute (nbdkit_next *next, struct blk_table *t,
  * exiting, or the client is gone)?  Sets *err and says why.
  */
 extern bool blkhash_should_stop (int *err);
+/* From now on this thread (one of the filter's own, completing work
+ * after the last client left) has the grace a blkhash-file completion
+ * has before nbdkit's exit stops it.
+ */
+extern void blkhash_exit_grace (void);
 /* The root.  Stops with ESHUTDOWN when nbdkit exits or the client is
  * gone.
  */

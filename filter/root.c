@@ -62,10 +62,19 @@ stop_now (uint64_t quiet_until, int *err)
   return true;
 }
 
+/* This thread's work is a completion (blkhash_exit_grace). */
+static __thread uint64_t thread_quiet_until;
+
+void
+blkhash_exit_grace (void)
+{
+  thread_quiet_until = blkhash_now_ns () + EXIT_GRACE_NS;
+}
+
 bool
 blkhash_should_stop (int *err)
 {
-  return stop_now (0, err);
+  return stop_now (thread_quiet_until, err);
 }
 
 /* The root from one pass over all blocks with a private outer hash,

@@ -166,8 +166,8 @@ PY
   [ "$status" -ne 0 ]
   grep -F "expected sha256:$want, got sha256:$(plain sha256 "$sparsebad")" <<< "$output"
 
-  # qemu-img writes no zeros: the holes count as written, and its
-  # flush judges.  A match records the checksum (only a match does,
+  # qemu-img writes no zeros: its flush judges the image written in
+  # part.  A match records the checksum (only a match does,
   # for a plain digest).
   run serve -v memory 8M blkhash-expect="sha256:$want" \
     blkhash-file="$sums" blkhash-file-name="$sparse" -- \
@@ -187,7 +187,7 @@ PY
     'qemu-img convert -n --target-is-zero -f raw -O raw "$sparsebad" "$uri"'
   echo "$output"
   [ "$status" -eq 0 ]
-  grep -q "does not match blkhash-expect yet, but parts of it were only holes" <<< "$output"
+  grep -q "does not match blkhash-expect yet, but parts of it were not written" <<< "$output"
   grep -F "upload does not match blkhash-expect (at the session's end): expected sha256:$want, got sha256:$(plain sha256 "$sparsebad")" <<< "$output"
   cat "$sums"
   line=$(cat "$sums")
@@ -270,6 +270,18 @@ PY
   echo "$output"
   [ "$status" -ne 0 ]
   grep -F "blkhash-expect-at=sometimes: expected complete or flush" <<< "$output"
+
+  # Given twice (a bad value hidden behind a good one), or -at alone.
+  run nbdkit -U - --filter="$BLKHASH_FILTER" memory 1M \
+    blkhash-expect=garbage blkhash-expect="sha256:$hex64" --run true
+  echo "$output"
+  [ "$status" -ne 0 ]
+  grep -F "blkhash-expect is already given (garbage): give it once" <<< "$output"
+  run nbdkit -U - --filter="$BLKHASH_FILTER" memory 1M \
+    blkhash-expect-at=flush --run true
+  echo "$output"
+  [ "$status" -ne 0 ]
+  grep -F "blkhash-expect-at= needs blkhash-expect=" <<< "$output"
 }
 
 # readflush.py URI: read the export whole and flush, writing nothing.
@@ -526,4 +538,27 @@ PY
   [ "$output" = "flush failed EIO" ]
   stop_server
   grep -q "does not match blkhash-expect" "$err"
+}
+
+@test "expect: qemu-img's recipe onto a target of allocated zeros passes, and fails for a wrong image" {
+  local tgt="$BATS_TEST_TMPDIR/tgt.img" f
+  for f in "$sparse" "$sparsebad"; do
+    rm -f "$tgt" "$sums"
+    qemu-img create -q -f raw -o preallocation=full "$tgt" 8M
+    run nbdkit -U - --filter="$BLKHASH_FILTER" file "$tgt" \
+      blkhash-expect="sha256:$(plain sha256 "$sparse")" \
+      blkhash-file="$sums" blkhash-file-name="$sparse" \
+      --run 'qemu-img convert -n --target-is-zero -f raw -O raw '"$f"' "$uri" &&
+             "$NBDSUM" -c '"$sums"
+    echo "$output"
+    if [ "$f" = "$sparse" ]; then
+      [ "$status" -eq 0 ]
+      [[ "$output" = *": OK"* ]]
+      [[ "$output" != *"not judged"* ]]
+    else
+      [ "$status" -ne 0 ]
+      [[ "$output" != *": OK"* ]]
+    fi
+    cmp "$tgt" "$f"
+  done
 }
