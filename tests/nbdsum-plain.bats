@@ -425,3 +425,44 @@ PY
   run -1 --separate-stderr "$NBDSUM" -c SUMS
   [ "$output" = "$uri: FAILED open or read" ]
 }
+
+@test "nbdsum-plain: published SHA256SUMS and a clear-signed CHECKSUM of URIs check server-side, OK then FAILED" {
+  local u1 u2 f
+  mkdir d
+  cp "$R/r0.img" d/cloud.qcow2          # the bytes, as published
+  cp "$R/r3.img" d/server.iso
+  start_server pub file dir="$PWD/d"
+  u1="nbd+unix:///cloud.qcow2?socket=$sock"
+  u2="nbd+unix:///server.iso?socket=$sock"
+  # SHA256SUMS as sha256sum writes it, the names made URIs.
+  (cd d && sha256sum cloud.qcow2 server.iso) |
+    sed "s|  cloud.qcow2|  $u1|; s|  server.iso|  $u2|" > SHA256SUMS
+  # Fedora's CHECKSUM: sha256sum --tag lines and comments, clear-signed.
+  {
+    echo '-----BEGIN PGP SIGNED MESSAGE-----'
+    echo 'Hash: SHA256'
+    echo
+    echo "# cloud.qcow2: $(stat -c %s d/cloud.qcow2) bytes"
+    (cd d && sha256sum --tag cloud.qcow2 server.iso) |
+      sed "s|(cloud.qcow2)|($u1)|; s|(server.iso)|($u2)|"
+    echo '-----BEGIN PGP SIGNATURE-----'
+    echo
+    echo 'iQIzBAEBCAAdFiEE'
+    echo '-----END PGP SIGNATURE-----'
+  } > CHECKSUM
+  run -0 --separate-stderr "$NBDSUM" --plain -c SHA256SUMS
+  [ "$output" = "$(printf '%s: OK\n' "$u1" "$u2")" ]
+  # Server-side: no notice of client-side hashing.
+  [[ "$stderr" != *client-side* ]]
+  run -0 --separate-stderr "$NBDSUM" -c CHECKSUM
+  [ "$output" = "$(printf '%s: OK\n' "$u1" "$u2")" ]
+  [[ "$stderr" != *client-side* ]]
+  # One byte of one image changes on the storage.
+  printf 'Z' | dd of=d/cloud.qcow2 bs=1 seek=777 conv=notrunc status=none
+  for f in "--plain -c SHA256SUMS" "-c CHECKSUM"; do
+    run -1 --separate-stderr "$NBDSUM" $f
+    [ "${lines[0]}" = "$u1: FAILED" ]
+    [ "${lines[1]}" = "$u2: OK" ]
+    [[ "$stderr" = *"WARNING: 1 computed checksum did NOT match"* ]]
+  done
+}
