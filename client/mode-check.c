@@ -96,6 +96,7 @@ struct file_check {
   bool opened;
   int open_errno;
   int read_errno;               /* a read failed: why, else 0 */
+  const char *armour_error;     /* its PGP armour fails it: why */
   unsigned lines, verified, malformed, untagged_failed;
   unsigned stdin_lines;         /* verified lines for standard input */
   bool stdin_said;              /* STDIN_LINE printed */
@@ -255,13 +256,16 @@ file_end (struct check_run *run, struct file_check *fc)
     file_error (path, msg ? msg : "read error");
     free (msg);
   }
+  else if (fc->armour_error)
+    file_error (path, fc->armour_error);
   else if (fc->lines == 0)
     file_error (path, "no properly formatted checksum lines found");
   else if (fc->verified == 0)
     file_error (path, "no file was verified");
   if (json_wanted ())
     json_end ();
-  if (fc->read_errno || fc->lines == 0 || fc->verified == 0)
+  if (fc->read_errno || fc->armour_error || fc->lines == 0 ||
+      fc->verified == 0)
     run->status = EXIT_FAILURE;
 }
 
@@ -412,6 +416,7 @@ check_one_file (struct check_run *run, const char *path)
   unsigned lineno = 0;
   enum armour armour = ARMOUR_NONE;
   bool signed_file = false;
+  const char *armour_error;
 
   /* A fifo nobody writes to: the signal ended the wait in open. */
   if (fp == NULL && stop_signal ())
@@ -444,7 +449,10 @@ check_one_file (struct check_run *run, const char *path)
     if (ferror (fp))
       break;
     lineno++;
-    if ((text = unarmour (line, lineno, &armour, &signed_file)) == NULL) {
+    text = unarmour (line, lineno, &armour, &signed_file, &armour_error);
+    if (armour_error && fc->armour_error == NULL)
+      fc->armour_error = armour_error;
+    if (text == NULL) {
       if (signed_file && lineno == 1)
         queue (run, new_turn (UNSIGNED, fc, lineno), NULL);
       continue;
@@ -490,6 +498,8 @@ check_one_file (struct check_run *run, const char *path)
   /* A signal interrupts a read: that is no read error. */
   if (ferror (fp) && !stop_signal ())
     fc->read_errno = errno ? errno : EIO;
+  else if (fc->armour_error == NULL && !stop_signal ())
+    fc->armour_error = unarmour_end (armour);
   free (line);
   if (fp != stdin)
     fclose (fp);

@@ -14,13 +14,20 @@ enum armour {
   ARMOUR_SIGNED,                /* the signed lines, dash-escaped */
   ARMOUR_SIGNATURE,             /* the signature block */
   ARMOUR_AFTER,                 /* after it: not signed, not read */
+  ARMOUR_BAD,                   /* the file fails: nothing more read */
 };
 
-/* The line to check, or NULL to skip it (the armour, comments), as
- * line lineno (from 1) of a file is read: *a (ARMOUR_NONE at the
- * start) is where it is, *signed_file set once it is clear-signed.
+/* The line to check, or NULL to skip it (the armour, comments, blank
+ * lines), as line lineno (from 1) of a file is read: *a (ARMOUR_NONE
+ * at the start) is where it is, *signed_file set once it is
+ * clear-signed.  *error is set (a static message) when the file fails
+ * at this line.
  */
 extern char *unarmour (char *line, unsigned lineno, enum armour *a,
-                       bool *signed_file);
+                       bool *signed_file, const char **error);
+/* At the end of the file: why it fails (a message cut short), or
+ * NULL.
+ */
+extern const char *unarmour_end (enum armour a);
 
 #endif /* NBDSUM_UNARMOUR_H */
