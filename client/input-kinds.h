@@ -24,6 +24,7 @@
 #include <libnbd.h>
 
 #include "endpoint.h"
+#include "header.h"
 #include "input.h"
 #include "options.h"
 #include "source.h"
@@ -73,12 +74,14 @@ extern int view_go (struct source *src, const struct hash_spec *spec,
  */
 extern bool view_filterless_chosen (const char *name);
 /* Does export base, asked on a connection of its own, have the size
- * the view view_name describes (image_size)?  0 if so, or if the
- * server will not say (a notice); -1 if not (error printed).
+ * the view view_name's header hdr describes?  0 if so, or if the
+ * server will not say (a notice); -1 if not (error printed).  A header
+ * that says the server serves only views: 0 if the export is refused,
+ * -1 if it is served.
  */
-extern int view_check_image_size (struct source *src, const char *base,
-                                  const char *view_name,
-                                  uint64_t image_size);
+extern int view_check_image (struct source *src, const char *base,
+                             const char *view_name,
+                             const struct blk_header *hdr);
 
 /* input-plain-view.c: as view_input_open, for --plain (spec->plain):
  * the plain-digest view NAME@digest:ALG.

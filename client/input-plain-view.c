@@ -118,9 +118,7 @@ plain_view_input_open (struct source *src, const struct hash_spec *spec,
     fb->notice = strdup ("the server has no plain-digest view (is it "
                          "running nbdkit --filter=blkhash, of a version "
                          "with --plain?); hashing client-side");
-  /* A views-only server refuses the image's export: nothing to ask. */
-  if (r == 1 && !(hdr.flags & BLK_VIEW_FLAG_VIEWS_ONLY) &&
-      view_check_image_size (src, base, view_name, hdr.image_size) == -1)
+  if (r == 1 && view_check_image (src, base, view_name, &hdr) == -1)
     r = -1;
   free (base);
   if (r <= 0) {

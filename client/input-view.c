@@ -174,15 +174,33 @@ view_filterless_chosen (const char *name)
  * that differs, or no such export, is refused.
  */
 int
-view_check_image_size (struct source *src, const char *base,
-                       const char *view_name, uint64_t image_size)
+view_check_image (struct source *src, const char *base,
+                  const char *view_name, const struct blk_header *hdr)
 {
+  const uint64_t image_size = hdr->image_size;
+  const bool views_only = hdr->flags & BLK_VIEW_FLAG_VIEWS_ONLY;
   double deadline;
   struct nbd_handle *h = source_connect (src, base, SOURCE_QUIET, &deadline);
   int64_t size = -1;
 
   if (h && source_info (h, deadline) == 0)
     size = nbd_get_size (h);
+  /* The flag is the header's word: the server must refuse the image
+   * (a disk whose first bytes forge a view, served under every name,
+   * does not).
+   */
+  if (views_only) {
+    const bool stopped = stop_signal () != 0;
+    if (size != -1)
+      error_at (src->name, "the view '%s' says its server serves only "
+                "views, but it serves %s%s%s too: not trusting it",
+                view_name, base[0] ? "export '" : "the default export",
+                base, base[0] ? "'" : "");
+    if (size != -1)
+      source_shutdown (h);
+    nbd_close (h);
+    return size != -1 || stopped ? -1 : 0;
+  }
   if (size == -1) {
     const bool missing = h && source_errno () == ENOENT;
     const bool stopped = stop_signal () != 0;
@@ -292,9 +310,7 @@ view_input_open (struct source *src, const struct hash_spec *spec,
   if (r == 0 && !view_filterless_chosen (src->name))
     fb->notice = strdup ("the server has no blkhash view (is it running "
                          "nbdkit --filter=blkhash?); hashing client-side");
-  /* A views-only server refuses the image's export: nothing to ask. */
-  if (r == 1 && !(hdr.flags & BLK_VIEW_FLAG_VIEWS_ONLY) &&
-      view_check_image_size (src, base, view_name, hdr.image_size) == -1)
+  if (r == 1 && view_check_image (src, base, view_name, &hdr) == -1)
     r = -1;
   if (r <= 0) {
     free (base);

@@ -286,3 +286,44 @@ EOF
   [ "$status" -eq 0 ]
   [ "$(first_sum "$output")" = "$want" ]
 }
+
+@test "nbdsum-hostile: a disk forging a views-only view header is not believed" {
+  # The file plugin serves the disk under every name: its first 4 KiB
+  # a view header saying the server refuses the image (views-only),
+  # its root the digest of another image.
+  "$PYTHON" - guest.img "$small" <<'PY'
+import hashlib, struct, sys
+path, other = sys.argv[1:3]
+n = 4 << 20
+# The view size (8192 + a byte per span, or 32 per block) is the
+# disk's, so that only the image's own size could give it away.
+for magic, count, bs, fill in ((b"BLKPLAN1", n - 8192, 1 << 20, b"\x01"),
+                               (b"BLKHASH1", (n - 8192) // 32, 65536, b"\0")):
+    h = bytearray(4096)
+    h[:8] = magic
+    size = count * bs
+    struct.pack_into("<IIQQIIQQ", h, 8, 1, 4096, size, count, bs, 32,
+                     4096, 8192)
+    h[56:62] = b"sha256"
+    struct.pack_into("<I", h, 120, 1)          # views-only
+    root = bytearray(4096)
+    root[:32] = hashlib.sha256(open(other, "rb").read()).digest()
+    body = fill * (count if magic == b"BLKPLAN1" else count * 32)
+    open(path + "." + magic.decode(), "wb").write(
+        (bytes(h) + bytes(root) + body).ljust(n, b"\0"))
+PY
+  local f
+  for f in guest.img.BLKPLAN1 guest.img.BLKHASH1; do
+    start_nbdkit "forge-${f##*.}" file "$PWD/$f"
+    if [ "${f##*.}" = BLKPLAN1 ]; then
+      run "$NBDSUM" --plain "$uri"
+    else
+      run "$NBDSUM" "$uri"
+    fi
+    echo "$output"
+    [ "$status" -eq 1 ]
+    [[ "$output" = *"says its server serves only views, but it serves the default export too: not trusting it"* ]]
+    [[ "$output" != *"$(sha256sum < "$small" | cut -d' ' -f1)"* ]]
+    kill_servers
+  done
+}
