@@ -51,6 +51,8 @@ struct blkhash_plain {
   uint64_t size;
   uint64_t pos;                 /* [0, pos) is hashed */
   uint32_t piece;               /* the largest read, PIECE_SIZE or less */
+  bool written;                 /* what is left to hash was written: no
+                                   extents to ask for */
   struct blk_ctx *ctx;
   uint8_t *buf[2];              /* PIECE_SIZE each, from the first read */
   bool done;
@@ -209,7 +211,7 @@ int
 blkhash_plain_advance (nbdkit_next *next, struct blkhash_plain *p,
                        uint64_t end, int *err)
 {
-  const bool extents = blkhash_extents_usable (next);
+  const bool extents = !p->written && blkhash_extents_usable (next);
 
   end = MIN (end, p->size);
   if (p->pos >= end)
@@ -529,7 +531,10 @@ blkhash_plain_follow_step (nbdkit_next *next, struct blkhash_plain_follow *f,
     }
     f->follow_to = to;
   }
+  /* Written whole: data (its zeros read as zeros). */
+  run->written = true;
   r = blkhash_plain_advance (next, run, to, &err);
+  run->written = false;
   if (r == -1)
     nbdkit_debug ("blkhash: following the upload failed: the flush reads "
                   "it all");
@@ -552,6 +557,9 @@ blkhash_plain_follow_final (nbdkit_next *next, struct blkhash_plain_follow *f,
     }
     /* Any write from now on is behind it. */
     f->follow_to = f->size + 1;
+    nbdkit_debug ("blkhash: the plain digest followed the upload to %"
+                  PRIu64 " of %" PRIu64 " bytes", blkhash_plain_pos (run),
+                  f->size);
   }
   r = blkhash_plain_final (next, run, out, err);
   follow_give_back (f, r == -1);
