@@ -486,6 +486,18 @@ blkhash_expect_session_end (nbdkit_next *next, struct blkhash_export *e)
 }
 
 bool
+blkhash_expect_passed (const char *name)
+{
+  struct gate *g;
+
+  if (blkhash_expected == NULL)
+    return false;
+  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&gates_lock);
+  g = expect_find (name);
+  return g && !g->session_over && g->verdict == VERDICT_PASS;
+}
+
+bool
 blkhash_expect_vouches (const char *name, const uint8_t *root)
 {
   enum verdict v;

@@ -442,6 +442,8 @@ extern void blkhash_expect_session_end (nbdkit_next *next,
  * holds zeros.
  */
 extern bool blkhash_expect_vouches (const char *name, const uint8_t *root);
+/* Has the gate passed export name's upload as it is now? */
+extern bool blkhash_expect_passed (const char *name);
 extern void blkhash_expect_exit (void);
 extern void blkhash_expect_free_all (void);
 
