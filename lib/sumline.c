@@ -40,10 +40,12 @@ blk_sum_needs_tag (const char *digest, uint64_t block_size)
     block_size != BLK_DEFAULT_BLOCK_SIZE;
 }
 
-void
-blk_fput_sum_line (FILE *fp, unsigned flags, const char *digest,
-                   uint64_t block_size, const char *format, const char *hex,
-                   const char *name)
+/* One line, tagged 'TAG[:FORMAT] (NAME) = HEX' when tagged is true,
+ * else 'HEX  NAME'.
+ */
+static void
+fput_line (FILE *fp, unsigned flags, bool tagged, const char *tag,
+           const char *format, const char *hex, const char *name)
 {
   /* -z: a NUL ends the line, so names go out as they are. */
   const bool zero = flags & BLK_SUM_ZERO;
@@ -51,13 +53,8 @@ blk_fput_sum_line (FILE *fp, unsigned flags, const char *digest,
 
   if (escape)
     fputc ('\\', fp);
-  if ((flags & BLK_SUM_TAGGED) || format) {
-    char bs[BLK_BLOCK_SIZE_STR_MAX];
-
-    fputs (BLK_SUM_TAG_PREFIX, fp);
-    for (const char *p = digest; *p; p++)
-      fputc (toupper ((unsigned char) *p), fp);
-    fprintf (fp, "/%s", blk_format_block_size (block_size, bs));
+  if (tagged) {
+    fputs (tag, fp);
     if (format)
       fprintf (fp, ":%s", format);
     fputs (" (", fp);
@@ -69,6 +66,26 @@ blk_fput_sum_line (FILE *fp, unsigned flags, const char *digest,
     blk_fput_name (fp, name, escape);
   }
   fputc (zero ? '\0' : '\n', fp);
+}
+
+void
+blk_fput_sum_line (FILE *fp, unsigned flags, const char *digest,
+                   uint64_t block_size, const char *format, const char *hex,
+                   const char *name)
+{
+  char tag[sizeof BLK_SUM_TAG_PREFIX + BLK_DIGEST_NAME_MAX +
+           BLK_BLOCK_SIZE_STR_MAX];
+  char bs[BLK_BLOCK_SIZE_STR_MAX];
+  size_t n = strlen (BLK_SUM_TAG_PREFIX);
+
+  memcpy (tag, BLK_SUM_TAG_PREFIX, n);
+  for (const char *p = digest;
+       *p && n < sizeof tag - BLK_BLOCK_SIZE_STR_MAX; p++)
+    tag[n++] = toupper ((unsigned char) *p);
+  snprintf (tag + n, sizeof tag - n, "/%s",
+            blk_format_block_size (block_size, bs));
+  fput_line (fp, flags, (flags & BLK_SUM_TAGGED) || format, tag, format,
+             hex, name);
 }
 
 /* The BSD tags coreutils (sha256sum --tag, cksum -a) and b3sum write. */
@@ -95,25 +112,10 @@ void
 blk_fput_plain_line (FILE *fp, unsigned flags, const char *digest,
                      const char *format, const char *hex, const char *name)
 {
-  const bool zero = flags & BLK_SUM_ZERO;
-  const bool escape = !zero && blk_name_needs_escape (name);
   const char *tag = blk_plain_tag (digest);
 
-  if (escape)
-    fputc ('\\', fp);
-  if ((flags & BLK_SUM_TAGGED) || format) {
-    fputs (tag ? tag : digest, fp);
-    if (format)
-      fprintf (fp, ":%s", format);
-    fputs (" (", fp);
-    blk_fput_name (fp, name, escape);
-    fprintf (fp, ") = %s", hex);
-  }
-  else {
-    fprintf (fp, "%s  ", hex);
-    blk_fput_name (fp, name, escape);
-  }
-  fputc (zero ? '\0' : '\n', fp);
+  fput_line (fp, flags, (flags & BLK_SUM_TAGGED) || format,
+             tag ? tag : digest, format, hex, name);
 }
 
 void
