@@ -231,62 +231,36 @@ PY
   grep -q "$src: OK" <<< "$output"
 }
 
+# refused PARAMS... -- MESSAGE: nbdkit with the filter and PARAMS
+# refuses to start, and says MESSAGE.
+refused () {
+  local params=()
+  while [ "$1" != "--" ]; do params+=("$1"); shift; done
+  run nbdkit -U - --filter="$BLKHASH_FILTER" memory 1M "${params[@]}" \
+    --run true
+  echo "$output"
+  [ "$status" -ne 0 ]
+  grep -F "$2" <<< "$output"
+}
+
 @test "expect: bad values refuse to start, saying why" {
   local hex64
   hex64=$(printf '%064d' 0)
-  run nbdkit -U - --filter="$BLKHASH_FILTER" memory 1M \
-    blkhash-expect="sha3:$hex64" --run true
-  echo "$output"
-  [ "$status" -ne 0 ]
-  grep -F "blkhash-expect=sha3:$hex64: unknown algorithm 'sha3'" <<< "$output"
-
-  run nbdkit -U - --filter="$BLKHASH_FILTER" memory 1M \
-    blkhash-expect="sha512:$hex64" --run true
-  echo "$output"
-  [ "$status" -ne 0 ]
-  grep -F "sha512 takes 128 hex digits, not 64" <<< "$output"
-
-  run nbdkit -U - --filter="$BLKHASH_FILTER" memory 1M \
-    blkhash-expect="blkhash-sha1/1M:$hex64" --run true
-  echo "$output"
-  [ "$status" -ne 0 ]
-  grep -F "blkhash-sha1/1M takes 40 hex digits, not 64" <<< "$output"
-
-  run nbdkit -U - --filter="$BLKHASH_FILTER" memory 1M \
-    blkhash-expect="md5:${hex64:0:31}g" --run true
-  echo "$output"
-  [ "$status" -ne 0 ]
-  grep -F "is not hex" <<< "$output"
-
-  run nbdkit -U - --filter="$BLKHASH_FILTER" memory 1M \
-    blkhash-expect="$hex64" --run true
-  echo "$output"
-  [ "$status" -ne 0 ]
-  grep -F "expected ALG:HEX" <<< "$output"
-
-  run nbdkit -U - --filter="$BLKHASH_FILTER" memory 1M \
-    blkhash-expect="blkhash-sha256/3K:$hex64" --run true
-  echo "$output"
-  [ "$status" -ne 0 ]
-  grep -F "block size '3K'" <<< "$output"
-
-  run nbdkit -U - --filter="$BLKHASH_FILTER" memory 1M \
-    blkhash-expect="sha256:$hex64" blkhash-expect-at=sometimes --run true
-  echo "$output"
-  [ "$status" -ne 0 ]
-  grep -F "blkhash-expect-at=sometimes: expected complete or flush" <<< "$output"
-
+  refused blkhash-expect="sha3:$hex64" -- \
+    "blkhash-expect=sha3:$hex64: unknown algorithm 'sha3'"
+  refused blkhash-expect="sha512:$hex64" -- \
+    "sha512 takes 128 hex digits, not 64"
+  refused blkhash-expect="blkhash-sha1/1M:$hex64" -- \
+    "blkhash-sha1/1M takes 40 hex digits, not 64"
+  refused blkhash-expect="md5:${hex64:0:31}g" -- "is not hex"
+  refused blkhash-expect="$hex64" -- "expected ALG:HEX"
+  refused blkhash-expect="blkhash-sha256/3K:$hex64" -- "block size '3K'"
+  refused blkhash-expect="sha256:$hex64" blkhash-expect-at=sometimes -- \
+    "blkhash-expect-at=sometimes: expected complete or flush"
   # Given twice (a bad value hidden behind a good one), or -at alone.
-  run nbdkit -U - --filter="$BLKHASH_FILTER" memory 1M \
-    blkhash-expect=garbage blkhash-expect="sha256:$hex64" --run true
-  echo "$output"
-  [ "$status" -ne 0 ]
-  grep -F "blkhash-expect is already given (garbage): give it once" <<< "$output"
-  run nbdkit -U - --filter="$BLKHASH_FILTER" memory 1M \
-    blkhash-expect-at=flush --run true
-  echo "$output"
-  [ "$status" -ne 0 ]
-  grep -F "blkhash-expect-at= needs blkhash-expect=" <<< "$output"
+  refused blkhash-expect=garbage blkhash-expect="sha256:$hex64" -- \
+    "blkhash-expect is already given (garbage): give it once"
+  refused blkhash-expect-at=flush -- "blkhash-expect-at= needs blkhash-expect="
 }
 
 # readflush.py URI: read the export whole and flush, writing nothing.
