@@ -427,8 +427,8 @@ blkhash_expect_flush (nbdkit_next *next, struct blkhash_export *e, int *err)
   if (!strict) {
     nbdkit_debug ("blkhash: export '%s': does not match blkhash-expect yet, "
                   "but parts of it were not written: not failing this "
-                  "flush (judged again at the next whole one, and at the "
-                  "session's end)", g->name);
+                  "flush (judged again at the next flush after a write, "
+                  "and at the session's end)", g->name);
     return 0;
   }
   expect_log_mismatch (g, "");
