@@ -73,19 +73,24 @@ blk_fput_sum_line (FILE *fp, unsigned flags, const char *digest,
                    uint64_t block_size, const char *format, const char *hex,
                    const char *name)
 {
+  const bool tagged = (flags & BLK_SUM_TAGGED) || format;
   char tag[sizeof BLK_SUM_TAG_PREFIX + BLK_DIGEST_NAME_MAX +
            BLK_BLOCK_SIZE_STR_MAX];
   char bs[BLK_BLOCK_SIZE_STR_MAX];
   size_t n = strlen (BLK_SUM_TAG_PREFIX);
 
+  /* An untagged line names no digest (it may be NULL). */
+  if (!tagged) {
+    fput_line (fp, flags, false, NULL, NULL, hex, name);
+    return;
+  }
   memcpy (tag, BLK_SUM_TAG_PREFIX, n);
   for (const char *p = digest;
        *p && n < sizeof tag - BLK_BLOCK_SIZE_STR_MAX; p++)
     tag[n++] = toupper ((unsigned char) *p);
   snprintf (tag + n, sizeof tag - n, "/%s",
             blk_format_block_size (block_size, bs));
-  fput_line (fp, flags, (flags & BLK_SUM_TAGGED) || format, tag, format,
-             hex, name);
+  fput_line (fp, flags, true, tag, format, hex, name);
 }
 
 /* The BSD tags coreutils (sha256sum --tag, cksum -a) and b3sum write. */
