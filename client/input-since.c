@@ -560,8 +560,7 @@ since_input_open (const char *name, const struct hash_spec *spec)
     goto err;
   }
   if (!is_uri (name) && !local_command_argv (name)) {
-    if (local_bitmap_check (name, opts->dirty_bitmap) == -1 ||
-        (inc->src = source_open_bitmap (name, opts->dirty_bitmap)) == NULL)
+    if ((inc->src = source_open_bitmap (name, opts->dirty_bitmap)) == NULL)
       goto err;
   }
   else if ((inc->src = source_open (name)) == NULL)

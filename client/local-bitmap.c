@@ -110,97 +110,18 @@ read_info (struct json_reader *r, struct bitmap_info *bi, int level)
   return k;
 }
 
-/* Run qemu-img info --output=json -U on the file at path (absolute):
- * 0 with bi filled in, or -1 (error printed).
- */
 static int
-qemu_img_info (const char *name, const char *path, struct bitmap_info *bi)
+read_bitmap_info (struct json_reader *r, void *opaque)
 {
-  const char *argv[] = {
-    "qemu-img", "info", "--output=json", "-U", path, NULL
-  };
-  struct json_reader r = { 0 };
-  sigset_t saved;
-  int fds[2], status, parsed = -1;
-  FILE *fp;
-  pid_t pid;
-
-  if (pipe2 (fds, O_CLOEXEC) == -1) {
-    error_at (name, "pipe: %m");
-    return -1;
-  }
-  stop_signals_block (&saved);
-  pid = fork ();
-  if (pid == 0) {
-    stop_signals_default ();
-    stop_signals_restore (&saved);
-    if (dup2 (fds[1], STDOUT_FILENO) == -1)
-      _exit (126);
-    execvp (argv[0], (char **) argv);
-    _exit (127);
-  }
-  stop_signals_restore (&saved);
-  close (fds[1]);
-  if (pid == -1) {
-    close (fds[0]);
-    error_at (name, "fork: %m");
-    return -1;
-  }
-  if ((fp = fdopen (fds[0], "r")) == NULL)
-    close (fds[0]);
-  else if (json_reader_init (&r, fp, 65536) == 0 && json_next (&r) == 0)
-    parsed = read_info (&r, bi, 0);
-  if (fp) {
-    /* The rest, so that qemu-img is never stopped by a full pipe. */
-    while (getc (fp) != EOF)
-      ;
-    fclose (fp);
-  }
-  while (waitpid (pid, &status, 0) == -1)
-    if (errno != EINTR) {
-      error_at (name, "waitpid: %m");
-      json_reader_free (&r);
-      return -1;
-    }
-  if (stop_signal ()) {
-    json_reader_free (&r);
-    return -1;
-  }
-  if (WIFEXITED (status) && WEXITSTATUS (status) == 127)
-    error_at (name, "--since of a local file runs qemu-img and qemu-nbd, "
-              "which are not installed (Debian: qemu-utils)");
-  else if (!WIFEXITED (status) || WEXITSTATUS (status) != 0)
-    error_at (name, "qemu-img info failed: it cannot say whether the "
-              "image's dirty bitmap is sound");
-  else if (parsed == -1)
-    error_at (name, "cannot read what qemu-img info says: %s",
-              r.text ? r.error : "out of memory");
-  else {
-    json_reader_free (&r);
-    return 0;
-  }
-  json_reader_free (&r);
-  return -1;
+  return read_info (r, opaque, 0);
 }
 
 int
-local_bitmap_check (const char *name, const char *bitmap)
+local_bitmap_check (const char *name, const char *spec, const char *bitmap)
 {
   struct bitmap_info bi = { .bitmap = bitmap };
-  CLEANUP_FREE char *abs = NULL;
-  struct stat st;
 
-  /* Not realpath: qemu reads the path as given (see absolute_path). */
-  if (stat (name, &st) == -1 || (abs = absolute_path (name)) == NULL) {
-    error_at (name, "%m");
-    return -1;
-  }
-  if (!S_ISREG (st.st_mode) && !S_ISBLK (st.st_mode)) {
-    error_at (name, "not a regular file or block device: --since needs a "
-              "qcow2 image with a dirty bitmap");
-    return -1;
-  }
-  if (qemu_img_info (name, abs, &bi) == -1)
+  if (local_qemu_img_info (name, spec, read_bitmap_info, &bi) == -1)
     return -1;
   if (strcmp (bi.format, "qcow2") != 0) {
     error_at (name, "a %s image has no dirty bitmaps: --since of a local "

@@ -119,42 +119,41 @@ exec_activated (int listen_fd, const char *const *argv, bool path)
   _exit (127);
 }
 
-/* What a private server for a local file runs. */
+/* What a private server for a local file runs: nbdkit's file plugin
+ * for a raw file, else qemu-nbd given spec, local_chain_spec's.
+ */
 struct file_server {
-  const char *filter, *format, *path;
+  const char *filter, *format, *path, *spec;
 };
 
 static void __attribute__ ((noreturn))
 exec_nbdkit (int listen_fd, const void *opaque)
 {
   const struct file_server *f = opaque;
-  const char *filter = f->filter, *format = f->format, *path = f->path;
-  char *filter_arg, *fmt_arg, *path_arg;
+  char *filter_arg, *spec_arg = NULL;
   const char *argv[16];
   int i = 0;
 
   /* nbdsum has no other thread yet: allocating here is safe. */
-  if (asprintf (&filter_arg, "--filter=%s", filter ? filter : "") == -1 ||
-      asprintf (&fmt_arg, "arg=%s", format) == -1 ||
-      asprintf (&path_arg, "arg=%s", path) == -1)
+  if (asprintf (&filter_arg, "--filter=%s", f->filter ? f->filter : "")
+      == -1 ||
+      (f->spec && asprintf (&spec_arg, "arg=%s", f->spec) == -1))
     _exit (126);
 
   argv[i++] = NBDKIT;
   argv[i++] = "--exit-with-parent";
   argv[i++] = "--readonly";
-  if (filter)
+  if (f->filter)
     argv[i++] = filter_arg;
-  if (strcmp (format, "raw") == 0) {
+  if (f->spec == NULL) {
     argv[i++] = "file";
-    argv[i++] = path;
+    argv[i++] = f->path;
   }
   else {
     argv[i++] = "nbd";
     argv[i++] = "command=qemu-nbd";
     argv[i++] = "arg=--read-only";
-    argv[i++] = "arg=-f";
-    argv[i++] = fmt_arg;
-    argv[i++] = path_arg;
+    argv[i++] = spec_arg;
   }
   argv[i] = NULL;
   exec_activated (listen_fd, argv, false);
@@ -465,11 +464,21 @@ local_server_start (const char *name, const char *path, const char *format)
     error_at (name, "%m");
     return NULL;
   }
+  /* Every file the image names is checked before qemu opens any. */
+  f.spec = NULL;
+  if (strcmp (f.format, "raw") != 0 &&
+      (f.spec = local_chain_spec (name, abs, f.format,
+                                  options_format (name) != NULL,
+                                  NULL)) == NULL) {
+    free (abs);
+    return NULL;
+  }
   /* Hashing client-side, the filter would only hash twice. */
   f.filter = opts->client_side ? NULL : find_filter ();
   f.path = abs;
   s = serve (name, "private nbdkit", exec_nbdkit, &f, true);
   free (abs);
+  free ((char *) f.spec);
   if (s) {
     s->format = f.format;
     if (strcmp (f.format, "raw") != 0) {
@@ -497,38 +506,65 @@ struct local_server *
 local_server_start_bitmap (const char *name, const char *path,
                            const char *bitmap)
 {
-  char *abs = absolute_path (path), shared[16];
-  const char *argv[] = {
-    "qemu-nbd", "--read-only", "--shared", shared,
-    "--allocation-depth", "--bitmap", bitmap, "--format", "qcow2", abs,
-    NULL,
-  };
-  struct local_server *s;
-  int fd;
+  char *abs = NULL, *spec = NULL, *alone = NULL, shared[16];
+  const char *format, *argv[11];
+  struct local_server *s = NULL;
+  struct stat st;
+  int fd, i = 0;
 
-  /* An encrypted qcow2 said so, not as qemu-nbd's failure. */
-  if ((fd = open (path, O_RDONLY | O_CLOEXEC)) == -1 ||
-      local_file_format (name, fd, "qcow2") == NULL) {
-    if (fd == -1)
-      error_at (name, "%m");
-    else
+  if ((fd = open (path, O_RDONLY | O_CLOEXEC)) == -1 || fstat (fd, &st) == -1) {
+    error_at (name, "%m");
+    if (fd >= 0)
       close (fd);
-    free (abs);
     return NULL;
   }
+  if (!S_ISREG (st.st_mode) && !S_ISBLK (st.st_mode)) {
+    error_at (name, "not a regular file or block device: --since needs a "
+              "qcow2 image with a dirty bitmap");
+    close (fd);
+    return NULL;
+  }
+  /* An encrypted qcow2 said so, not as qemu-nbd's failure. */
+  format = local_file_format (name, fd, options_format (name));
   close (fd);
-  /* Not --persistent: qemu-nbd has no --exit-with-parent, but exits
-   * when its last client hangs up, and nbdsum keeps its first
-   * connection open until the end.  An absolute path, so that qemu
-   * reads no protocol prefix in it, but not resolved (see
-   * absolute_path).
+  if (format == NULL)
+    return NULL;
+  if (strcmp (format, "qcow2") != 0) {
+    error_at (name, "a %s image has no dirty bitmaps: --since of a local "
+              "file needs a qcow2 image with a persistent bitmap "
+              "(qemu-img bitmap --add --enable)", format);
+    return NULL;
+  }
+  /* An absolute path, as for any image (see absolute_path); every file
+   * it names checked before qemu-img or qemu-nbd opens any.
    */
-  if (abs == NULL) {
+  if ((abs = absolute_path (path)) == NULL) {
     error_at (name, "%m");
     return NULL;
   }
+  if ((spec = local_chain_spec (name, abs, format,
+                                options_format (name) != NULL,
+                                &alone)) == NULL ||
+      local_bitmap_check (name, alone, bitmap) == -1)
+    goto out;
+  /* Not --persistent: qemu-nbd has no --exit-with-parent, but exits
+   * when its last client hangs up, and nbdsum keeps its first
+   * connection open until the end.
+   */
   snprintf (shared, sizeof shared, "%d", MAX_CONNECTIONS);
+  argv[i++] = "qemu-nbd";
+  argv[i++] = "--read-only";
+  argv[i++] = "--shared";
+  argv[i++] = shared;
+  argv[i++] = "--allocation-depth";
+  argv[i++] = "--bitmap";
+  argv[i++] = bitmap;
+  argv[i++] = spec;
+  argv[i] = NULL;
   s = serve (name, "qemu-nbd", exec_command, argv, true);
+ out:
+  free (alone);
+  free (spec);
   free (abs);
   return s;
 }

@@ -107,10 +107,35 @@ extern const char *local_file_format (const char *name, int fd,
  */
 extern bool local_file_has_bytes (int fd);
 
-/* local-bitmap.c: is the dirty bitmap of the local image name a
- * qcow2's, enabled and consistent (qemu-img info says)?  0, or -1
- * (error printed: why not).
+/* local-chain.c: the image at path (absolute, as given) read as
+ * format (not raw), which the user gave (given) or a probe or a
+ * checksum line's tag found: every file it names checked against the
+ * policy (nbdsum(1), SECURITY; --allow-backing), then each layer read
+ * by qemu-img info, which must find the same names.  Returns the
+ * json: spec that names all those files for qemu-nbd (malloc'd), or
+ * NULL after saying why the image is refused.  With alone, also the
+ * spec of the image without its backing file, which qemu-img info
+ * takes.
  */
-extern int local_bitmap_check (const char *name, const char *bitmap);
+extern char *local_chain_spec (const char *name, const char *path,
+                               const char *format, bool given,
+                               char **alone);
+
+/* qemu-img.c: run qemu-img info --output=json -U on spec (a json:
+ * spec of local_chain_spec's, so that it opens nothing unchecked) and
+ * hand its output to read_info.  0, or -1 (error printed: qemu-img's
+ * own reason, or read_info's -1).
+ */
+struct json_reader;
+typedef int local_info_fn (struct json_reader *r, void *opaque);
+extern int local_qemu_img_info (const char *name, const char *spec,
+                                local_info_fn *read_info, void *opaque);
+
+/* local-bitmap.c: is the dirty bitmap of the local image name, whose
+ * spec local_chain_spec made, a qcow2's, enabled and consistent
+ * (qemu-img info says)?  0, or -1 (error printed: why not).
+ */
+extern int local_bitmap_check (const char *name, const char *spec,
+                               const char *bitmap);
 
 #endif /* NBDSUM_LOCAL_H */

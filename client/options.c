@@ -238,7 +238,7 @@ parse_options (int argc, char **argv, int *first_arg)
     OPT_LIST_DIGESTS, OPT_MANIFEST, OPT_TAG, OPT_UNTAGGED,
     OPT_CONNECT_TIMEOUT, OPT_NO_NAMES, OPT_BATS_HELPER, OPT_SINCE,
     OPT_DIRTY_BITMAP, OPT_IMMUTABLE_BACKING, OPT_CHECK_MANIFEST,
-    OPT_PLAIN,
+    OPT_PLAIN, OPT_ALLOW_BACKING,
   };
   static const struct option long_options[] = {
     { "connections", required_argument, NULL, 'C' },
@@ -249,6 +249,7 @@ parse_options (int argc, char **argv, int *first_arg)
     { "block-size", required_argument, NULL, OPT_BLOCK_SIZE },
     { "plain", optional_argument, NULL, OPT_PLAIN },
     { "format", required_argument, NULL, OPT_FORMAT },
+    { "allow-backing", no_argument, NULL, OPT_ALLOW_BACKING },
     { "client-side", no_argument, NULL, OPT_CLIENT_SIDE },
     { "tag", no_argument, NULL, OPT_TAG },
     { "untagged", no_argument, NULL, OPT_UNTAGGED },
@@ -347,6 +348,9 @@ parse_options (int argc, char **argv, int *first_arg)
       break;
     case OPT_FORMAT:
       fo[nfo++] = (struct format_option) { optarg, nargs };
+      break;
+    case OPT_ALLOW_BACKING:
+      parsed.allow_backing = true;
       break;
     case OPT_CLIENT_SIDE:
       parsed.client_side = true;

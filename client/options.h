@@ -22,6 +22,7 @@ struct options {
   const char *plain_digest;     /* --plain=ALG, canonical; sha256 */
   uint64_t block_size;          /* --block-size, 0: the server's default */
   bool client_side;             /* --client-side */
+  bool allow_backing;           /* --allow-backing: files anywhere */
   bool json;                    /* --json */
   enum {
     TAG_AUTO,                   /* tagged unless sha256 and 64K */
