@@ -29,6 +29,9 @@
 #include "options.h"
 #include "source.h"
 
+/* Hex digits of the nonce nbdsum puts in view names (16 bytes). */
+#define BLK_VIEW_NONCE_LEN 32
+
 /* What view_input_open hands to client_input_open when the server has
  * no view of the image.
  */
@@ -60,12 +63,24 @@ extern int view_input_open (struct source *src, const struct hash_spec *spec,
  * (*fb filled in, with a notice that names the view as what), -1 on
  * error (printed).
  */
-typedef char *view_name_fn (const char *base, const struct hash_spec *spec);
+typedef char *view_name_fn (const char *base, const struct hash_spec *spec,
+                            const char *nonce);
 struct view_go {
   struct nbd_handle *h;         /* on the view */
   char *base;                   /* the image's export name, malloc'd */
-  char *view_name;              /* malloc'd */
+  char *view_name;              /* malloc'd, with the nonce */
+  char *shown;                  /* malloc'd, without: for messages */
+  /* Fresh and random, in the view's name: the header must echo it. */
+  char nonce[BLK_VIEW_NONCE_LEN + 1];
 };
+/* Does the view's header hdr echo the nonce of its name?  If not (or
+ * hdr is NULL), it was not made for this request by the blkhash
+ * filter (a file named like a view, served without the filter): sets
+ * fb's notice, and returns false.
+ */
+extern bool view_echoes (const struct view_go *vg,
+                         const struct blk_header *hdr, const char *what,
+                         struct fallback *fb);
 extern int view_go (struct source *src, const struct hash_spec *spec,
                     view_name_fn *name_of, const char *what,
                     struct view_go *vg, struct fallback *fb);

@@ -89,9 +89,10 @@ read_header (const char *name, const struct hash_spec *spec,
 }
 
 static char *
-plain_view_name_of (const char *base, const struct hash_spec *spec)
+plain_view_name_of (const char *base, const struct hash_spec *spec,
+                    const char *nonce)
 {
-  return blk_plain_view_name_build (base, spec->digest);
+  return blk_plain_view_name_build (base, spec->digest, nonce);
 }
 
 int
@@ -118,9 +119,14 @@ plain_view_input_open (struct source *src, const struct hash_spec *spec,
     fb->notice = strdup ("the server has no plain-digest view (is it "
                          "running nbdkit --filter=blkhash, of a version "
                          "with --plain?); hashing client-side");
-  if (r == 1 && view_check_image (src, base, view_name, &hdr) == -1)
+  if (r == 1 && !view_echoes (&vg, &hdr, "plain-digest view", fb))
+    r = 0;
+  if (r == 1 && view_check_image (src, base, vg.shown, &hdr) == -1)
     r = -1;
   free (base);
+  /* One connection: the name on the wire is not needed again. */
+  free (view_name);
+  view_name = vg.shown;
   if (r <= 0) {
     free (view_name);
     nbd_close (h);

@@ -31,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/random.h>
 
 #include "datamap.h"
 #include "endpoint.h"
@@ -41,6 +42,7 @@
 #include "messages.h"
 #include "minmax.h"
 #include "signals.h"
+#include "util.h"
 #include "viewname.h"
 
 /* Digests read at a time by --diff and --blocks. */
@@ -64,12 +66,13 @@ static endpoint_refill_fn view_refill;
 static endpoint_scan_fn view_scan;
 
 /* Read the header into hdr and check it against what spec asks.
- * Returns 1 if valid, 0 if the export is not a view at all, -1 if it
- * is a bad one.
+ * Returns 1 if valid, 0 if the export is not a view at all, 2 if it
+ * does not echo nonce (so that nothing else in it counts), -1 if it is
+ * a bad one.
  */
 static int
 read_header (const char *name, const struct hash_spec *spec,
-             struct nbd_handle *h, struct blk_header *hdr)
+             struct nbd_handle *h, const char *nonce, struct blk_header *hdr)
 {
   uint8_t buf[BLK_VIEW_HEADER_SIZE];
   int64_t view_size = nbd_get_size (h);
@@ -90,6 +93,8 @@ read_header (const char *name, const struct hash_spec *spec,
   }
   if (!blk_header_has_magic (buf, sizeof buf))
     return 0;
+  if (!blk_header_echoes (buf, sizeof buf, nonce))
+    return 2;
   if ((msg = blk_header_decode (buf, sizeof buf, hdr)) != NULL) {
     error_at (name, "invalid blkhash view header: %s", msg);
     return -1;
@@ -234,18 +239,27 @@ view_go (struct source *src, const struct hash_spec *spec,
          struct fallback *fb)
 {
   double deadline;
-  struct nbd_handle *h = source_connect (src, NULL, 0, &deadline);
+  struct nbd_handle *h;
   char *base, *view_name, *notice;
+  uint8_t random[BLK_VIEW_NONCE_LEN / 2];
 
-  if (h == NULL)
+  /* A static file named like the view cannot answer this. */
+  if (getrandom (random, sizeof random, 0) != (ssize_t) sizeof random) {
+    error_at (src->name, "getrandom: %m");
+    return -1;
+  }
+  blk_hex (random, sizeof random, vg->nonce);
+  if ((h = source_connect (src, NULL, 0, &deadline)) == NULL)
     return -1;
   if ((base = nbd_get_export_name (h)) == NULL) {
     error_at (src->name, "%s", nbd_get_error ());
     nbd_close (h);
     return -1;
   }
-  if ((view_name = name_of (base, spec)) == NULL) {
+  if ((view_name = name_of (base, spec, vg->nonce)) == NULL ||
+      (vg->shown = name_of (base, spec, NULL)) == NULL) {
     error_at (src->name, "out of memory");
+    free (view_name);
     free (base);
     nbd_close (h);
     return -1;
@@ -268,23 +282,42 @@ view_go (struct source *src, const struct hash_spec *spec,
     if (view_filterless_chosen (src->name))
       notice = NULL;
     else if (asprintf (&notice, "no %s '%s' (%s); hashing client-side",
-                       what, view_name, source_error ()) == -1)
+                       what, vg->shown, source_error ()) == -1)
       notice = NULL;
     free (view_name);
+    free (vg->shown);
+    vg->shown = NULL;
     /* Still negotiating: the client side goes on to the image. */
     *fb = (struct fallback) {
       .h = h, .export_name = base, .deadline = deadline, .notice = notice,
     };
     return 0;
   }
-  *vg = (struct view_go) { .h = h, .base = base, .view_name = view_name };
+  vg->h = h;
+  vg->base = base;
+  vg->view_name = view_name;
   return 1;
 }
 
-static char *
-blkhash_view_name_of (const char *base, const struct hash_spec *spec)
+bool
+view_echoes (const struct view_go *vg, const struct blk_header *hdr,
+             const char *what, struct fallback *fb)
 {
-  return blk_view_name_build (base, spec->digest, spec->block_size);
+  if (hdr && strcmp (hdr->nonce, vg->nonce) == 0)
+    return true;
+  if (asprintf (&fb->notice, "the %s '%s' did not echo the nonce in its "
+                "name: not made for this request by nbdkit --filter=blkhash "
+                "(a file named like a view, or a filter older than "
+                "nonces?); hashing client-side", what, vg->shown) == -1)
+    fb->notice = NULL;
+  return false;
+}
+
+static char *
+blkhash_view_name_of (const char *base, const struct hash_spec *spec,
+                      const char *nonce)
+{
+  return blk_view_name_build (base, spec->digest, spec->block_size, nonce);
 }
 
 int
@@ -306,12 +339,17 @@ view_input_open (struct source *src, const struct hash_spec *spec,
   h = vg.h;
   base = vg.base;
   view_name = vg.view_name;
-  r = read_header (src->name, spec, h, &hdr);
+  r = read_header (src->name, spec, h, vg.nonce, &hdr);
   if (r == 0 && !view_filterless_chosen (src->name))
     fb->notice = strdup ("the server has no blkhash view (is it running "
                          "nbdkit --filter=blkhash?); hashing client-side");
-  if (r == 1 && view_check_image (src, base, view_name, &hdr) == -1)
+  if (r == 2) {
+    view_echoes (&vg, NULL, "blkhash view", fb);
+    r = 0;
+  }
+  if (r == 1 && view_check_image (src, base, vg.shown, &hdr) == -1)
     r = -1;
+  free (vg.shown);
   if (r <= 0) {
     free (base);
     free (view_name);

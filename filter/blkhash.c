@@ -61,6 +61,7 @@ struct handle {
   struct blkhash_view *view;            /* view: from prepare */
   char *plain_digest;                   /* NAME@digest: its digest */
   struct blkhash_plain_view *plain;     /* NAME@digest: from prepare */
+  char *nonce;                          /* view: its name's, echoed */
   pthread_mutex_t lock;                 /* view: getting the table */
 };
 
@@ -289,7 +290,7 @@ blkhash_list_exports (nbdkit_next_list_exports *next, nbdkit_backend *nxdata,
         nbdkit_add_export (exports, ex.name, ex.description) == -1)
       goto out;
 
-    name = blk_view_name_build (ex.name, NULL, 0);
+    name = blk_view_name_build (ex.name, NULL, 0, NULL);
     if (name == NULL ||
         asprintf (&desc, "blkhash view of %s",
                   ex.name[0] ? ex.name : "the default export") == -1) {
@@ -329,6 +330,10 @@ blkhash_open (nbdkit_next_open *next, nbdkit_context *context,
   if ((msg = blk_view_name_parse (exportname, &vn, &view)) != NULL) {
     nbdkit_error ("blkhash: export '%s': %s", exportname, msg);
     goto err;
+  }
+  if (view) {
+    h->nonce = vn.nonce;
+    vn.nonce = NULL;
   }
   if (view && vn.plain) {
     h->name = vn.base;
@@ -378,6 +383,7 @@ blkhash_open (nbdkit_next_open *next, nbdkit_context *context,
  err:
   pthread_mutex_destroy (&h->lock);
   free (h->plain_digest);
+  free (h->nonce);
   free (h->name);
   free (h);
   return NULL;
@@ -441,6 +447,7 @@ blkhash_close (void *handle)
   blkhash_plain_view_free (h->plain);
   pthread_mutex_destroy (&h->lock);
   free (h->plain_digest);
+  free (h->nonce);
   free (h->name);
   free (h);
 }
@@ -479,7 +486,7 @@ blkhash_prepare (nbdkit_next *next, void *handle, int readonly)
 
   if (is_plain (h)) {
     h->plain = blkhash_plain_view_new (h->name, h->plain_digest, size,
-                                       view_flags ());
+                                       view_flags (), h->nonce);
     if (h->plain == NULL) {
       blkhash_leave (NULL, h);
       return -1;
@@ -491,7 +498,7 @@ blkhash_prepare (nbdkit_next *next, void *handle, int readonly)
      * cover every change made before it connected.
      */
     h->since = blkhash_cache ? 0 : blkhash_session_tick ();
-    h->view = blkhash_view_new (size, h->params, view_flags ());
+    h->view = blkhash_view_new (size, h->params, view_flags (), h->nonce);
     if (h->view == NULL) {
       blkhash_leave (NULL, h);  /* served nothing, as if gone */
       return -1;

@@ -250,12 +250,13 @@ extern int blkhash_plain_follow_final (nbdkit_next *next,
 /* The NAME@digest:DIGEST view of one connection (see plain.c). */
 struct blkhash_plain_view;
 /* NULL with nbdkit_error called (an unknown digest, or no memory);
- * name is the export's, kept; flags the header's.
+ * name is the export's, kept; flags and nonce (or NULL) the header's.
  */
 extern struct blkhash_plain_view *blkhash_plain_view_new (const char *name,
                                                           const char *digest,
                                                           uint64_t size,
-                                                          uint32_t flags);
+                                                          uint32_t flags,
+                                                          const char *nonce);
 extern void blkhash_plain_view_free (struct blkhash_plain_view *v);
 extern int64_t blkhash_plain_view_size (const struct blkhash_plain_view *v);
 extern const char *blkhash_plain_view_digest
@@ -346,10 +347,13 @@ extern int blkhash_compute_root_detached (nbdkit_next *next,
  * first request needs it.
  */
 struct blkhash_view;
-/* flags: the header's (BLK_VIEW_FLAG_*). */
+/* flags (BLK_VIEW_FLAG_*) and nonce (the view name's, or NULL): the
+ * header's.
+ */
 extern struct blkhash_view *blkhash_view_new (uint64_t size,
                                               const struct blk_params *p,
-                                              uint32_t flags);
+                                              uint32_t flags,
+                                              const char *nonce);
 extern void blkhash_view_free (struct blkhash_view *v);
 extern int64_t blkhash_view_size (const struct blkhash_view *v);
 extern int blkhash_view_pread (nbdkit_next *next, struct blkhash_view *v,

@@ -29,6 +29,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -275,7 +276,7 @@ struct blkhash_plain_view {
 
 struct blkhash_plain_view *
 blkhash_plain_view_new (const char *name, const char *digest, uint64_t size,
-                        uint32_t flags)
+                        uint32_t flags, const char *nonce)
 {
   struct blkhash_plain_view *v = calloc (1, sizeof *v);
   const char *msg;
@@ -294,6 +295,8 @@ blkhash_plain_view_new (const char *name, const char *digest, uint64_t size,
   v->name = name;
   blk_plain_header_init (&v->h, size, v->d.name, v->d.len);
   v->h.flags = flags;
+  if (nonce)
+    snprintf (v->h.nonce, sizeof v->h.nonce, "%s", nonce);
   blk_header_encode (&v->h, v->header);
   return v;
 }

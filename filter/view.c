@@ -10,6 +10,7 @@
 #include <config.h>
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,7 +29,8 @@ struct blkhash_view {
 };
 
 struct blkhash_view *
-blkhash_view_new (uint64_t size, const struct blk_params *p, uint32_t flags)
+blkhash_view_new (uint64_t size, const struct blk_params *p, uint32_t flags,
+                  const char *nonce)
 {
   struct blkhash_view *v = calloc (1, sizeof *v);
 
@@ -39,6 +41,8 @@ blkhash_view_new (uint64_t size, const struct blk_params *p, uint32_t flags)
   blk_header_init (&v->h, size, p->block_size, p->digest.name,
                    p->digest.len);
   v->h.flags = flags;
+  if (nonce)
+    snprintf (v->h.nonce, sizeof v->h.nonce, "%s", nonce);
   blk_header_encode (&v->h, v->header);
   return v;
 }

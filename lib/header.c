@@ -13,6 +13,7 @@ enum {
   OFF_MAGIC = 0, OFF_VERSION = 8, OFF_HEADER_SIZE = 12, OFF_IMAGE_SIZE = 16,
   OFF_BLOCK_COUNT = 24, OFF_BLOCK_SIZE = 32, OFF_DIGEST_LEN = 36,
   OFF_ROOT = 40, OFF_DIGESTS = 48, OFF_NAME = 56, OFF_FLAGS = 120,
+  OFF_NONCE = 128, NONCE_END = OFF_NONCE + BLK_HEADER_NONCE_MAX,
   HEADER_USED = OFF_NAME + BLK_DIGEST_NAME_MAX,
 };
 
@@ -72,6 +73,19 @@ blk_header_encode (const struct blk_header *h, uint8_t *buf)
   memcpy (buf + OFF_NAME, h->digest_name,
           strnlen (h->digest_name, BLK_DIGEST_NAME_MAX - 1));
   put_le (buf + OFF_FLAGS, h->flags, 4);
+  memcpy (buf + OFF_NONCE, h->nonce,
+          strnlen (h->nonce, BLK_HEADER_NONCE_MAX));
+}
+
+bool
+blk_header_echoes (const uint8_t *buf, size_t len, const char *nonce)
+{
+  char echo[BLK_HEADER_NONCE_MAX] = { 0 };
+
+  if (len < NONCE_END || strlen (nonce) > BLK_HEADER_NONCE_MAX)
+    return false;
+  memcpy (echo, nonce, strlen (nonce));
+  return memcmp (buf + OFF_NONCE, echo, sizeof echo) == 0;
 }
 
 bool
@@ -108,6 +122,17 @@ decode (const uint8_t *buf, size_t len, struct blk_header *h, bool plain)
   /* Read only from a buffer that holds them (120 bytes suffice). */
   if (len >= OFF_FLAGS + 4)
     h->flags = get_le (buf + OFF_FLAGS, 4);
+  if (len >= NONCE_END) {
+    const char *nonce = (const char *) buf + OFF_NONCE;
+    const size_t n = strnlen (nonce, BLK_HEADER_NONCE_MAX);
+    for (size_t i = 0; i < n; i++)
+      if (!strchr ("0123456789abcdef", nonce[i]))
+        return "the nonce is not hex";
+    for (size_t i = n; i < BLK_HEADER_NONCE_MAX; i++)
+      if (nonce[i] != '\0')
+        return "nonce padding is not zero";
+    memcpy (h->nonce, nonce, n);
+  }
 
   if (blk_check_block_size (h->block_size) != NULL)
     return "invalid block size (must be a multiple of 4K from 4K to 16M)";

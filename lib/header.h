@@ -25,9 +25,14 @@
 #define BLK_PLAIN_MAGIC "BLKPLAN1"
 #define BLK_PLAIN_SPAN_SIZE (1024 * 1024)
 
-/* Flags at 120 (older headers: zero there). */
+/* Flags at 120 (older headers: zero there).  At 128, 64 bytes: the
+ * nonce the view's name carried (",nonce=HEX"), its hex digits, NUL
+ * padded; zeros for a name without one.
+ */
 /* The server refuses the image's own export (blkhash-views-only). */
 #define BLK_VIEW_FLAG_VIEWS_ONLY 1
+
+#define BLK_HEADER_NONCE_MAX 64
 
 struct blk_header {
   uint64_t image_size;
@@ -37,6 +42,7 @@ struct blk_header {
   char digest_name[BLK_DIGEST_NAME_MAX + 1];
   bool plain;                   /* BLKPLAN1: block_size is the span */
   uint32_t flags;               /* BLK_VIEW_FLAG_* */
+  char nonce[BLK_HEADER_NONCE_MAX + 1];   /* "" when none */
 };
 
 /* Fill h from the image size, block size and digest. */
@@ -63,6 +69,12 @@ extern const char *blk_header_decode (const uint8_t *buf, size_t len,
 /* The same for a plain-digest view's header (BLKPLAN1). */
 extern const char *blk_plain_header_decode (const uint8_t *buf, size_t len,
                                             struct blk_header *h);
+
+/* Does the header in buf (len bytes) echo nonce, before anything else
+ * in it is believed?
+ */
+extern bool blk_header_echoes (const uint8_t *buf, size_t len,
+                               const char *nonce);
 
 /* Only the magic: does this look like a blkhash view at all? */
 extern bool blk_header_has_magic (const uint8_t *buf, size_t len);

@@ -13,8 +13,8 @@
 #include "util.h"
 #include "viewname.h"
 
-/* The last occurrence of marker followed by the end of the name or
- * by ':', or NULL.
+/* The last occurrence of marker followed by the end of the name, by
+ * ':' or by ',' (the nonce), or NULL.
  */
 static const char *
 find_one (const char *name, const char *marker)
@@ -23,7 +23,7 @@ find_one (const char *name, const char *marker)
   const char *found = NULL, *p;
 
   for (p = strstr (name, marker); p; p = strstr (p + 1, marker))
-    if (p[mlen] == '\0' || p[mlen] == ':')
+    if (p[mlen] == '\0' || p[mlen] == ':' || p[mlen] == ',')
       found = p;
   return found;
 }
@@ -39,13 +39,22 @@ find_marker (const char *name, bool *plain)
   return *plain ? d : v;
 }
 
+bool
+blk_nonce_valid (const char *s)
+{
+  const size_t n = strspn (s, "0123456789abcdef");
+
+  return n > 0 && n <= BLK_NONCE_MAX && s[n] == '\0';
+}
+
 const char *
 blk_view_name_parse (const char *name, struct blk_view_name *v,
                      bool *is_view)
 {
-  const char *opts, *slash, *msg;
+  const char *slash, *msg, *comma;
   bool plain, inner_plain;
   const char *m = find_marker (name, &plain);
+  char *opts_buf = NULL, *opts;
 
   memset (v, 0, sizeof *v);
   *is_view = m != NULL;
@@ -64,7 +73,25 @@ blk_view_name_parse (const char *name, struct blk_view_name *v,
     goto bad;
   }
   v->plain = plain;
-  opts = m + strlen (plain ? BLK_PLAIN_MARKER : BLK_VIEW_MARKER);
+  /* The options, then the nonce: ",nonce=HEX" and nothing else. */
+  m += strlen (plain ? BLK_PLAIN_MARKER : BLK_VIEW_MARKER);
+  if ((comma = strchr (m, ',')) != NULL) {
+    if (strncmp (comma, BLK_NONCE_OPTION, strlen (BLK_NONCE_OPTION)) != 0) {
+      msg = "unknown view option after ',' (only " BLK_NONCE_OPTION
+        "HEX)";
+      goto bad;
+    }
+    if (!blk_nonce_valid (comma + strlen (BLK_NONCE_OPTION))) {
+      msg = "a nonce is 1 to 64 lower-case hex digits";
+      goto bad;
+    }
+    if ((v->nonce = strdup (comma + strlen (BLK_NONCE_OPTION))) == NULL)
+      goto enomem;
+  }
+  if ((opts_buf = strndup (m, comma ? (size_t) (comma - m) : strlen (m)))
+      == NULL)
+    goto enomem;
+  opts = opts_buf;
   if (plain && *opts == ':') {
     opts++;
     if (*opts == '\0') {
@@ -109,11 +136,17 @@ blk_view_name_parse (const char *name, struct blk_view_name *v,
       goto bad;
     }
   }
+  else if (*opts != '\0') {
+    msg = "unexpected view options";
+    goto bad;
+  }
+  free (opts_buf);
   return NULL;
 
  enomem:
   msg = "out of memory";
  bad:
+  free (opts_buf);
   blk_view_name_free (v);
   return msg;
 }
@@ -123,31 +156,35 @@ blk_view_name_free (struct blk_view_name *v)
 {
   free (v->base);
   free (v->digest);
-  v->base = v->digest = NULL;
+  free (v->nonce);
+  v->base = v->digest = v->nonce = NULL;
 }
 
 char *
 blk_view_name_build (const char *base, const char *digest,
-                     uint64_t block_size)
+                     uint64_t block_size, const char *nonce)
 {
   char *s = NULL;
   char bs[BLK_BLOCK_SIZE_STR_MAX];
   int r;
 
-  r = asprintf (&s, "%s" BLK_VIEW_MARKER "%s%s%s%s", base,
+  r = asprintf (&s, "%s" BLK_VIEW_MARKER "%s%s%s%s%s%s", base,
                 digest || block_size ? ":" : "", digest ? digest : "",
                 block_size ? "/" : "",
-                block_size ? blk_format_block_size (block_size, bs) : "");
+                block_size ? blk_format_block_size (block_size, bs) : "",
+                nonce ? BLK_NONCE_OPTION : "", nonce ? nonce : "");
   return r == -1 ? NULL : s;
 }
 
 char *
-blk_plain_view_name_build (const char *base, const char *digest)
+blk_plain_view_name_build (const char *base, const char *digest,
+                           const char *nonce)
 {
   char *s = NULL;
 
-  if (asprintf (&s, "%s" BLK_PLAIN_MARKER "%s%s", base, digest ? ":" : "",
-                digest ? digest : "") == -1)
+  if (asprintf (&s, "%s" BLK_PLAIN_MARKER "%s%s%s%s", base,
+                digest ? ":" : "", digest ? digest : "",
+                nonce ? BLK_NONCE_OPTION : "", nonce ? nonce : "") == -1)
     return NULL;
   return s;
 }

@@ -1,9 +1,12 @@
 /* Copyright (C) 2026 The nbdkit-blkhash developers
  * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
  */
-/* nbdkit-blkhash: view names, NAME@blkhash[:DIGEST[/BLOCKSIZE]], the
- * export names that select a view (see nbdkit-blkhash-filter(1)).
- * The view's contents are in header.h.
+/* nbdkit-blkhash: view names, NAME@blkhash[:DIGEST[/BLOCKSIZE]] and
+ * NAME@digest[:DIGEST], the export names that select a view (see
+ * nbdkit-blkhash-filter(1)), each optionally followed by ,nonce=HEX:
+ * a client's fresh random value, which the view's header echoes (a
+ * file named like a view cannot answer one it never saw).  The view's
+ * contents are in header.h.
  */
 #ifndef BLKHASH_VIEWNAME_H
 #define BLKHASH_VIEWNAME_H
@@ -16,6 +19,12 @@
  */
 #define BLK_VIEW_MARKER "@blkhash"
 #define BLK_PLAIN_MARKER "@digest"
+/* ",nonce=": what follows the view's options; at most BLK_NONCE_MAX
+ * lower-case hex digits.
+ */
+#define BLK_NONCE_OPTION ",nonce="
+#define BLK_NONCE_MAX 64
+
 /* A plain-digest view without a digest name: sha256sum's. */
 #define BLK_PLAIN_DEFAULT_DIGEST "sha256"
 
@@ -25,6 +34,7 @@ struct blk_view_name {
   char *digest;                 /* DIGEST or NULL (default), malloc'd */
   uint64_t block_size;          /* 0 = default */
   bool plain;                   /* NAME@digest: no block size */
+  char *nonce;                  /* HEX or NULL, malloc'd */
 };
 
 /* Is name a view name?  Returns NULL with *is_view set (and, for a
@@ -36,13 +46,18 @@ extern const char *blk_view_name_parse (const char *name,
                                         bool *is_view);
 extern void blk_view_name_free (struct blk_view_name *v);
 
-/* Build NAME@blkhash[:DIGEST][/BLOCKSIZE] (malloc'd, NULL on ENOMEM).
- * digest may be NULL and block_size 0 for the defaults.
+/* Build NAME@blkhash[:DIGEST][/BLOCKSIZE][,nonce=HEX] (malloc'd, NULL
+ * on ENOMEM).  digest may be NULL and block_size 0 for the defaults,
+ * nonce NULL for none.
  */
 extern char *blk_view_name_build (const char *base, const char *digest,
-                                  uint64_t block_size);
+                                  uint64_t block_size, const char *nonce);
 
-/* Build NAME@digest[:DIGEST] (malloc'd, NULL on ENOMEM). */
-extern char *blk_plain_view_name_build (const char *base, const char *digest);
+/* Build NAME@digest[:DIGEST][,nonce=HEX] (malloc'd, NULL on ENOMEM). */
+extern char *blk_plain_view_name_build (const char *base, const char *digest,
+                                        const char *nonce);
+
+/* Is s a nonce: 1 to BLK_NONCE_MAX lower-case hex digits? */
+extern bool blk_nonce_valid (const char *s);
 
 #endif /* BLKHASH_VIEWNAME_H */

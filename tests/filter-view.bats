@@ -37,6 +37,36 @@ setup () {
   [ -z "$(hexdump_at "$view" 62 4034 | tr -d 0)" ]
 }
 
+@test "filter-view: a nonce in the view's name is echoed at 128, in both views; none, zeros" {
+  local nonce=0123456789abcdef00112233445566778899aabbccddeeff0011223344556677
+  run serve file "$small" -- "
+    nbdcopy \"nbd+unix:///@blkhash:sha1/4K,nonce=$nonce?socket=\$unixsocket\" \"$view\" &&
+    nbdcopy \"nbd+unix:///@digest:md5,nonce=ab12?socket=\$unixsocket\" \"$view.plain\""
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$(dd if="$view" bs=1 skip=128 count=64 status=none)" = "$nonce" ]
+  [ "$(le_at "$view" 32 4)" -eq 4096 ]
+  [ "$(dd if="$view.plain" bs=1 skip=128 count=4 status=none)" = ab12 ]
+  [ -z "$(hexdump_at "$view.plain" 132 60 | tr -d 0)" ]
+  # The digests are the same as without one.
+  run serve file "$small" -- "
+    nbdcopy \"nbd+unix:///@blkhash:sha1/4K?socket=\$unixsocket\" \"$view.none\""
+  [ -z "$(hexdump_at "$view.none" 128 64 | tr -d 0)" ]
+  cmp <(tail -c +4097 "$view") <(tail -c +4097 "$view.none")
+}
+
+@test "filter-view: malformed nonces and unknown options after ',' are refused" {
+  local n
+  for n in ",nonce=" ",nonce=ABCD" ",nonce=xyz" ",nonce=$(printf 'a%.0s' {1..65})" \
+           ",salt=ab" ",nonce=ab,nonce=cd"; do
+    run serve memory 1M -- \
+      "nbdinfo \"nbd+unix:///@blkhash$n?socket=\$unixsocket\""
+    echo "$n: $output"
+    [ "$status" -ne 0 ]
+    [[ "$output" = *"nonce"* ]] || [[ "$output" = *"unknown view option"* ]]
+  done
+}
+
 @test "filter-view: size is 8192 + n * L" {
   run serve file "$small" -- \
     'nbdinfo --size "nbd+unix:///@blkhash?socket=$unixsocket"'

@@ -24,11 +24,12 @@
 static bool
 marker_at (const char *p, const char *marker, size_t len)
 {
-  return strncmp (p, marker, len) == 0 && (p[len] == '\0' || p[len] == ':');
+  return strncmp (p, marker, len) == 0 &&
+    (p[len] == '\0' || p[len] == ':' || p[len] == ',');
 }
 
-/* The rule, slowly: some "@blkhash" or "@digest" followed by the end
- * or ':'.
+/* The rule, slowly: some "@blkhash" or "@digest" followed by the end,
+ * ':' or ',' (the nonce).
  */
 static bool
 is_view_name (const char *name)
@@ -46,14 +47,16 @@ same_parts (const struct blk_view_name *a, const struct blk_view_name *b)
   return strcmp (a->base, b->base) == 0 &&
     (a->digest && b->digest ? strcmp (a->digest, b->digest) == 0
      : a->digest == b->digest) &&
-    a->block_size == b->block_size && a->plain == b->plain;
+    a->block_size == b->block_size && a->plain == b->plain &&
+    (a->nonce && b->nonce ? strcmp (a->nonce, b->nonce) == 0
+     : a->nonce == b->nonce);
 }
 
 static char *
 build (const struct blk_view_name *v)
 {
-  return v->plain ? blk_plain_view_name_build (v->base, v->digest)
-    : blk_view_name_build (v->base, v->digest, v->block_size);
+  return v->plain ? blk_plain_view_name_build (v->base, v->digest, v->nonce)
+    : blk_view_name_build (v->base, v->digest, v->block_size, v->nonce);
 }
 
 static void
@@ -75,16 +78,26 @@ check_view (const char *name, const struct blk_view_name *v)
   PROPERTY (v->block_size <= INT64_MAX);
   built = build (v);
   PROPERTY (built != NULL);
+  /* A nonce is spelt last: ",nonce=HEX". */
+  if (v->nonce) {
+    const size_t n = strlen (v->nonce), len = strlen (built);
+    PROPERTY (blk_nonce_valid (v->nonce));
+    PROPERTY (len > n + strlen (BLK_NONCE_OPTION) &&
+              strcmp (built + len - n, v->nonce) == 0 &&
+              strncmp (built + len - n - strlen (BLK_NONCE_OPTION),
+                       BLK_NONCE_OPTION, strlen (BLK_NONCE_OPTION)) == 0);
+  }
   if (v->block_size) {
-    /* The block size is spelt last, shortest (K or M for every valid
-     * blkhash block size, 96K included), and reads back.
+    /* The block size is spelt last but the nonce, shortest (K or M for
+     * every valid blkhash block size, 96K included), and reads back.
      */
     char bs[BLK_BLOCK_SIZE_STR_MAX];
     const size_t n = strlen (blk_format_block_size (v->block_size, bs));
-    const size_t len = strlen (built);
+    const size_t len = strlen (built) -
+      (v->nonce ? strlen (BLK_NONCE_OPTION) + strlen (v->nonce) : 0);
     uint64_t back;
     PROPERTY (len > n && built[len - n - 1] == '/' &&
-              strcmp (built + len - n, bs) == 0);
+              strncmp (built + len - n, bs, n) == 0);
     PROPERTY (blk_parse_size (bs, &back) == NULL && back == v->block_size);
     if (blk_check_block_size (v->block_size) == NULL)
       PROPERTY (bs[n - 1] == 'K' || bs[n - 1] == 'M');
@@ -119,7 +132,7 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
   }
   else {
     /* Nothing is left to free. */
-    PROPERTY (v.base == NULL && v.digest == NULL);
+    PROPERTY (v.base == NULL && v.digest == NULL && v.nonce == NULL);
     if (msg)
       PROPERTY (*msg != '\0');
     /* An explicit block size 0 is refused with the block size rule. */

@@ -73,21 +73,21 @@ main (void)
   ok (view_is ("disk@blkhash:SHAKE-256/12288", "disk", "SHAKE-256", 12288),
       "the digest as given, the block size in bytes");
 
-  s = blk_view_name_build ("disk", NULL, 0);
+  s = blk_view_name_build ("disk", NULL, 0, NULL);
   ok (s && strcmp (s, "disk@blkhash") == 0, "build default view name");
   free (s);
-  s = blk_view_name_build ("", "sha1", 1 << 20);
+  s = blk_view_name_build ("", "sha1", 1 << 20, NULL);
   ok (s && strcmp (s, "@blkhash:sha1/1M") == 0, "build with options");
   ok (s && view_is (s, "", "sha1", 1 << 20), "built name parses back");
   free (s);
-  s = blk_view_name_build ("x", NULL, 65536);
+  s = blk_view_name_build ("x", NULL, 65536, NULL);
   ok (s && strcmp (s, "x@blkhash:/64K") == 0, "build with block size only");
   free (s);
-  s = blk_view_name_build ("", "shake256", 96 * 1024);
+  s = blk_view_name_build ("", "shake256", 96 * 1024, NULL);
   ok (s && strcmp (s, "@blkhash:shake256/96K") == 0,
       "build shake256 with 96K blocks");
   free (s);
-  s = blk_view_name_build ("d", "shake128", 1572864);
+  s = blk_view_name_build ("d", "shake128", 1572864, NULL);
   ok (s && strcmp (s, "d@blkhash:shake128/1536K") == 0,
       "1.5M blocks are spelt 1536K");
   ok (s && view_is (s, "d", "shake128", 1572864), "and parse back");
@@ -128,10 +128,10 @@ main (void)
       view_result ("a@digest@digest") == -1,
       "a plain view has no view, nor has a view");
   ok (view_result ("disk@digests") == 0, "@digest must end the name");
-  s = blk_plain_view_name_build ("disk", "md5");
+  s = blk_plain_view_name_build ("disk", "md5", NULL);
   ok (s && strcmp (s, "disk@digest:md5") == 0, "build NAME@digest:DIGEST");
   free (s);
-  s = blk_plain_view_name_build ("", NULL);
+  s = blk_plain_view_name_build ("", NULL, NULL);
   ok (s && strcmp (s, "@digest") == 0, "build @digest");
   free (s);
 

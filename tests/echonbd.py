@@ -1,0 +1,128 @@
+# Copyright (C) 2026 The nbdkit-blkhash developers
+# SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
+"""An NBD server of crafted views that answer nbdsum's nonce, for the
+tests of what nbdsum does with a view that lies.
+
+echonbd.py SOCKET DIR serves the files of DIR read-only on the Unix
+socket SOCKET, like nbdkit's file plugin with dir=, each client in a
+thread of its own, until killed.  An export name ending in
+",nonce=HEX" is the file named without it, its bytes 128 to 191 (the
+view header's nonce) replaced by HEX, NUL padded: a crafted view file
+x@blkhash answers as the filter would for x@blkhash,nonce=HEX, so that
+only the rest of its header is tested.  Simple replies; multi-conn;
+NBD_CMD_CACHE acknowledged.  It prints 'listening' once the socket is
+there.
+"""
+
+import os
+import socket
+import struct
+import sys
+import threading
+
+IHAVEOPT = 0x49484156454F5054
+REPLY_MAGIC = 0x3E889045565A9
+REQUEST_MAGIC = 0x25609513
+SIMPLE_REPLY_MAGIC = 0x67446698
+OPT_ABORT, OPT_INFO, OPT_GO = 2, 6, 7
+REP_ACK, REP_INFO = 1, 3
+REP_ERR_UNSUP, REP_ERR_UNKNOWN = (1 << 31) + 1, (1 << 31) + 6
+CMD_READ, CMD_DISC, CMD_CACHE = 0, 2, 5
+# HAS_FLAGS, READ_ONLY, CAN_MULTI_CONN, SEND_CACHE
+EXPORT_FLAGS = 1 | 2 | (1 << 8) | (1 << 10)
+NONCE = ",nonce="
+
+SOCKET, DIR = sys.argv[1:3]
+
+
+def recv_exactly(conn, n):
+    buf = b""
+    while len(buf) < n:
+        chunk = conn.recv(n - len(buf))
+        if not chunk:
+            raise EOFError
+        buf += chunk
+    return buf
+
+
+def option_reply(conn, opt, rep, data=b""):
+    conn.sendall(struct.pack(">QIII", REPLY_MAGIC, opt, rep, len(data)) + data)
+
+
+def lookup(name):
+    """The bytes export name serves, or None."""
+    nonce = b""
+    if NONCE in name:
+        name, hexdigits = name.rsplit(NONCE, 1)
+        nonce = hexdigits.encode()[:64]
+    path = os.path.join(DIR, name)
+    if "/" in name or not name or not os.path.isfile(path):
+        return None
+    data = bytearray(open(path, "rb").read())
+    if nonce and len(data) >= 192:
+        data[128:192] = nonce.ljust(64, b"\0")
+    return bytes(data)
+
+
+def negotiate(conn):
+    conn.sendall(b"NBDMAGIC" + struct.pack(">QH", IHAVEOPT, 3))
+    recv_exactly(conn, 4)
+    while True:
+        _, opt, length = struct.unpack(">QII", recv_exactly(conn, 16))
+        data = recv_exactly(conn, length)
+        if opt == OPT_ABORT:
+            raise EOFError
+        if opt not in (OPT_INFO, OPT_GO):
+            option_reply(conn, opt, REP_ERR_UNSUP)
+            continue
+        (nlen,) = struct.unpack(">I", data[:4])
+        served = lookup(data[4:4 + nlen].decode(errors="replace"))
+        if served is None:
+            option_reply(conn, opt, REP_ERR_UNKNOWN)
+            continue
+        option_reply(conn, opt, REP_INFO,
+                     struct.pack(">HQH", 0, len(served), EXPORT_FLAGS))
+        option_reply(conn, opt, REP_ACK)
+        if opt == OPT_GO:
+            return served
+
+
+def serve(conn):
+    data = negotiate(conn)
+    while True:
+        (magic, _, ctype, cookie, offset,
+         length) = struct.unpack(">IHHQQI", recv_exactly(conn, 28))
+        assert magic == REQUEST_MAGIC
+        if ctype == CMD_DISC:
+            return
+        if ctype == CMD_READ:
+            conn.sendall(struct.pack(">IIQ", SIMPLE_REPLY_MAGIC, 0, cookie) +
+                         data[offset:offset + length])
+        elif ctype == CMD_CACHE:
+            conn.sendall(struct.pack(">IIQ", SIMPLE_REPLY_MAGIC, 0, cookie))
+        else:
+            conn.sendall(struct.pack(">IIQ", SIMPLE_REPLY_MAGIC, 95, cookie))
+
+
+def client(conn):
+    try:
+        serve(conn)
+    except (EOFError, ConnectionError):
+        pass
+    finally:
+        conn.close()
+
+
+def main():
+    if os.path.exists(SOCKET):
+        os.unlink(SOCKET)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.bind(SOCKET)
+    sock.listen(64)
+    print("listening", flush=True)
+    while True:
+        conn, _ = sock.accept()
+        threading.Thread(target=client, args=(conn,), daemon=True).start()
+
+
+main()
