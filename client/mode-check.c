@@ -14,9 +14,13 @@
  * lines, which mean sha256 and 64K without them.  '#' lines are
  * comments (Fedora's CHECKSUM files have them), and a clear-signed
  * file (gpg --clearsign) is read for its signed lines only, its
- * signature not checked (say so).  Everything printed is a turn, queued
- * in order (jobs.h) and printed when it comes back: with -j several
- * lines' inputs are hashed at once, and the output is the same.
+ * signature not checked (say so).  A line naming a local path that is
+ * not a regular file (a device, a FIFO, a socket, a directory) fails,
+ * found by stat, never opened: a checksum file may come from anyone,
+ * and /dev/zero never ends, a FIFO blocks.  Everything printed is a
+ * turn, queued in order (jobs.h) and printed when it comes back: with
+ * -j several lines' inputs are hashed at once, and the output is the
+ * same.
  */
 #include <config.h>
 
@@ -114,7 +118,8 @@ struct turn {
   } what;
   struct file_check *fc;
   unsigned lineno;
-  const char *why;              /* MALFORMED, LINE_REFUSED: static */
+  const char *why;              /* MALFORMED, LINE_REFUSED: static, */
+  char *why_owned;              /* ... or this, LINE_REFUSED's */
   bool tagged;                  /* LINE */
   bool reads_stdin;             /* LINE: hashes standard input */
   char *name, *expected;        /* LINE, LINE_REFUSED */
@@ -158,6 +163,7 @@ file_begin (struct check_run *run, struct file_check *fc)
  */
 #define STDIN_LINE "a line for standard input: a blkhash-file names the " \
   "default export '-' unless blkhash-file-name= names it"
+#define CHECKS_FILES "nbdsum -c checks regular files only"
 
 static void
 line_done (struct check_run *run, const struct turn *tn,
@@ -310,6 +316,7 @@ take_turn (struct check_run *run, const struct job_item *item)
     free (tn->fc);
   free (tn->name);
   free (tn->expected);
+  free (tn->why_owned);
   free (tn);
 }
 
@@ -368,6 +375,41 @@ names_file (const char *name, const struct stat *file)
   return !is_uri (name) && strcmp (name, "-") != 0 &&
     stat (name, &st) == 0 &&
     st.st_dev == file->st_dev && st.st_ino == file->st_ino;
+}
+
+/* A line naming a local path that is not a regular file: why it is
+ * refused, in a new string; else NULL (a missing or unreadable file
+ * fails as it is hashed, saying why).  stat, not open: opening a FIFO
+ * waits for a writer, and a device may be one no line should open.
+ */
+static char *
+not_regular (const char *name)
+{
+  struct stat st;
+  const char *what;
+  bool hashable = true;         /* nbdsum NAME hashes it */
+  char *msg;
+
+  if (is_uri (name) || stat (name, &st) == -1 || S_ISREG (st.st_mode))
+    return NULL;
+  if (S_ISCHR (st.st_mode))
+    what = "a character device";
+  else if (S_ISBLK (st.st_mode))
+    what = "a block device";
+  else if (S_ISFIFO (st.st_mode))
+    what = "a FIFO";
+  else {
+    what = S_ISDIR (st.st_mode) ? "a directory"
+      : S_ISSOCK (st.st_mode) ? "a socket" : "not a regular file";
+    hashable = false;
+  }
+  if (asprintf (&msg, "%s: " CHECKS_FILES "%s%s%s", what,
+                hashable ? " (hash it directly: nbdsum " : "",
+                hashable ? name : "", hashable ? ")" : "") == -1) {
+    error_msg ("out of memory");
+    exit (EXIT_FAILURE);
+  }
+  return msg;
 }
 
 /* How a line is hashed, in *spec (returned): as its tag says, or as
@@ -482,12 +524,15 @@ check_one_file (struct check_run *run, const char *path)
      */
     const bool is_stdin = reads_stdin (name);
     fc->stdin_lines += is_stdin;
+    char *not_file = NULL;
     const char *refused =
       names_file (name, &st) ? NAMES_FILE
       : is_stdin && run->stdin_read ? STDIN_IS_FILE
-      : is_stdin && isatty (STDIN_FILENO) ? STDIN_TERMINAL : NULL;
+      : is_stdin && isatty (STDIN_FILENO) ? STDIN_TERMINAL
+      : is_stdin ? NULL : (not_file = not_regular (name));
     tn = new_turn (refused ? LINE_REFUSED : LINE, fc, lineno);
     tn->why = refused;
+    tn->why_owned = not_file;
     tn->reads_stdin = is_stdin;
     /* What the hint of a file of failures is about: blkhash lines. */
     tn->tagged = sl.tagged || spec->plain;

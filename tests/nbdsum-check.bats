@@ -537,6 +537,60 @@ name\img' > SUMS
   [ "$output" = '\disk\r: OK' ]
 }
 
+# A checksum file may come from anyone: a line naming a device, a FIFO,
+# a socket or a directory fails, saying what it is, and is never
+# opened (a FIFO nobody writes to blocked the check in open, /dev/zero
+# never ended).  A block device too, when the system has one to name.
+@test "nbdsum-check: a line naming a device, a FIFO, a socket or a directory fails, never opened" {
+  local empty j blk name what
+  empty=$(reference sha256 65536 /dev/null)
+  mkfifo fifo
+  mkdir adir
+  "$PYTHON" -c 'import socket; socket.socket(socket.AF_UNIX).bind("sock")'
+  ln -s /dev/zero zlink
+  blk=$(find /dev -maxdepth 1 -type b 2>/dev/null | head -n 1)
+  {
+    for name in /dev/null fifo /dev/zero adir sock zlink $blk; do
+      echo "$empty  $name"
+    done
+    echo "$(reference sha256 65536 disk.img)  disk.img"
+  } > SUMS
+  cat SUMS
+  for j in 1 3; do
+    # Standard input a file: /dev/null is no name for it here.
+    run timeout 60 "$NBDSUM" -j "$j" -c SUMS < disk.img
+    echo "-j $j: $status: $output"
+    [ "$status" -eq 1 ]
+    for name in /dev/null fifo /dev/zero adir sock zlink $blk; do
+      [[ "$output" = *"$name: FAILED open or read"* ]]
+    done
+    [[ "$output" = *"disk.img: OK"* ]]
+    for what in "/dev/null: a character device" "fifo: a FIFO" \
+                "/dev/zero: a character device" "zlink: a character device"; do
+      [[ "$output" = *"nbdsum: $what: nbdsum -c checks regular files only (hash it directly: nbdsum ${what%%:*})"* ]]
+    done
+    [[ "$output" = *"nbdsum: adir: a directory: nbdsum -c checks regular files only"* ]]
+    [[ "$output" = *"nbdsum: sock: a socket: nbdsum -c checks regular files only"* ]]
+    [ -z "$blk" ] ||
+      [[ "$output" = *"nbdsum: $blk: a block device: nbdsum -c checks regular files only (hash it directly: nbdsum $blk)"* ]]
+    [[ "$output" = *"WARNING: $(( $(wc -l < SUMS) - 1 )) listed files could not be read"* ]]
+  done
+  # --json says why in each line's error.
+  run --separate-stderr timeout 60 "$NBDSUM" --json -c SUMS < disk.img
+  [ "$status" -eq 1 ]
+  "$PYTHON" -c '
+import json, sys
+doc = json.loads(sys.argv[1])
+errors = [r.get("error", "") for r in doc["files"][0]["results"]]
+assert all("checks regular files only" in e for e in errors[:-1]), errors
+assert doc["unreadable"] == len(errors) - 1, doc' "$output"
+  # '-' keeps its meaning, on any standard input.
+  echo "$empty  -" > dash.sums
+  run timeout 60 "$NBDSUM" -c dash.sums < /dev/null
+  [ "$status" -eq 0 ]
+  [ "$output" = "-: OK" ]
+}
+
 @test "nbdsum-check: lines from sha256sum all fail, and nbdsum says what they are" {
   sha256sum disk.img > SHA256SUMS
   run "$NBDSUM" -c SHA256SUMS
@@ -597,13 +651,14 @@ name\img' > SUMS
     [[ "$output" != *"-: OK"* ]]
   done
   # '-' given as a later checksum file: its lines are all checked.
-  { for i in 1 2 3; do echo "$empty  /dev/null"; done; } > later
+  : > empty.img
+  { for i in 1 2 3; do echo "$empty  empty.img"; done; } > later
   echo "$empty  -" > first
   for j in 1 2; do
     run bash -c '"$NBDSUM" -j '"$j"' -c first - < later'
     echo "-j $j: $output"
     [ "$status" -eq 1 ]
-    [ "$(grep -c '^/dev/null: OK$' <<< "$output")" -eq 3 ]
+    [ "$(grep -c '^empty.img: OK$' <<< "$output")" -eq 3 ]
     [[ "$output" = *"-: FAILED open or read"* ]]
   done
   # A name for standard input on a terminal is not waited on either.
