@@ -26,6 +26,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +43,7 @@
 #include "signals.h"
 #include "sumline.h"
 #include "unarmour.h"
+#include "util.h"
 
 /* --json, unless --status silences everything. */
 static bool
@@ -101,9 +103,9 @@ struct file_check {
   int open_errno;
   int read_errno;               /* a read failed: why, else 0 */
   const char *armour_error;     /* its PGP armour fails it: why */
-  unsigned lines, verified, malformed, untagged_failed;
-  unsigned stdin_lines;         /* verified lines for standard input */
-  bool stdin_said;              /* STDIN_LINE printed */
+  unsigned lines, verified, malformed;
+  unsigned untagged_failed;     /* blkhash lines without a tag FAILED */
+  bool stdin_said;              /* a '-' line's failure explained */
 };
 
 /* What is printed in its turn: each queued (jobs.h), in order. */
@@ -158,11 +160,6 @@ file_begin (struct check_run *run, struct file_check *fc)
 #define NAMES_FILE "the checksum file being read: it cannot be hashed too"
 #define STDIN_TERMINAL "standard input is a terminal here: give the " \
   "image on it (nbdsum -c FILE < IMAGE), or its name in the line"
-/* blkhash-file's name for the default export, unless
- * blkhash-file-name= gives one.
- */
-#define STDIN_LINE "a line for standard input: a blkhash-file names the " \
-  "default export '-' unless blkhash-file-name= names it"
 #define CHECKS_FILES "nbdsum -c checks regular files only"
 
 static void
@@ -177,14 +174,19 @@ line_done (struct check_run *run, const struct turn *tn,
   }
   else if (strcasecmp (out->res.hex, tn->expected) != 0) {
     run->mismatched++;
-    const bool is_stdin = tn->reads_stdin;
-    tn->fc->untagged_failed += !tn->tagged && !is_stdin;
+    tn->fc->untagged_failed += !tn->tagged;
     if (!opts->status) {
       verdict (tn->lineno, tn->name, tn->expected, "FAILED", &out->res,
                NULL);
       /* Once a file: the first '-' line read standard input to its end. */
-      if (is_stdin && !tn->fc->stdin_said) {
-        notice_at (tn->name, "%s", STDIN_LINE);
+      if (tn->reads_stdin && !tn->fc->stdin_said) {
+        if (out->res.size == 0)
+          notice_at (tn->name, "a line for standard input, which was "
+                     "empty: give the image on it (nbdsum -c FILE < IMAGE)");
+        else
+          notice_at (tn->name, "a line for standard input: checked "
+                     "against the %" PRIu64 " bytes given on it",
+                     out->res.size);
         tn->fc->stdin_said = true;
       }
     }
@@ -208,32 +210,11 @@ line_refused (struct check_run *run, const struct turn *tn)
   line_done (run, tn, &out);
 }
 
-/* Named as published digests are: SHA256SUMS, MD5SUMS, Fedora's
- * ...-CHECKSUM, disk.sha256, disk.img.sha512sum (not SUMS or
- * checksums.txt, as nbdsum's own may be).
- */
-static bool
-looks_published (const char *path)
-{
-  static const char *const ends[] = {
-    "sha1sums", "sha224sums", "sha256sums", "sha384sums", "sha512sums",
-    "md5sums", "checksum", ".sha1", ".sha224", ".sha256", ".sha384",
-    ".sha512", ".md5", ".sha1sum", ".sha256sum", ".sha512sum", ".md5sum",
-  };
-  const size_t len = strlen (path);
-
-  for (size_t i = 0; i < sizeof ends / sizeof ends[0]; i++) {
-    const size_t n = strlen (ends[i]);
-    if (len >= n && strcasecmp (path + len - n, ends[i]) == 0)
-      return true;
-  }
-  return false;
-}
-
 static void
 file_end (struct check_run *run, struct file_check *fc)
 {
   const char *path = fc->path;
+  char bs[BLK_BLOCK_SIZE_STR_MAX];
 
   run->lines += fc->lines;
   run->malformed += fc->malformed;
@@ -243,17 +224,17 @@ file_end (struct check_run *run, struct file_check *fc)
     json_uint ("verified", fc->verified);
     json_uint ("malformed", fc->malformed);
   }
-  /* Every line failed, none tagged, in a file that looks published or
-   * has several: most likely sha256sum's.  Not for one line of a
-   * changed image, and '-' lines are neither.
+  /* An untagged line failed: it may be sha256sum's (md5sum's...), which
+   * nothing in it tells from nbdsum's.  Whatever the file's name, and
+   * for one line as for all.
    */
-  const unsigned named = fc->verified - fc->stdin_lines;
-  if (named && fc->untagged_failed == named && !opts->status &&
-      (named > 1 || looks_published (path)))
-    notice_at (path, "no line matched: if the lines come from sha256sum, "
-               "they are plain sha256 digests of the bytes, which nbdsum "
-               "checks with --plain (untagged lines are blkhash checksums "
-               "without it)");
+  if (fc->untagged_failed && !opts->status)
+    notice_at (path, "%u untagged line%s FAILED: untagged lines are "
+               "blkhash %s/%s checksums; sha256sum's are plain digests "
+               "of the bytes, which nbdsum checks with --plain",
+               fc->untagged_failed,
+               fc->untagged_failed == 1 ? "" : "s", run->untagged->digest,
+               blk_format_block_size (run->untagged->block_size, bs));
   /* As sha256sum: the lines read were checked, the file fails. */
   if (fc->read_errno) {
     char *msg = NULL;
@@ -523,7 +504,6 @@ check_one_file (struct check_run *run, const char *path)
      * is a terminal waited on.
      */
     const bool is_stdin = reads_stdin (name);
-    fc->stdin_lines += is_stdin;
     char *not_file = NULL;
     const char *refused =
       names_file (name, &st) ? NAMES_FILE
