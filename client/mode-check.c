@@ -14,14 +14,19 @@
  * lines, which mean sha256 and 64K without them.  '#' lines are
  * comments (Fedora's CHECKSUM files have them), and a clear-signed
  * file (gpg --clearsign) is read for its signed lines only, its
- * signature not checked (say so).  Everything printed is a turn, queued
- * in order (jobs.h) and printed when it comes back: with -j several
- * lines' inputs are hashed at once, and the output is the same.
+ * signature not checked (say so).  A line naming a local path that is
+ * not a regular file (a device, a FIFO, a socket, a directory) fails,
+ * found by stat, never opened: a checksum file may come from anyone,
+ * and /dev/zero never ends, a FIFO blocks.  Everything printed is a
+ * turn, queued in order (jobs.h) and printed when it comes back: with
+ * -j several lines' inputs are hashed at once, and the output is the
+ * same.
  */
 #include <config.h>
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +43,7 @@
 #include "signals.h"
 #include "sumline.h"
 #include "unarmour.h"
+#include "util.h"
 
 /* --json, unless --status silences everything. */
 static bool
@@ -97,9 +103,9 @@ struct file_check {
   int open_errno;
   int read_errno;               /* a read failed: why, else 0 */
   const char *armour_error;     /* its PGP armour fails it: why */
-  unsigned lines, verified, malformed, untagged_failed;
-  unsigned stdin_lines;         /* verified lines for standard input */
-  bool stdin_said;              /* STDIN_LINE printed */
+  unsigned lines, verified, malformed;
+  unsigned untagged_failed;     /* blkhash lines without a tag FAILED */
+  bool stdin_said;              /* a '-' line's failure explained */
 };
 
 /* What is printed in its turn: each queued (jobs.h), in order. */
@@ -114,7 +120,8 @@ struct turn {
   } what;
   struct file_check *fc;
   unsigned lineno;
-  const char *why;              /* MALFORMED, LINE_REFUSED: static */
+  const char *why;              /* MALFORMED, LINE_REFUSED: static, */
+  char *why_owned;              /* ... or this, LINE_REFUSED's */
   bool tagged;                  /* LINE */
   bool reads_stdin;             /* LINE: hashes standard input */
   char *name, *expected;        /* LINE, LINE_REFUSED */
@@ -153,11 +160,7 @@ file_begin (struct check_run *run, struct file_check *fc)
 #define NAMES_FILE "the checksum file being read: it cannot be hashed too"
 #define STDIN_TERMINAL "standard input is a terminal here: give the " \
   "image on it (nbdsum -c FILE < IMAGE), or its name in the line"
-/* blkhash-file's name for the default export, unless
- * blkhash-file-name= gives one.
- */
-#define STDIN_LINE "a line for standard input: a blkhash-file names the " \
-  "default export '-' unless blkhash-file-name= names it"
+#define CHECKS_FILES "nbdsum -c checks regular files only"
 
 static void
 line_done (struct check_run *run, const struct turn *tn,
@@ -171,14 +174,19 @@ line_done (struct check_run *run, const struct turn *tn,
   }
   else if (strcasecmp (out->res.hex, tn->expected) != 0) {
     run->mismatched++;
-    const bool is_stdin = tn->reads_stdin;
-    tn->fc->untagged_failed += !tn->tagged && !is_stdin;
+    tn->fc->untagged_failed += !tn->tagged;
     if (!opts->status) {
       verdict (tn->lineno, tn->name, tn->expected, "FAILED", &out->res,
                NULL);
       /* Once a file: the first '-' line read standard input to its end. */
-      if (is_stdin && !tn->fc->stdin_said) {
-        notice_at (tn->name, "%s", STDIN_LINE);
+      if (tn->reads_stdin && !tn->fc->stdin_said) {
+        if (out->res.size == 0)
+          notice_at (tn->name, "a line for standard input, which was "
+                     "empty: give the image on it (nbdsum -c FILE < IMAGE)");
+        else
+          notice_at (tn->name, "a line for standard input: checked "
+                     "against the %" PRIu64 " bytes given on it",
+                     out->res.size);
         tn->fc->stdin_said = true;
       }
     }
@@ -202,32 +210,11 @@ line_refused (struct check_run *run, const struct turn *tn)
   line_done (run, tn, &out);
 }
 
-/* Named as published digests are: SHA256SUMS, MD5SUMS, Fedora's
- * ...-CHECKSUM, disk.sha256, disk.img.sha512sum (not SUMS or
- * checksums.txt, as nbdsum's own may be).
- */
-static bool
-looks_published (const char *path)
-{
-  static const char *const ends[] = {
-    "sha1sums", "sha224sums", "sha256sums", "sha384sums", "sha512sums",
-    "md5sums", "checksum", ".sha1", ".sha224", ".sha256", ".sha384",
-    ".sha512", ".md5", ".sha1sum", ".sha256sum", ".sha512sum", ".md5sum",
-  };
-  const size_t len = strlen (path);
-
-  for (size_t i = 0; i < sizeof ends / sizeof ends[0]; i++) {
-    const size_t n = strlen (ends[i]);
-    if (len >= n && strcasecmp (path + len - n, ends[i]) == 0)
-      return true;
-  }
-  return false;
-}
-
 static void
 file_end (struct check_run *run, struct file_check *fc)
 {
   const char *path = fc->path;
+  char bs[BLK_BLOCK_SIZE_STR_MAX];
 
   run->lines += fc->lines;
   run->malformed += fc->malformed;
@@ -237,17 +224,17 @@ file_end (struct check_run *run, struct file_check *fc)
     json_uint ("verified", fc->verified);
     json_uint ("malformed", fc->malformed);
   }
-  /* Every line failed, none tagged, in a file that looks published or
-   * has several: most likely sha256sum's.  Not for one line of a
-   * changed image, and '-' lines are neither.
+  /* An untagged line failed: it may be sha256sum's (md5sum's...), which
+   * nothing in it tells from nbdsum's.  Whatever the file's name, and
+   * for one line as for all.
    */
-  const unsigned named = fc->verified - fc->stdin_lines;
-  if (named && fc->untagged_failed == named && !opts->status &&
-      (named > 1 || looks_published (path)))
-    notice_at (path, "no line matched: if the lines come from sha256sum, "
-               "they are plain sha256 digests of the bytes, which nbdsum "
-               "checks with --plain (untagged lines are blkhash checksums "
-               "without it)");
+  if (fc->untagged_failed && !opts->status)
+    notice_at (path, "%u untagged line%s FAILED: untagged lines are "
+               "blkhash %s/%s checksums; sha256sum's are plain digests "
+               "of the bytes, which nbdsum checks with --plain",
+               fc->untagged_failed,
+               fc->untagged_failed == 1 ? "" : "s", run->untagged->digest,
+               blk_format_block_size (run->untagged->block_size, bs));
   /* As sha256sum: the lines read were checked, the file fails. */
   if (fc->read_errno) {
     char *msg = NULL;
@@ -310,6 +297,7 @@ take_turn (struct check_run *run, const struct job_item *item)
     free (tn->fc);
   free (tn->name);
   free (tn->expected);
+  free (tn->why_owned);
   free (tn);
 }
 
@@ -368,6 +356,41 @@ names_file (const char *name, const struct stat *file)
   return !is_uri (name) && strcmp (name, "-") != 0 &&
     stat (name, &st) == 0 &&
     st.st_dev == file->st_dev && st.st_ino == file->st_ino;
+}
+
+/* A line naming a local path that is not a regular file: why it is
+ * refused, in a new string; else NULL (a missing or unreadable file
+ * fails as it is hashed, saying why).  stat, not open: opening a FIFO
+ * waits for a writer, and a device may be one no line should open.
+ */
+static char *
+not_regular (const char *name)
+{
+  struct stat st;
+  const char *what;
+  bool hashable = true;         /* nbdsum NAME hashes it */
+  char *msg;
+
+  if (is_uri (name) || stat (name, &st) == -1 || S_ISREG (st.st_mode))
+    return NULL;
+  if (S_ISCHR (st.st_mode))
+    what = "a character device";
+  else if (S_ISBLK (st.st_mode))
+    what = "a block device";
+  else if (S_ISFIFO (st.st_mode))
+    what = "a FIFO";
+  else {
+    what = S_ISDIR (st.st_mode) ? "a directory"
+      : S_ISSOCK (st.st_mode) ? "a socket" : "not a regular file";
+    hashable = false;
+  }
+  if (asprintf (&msg, "%s: " CHECKS_FILES "%s%s%s", what,
+                hashable ? " (hash it directly: nbdsum " : "",
+                hashable ? name : "", hashable ? ")" : "") == -1) {
+    error_msg ("out of memory");
+    exit (EXIT_FAILURE);
+  }
+  return msg;
 }
 
 /* How a line is hashed, in *spec (returned): as its tag says, or as
@@ -481,13 +504,15 @@ check_one_file (struct check_run *run, const char *path)
      * is a terminal waited on.
      */
     const bool is_stdin = reads_stdin (name);
-    fc->stdin_lines += is_stdin;
+    char *not_file = NULL;
     const char *refused =
       names_file (name, &st) ? NAMES_FILE
       : is_stdin && run->stdin_read ? STDIN_IS_FILE
-      : is_stdin && isatty (STDIN_FILENO) ? STDIN_TERMINAL : NULL;
+      : is_stdin && isatty (STDIN_FILENO) ? STDIN_TERMINAL
+      : is_stdin ? NULL : (not_file = not_regular (name));
     tn = new_turn (refused ? LINE_REFUSED : LINE, fc, lineno);
     tn->why = refused;
+    tn->why_owned = not_file;
     tn->reads_stdin = is_stdin;
     /* What the hint of a file of failures is about: blkhash lines. */
     tn->tagged = sl.tagged || spec->plain;

@@ -6,7 +6,10 @@
  * One line per export whose checksum is known to be current, in
  * nbdsum's forms (lib/sumline.c): 'HEX  NAME' for sha256 and 64K
  * blocks, else tagged with the digest and block size, so that a plain
- * nbdsum -c verifies every line.
+ * nbdsum -c verifies every line.  NAME is blkhash-file-name= for the
+ * default export; any other name a client chose, and is written
+ * percent-encoded (blk_name_encode), so that no client can aim
+ * nbdsum -c at a path, a device or a host.
  *
  * A line is recorded as soon as its checksum is known, before the
  * reply to the request that made it known, since NBD's disconnect has
@@ -328,10 +331,18 @@ write_file (struct file_line **lines, size_t n)
   }
   for (size_t i = 0; i < n; i++) {
     const struct blk_params *p = lines[i]->p;
+    /* The default export's name is the operator's; any other is the
+     * client's: a plain file name for nbdsum -c, never a path, URI or
+     * option (lib/sumline.h).
+     */
+    CLEANUP_FREE char *encoded = NULL;
+    if (lines[i]->name[0] && (encoded = blk_name_encode (lines[i]->name))
+        == NULL)
+      goto out;
     blk_fput_sum_line (fp, blk_sum_needs_tag (p->digest.name, p->block_size)
                        ? BLK_SUM_TAGGED : 0, p->digest.name, p->block_size,
-                       NULL, lines[i]->hex, lines[i]->name[0]
-                       ? lines[i]->name : blkhash_file_name);
+                       NULL, lines[i]->hex,
+                       encoded ? encoded : blkhash_file_name);
   }
   if (fflush (fp) == EOF || fsync (fileno (fp)) == -1)
     goto out;

@@ -5,6 +5,9 @@
 #include <config.h>
 
 #include <ctype.h>
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -31,6 +34,37 @@ blk_fput_name (FILE *fp, const char *name, bool escape)
     else
       fputc (*p, fp);
   }
+}
+
+char *
+blk_name_encode (const char *name)
+{
+  static const char hex[] = "0123456789ABCDEF";
+  const size_t len = strlen (name);
+  char *out, *q;
+
+  if (len > (SIZE_MAX - 1) / 3) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  if ((q = out = malloc (3 * len + 1)) == NULL)
+    return NULL;
+  for (const unsigned char *p = (const unsigned char *) name; *p; p++) {
+    /* Not isalnum: the locale's letters are not ASCII's. */
+    const bool kept =
+      (*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') ||
+      (*p >= '0' && *p <= '9') || *p == '_' || *p == '+' ||
+      ((*p == '.' || *p == '-') && p != (const unsigned char *) name);
+    if (kept)
+      *q++ = *p;
+    else {
+      *q++ = '%';
+      *q++ = hex[*p >> 4];
+      *q++ = hex[*p & 15];
+    }
+  }
+  *q = '\0';
+  return out;
 }
 
 bool

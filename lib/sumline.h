@@ -44,6 +44,16 @@
 extern bool blk_name_needs_escape (const char *name);
 extern void blk_fput_name (FILE *fp, const char *name, bool escape);
 
+/* A name a client chose (an NBD export name), as a line's NAME that
+ * nbdsum -c can read only as a plain file name in the current
+ * directory: every byte outside [A-Za-z0-9._+-] is written %XX
+ * (upper-case hex), '%' included, and so is a leading '.' or '-'.
+ * So no '/', no URI, no "[ CMD ]", no option, no hidden file, no
+ * "." or "..", and nothing sumline escapes.  Distinct names stay
+ * distinct.  A new string, or NULL with errno set.
+ */
+extern char *blk_name_encode (const char *name);
+
 /* Does a checksum of this digest (canonical name, as blk_digest_init
  * spells it) and block size need a tag to be verified without
  * options?  Yes unless they are the defaults, sha256 and 64K.

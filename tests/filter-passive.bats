@@ -7,6 +7,7 @@
 # only through nbdkit), which the tests of reuse between clients give.
 
 load "$top_srcdir/tests/helpers"
+load "$top_srcdir/tests/servers"
 
 setup_file () {
   # Data on 64K boundaries, so a copy writes only full blocks.
@@ -23,6 +24,10 @@ setup () {
   sums="$BATS_TEST_TMPDIR/sums"
   log="$BATS_TEST_TMPDIR/log"
   export aligned odd sums log
+}
+
+teardown () {
+  kill_servers
 }
 
 # Reads the plugin saw, through --filter=log below the blkhash filter.
@@ -402,4 +407,87 @@ print(h.hexdigest())')
   grep 'stats' <<< "$output"
   [ "$(grep -c 'blkhash: stats' <<< "$output")" -eq 1 ]
   grep -q "stats: passive 0 blocks, computed 208 blocks reading 13631488 bytes, holes [0-9]* blocks, read ahead [0-9]* pieces (since start; the last client of '' left)" <<< "$output"
+}
+
+# The hostile review: any client picks the export names that become
+# lines (the memory plugin serves one image under every name), and
+# nbdsum -c of the file opened /dev/zero (and hung), ../../etc/passwd,
+# or connected where the line said.  A client's name is written
+# percent-encoded, a plain file name in the current directory.
+@test "filter-passive: blkhash-file writes a client's export name as a plain file name: nbdsum -c opens nothing outside it, connects nowhere" {
+  local name want zero port up=.. i empty="$BATS_TEST_TMPDIR/empty"
+  cd "$BATS_TEST_TMPDIR"
+  # A listener on 127.0.0.1 that records every connection to it.
+  cat > listen.py <<'PY'
+import socket, sys, time
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+s.listen(16)
+s.settimeout(1)
+with open("port.tmp", "w") as f:
+    f.write(str(s.getsockname()[1]))
+import os; os.rename("port.tmp", "port")
+end = time.time() + 300
+while time.time() < end:
+    try:
+        c, a = s.accept()
+    except socket.timeout:
+        continue
+    with open("connections", "a") as f:
+        f.write("%s:%d\n" % a)
+    c.close()
+PY
+  "$PYTHON" listen.py </dev/null >/dev/null 2>&1 3>&- &
+  servers+=("$!")
+  for ((i = 0; i < 200; i++)); do [ -s port ] && break; sleep 0.05; done
+  port=$(cat port)
+  for ((i = 0; i < 30; i++)); do up="$up/.."; done
+  # Each name, as a client sends it and as the line must name it.
+  names=(/dev/zero "nbd://127.0.0.1:$port/x" "$up/etc/passwd" -rf .hidden
+         'a%b' disk.img $'new\nline' 'back\slash' 'sp ace')
+  encoded=(%2Fdev%2Fzero "nbd%3A%2F%2F127.0.0.1%3A$port%2Fx"
+           "%2E.$(printf '%%2F..%.0s' {1..30})%2Fetc%2Fpasswd" %2Drf %2Ehidden
+           a%25b disk.img new%0Aline back%5Cslash sp%20ace)
+  printf '%s\0' "${names[@]}" > names
+  cat > open.py <<'PY'
+import nbd, os, sys
+for name in open("names", "rb").read().split(b"\0")[:-1]:
+    h = nbd.NBD()
+    h.set_export_name(name.decode())
+    h.connect_unix(sys.argv[1])
+    h.pread(4096, 0)
+    h.shutdown()
+PY
+  run nbdkit -U - --filter="$BLKHASH_FILTER" memory 1M \
+    blkhash-file="$sums" --run '"$NBD_PYTHON" open.py "$unixsocket"'
+  echo "$output"
+  [ "$status" -eq 0 ]
+  cat "$sums"
+  head -c 1M /dev/zero > zero.img
+  zero=$(reference sha256 65536 zero.img)
+  want=$(for name in "${encoded[@]}"; do echo "$zero  $name"; done | sort)
+  [ "$(sort "$sums")" = "$want" ]
+
+  # nbdsum -c in an empty directory (but for disk.img): each line a
+  # file there, missing but disk.img; no open of /dev/zero (a hang),
+  # of /etc/passwd, no connection.
+  mkdir "$empty"
+  cp zero.img "$empty/disk.img"
+  cd "$empty"
+  run timeout 60 strace -f -qq -e trace=open,openat,connect -o ../trace \
+    "$NBDSUM" -c "$sums" </dev/null
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"disk.img: OK"* ]]
+  for name in "${encoded[@]}"; do
+    [ "$name" = disk.img ] && continue
+    [[ "$output" = *"nbdsum: $name: No such file or directory"* ]]
+    [[ "$output" = *"$name: FAILED open or read"* ]]
+  done
+  [[ "$output" = *"WARNING: $(( ${#names[@]} - 1 )) listed files could not be read"* ]]
+  [ ! -e ../connections ]
+  grep -q "open.*\"$sums\"" ../trace
+  ! grep -E '"/dev/zero"|etc/passwd|sin_port=htons\('"$port"'\)' ../trace
+  ls -A "$empty"
+  [ "$(ls -A "$empty")" = disk.img ]
 }

@@ -44,6 +44,11 @@ teardown () {
   kill_servers
 }
 
+# What -c says of a checksum file FILE in which N untagged lines failed.
+untagged_hint () {
+  echo "nbdsum: $1: $2 untagged line$([ "$2" -eq 1 ] || echo s) FAILED: untagged lines are blkhash sha256/64K checksums; sha256sum's are plain digests of the bytes, which nbdsum checks with --plain"
+}
+
 # One byte changed inside the first data extent of disk.img (or $1).
 corrupt () {
   printf 'Z' | dd of="${1:-disk.img}" bs=1 seek=70000 conv=notrunc status=none
@@ -319,6 +324,7 @@ b.img: FAILED
 \odd\nname\\img: OK
 disk.img: OK
 b.img: FAILED
+'"$(untagged_hint SUMS 1)"'
 nbdsum: WARNING: 2 computed checksums did NOT match' ]
 }
 
@@ -537,44 +543,119 @@ name\img' > SUMS
   [ "$output" = '\disk\r: OK' ]
 }
 
-@test "nbdsum-check: lines from sha256sum all fail, and nbdsum says what they are" {
+# A checksum file may come from anyone: a line naming a device, a FIFO,
+# a socket or a directory fails, saying what it is, and is never
+# opened (a FIFO nobody writes to blocked the check in open, /dev/zero
+# never ended).  A block device too, when the system has one to name.
+@test "nbdsum-check: a line naming a device, a FIFO, a socket or a directory fails, never opened" {
+  local empty j blk name what
+  empty=$(reference sha256 65536 /dev/null)
+  mkfifo fifo
+  mkdir adir
+  "$PYTHON" -c 'import socket; socket.socket(socket.AF_UNIX).bind("sock")'
+  ln -s /dev/zero zlink
+  blk=$(find /dev -maxdepth 1 -type b 2>/dev/null | head -n 1)
+  {
+    for name in /dev/null fifo /dev/zero adir sock zlink $blk; do
+      echo "$empty  $name"
+    done
+    echo "$(reference sha256 65536 disk.img)  disk.img"
+  } > SUMS
+  cat SUMS
+  for j in 1 3; do
+    # Standard input a file: /dev/null is no name for it here.
+    run timeout 60 "$NBDSUM" -j "$j" -c SUMS < disk.img
+    echo "-j $j: $status: $output"
+    [ "$status" -eq 1 ]
+    for name in /dev/null fifo /dev/zero adir sock zlink $blk; do
+      [[ "$output" = *"$name: FAILED open or read"* ]]
+    done
+    [[ "$output" = *"disk.img: OK"* ]]
+    for what in "/dev/null: a character device" "fifo: a FIFO" \
+                "/dev/zero: a character device" "zlink: a character device"; do
+      [[ "$output" = *"nbdsum: $what: nbdsum -c checks regular files only (hash it directly: nbdsum ${what%%:*})"* ]]
+    done
+    [[ "$output" = *"nbdsum: adir: a directory: nbdsum -c checks regular files only"* ]]
+    [[ "$output" = *"nbdsum: sock: a socket: nbdsum -c checks regular files only"* ]]
+    [ -z "$blk" ] ||
+      [[ "$output" = *"nbdsum: $blk: a block device: nbdsum -c checks regular files only (hash it directly: nbdsum $blk)"* ]]
+    [[ "$output" = *"WARNING: $(( $(wc -l < SUMS) - 1 )) listed files could not be read"* ]]
+  done
+  # --json says why in each line's error.
+  run --separate-stderr timeout 60 "$NBDSUM" --json -c SUMS < disk.img
+  [ "$status" -eq 1 ]
+  "$PYTHON" -c '
+import json, sys
+doc = json.loads(sys.argv[1])
+errors = [r.get("error", "") for r in doc["files"][0]["results"]]
+assert all("checks regular files only" in e for e in errors[:-1]), errors
+assert doc["unreadable"] == len(errors) - 1, doc' "$output"
+  # '-' keeps its meaning, on any standard input.
+  echo "$empty  -" > dash.sums
+  run timeout 60 "$NBDSUM" -c dash.sums < /dev/null
+  [ "$status" -eq 0 ]
+  [ "$output" = "-: OK" ]
+}
+
+# The hint once needed a file named as published ones or several
+# failing lines: one sha256sum line naming a URI, in stdin.SUMS, said
+# FAILED and nothing more.  Now any untagged line that fails gives it,
+# once a file; tagged and --plain lines never.
+@test "nbdsum-check: a failed untagged line says sha256sum's need --plain, whatever the file's name and its number of lines" {
   sha256sum disk.img > SHA256SUMS
   run "$NBDSUM" -c SHA256SUMS
   echo "$output"
   [ "$status" -eq 1 ]
   [[ "$output" = *"disk.img: FAILED"* ]]
-  [[ "$output" = *"SHA256SUMS: no line matched: if the lines come from sha256sum, they are plain sha256 digests of the bytes, which nbdsum checks with --plain"* ]]
-  # Not when some line matches: then it is the image that changed.
-  "$NBDSUM" disk.img >> SHA256SUMS
-  run "$NBDSUM" -c SHA256SUMS
-  [ "$status" -eq 1 ]
-  [[ "$output" != *"no line matched"* ]]
-  # Nor for the one line of an image that changed since, in a file
-  # not named as published digests are; but for two lines failing.
-  "$NBDSUM" disk.img > SUMS
-  cp disk.img changed.img
-  qemu-io -f raw changed.img -c 'write -P 9 0 512' >/dev/null
-  sed -i 's/disk\.img/changed.img/' SUMS
-  run "$NBDSUM" -c SUMS
+  [[ "$output" = *"$(untagged_hint SHA256SUMS 1)"* ]]
+  # The issue's case: one line naming a URI, in a file named otherwise.
+  start_server hint file disk.img
+  echo "$(sha256sum < disk.img | cut -d' ' -f1)  $uri" > stdin.SUMS
+  run "$NBDSUM" -c stdin.SUMS
   echo "$output"
   [ "$status" -eq 1 ]
-  [[ "$output" = *"changed.img: FAILED"* ]]
-  [[ "$output" != *"sha256sum"* ]]
-  # Nor for nbdsum's own lines in checksums.txt (the hostile review).
-  cp SUMS checksums.txt
-  run "$NBDSUM" -c checksums.txt
+  [[ "$output" = *"$uri: FAILED"* ]]
+  [[ "$output" = *"$(untagged_hint stdin.SUMS 1)"* ]]
+  run "$NBDSUM" --plain -c stdin.SUMS
+  [ "$status" -eq 0 ]
+  [ "$output" = "$uri: OK" ]
+  # Beside a line that matches, and for nbdsum's own lines of an
+  # image that changed: said all the same, counted.
+  "$NBDSUM" disk.img >> SHA256SUMS
+  cp disk.img changed.img
+  qemu-io -f raw changed.img -c 'write -P 9 0 512' >/dev/null
+  "$NBDSUM" --no-names disk.img | sed 's/$/  changed.img/' >> SHA256SUMS
+  run "$NBDSUM" -c SHA256SUMS
+  echo "$output"
   [ "$status" -eq 1 ]
-  [[ "$output" != *"sha256sum"* ]]
-  sed 's/changed\.img/changed2.img/' SUMS >> SUMS
-  cp changed.img changed2.img
-  run "$NBDSUM" -c SUMS
+  [[ "$output" = *"disk.img: OK"* ]]
+  [[ "$output" = *"$(untagged_hint SHA256SUMS 2)"* ]]
+  # -q silences it, as it does the OK lines.
+  run "$NBDSUM" -q -c SHA256SUMS
+  [[ "$output" != *"untagged"* ]]
+  # Tagged lines and --plain's are not what it is about.
+  "$NBDSUM" --tag disk.img | sed 's/(disk\.img)/(changed.img)/' > tagged.sums
+  sha256sum disk.img | sed 's/disk\.img/changed.img/' > plain.sums
+  for args in "-c tagged.sums" "--plain -c plain.sums"; do
+    run "$NBDSUM" $args
+    echo "$args: $output"
+    [ "$status" -eq 1 ]
+    [[ "$output" = *"changed.img: FAILED"* ]]
+    [[ "$output" != *"untagged"* ]]
+  done
+  # A '-' line is sha256sum's form for standard input too.
+  echo "$(sha256sum < disk.img | cut -d' ' -f1)  -" > dash.sums
+  run bash -c '"$NBDSUM" -c dash.sums < disk.img'
+  echo "$output"
   [ "$status" -eq 1 ]
-  [[ "$output" = *"SUMS: no line matched: if the lines come from sha256sum"* ]]
-  # A '-' line among them hides nothing.
-  echo "$(reference sha256 65536 disk.img)  -" >> SUMS
-  run bash -c '"$NBDSUM" -c SUMS < /dev/null'
-  [ "$status" -eq 1 ]
-  [[ "$output" = *"SUMS: no line matched: if the lines come from sha256sum"* ]]
+  [[ "$output" = *"$(untagged_hint dash.sums 1)"* ]]
+  # --help says which lines -c reads alone, and which need --plain (it
+  # said "nbdsum -c verifies any of them").
+  run "$NBDSUM" --help
+  [ "$status" -eq 0 ]
+  [[ "$output" = *"-c alone reads 'CHECKSUM  NAME' (blkhash sha256/64K), 'BLKHASH-DIGEST/SIZE
+(NAME) = CHECKSUM', sha256sum --tag's; untagged sha256sum lines need --plain."* ]]
+  [[ "$output" != *"verifies any of them"* ]]
 }
 
 # The hostile review: a '-' line read the rest of a checksum file that
@@ -597,13 +678,14 @@ name\img' > SUMS
     [[ "$output" != *"-: OK"* ]]
   done
   # '-' given as a later checksum file: its lines are all checked.
-  { for i in 1 2 3; do echo "$empty  /dev/null"; done; } > later
+  : > empty.img
+  { for i in 1 2 3; do echo "$empty  empty.img"; done; } > later
   echo "$empty  -" > first
   for j in 1 2; do
     run bash -c '"$NBDSUM" -j '"$j"' -c first - < later'
     echo "-j $j: $output"
     [ "$status" -eq 1 ]
-    [ "$(grep -c '^/dev/null: OK$' <<< "$output")" -eq 3 ]
+    [ "$(grep -c '^empty.img: OK$' <<< "$output")" -eq 3 ]
     [[ "$output" = *"-: FAILED open or read"* ]]
   done
   # A name for standard input on a terminal is not waited on either.
@@ -619,7 +701,8 @@ PY
 }
 
 # blkhash-file names the default export '-' unless blkhash-file-name=
-# says: the line is for standard input, and -c says so.
+# says: the line is for standard input, and -c says so, in its own
+# words (a '-' line need not come from a blkhash-file: sha256sum's).
 @test "nbdsum-check: a '-' line: the image on standard input, a terminal refused, a failure explained" {
   run nbdkit -U - --filter="$BLKHASH_FILTER" file disk.img \
     blkhash-file="$PWD/SUMS" --run 'nbdcopy "$uri" copy.img'
@@ -628,13 +711,28 @@ PY
   run "$NBDSUM" -c SUMS < copy.img
   [ "$status" -eq 0 ]
   [ "$output" = "-: OK" ]
-  # Nothing on standard input: FAILED, and why, with no sha256sum hint.
+  # Nothing on standard input: FAILED, and why.
   run "$NBDSUM" -c SUMS < /dev/null
   echo "$output"
   [ "$status" -eq 1 ]
   [[ "$output" = *"-: FAILED"* ]]
-  [[ "$output" = *"nbdsum: -: a line for standard input: a blkhash-file names the default export '-' unless blkhash-file-name= names it"* ]]
-  [[ "$output" != *"sha256sum"* ]]
+  [[ "$output" = *"nbdsum: -: a line for standard input, which was empty: give the image on it (nbdsum -c FILE < IMAGE)"* ]]
+  [[ "$output" != *"blkhash-file"* ]]
+  # Another image there: said how much was read.
+  run bash -c 'head -c 1000 disk.img | "$NBDSUM" -c SUMS'
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"nbdsum: -: a line for standard input: checked against the 1000 bytes given on it"* ]]
+  [[ "$output" != *"blkhash-file"* ]]
+  # The issue's case: sha256sum's '-' line, --plain, the wrong bytes.
+  echo "$(sha256sum < disk.img | cut -d' ' -f1)  -" > stdin.SUMS
+  run bash -c 'head -c 1000 disk.img | "$NBDSUM" --plain -c stdin.SUMS'
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"-: FAILED"* ]]
+  [[ "$output" != *"blkhash-file"* ]]
+  run bash -c '"$NBDSUM" --plain -c stdin.SUMS < disk.img'
+  [ "$status" -eq 0 ]
+  [ "$output" = "-: OK" ]
   # A terminal is not waited on.
   run timeout 20 "$PYTHON" - "$NBDSUM" -c SUMS <<'PY'
 import pty, subprocess, sys
@@ -682,13 +780,14 @@ fixed.vhd: OK" ]
   run "$NBDSUM" -c -j 3 SUMS
   [ "$status" -eq 0 ]
   [ "$(grep -c ': OK$' <<< "$output")" -eq 6 ]
-  # Edited checksums fail, and no sha256sum hint for tagged lines.
+  # Edited checksums fail; the sha256sum hint counts untagged lines.
   flip_hex SUMS
   run "$NBDSUM" -c SUMS
   echo "$output"
   [ "$status" -eq 1 ]
   [ "$(grep -c ': FAILED$' <<< "$output")" -eq 6 ]
-  [[ "$output" != *sha256sum* ]]
+  [ "$(grep -c '^[0-9a-f]\{64\}  ' SUMS)" -eq 2 ]
+  [[ "$output" = *"$(untagged_hint SUMS 2)"* ]]
 }
 
 @test "nbdsum-check: --untagged with a --format is a usage error: the line could not record it" {
@@ -726,6 +825,7 @@ fixed.vhd: OK" ]
   [ "$output" = "g.qcow2: OK
 g.qcow2: OK
 g.qcow2: FAILED
+$(untagged_hint SUMS 1)
 nbdsum: WARNING: 1 computed checksum did NOT match" ]
   # A URI is hashed as its server serves it: a format is an error.
   run nbdkit -U - file g.qcow2 --run '
@@ -897,6 +997,7 @@ crafted_sums () {
 disk.img: OK
 disk.img: FAILED" ]
       [ "$stderr" = "nbdsum: $name: the checksum file being read: it cannot be hashed too
+$(untagged_hint - 1)
 nbdsum: WARNING: 1 line is improperly formatted
 nbdsum: WARNING: 1 listed file could not be read
 nbdsum: WARNING: 1 computed checksum did NOT match" ]

@@ -13,7 +13,10 @@
  * it tagged).  The input is also tried as a name to write, in both
  * forms, with and without a format, and with -z.  A plain line (BSD
  * tag, sha256sum --tag's) has a digest with a tag, no block size, and
- * round-trips through blk_fput_plain_line the same way.
+ * round-trips through blk_fput_plain_line the same way.  The input
+ * encoded as a client's export name (blk_name_encode) is of
+ * [A-Za-z0-9._+-%] only, starts with neither '.' nor '-', decodes
+ * back to the input, and is a line's name unescaped.
  */
 #include <config.h>
 
@@ -112,6 +115,39 @@ zero_line (const char *digest, uint32_t block_size, const char *format,
   free (zline);
 }
 
+/* blk_name_encode: a plain file name, decoding back to name. */
+static void
+check_encoded (const char *name)
+{
+  static const char upper_hex[] = "0123456789ABCDEF";
+  char *enc = blk_name_encode (name);
+  const char *p, *q = name;
+
+  PROPERTY (enc != NULL);
+  PROPERTY (strspn (enc, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                    "0123456789._+-%") == strlen (enc));
+  PROPERTY (enc[0] != '.' && enc[0] != '-');
+  /* A second reading: each %XX is one byte, all else itself. */
+  for (p = enc; *p; q++) {
+    if (*p != '%') {
+      PROPERTY (*p++ == *q);
+      continue;
+    }
+    PROPERTY (p[1] && strchr (upper_hex, p[1]) &&
+              p[2] && strchr (upper_hex, p[2]));
+    PROPERTY ((unsigned char) *q ==
+              ((strchr (upper_hex, p[1]) - upper_hex) << 4 |
+               (strchr (upper_hex, p[2]) - upper_hex)));
+    p += 3;
+  }
+  PROPERTY (*q == '\0');
+  if (*enc) {
+    PROPERTY (!blk_name_needs_escape (enc));
+    round_trip (NULL, 0, NULL, "0123456789abcdef", enc);
+  }
+  free (enc);
+}
+
 static void
 check_line (const char *text, size_t hexlen)
 {
@@ -186,6 +222,7 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
   check_line (text, n);
   if (n != 64)
     check_line (text, 64);      /* sha256, nbdsum's default */
+  check_encoded (text);
   if (writable (text)) {
     const size_t t = size ? data[0] % (sizeof tags / sizeof tags[0]) : 0;
     size_t nformats = 0;

@@ -95,9 +95,125 @@ written (unsigned flags, const char *digest, uint64_t block_size,
   return written_as (flags, digest, block_size, NULL, hex, name, len);
 }
 
+/* Is blk_name_encode (name) want? */
+static int
+encodes (const char *name, const char *want)
+{
+  char *got = blk_name_encode (name);
+  int r = got && strcmp (got, want) == 0;
+
+  if (!r)
+    printf ("# '%s' encoded as '%s', not '%s'\n", name, got ? got : "NULL",
+            want);
+  free (got);
+  return r;
+}
+
+/* A second reading of the encoding, to check it is injective: decode
+ * strictly (every '%' followed by two upper-case hex digits), in a
+ * new string, or NULL if s is not an encoding.
+ */
+static char *
+decode (const char *s)
+{
+  static const char hex[] = "0123456789ABCDEF";
+  char *out = malloc (strlen (s) + 1), *q = out;
+
+  for (; out && *s; s++) {
+    const char *hi, *lo;
+    if (*s != '%') {
+      *q++ = *s;
+      continue;
+    }
+    if (s[1] == '\0' || s[2] == '\0' ||
+        (hi = strchr (hex, s[1])) == NULL ||
+        (lo = strchr (hex, s[2])) == NULL) {
+      free (out);
+      return NULL;
+    }
+    *q++ = (char) ((hi - hex) << 4 | (lo - hex));
+    s += 2;
+  }
+  if (out)
+    *q = '\0';
+  return out;
+}
+
+/* Names of random bytes (seed printed; SUMLINE_SEED another): each
+ * encoding is of the allowed characters only, starts with neither '.'
+ * nor '-', decodes to the name (so distinct names have distinct
+ * encodings), and is a line's name as written, without escapes.
+ */
+static void
+encode_random (unsigned seed, int rounds)
+{
+  static const char allowed[] =
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._+-%";
+  int bad = 0;
+
+  srand (seed);
+  for (int i = 0; i < rounds && !bad; i++) {
+    char name[32], line[256];
+    const size_t n = 1 + rand () % (sizeof name - 1);
+    char *enc, *dec;
+    struct blk_sum_line sl;
+    FILE *fp;
+
+    for (size_t j = 0; j < n; j++)
+      name[j] = 1 + rand () % 255;
+    /* Often from the characters that matter most. */
+    if (rand () % 2)
+      for (size_t j = 0; j < n; j++)
+        name[j] = "./-%:a\\\n "[rand () % 9];
+    name[n] = '\0';
+    enc = blk_name_encode (name);
+    dec = enc ? decode (enc) : NULL;
+    if (enc == NULL || dec == NULL || strcmp (dec, name) != 0 ||
+        strspn (enc, allowed) != strlen (enc) || enc[0] == '.' ||
+        enc[0] == '-' || blk_name_needs_escape (enc))
+      bad = 1;
+    else if ((fp = fmemopen (line, sizeof line, "w")) != NULL) {
+      blk_fput_sum_line (fp, 0, "sha256", 65536, NULL, HEX8, enc);
+      fclose (fp);
+      if (blk_sum_line_parse (line, 8, &sl) != NULL ||
+          strcmp (sl.name, enc) != 0)
+        bad = 1;
+    }
+    if (bad)
+      printf ("# seed %u, round %d: encoding '%s' as '%s'\n", seed, i,
+              name, enc ? enc : "NULL");
+    free (enc);
+    free (dec);
+  }
+  ok (!bad, "random names encode injectively to plain file names "
+      "(seed %u)", seed);
+}
+
 int
 main (void)
 {
+  ok (encodes ("disk.img", "disk.img") && encodes ("A-z_0+9.x", "A-z_0+9.x"),
+      "encoding keeps a plain file name");
+  ok (encodes ("/dev/zero", "%2Fdev%2Fzero"), "encoding: an absolute path");
+  ok (encodes ("nbd://h/x", "nbd%3A%2F%2Fh%2Fx"), "encoding: a URI");
+  ok (encodes ("../../etc/passwd", "%2E.%2F..%2Fetc%2Fpasswd"),
+      "encoding: a relative path upwards");
+  ok (encodes ("-rf", "%2Drf") && encodes (".hidden", "%2Ehidden") &&
+      encodes (".", "%2E") && encodes ("..", "%2E."),
+      "encoding: a leading '-' or '.'");
+  ok (encodes ("a%b", "a%25b") && encodes ("%2F", "%252F"),
+      "encoding: '%%' itself");
+  ok (encodes ("[ sh -c x ]", "%5B%20sh%20-c%20x%20%5D") &&
+      encodes ("a\\b\nc\r", "a%5Cb%0Ac%0D") &&
+      encodes ("\xc3\xa9", "%C3%A9"),
+      "encoding: spaces, what sumline escapes, bytes past ASCII");
+  ok (encodes ("", ""), "encoding: the empty name");
+  {
+    const char *env = getenv ("SUMLINE_SEED");
+    encode_random (env ? (unsigned) strtoul (env, NULL, 10)
+                   : 1, 100000);
+  }
+
   ok (parses (HEX8 "  disk.img", "disk.img"), "text mode");
   ok (parses (HEX8 " *disk.img", "disk.img"), "binary mode");
   ok (parses (HEX8 "  disk.img\n", "disk.img"), "newline dropped");
