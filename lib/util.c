@@ -7,6 +7,7 @@
 #include <ctype.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "util.h"
 
@@ -76,6 +77,18 @@ blk_format_human (uint64_t size, char out[BLK_HUMAN_STR_MAX])
   else
     snprintf (out, BLK_HUMAN_STR_MAX, "%.1f %ciB",
               (double) size / (UINT64_C (1) << (10 * (u + 1))), units[u]);
+  return out;
+}
+
+char *
+blk_format_limit (uint64_t size, char out[BLK_LIMIT_STR_MAX])
+{
+  char h[BLK_HUMAN_STR_MAX];
+
+  if (strchr (blk_format_human (size, h), '.'))
+    snprintf (out, BLK_LIMIT_STR_MAX, "%" PRIu64 " bytes (%s)", size, h);
+  else
+    snprintf (out, BLK_LIMIT_STR_MAX, "%s", h);
   return out;
 }
 

@@ -34,6 +34,13 @@ extern char *blk_format_block_size (uint64_t size,
  */
 extern char *blk_format_human (uint64_t size, char out[BLK_HUMAN_STR_MAX]);
 
+/* A limit in messages: as blk_format_human spells it where that is
+ * exact ("1 PiB", "1023 bytes"), else its bytes and that ("999999
+ * bytes (976.6 KiB)").  Returns out.
+ */
+#define BLK_LIMIT_STR_MAX 64
+extern char *blk_format_limit (uint64_t size, char out[BLK_LIMIT_STR_MAX]);
+
 /* Lower-case hex of len bytes into out (2*len+1 bytes). */
 extern void blk_hex (const uint8_t *buf, size_t len, char *out);
 /* The value of hex digit c (either case), or -1.  Inline: manifests

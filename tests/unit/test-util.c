@@ -97,6 +97,11 @@ main (void)
         strcmp (blk_format_human (1024, h), "1 KiB") == 0 &&
         strcmp (blk_format_human (UINT64_MAX, h), "16.0 EiB") == 0,
         "sizes for people: 1 PiB, 1.5 TiB, 1023 bytes, 1 KiB, 16.0 EiB");
+    char l[BLK_LIMIT_STR_MAX];
+    ok (strcmp (blk_format_limit (1ULL << 40, l), "1 TiB") == 0 &&
+        strcmp (blk_format_limit (999999, l), "999999 bytes (976.6 KiB)") == 0 &&
+        strcmp (blk_format_limit (100, l), "100 bytes") == 0,
+        "limits: 1 TiB, 999999 bytes (976.6 KiB), 100 bytes");
   }
 
   blk_hex (bytes, 4, hex);
