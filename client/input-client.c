@@ -27,7 +27,9 @@
 #include "helpers.h"
 #include "holes.h"
 #include "input-kinds.h"
+#include "local.h"
 #include "messages.h"
+#include "minmax.h"
 #include "signals.h"
 #include "table.h"
 
@@ -62,7 +64,7 @@ struct client_conn {
 static void client_free (struct client_side *cs);
 
 struct nbd_handle *
-fallback_go (struct source *src, struct fallback *fb)
+fallback_go (struct source *src, struct fallback *fb, bool plain)
 {
   struct nbd_handle *h = fb ? fb->h : NULL;
   CLEANUP_FREE char *export_name = fb ? fb->export_name : NULL;
@@ -86,6 +88,18 @@ fallback_go (struct source *src, struct fallback *fb)
     source_close (src);
     return NULL;
   }
+  /* Before the notice: a huge image is not hashed here either (a
+   * server's filter may have refused its view for its size).
+   */
+  if (size_refused (src->name, "the image is",
+                    MAX (nbd_get_size (h), INT64_C (0)), plain)) {
+    /* A private nbdkit's filter (given this limit) said the same. */
+    if (src->server)
+      free (local_server_message (src->server));
+    nbd_close (h);
+    source_close (src);
+    return NULL;
+  }
   if (notice)
     notice_at (src->name, "%s", notice);
   return h;
@@ -95,7 +109,7 @@ struct input *
 client_input_open (struct source *src, const struct hash_spec *spec,
                    struct fallback *fb, const struct client_select *select)
 {
-  struct nbd_handle *h = fallback_go (src, fb);
+  struct nbd_handle *h = fallback_go (src, fb, false);
   const struct hash_spec hs = hash_spec_or_defaults (spec);
   struct client_side *cs;
   struct endpoint *ep;

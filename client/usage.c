@@ -66,6 +66,8 @@ usage (FILE *fp, int status)
 "                            auto: as probed)\n"
 "      --allow-backing       with --format, follow what images name anywhere\n"
 "      --client-side         hash here even where the server has a view\n"
+"      --max-size=SIZE       refuse inputs larger (default 1P, 1T with\n"
+"                            --plain: about 15 minutes; 0: no limit)\n"
 "      --tag, --untagged     always, never tag lines with digest and size\n"
 "  -z, --zero                end lines with NUL, names as they are\n"
 "      --no-names            print the checksums alone\n"
