@@ -341,6 +341,8 @@ next_segment (struct endpoint *ep, struct conn *c)
   for (uint64_t i = 0, n; blk_next_run (cc->hole, cc->count, &i, &n);
        i += n)
     blk_table_store_zero (cs->table, cc->first + i, n, cs->snapshot);
+  /* Holes are done when they are folded (a digest per block). */
+  blk_table_fold_behind (cs->table, cc->first + cc->count, FOLD_BUDGET);
   progress_add (&ep->progress, marked_bytes (ep, cc, cc->hole), 0);
   for (uint64_t i = 0; skipped && i < cc->count; i++)
     cc->hole[i] |= cc->skip[i];
@@ -377,8 +379,8 @@ read_done (void *opaque, int *error)
   }
   blk_table_store (cs->table, r->first, r->count, digests, zero, NULL,
                    cs->snapshot);
+  blk_table_fold_behind (cs->table, r->first + r->count, FOLD_BUDGET);
   progress_add (&ep->progress, bytes, bytes);
-  blk_table_fold (cs->table, false, FOLD_BUDGET);
   return 1;
 }
 
