@@ -100,6 +100,12 @@ fallback_go (struct source *src, struct fallback *fb, bool plain)
     source_close (src);
     return NULL;
   }
+  /* --max-size lifted nbdsum's limit, not the server's. */
+  if (notice && (uint64_t) MAX (nbd_get_size (h), INT64_C (0))
+      > (plain ? BLK_MAX_PLAIN_SIZE : BLK_MAX_SIZE))
+    notice_at (src->name, "the image is over %s, the blkhash filter's "
+               "default blkhash-max-size: a server's filter may have "
+               "refused its view for that", plain ? "1 TiB" : "1 PiB");
   if (notice)
     notice_at (src->name, "%s", notice);
   return h;
