@@ -32,6 +32,7 @@
 #include "minmax.h"
 #include "signals.h"
 #include "table.h"
+#include "util.h"
 
 /* Image bytes per read at most: whole blocks, 192K of 96K blocks (or
  * one block, if larger).
@@ -70,6 +71,7 @@ fallback_go (struct source *src, struct fallback *fb, bool plain)
   CLEANUP_FREE char *export_name = fb ? fb->export_name : NULL;
   CLEANUP_FREE char *notice = fb ? fb->notice : NULL;
   const double deadline = fb ? fb->deadline : 0;
+  const uint64_t def = plain ? BLK_MAX_PLAIN_SIZE : BLK_MAX_SIZE;
 
   if (fb)
     *fb = (struct fallback) { NULL, NULL, 0, NULL };  /* ours now */
@@ -101,11 +103,12 @@ fallback_go (struct source *src, struct fallback *fb, bool plain)
     return NULL;
   }
   /* --max-size lifted nbdsum's limit, not the server's. */
-  if (notice && (uint64_t) MAX (nbd_get_size (h), INT64_C (0))
-      > (plain ? BLK_MAX_PLAIN_SIZE : BLK_MAX_SIZE))
+  if (notice && (uint64_t) MAX (nbd_get_size (h), INT64_C (0)) > def) {
+    char l[BLK_LIMIT_STR_MAX];
     notice_at (src->name, "the image is over %s, the blkhash filter's "
                "default blkhash-max-size: a server's filter may have "
-               "refused its view for that", plain ? "1 TiB" : "1 PiB");
+               "refused its view for that", blk_format_limit (def, l));
+  }
   if (notice)
     notice_at (src->name, "%s", notice);
   return h;
