@@ -5,6 +5,7 @@
 #include <config.h>
 
 #include <errno.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -242,12 +243,31 @@ signalled (void)
 const struct manifest_env *
 manifest_env (void)
 {
-  static struct manifest_env env = { say_refused, signalled, NULL };
+  static struct manifest_env env = { say_refused, signalled, NULL, 0, NULL };
+  const uint64_t max = options_max_size (false);
 
   /* Only main's thread reads manifests. */
-  if (env.temp_dir == NULL)
+  if (env.temp_dir == NULL) {
     env.temp_dir = temp_dir ();
+    env.max_size = max == UINT64_MAX ? 0 : max;
+    env.max_size_hint = SIZE_LIFTS;
+  }
   return &env;
+}
+
+bool
+size_refused (const char *name, const char *what, uint64_t size, bool plain)
+{
+  const uint64_t max = options_max_size (plain);
+  char h[BLK_HUMAN_STR_MAX], l[BLK_LIMIT_STR_MAX];
+
+  if (size <= max)
+    return false;
+  error_at (name, "%s %" PRIu64 " bytes (%s), over the limit of %s for %s: "
+            SIZE_LIFTS, what, size, blk_format_human (size, h),
+            blk_format_limit (max, l),
+            plain ? "a plain digest" : "a blkhash checksum");
+  return true;
 }
 
 void *

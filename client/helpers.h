@@ -11,6 +11,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "options.h"
 
@@ -79,8 +80,18 @@ extern bool in_path (const char *program);
  */
 extern struct hash_spec hash_spec_or_defaults (const struct hash_spec *spec);
 
+/* Is size, of the input name, over the limit (options_max_size) for
+ * a plain digest or a blkhash checksum?  Then say so, what ("the
+ * image is") saying whose size it is.
+ */
+extern bool size_refused (const char *name, const char *what, uint64_t size,
+                          bool plain);
+/* How a refusal by size ends: the option that lifts the limit. */
+#define SIZE_LIFTS "--max-size=SIZE lifts it (0: no limit)"
+
 /* How nbdsum has manifests read (manifest.h): errors said on
- * standard error, stopped by a signal, copied to $TMPDIR.
+ * standard error, stopped by a signal, copied to $TMPDIR, the image
+ * they describe within --max-size.
  */
 struct manifest_env;
 extern const struct manifest_env *manifest_env (void);

@@ -27,9 +27,12 @@
 #include "helpers.h"
 #include "holes.h"
 #include "input-kinds.h"
+#include "local.h"
 #include "messages.h"
+#include "minmax.h"
 #include "signals.h"
 #include "table.h"
+#include "util.h"
 
 /* Image bytes per read at most: whole blocks, 192K of 96K blocks (or
  * one block, if larger).
@@ -62,12 +65,13 @@ struct client_conn {
 static void client_free (struct client_side *cs);
 
 struct nbd_handle *
-fallback_go (struct source *src, struct fallback *fb)
+fallback_go (struct source *src, struct fallback *fb, bool plain)
 {
   struct nbd_handle *h = fb ? fb->h : NULL;
   CLEANUP_FREE char *export_name = fb ? fb->export_name : NULL;
   CLEANUP_FREE char *notice = fb ? fb->notice : NULL;
   const double deadline = fb ? fb->deadline : 0;
+  const uint64_t def = plain ? BLK_MAX_PLAIN_SIZE : BLK_MAX_SIZE;
 
   if (fb)
     *fb = (struct fallback) { NULL, NULL, 0, NULL };  /* ours now */
@@ -86,6 +90,25 @@ fallback_go (struct source *src, struct fallback *fb)
     source_close (src);
     return NULL;
   }
+  /* Before the notice: a huge image is not hashed here either (a
+   * server's filter may have refused its view for its size).
+   */
+  if (size_refused (src->name, "the image is",
+                    MAX (nbd_get_size (h), INT64_C (0)), plain)) {
+    /* A private nbdkit's filter (given this limit) said the same. */
+    if (src->server)
+      free (local_server_message (src->server));
+    nbd_close (h);
+    source_close (src);
+    return NULL;
+  }
+  /* --max-size lifted nbdsum's limit, not the server's. */
+  if (notice && (uint64_t) MAX (nbd_get_size (h), INT64_C (0)) > def) {
+    char l[BLK_LIMIT_STR_MAX];
+    notice_at (src->name, "the image is over %s, the blkhash filter's "
+               "default blkhash-max-size: a server's filter may have "
+               "refused its view for that", blk_format_limit (def, l));
+  }
   if (notice)
     notice_at (src->name, "%s", notice);
   return h;
@@ -95,7 +118,7 @@ struct input *
 client_input_open (struct source *src, const struct hash_spec *spec,
                    struct fallback *fb, const struct client_select *select)
 {
-  struct nbd_handle *h = fallback_go (src, fb);
+  struct nbd_handle *h = fallback_go (src, fb, false);
   const struct hash_spec hs = hash_spec_or_defaults (spec);
   struct client_side *cs;
   struct endpoint *ep;
@@ -327,6 +350,8 @@ next_segment (struct endpoint *ep, struct conn *c)
   for (uint64_t i = 0, n; blk_next_run (cc->hole, cc->count, &i, &n);
        i += n)
     blk_table_store_zero (cs->table, cc->first + i, n, cs->snapshot);
+  /* Holes are done when they are folded (a digest per block). */
+  blk_table_fold_behind (cs->table, cc->first + cc->count, FOLD_BUDGET);
   progress_add (&ep->progress, marked_bytes (ep, cc, cc->hole), 0);
   for (uint64_t i = 0; skipped && i < cc->count; i++)
     cc->hole[i] |= cc->skip[i];
@@ -363,8 +388,8 @@ read_done (void *opaque, int *error)
   }
   blk_table_store (cs->table, r->first, r->count, digests, zero, NULL,
                    cs->snapshot);
+  blk_table_fold_behind (cs->table, r->first + r->count, FOLD_BUDGET);
   progress_add (&ep->progress, bytes, bytes);
-  blk_table_fold (cs->table, false, FOLD_BUDGET);
   return 1;
 }
 

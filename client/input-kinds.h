@@ -98,6 +98,12 @@ extern int view_check_image (struct source *src, const char *base,
                              const char *view_name,
                              const struct blk_header *hdr);
 
+/* Is the image a view's header hdr describes over the size limit
+ * (options_max_size)?  Then say so.
+ */
+extern bool view_size_refused (struct source *src, const char *view_name,
+                               const struct blk_header *hdr, bool plain);
+
 /* input-plain-view.c: as view_input_open, for --plain (spec->plain):
  * the plain-digest view NAME@digest:ALG.
  */
@@ -128,11 +134,12 @@ struct client_select {
 
 /* input-client.c: the connection client-side inputs hash through:
  * fb's, gone on to the image's export, or a new one (fb NULL or
- * empty); fb's notice said.  Takes what fb holds; NULL on error
- * (printed, src closed).
+ * empty); fb's notice said, unless the image is over the size limit
+ * for a plain digest or a blkhash checksum (refused: nothing is
+ * hashed).  Takes what fb holds; NULL on error (printed, src closed).
  */
 extern struct nbd_handle *fallback_go (struct source *src,
-                                       struct fallback *fb);
+                                       struct fallback *fb, bool plain);
 /* input-client.c: takes src (closed on error) and what fb holds (NULL
  * or empty: connect anew).  select may be NULL: every block.  NULL on
  * error (printed).

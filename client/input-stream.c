@@ -25,6 +25,7 @@
 #include "messages.h"
 #include "progress.h"
 #include "signals.h"
+#include "util.h"
 
 /* What the bytes go through: the blkhash construction, or with
  * --plain one digest of them all.
@@ -85,6 +86,24 @@ static const char *
 stream_what (const char *name)
 {
   return strcmp (name, "-") == 0 ? "standard input" : "the stream";
+}
+
+/* Its size is known only at its end: refused as it passes the limit
+ * (options_max_size), n bytes more about to be hashed.
+ */
+static bool
+stream_over (const char *name, const struct stream_hash *sh, size_t n,
+             bool plain)
+{
+  const uint64_t max = options_max_size (plain);
+  char l[BLK_LIMIT_STR_MAX];
+
+  if (sh->size + n <= max)
+    return false;
+  error_at (name, "%s passed the limit of %s for %s: " SIZE_LIFTS,
+            stream_what (name), blk_format_limit (max, l),
+            plain ? "a plain digest" : "a blkhash checksum");
+  return true;
 }
 
 /* Does the stream look like an image, by its first len bytes (and, at
@@ -212,6 +231,8 @@ stream_checksum (const char *name, int fd, const struct hash_spec *spec,
       n = held;
       held = 0;
     }
+    if (stream_over (name, &s, n, hs.plain))
+      goto out;
     keep_tail (tail, &tail_len, buf, n);
     if (sh_update (&s, buf, n) == -1) {
       error_at (name, "%s failed", p->digest.name);
@@ -224,6 +245,8 @@ stream_checksum (const char *name, int fd, const struct hash_spec *spec,
     first_len = held;
     memcpy (first, buf, first_len);
     if (refuse_image (name, first, first_len, NULL))
+      goto out;
+    if (stream_over (name, &s, held, hs.plain))
       goto out;
     keep_tail (tail, &tail_len, buf, held);
     if (sh_update (&s, buf, held) == -1) {

@@ -233,6 +233,21 @@ view_check_image (struct source *src, const char *base,
   return 0;
 }
 
+bool
+view_size_refused (struct source *src, const char *view_name,
+                   const struct blk_header *hdr, bool plain)
+{
+  char *what;
+  bool r;
+
+  if (asprintf (&what, "the view '%s' says the image is", view_name) == -1)
+    what = NULL;
+  r = size_refused (src->name, what ? what : "the view says the image is",
+                    hdr->image_size, plain);
+  free (what);
+  return r;
+}
+
 int
 view_go (struct source *src, const struct hash_spec *spec,
          view_name_fn *name_of, const char *what, struct view_go *vg,
@@ -347,7 +362,8 @@ view_input_open (struct source *src, const struct hash_spec *spec,
     view_echoes (&vg, NULL, "blkhash view", fb);
     r = 0;
   }
-  if (r == 1 && view_check_image (src, base, vg.shown, &hdr) == -1)
+  if (r == 1 && (view_size_refused (src, vg.shown, &hdr, false) ||
+                 view_check_image (src, base, vg.shown, &hdr) == -1))
     r = -1;
   free (vg.shown);
   if (r <= 0) {

@@ -23,6 +23,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -130,14 +131,15 @@ static void __attribute__ ((noreturn))
 exec_nbdkit (int listen_fd, const void *opaque)
 {
   const struct file_server *f = opaque;
-  char *filter_arg, *spec_arg = NULL;
+  char *filter_arg, *spec_arg = NULL, *max_arg;
   const char *argv[16];
   int i = 0;
 
   /* nbdsum has no other thread yet: allocating here is safe. */
   if (asprintf (&filter_arg, "--filter=%s", f->filter ? f->filter : "")
       == -1 ||
-      (f->spec && asprintf (&spec_arg, "arg=%s", f->spec) == -1))
+      (f->spec && asprintf (&spec_arg, "arg=%s", f->spec) == -1) ||
+      asprintf (&max_arg, "blkhash-max-size=%" PRIu64, opts->max_size) == -1)
     _exit (126);
 
   argv[i++] = NBDKIT;
@@ -155,6 +157,9 @@ exec_nbdkit (int listen_fd, const void *opaque)
     argv[i++] = "arg=--read-only";
     argv[i++] = spec_arg;
   }
+  /* nbdsum's limit is the view's too (the defaults agree). */
+  if (f->filter && opts->max_size_given)
+    argv[i++] = max_arg;
   argv[i] = NULL;
   exec_activated (listen_fd, argv, false);
 }

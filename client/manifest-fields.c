@@ -94,8 +94,18 @@ int
 manifest_set_header (struct manifest *m, const char *digest,
                      uint64_t block_size, uint64_t size)
 {
+  const uint64_t max = m->env->max_size;
+  char h[BLK_HUMAN_STR_MAX], l[BLK_LIMIT_STR_MAX];
   const char *msg;
 
+  /* Before anything is folded: a line may claim a zero run of years. */
+  if (max && size > max)
+    return manifest_fail (m, "the image it describes is %" PRIu64 " bytes "
+                          "(%s), over the limit of %s%s%s", size,
+                          blk_format_human (size, h),
+                          blk_format_limit (max, l),
+                          m->env->max_size_hint ? ": " : "",
+                          m->env->max_size_hint ? m->env->max_size_hint : "");
   if ((msg = blk_params_init (&m->p, digest, block_size)) != NULL)
     return manifest_fail (m, "digest '%s', block size %" PRIu64 ": %s",
                           digest, block_size, msg);

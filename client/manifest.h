@@ -36,6 +36,11 @@ struct manifest_env {
   bool (*stopped) (void);
   /* Where a manifest that cannot be read twice (a pipe) is copied. */
   const char *temp_dir;
+  /* The largest image a manifest may describe (0: any): refused as
+   * its header is read, what max_size_hint says ending the message.
+   */
+  uint64_t max_size;
+  const char *max_size_hint;
 };
 
 struct manifest;

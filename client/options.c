@@ -172,6 +172,14 @@ options_format (const char *name)
   return NULL;
 }
 
+uint64_t
+options_max_size (bool plain)
+{
+  if (parsed.max_size_given)
+    return parsed.max_size ? parsed.max_size : UINT64_MAX;
+  return plain ? BLK_MAX_PLAIN_SIZE : BLK_MAX_SIZE;
+}
+
 /* --plain=ALG: a digest with a tag sha256sum's family writes
  * (blk_plain_tag), by its canonical name, static.
  */
@@ -238,7 +246,7 @@ parse_options (int argc, char **argv, int *first_arg)
     OPT_LIST_DIGESTS, OPT_MANIFEST, OPT_TAG, OPT_UNTAGGED,
     OPT_CONNECT_TIMEOUT, OPT_NO_NAMES, OPT_BATS_HELPER, OPT_SINCE,
     OPT_DIRTY_BITMAP, OPT_IMMUTABLE_BACKING, OPT_CHECK_MANIFEST,
-    OPT_PLAIN, OPT_ALLOW_BACKING,
+    OPT_PLAIN, OPT_ALLOW_BACKING, OPT_MAX_SIZE,
   };
   static const struct option long_options[] = {
     { "connections", required_argument, NULL, 'C' },
@@ -250,6 +258,7 @@ parse_options (int argc, char **argv, int *first_arg)
     { "plain", optional_argument, NULL, OPT_PLAIN },
     { "format", required_argument, NULL, OPT_FORMAT },
     { "allow-backing", no_argument, NULL, OPT_ALLOW_BACKING },
+    { "max-size", required_argument, NULL, OPT_MAX_SIZE },
     { "client-side", no_argument, NULL, OPT_CLIENT_SIDE },
     { "tag", no_argument, NULL, OPT_TAG },
     { "untagged", no_argument, NULL, OPT_UNTAGGED },
@@ -345,6 +354,14 @@ parse_options (int argc, char **argv, int *first_arg)
                  "range, see nbdsum(1))\n", progname, optarg, msg);
         exit (usage_status);
       }
+      break;
+    case OPT_MAX_SIZE:
+      if ((msg = blk_parse_size (optarg, &parsed.max_size)) != NULL) {
+        fprintf (stderr, "%s: --max-size=%s: %s (0: no limit)\n", progname,
+                 optarg, msg);
+        exit (usage_status);
+      }
+      parsed.max_size_given = true;
       break;
     case OPT_FORMAT:
       fo[nfo++] = (struct format_option) { optarg, nargs };

@@ -47,6 +47,8 @@ struct options {
   bool immutable_backing;       /* --immutable-backing, with --since */
   bool check_manifest;          /* --check-manifest FILE... */
   unsigned jobs;                /* -j: inputs hashed at once, default 1 */
+  uint64_t max_size;            /* --max-size, if max_size_given; 0: none */
+  bool max_size_given;
 };
 
 /* Set by parse_options, before anything else runs. */
@@ -67,6 +69,11 @@ struct hash_spec {
    */
   bool plain;
 };
+
+/* The largest image nbdsum hashes (--max-size, else the default for a
+ * plain digest or a blkhash checksum); UINT64_MAX for no limit.
+ */
+extern uint64_t options_max_size (bool plain);
 
 /* Parse argv (exits on errors, --help, --version, --list-digests);
  * *first_arg is the first input.

@@ -273,12 +273,13 @@ bar_line (const char *name, char *out, size_t width, int percent,
 }
 
 /* The rate and time left (or, when final, time taken) of a bar:
- * "  12.3 MiB/s" and "ETA 0:00:17", or " in 0:00:34".
+ * "  12.3 MiB/s" and "ETA 0:00:17", or " in 0:00:34".  eta < 0: not
+ * known yet.
  */
 #define RATE_COLS 40
 #define ETA_COLS 40
 static void
-rate_and_eta (double rate, uint64_t left, double elapsed, bool final,
+rate_and_eta (double rate, double eta_s, double elapsed, bool final,
               char rate_s[RATE_COLS], char eta[ETA_COLS])
 {
   char rbuf[32];
@@ -287,53 +288,76 @@ rate_and_eta (double rate, uint64_t left, double elapsed, bool final,
   snprintf (rate_s, RATE_COLS, "%10s/s", rbuf);
   if (final)
     hms (elapsed, "in ", rbuf, sizeof rbuf);
-  else if (left == 0)
-    hms (0, "ETA ", rbuf, sizeof rbuf);
-  else if (rate > 0)
-    hms (left / rate, "ETA ", rbuf, sizeof rbuf);
+  else if (eta_s >= 0)
+    hms (eta_s, "ETA ", rbuf, sizeof rbuf);
   else
     snprintf (rbuf, sizeof rbuf, "ETA -:--:--");
   snprintf (eta, ETA_COLS, "%11s", rbuf);
 }
 
-/* The rate of data bytes over the last samples (10 s of bars drawn
- * every 0.2 s): the average since the start lags behind storage that
- * speeds up or slows down, and the time left would swing.  The
- * average until a second of samples is there.
+/* The rates of data bytes and of all bytes over the last samples (10
+ * s of bars drawn every 0.2 s): the average since the start lags
+ * behind storage that speeds up or slows down, and the time left
+ * would swing.  The averages until a second of samples is there.
  */
-static double
-recent_rate (struct progress *p, double t, uint64_t data)
+static void
+recent_rates (struct progress *p, double t, uint64_t data, uint64_t done,
+              double *data_rate, double *done_rate)
 {
   const unsigned oldest = p->samples < PROGRESS_SAMPLES ? 0 : p->sample_next;
-  double rate = t > p->start ? data / (t - p->start) : 0;
+  const double since = t - p->start;
 
-  if (p->samples > 0 && t - p->sample_t[oldest] >= 1.0)
-    rate = (data - p->sample_d[oldest]) / (t - p->sample_t[oldest]);
+  *data_rate = since > 0 ? data / since : 0;
+  *done_rate = since > 0 ? done / since : 0;
+  if (p->samples > 0 && t - p->sample_t[oldest] >= 1.0) {
+    *data_rate = (data - p->sample_d[oldest]) / (t - p->sample_t[oldest]);
+    *done_rate = (done - p->sample_b[oldest]) / (t - p->sample_t[oldest]);
+  }
   p->sample_t[p->sample_next] = t;
   p->sample_d[p->sample_next] = data;
+  p->sample_b[p->sample_next] = done;
   p->sample_next = (p->sample_next + 1) % PROGRESS_SAMPLES;
   p->samples += p->samples < PROGRESS_SAMPLES;
-  return rate;
+}
+
+/* Seconds for left bytes at rate (-1: not known). */
+static double
+time_left (uint64_t left, double rate)
+{
+  return left == 0 ? 0 : rate > 0 ? left / rate : -1;
 }
 
 static void
 draw_bar (struct progress *p, bool final, uint64_t done)
 {
-  /* Holes cost nothing: rate, time left and percentage go by data
-   * bytes when the extents said how many there are, else by all bytes.
+  /* Holes cost nothing to read: rate and percentage go by data bytes
+   * when the extents said how many there are (and there are some),
+   * else by all bytes.
    */
-  const uint64_t data = p->known ? atomic_load (&p->data) : done;
-  const uint64_t data_total = p->known ? p->data_total : p->total;
+  const bool by_data = p->known && p->data_total > 0;
+  const uint64_t data = by_data ? atomic_load (&p->data) : done;
+  const uint64_t data_total = by_data ? p->data_total : p->total;
   const uint64_t left = data_total - MIN (data, data_total);
   const double t = now (), elapsed = t - p->start;
-  /* The last line's rate is the whole run's. */
-  const double rate = final ? (elapsed > 0 ? data / elapsed : 0)
-    : recent_rate (p, t, data);
   const size_t cols = terminal_columns ();
   const size_t width = MIN (cols - 1, (size_t) LINE_MAX_COLS);
   char rate_s[RATE_COLS], eta[ETA_COLS], line[1 + LINE_MAX_COLS + 2];
+  double rate, done_rate, eta_s;
   int percent;
   size_t n;
+
+  recent_rates (p, t, data, done, &rate, &done_rate);
+  /* The last line's rate is the whole run's. */
+  if (final)
+    rate = elapsed > 0 ? data / elapsed : 0;
+  /* But holes are not free either: the outer hash costs a digest per
+   * block (an empty PiB is a quarter of an hour of it), so the time
+   * left is the longer of the data's and that of all bytes.
+   */
+  eta_s = time_left (left, rate);
+  if (by_data && eta_s >= 0)
+    eta_s = MAX (eta_s, time_left (p->total - MIN (done, p->total),
+                                   done_rate));
 
   if (final)
     percent = 100;
@@ -341,12 +365,12 @@ draw_bar (struct progress *p, bool final, uint64_t done)
     /* In floating point: bytes * 100 may not fit in 64 bits. */
     if (data_total > 0)
       percent = 100.0 * MIN (data, data_total) / data_total;
-    else                        /* only holes: by all bytes */
-      percent = p->total == 0 ? 0 : 100.0 * MIN (done, p->total) / p->total;
+    else                        /* an empty image */
+      percent = 0;
     /* 100% is for the end: the last holes may still be going. */
     percent = MIN (percent, 99);
   }
-  rate_and_eta (rate, left, elapsed, final, rate_s, eta);
+  rate_and_eta (rate, eta_s, elapsed, final, rate_s, eta);
 
   if (opts->progress_lines) {
     if (line_due (&p->last_line, p->start, final)) {

@@ -34,12 +34,14 @@ struct progress {
   int last_percent;
   size_t last_len;              /* columns of the last bar drawn */
   double last_line;             /* when the last line was, without one */
-  /* The bar's recent samples (when, data bytes), for a rate that
-   * follows the storage: a ring of the last PROGRESS_SAMPLES.
+  /* The bar's recent samples (when, data bytes, all bytes), for
+   * rates that follow the storage: a ring of the last
+   * PROGRESS_SAMPLES.
    */
 #define PROGRESS_SAMPLES 50
   double sample_t[PROGRESS_SAMPLES];
   uint64_t sample_d[PROGRESS_SAMPLES];
+  uint64_t sample_b[PROGRESS_SAMPLES];
   unsigned samples, sample_next;
 };
 

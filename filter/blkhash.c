@@ -157,6 +157,8 @@ blkhash_config (nbdkit_next_config *next, nbdkit_backend *nxdata,
     views_only = r;
     return 0;
   }
+  else if (strcmp (key, "blkhash-max-size") == 0)
+    return blkhash_max_size_config (value);
   else if (strcmp (key, "blkhash-cache") == 0) {
     int r = nbdkit_parse_bool (value);
     if (r == -1) {
@@ -203,6 +205,8 @@ blkhash_config_complete (nbdkit_next_config_complete *next,
   "blkhash-readahead=auto|<BOOL>\n" \
   "                           Two reads in flight per request: auto\n" \
   "                           on slow storage with idle CPUs (default).\n" \
+  "blkhash-max-size=<SIZE>    The largest export hashed (default 1P, 1T\n" \
+  "                           for plain digests; 0: no limit).\n" \
   "blkhash-views-only=<BOOL>  Serve the views, refuse the data exports\n" \
   "                           (default false).\n" \
   "blkhash-expect=<VALUE>     Fail the flush of an upload that does not\n" \
@@ -476,10 +480,19 @@ blkhash_prepare (nbdkit_next *next, void *handle, int readonly)
 {
   struct handle *h = handle;
   int64_t size = next->get_size (next);
+  char msg[128];
   int err = 0;
 
   if (size == -1)
     return -1;
+  /* A view of a huge export would hash for days before it answers. */
+  if ((is_plain (h) || is_view (h)) &&
+      blkhash_size_over (size, is_plain (h), msg, sizeof msg)) {
+    nbdkit_error ("blkhash: export '%s': %s for a %s view: "
+                  BLKHASH_MAX_SIZE_LIFTS, h->name, msg,
+                  is_plain (h) ? "plain-digest" : "blkhash");
+    return -1;
+  }
   h->e = blkhash_export_get (h->name, size);
   if (h->e == NULL)
     return -1;

@@ -65,6 +65,16 @@ extern const struct blk_params *blkhash_params_get (const char *what,
                                                     const char *digest,
                                                     uint64_t block_size);
 extern void blkhash_params_free_all (void);
+/* params.c: blkhash-max-size, the largest export whose checksum is
+ * computed: the value given (0: no limit), or the defaults
+ * (BLK_MAX_SIZE, BLK_MAX_PLAIN_SIZE for plain digests).  _config
+ * parses it (0, or -1 with nbdkit_error called).  _over: is size over
+ * the limit?  Then msg says "N bytes (H), over the limit of L".
+ */
+#define BLKHASH_MAX_SIZE_LIFTS "blkhash-max-size=SIZE lifts it (0: no limit)"
+extern int blkhash_max_size_config (const char *value);
+extern bool blkhash_size_over (uint64_t size, bool plain, char *msg,
+                               size_t len);
 
 /* order.c: refuse to start behind a filter that would see the views as
  * data (0, or -1 with nbdkit_error called), once every filter is

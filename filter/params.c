@@ -1,17 +1,21 @@
 /* Copyright (C) 2026 The nbdkit-blkhash developers
  * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
  */
-/* nbdkit-blkhash filter: digest and block size combinations. */
+/* nbdkit-blkhash filter: digest and block size combinations, and the
+ * size limit (blkhash-max-size).
+ */
 #include <config.h>
 
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 #include "cleanup.h"
 #include "filter.h"
+#include "util.h"
 
 struct params_entry {
   struct blk_params p;
@@ -85,4 +89,36 @@ blkhash_params_free_all (void)
     free (e);
   }
   params_list = NULL;
+}
+
+/* blkhash-max-size, when given. */
+static uint64_t max_size;
+static bool max_size_given;
+
+int
+blkhash_max_size_config (const char *value)
+{
+  const int64_t r = nbdkit_parse_size (value);
+
+  if (r == -1) {
+    nbdkit_error ("blkhash-max-size=%s: not a size (0: no limit)", value);
+    return -1;
+  }
+  max_size = r;
+  max_size_given = true;
+  return 0;
+}
+
+bool
+blkhash_size_over (uint64_t size, bool plain, char *msg, size_t len)
+{
+  const uint64_t max = max_size_given ? (max_size ? max_size : UINT64_MAX)
+    : plain ? BLK_MAX_PLAIN_SIZE : BLK_MAX_SIZE;
+  char h[BLK_HUMAN_STR_MAX], l[BLK_LIMIT_STR_MAX];
+
+  if (size <= max)
+    return false;
+  snprintf (msg, len, "%" PRIu64 " bytes (%s), over the limit of %s", size,
+            blk_format_human (size, h), blk_format_limit (max, l));
+  return true;
 }

@@ -526,7 +526,17 @@ blkhash_results_session_end (nbdkit_next *next, struct blkhash_export *e)
   struct blkhash_table *bt;
   uint64_t stamp;
   int err = 0, r = -1;
+  char msg[128];
 
+  /* A huge export's fold alone would take days (blkhash-max-size). */
+  if (blkhash_size_over (blkhash_export_size (e), false, msg, sizeof msg)) {
+    nbdkit_error ("blkhash: export '%s': %s for a checksum: "
+                  BLKHASH_MAX_SIZE_LIFTS "; no line for it in %s", name, msg,
+                  blkhash_file);
+    result_drop (name);
+    results_write ();
+    return;
+  }
   /* Computed even with a write in flight: the digests serve later. */
   writes_stamp (&stamp);
   blkhash_export_clear_changed (e);
@@ -643,7 +653,8 @@ blkhash_results_flushed (nbdkit_next *next, struct blkhash_export *e,
   int err = 0;
 
   if (blkhash_file == NULL || t == NULL ||
-      !writes_stamp (&stamp) || have_line (name))
+      !writes_stamp (&stamp) || have_line (name) ||
+      blkhash_size_over (blkhash_export_size (e), false, NULL, 0))
     return;
   /* Holes cost no read: only the data left counts (qemu-img convert
    * --target-is-zero writes none of the zeros).  Once a session: the

@@ -27,6 +27,16 @@
 #define BLK_MAX_BLOCK_SIZE (16 * 1024 * 1024)
 #define BLK_BLOCK_SIZE_RULE "block size must be a multiple of 4K from 4K to 16M"
 
+/* The largest image hashed unless told otherwise (nbdsum --max-size,
+ * the filter's blkhash-max-size; 0 there: no limit): about a quarter
+ * of an hour of one core's work on an image of holes, measured in
+ * bench/RESULTS.md.  A blkhash checksum of holes costs the outer hash
+ * over its block digests (0.8 s per TiB at sha256/64K: 1 PiB); a
+ * plain digest hashes every byte (11 minutes per TiB of sha256).
+ */
+#define BLK_MAX_SIZE (UINT64_C (1) << 50)
+#define BLK_MAX_PLAIN_SIZE (UINT64_C (1) << 40)
+
 /* The zero digest repeated, to fold runs of holes in few updates. */
 #define BLK_ZERO_RUN_BYTES (16 * 1024)
 

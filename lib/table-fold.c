@@ -173,6 +173,18 @@ blk_table_fold (struct blk_table *t, bool wait, uint64_t budget)
   return ret;
 }
 
+enum blk_fold
+blk_table_fold_behind (struct blk_table *t, uint64_t end, uint64_t budget)
+{
+  uint64_t folded;
+
+  {
+    ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&t->lock);
+    folded = t->folded;
+  }
+  return blk_table_fold (t, end > folded + budget / t->len, budget);
+}
+
 int
 blk_table_root (struct blk_table *t, uint8_t *out)
 {

@@ -130,6 +130,16 @@ enum blk_fold {
 extern enum blk_fold blk_table_fold (struct blk_table *t, bool wait,
                                      uint64_t budget);
 
+/* The same for a caller that has just completed blocks before end:
+ * when that is more than budget's digests past the folded prefix, it
+ * waits for the fold and takes its share (wait true).  Holes cost
+ * nothing to hash, so without this the work done runs ahead of the
+ * one serial part, and the root read after it does all of that (an
+ * empty PiB: a quarter of an hour) with nothing to show for it.
+ */
+extern enum blk_fold blk_table_fold_behind (struct blk_table *t,
+                                            uint64_t end, uint64_t budget);
+
 /* The root into out, folding what is known first.  0, or -1 with
  * errno: EAGAIN when some block is still unknown, another when the
  * fold failed.

@@ -7,6 +7,7 @@
 #include <ctype.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "util.h"
 
@@ -30,8 +31,10 @@ blk_parse_size (const char *s, uint64_t *out)
   case 'M': shift = 20; p++; break;
   case 'G': shift = 30; p++; break;
   case 'T': shift = 40; p++; break;
+  case 'P': shift = 50; p++; break;
+  case 'E': shift = 60; p++; break;
   case 'B': break;
-  default: return "size has an unknown suffix (use K, M, G or T)";
+  default: return "size has an unknown suffix (use K, M, G, T, P or E)";
   }
   if (shift && (*p == 'i' || *p == 'I'))
     p++;
@@ -55,6 +58,37 @@ blk_format_block_size (uint64_t size, char out[BLK_BLOCK_SIZE_STR_MAX])
     snprintf (out, BLK_BLOCK_SIZE_STR_MAX, "%" PRIu64 "K", size >> 10);
   else
     snprintf (out, BLK_BLOCK_SIZE_STR_MAX, "%" PRIu64, size);
+  return out;
+}
+
+char *
+blk_format_human (uint64_t size, char out[BLK_HUMAN_STR_MAX])
+{
+  static const char units[] = "KMGTPE";
+  int u = -1;
+
+  while (u < 5 && size >> (10 * (u + 2)) > 0)
+    u++;
+  if (u < 0)
+    snprintf (out, BLK_HUMAN_STR_MAX, "%" PRIu64 " bytes", size);
+  else if (size % (UINT64_C (1) << (10 * (u + 1))) == 0)
+    snprintf (out, BLK_HUMAN_STR_MAX, "%" PRIu64 " %ciB",
+              size >> (10 * (u + 1)), units[u]);
+  else
+    snprintf (out, BLK_HUMAN_STR_MAX, "%.1f %ciB",
+              (double) size / (UINT64_C (1) << (10 * (u + 1))), units[u]);
+  return out;
+}
+
+char *
+blk_format_limit (uint64_t size, char out[BLK_LIMIT_STR_MAX])
+{
+  char h[BLK_HUMAN_STR_MAX];
+
+  if (strchr (blk_format_human (size, h), '.'))
+    snprintf (out, BLK_LIMIT_STR_MAX, "%" PRIu64 " bytes (%s)", size, h);
+  else
+    snprintf (out, BLK_LIMIT_STR_MAX, "%s", h);
   return out;
 }
 

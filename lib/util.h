@@ -8,8 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Parse "123", "64K", "1M", "2G", "1T" (powers of 1024, optional "iB"
- * or "B").  Returns NULL on success, else a static message.
+/* Parse "123", "64K", "1M", "2G", "1T", "1P", "1E" (powers of 1024,
+ * optional "iB" or "B").  Returns NULL on success, else a static message.
  */
 extern const char *blk_parse_size (const char *s, uint64_t *out);
 
@@ -24,6 +24,22 @@ extern const char *blk_parse_size (const char *s, uint64_t *out);
  */
 extern char *blk_format_block_size (uint64_t size,
                                     char out[BLK_BLOCK_SIZE_STR_MAX]);
+
+/* Longest spelling by blk_format_human, with its NUL. */
+#define BLK_HUMAN_STR_MAX 32
+
+/* A size for people to read in messages: "1 PiB", "1.5 TiB", "512
+ * bytes" (one decimal when not a whole number of the unit).  Returns
+ * out.
+ */
+extern char *blk_format_human (uint64_t size, char out[BLK_HUMAN_STR_MAX]);
+
+/* A limit in messages: as blk_format_human spells it where that is
+ * exact ("1 PiB", "1023 bytes"), else its bytes and that ("999999
+ * bytes (976.6 KiB)").  Returns out.
+ */
+#define BLK_LIMIT_STR_MAX 64
+extern char *blk_format_limit (uint64_t size, char out[BLK_LIMIT_STR_MAX]);
 
 /* Lower-case hex of len bytes into out (2*len+1 bytes). */
 extern void blk_hex (const uint8_t *buf, size_t len, char *out);

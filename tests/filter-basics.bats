@@ -308,3 +308,49 @@ plugin_read_ranges () {
 @test "filter-basics: zero extents cut mid-block are one hole: nothing is read" {
   hash_cut_zeros --filter="$BLKHASH_FILTER" --
 }
+
+@test "filter-basics: blkhash-max-size: views of exports over it are refused when opened, naming it" {
+  local lifts="blkhash-max-size=SIZE lifts it (0: no limit)" v
+  cd "$BATS_TEST_TMPDIR"
+  for v in abc -1 1Q; do
+    run nbdkit -U - --filter="$BLKHASH_FILTER" null 1M blkhash-max-size=$v \
+      --run true
+    echo "$output"
+    [ "$status" -ne 0 ]
+    [[ "$output" = *"blkhash-max-size=$v: not a size (0: no limit)"* ]]
+  done
+  # Lowered: the data export is served, its views are not.
+  run nbdkit -U - --filter="$BLKHASH_FILTER" memory 2M blkhash-max-size=1M \
+    --run 'nbdinfo --size "$uri" &&
+           ! nbdinfo --size "nbd+unix:///@blkhash?socket=$unixsocket" &&
+           ! nbdinfo --size "nbd+unix:///@digest:sha256?socket=$unixsocket"'
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "${lines[0]}" = 2097152 ]
+  [[ "$output" = *"blkhash: export '': 2097152 bytes (2 MiB), over the limit of 1 MiB for a blkhash view: $lifts"* ]]
+  [[ "$output" = *"blkhash: export '': 2097152 bytes (2 MiB), over the limit of 1 MiB for a plain-digest view: $lifts"* ]]
+  # The defaults: 1 PiB for blkhash views, 1 TiB for plain digests.
+  run nbdkit -U - --filter="$BLKHASH_FILTER" null 2P \
+    --run '! nbdinfo --size "nbd+unix:///@blkhash?socket=$unixsocket"'
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" = *"2251799813685248 bytes (2 PiB), over the limit of 1 PiB for a blkhash view: $lifts"* ]]
+  run nbdkit -U - --filter="$BLKHASH_FILTER" null 2T \
+    --run '! nbdinfo --size "nbd+unix:///@digest:sha256?socket=$unixsocket"'
+  [ "$status" -eq 0 ]
+  [[ "$output" = *"2199023255552 bytes (2 TiB), over the limit of 1 TiB for a plain-digest view: $lifts"* ]]
+  # Lifted, the views open (their header read, nothing hashed).
+  run nbdkit -U - --filter="$BLKHASH_FILTER" null 2P blkhash-max-size=0 \
+    --run 'nbdinfo --size "nbd+unix:///@blkhash?socket=$unixsocket"'
+  [ "$status" -eq 0 ]
+  [ "$output" = $((8192 + (2 << 50) / 65536 * 32)) ]
+  # blkhash-file: the session of a huge export ends with no line and
+  # one error, not days of folding.
+  run timeout 120 nbdkit -U - --filter="$BLKHASH_FILTER" null 2P \
+    blkhash-file="$PWD/sums" --run 'nbdinfo --size "$uri"'
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$(grep -c "over the limit" <<< "$output")" -eq 1 ]
+  [[ "$output" = *"blkhash: export '': 2251799813685248 bytes (2 PiB), over the limit of 1 PiB for a checksum: $lifts; no line for it in $PWD/sums"* ]]
+  [ ! -s sums ]
+}

@@ -395,3 +395,25 @@ PY
     kill_servers
   done
 }
+
+@test "nbdsum-hostile: a view header claiming an image over the size limit is refused at once" {
+  local size=$((2 << 50))
+  mkdir dir
+  # A plain-digest view of 2 TiB (a byte per 1 MiB span) beside a
+  # sparse image of that size, which nbdsum would otherwise take at its
+  # word; and 2 PiB of 16M blocks (a 4 GiB view, sparse).
+  truncate -s 2T dir/x
+  craft dir/x@digest:sha256 magic=BLKPLAN1 size=$((2 << 40)) \
+    count=$((2 << 20)) bs=$((1 << 20))
+  craft dir/x@blkhash size=$size count=$((size >> 24)) bs=$((1 << 24))
+  truncate -s $((8192 + (size >> 24) * 32)) dir/x@blkhash
+  start_echo views "$PWD/dir"
+  run timeout 120 "$NBDSUM" --plain "$(uri_of x)"
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [ "$output" = "nbdsum: $(uri_of x): the view 'x@digest:sha256' says the image is 2199023255552 bytes (2 TiB), over the limit of 1 TiB for a plain digest: --max-size=SIZE lifts it (0: no limit)" ]
+  run timeout 120 "$NBDSUM" "$(uri_of x)"
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [ "$output" = "nbdsum: $(uri_of x): the view 'x@blkhash' says the image is 2251799813685248 bytes (2 PiB), over the limit of 1 PiB for a blkhash checksum: --max-size=SIZE lifts it (0: no limit)" ]
+}

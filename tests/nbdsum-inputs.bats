@@ -702,3 +702,36 @@ limited () {
 $want  $uri" ]
   [ ! -s err ]
 }
+
+@test "nbdsum-inputs: an image over the size limit is refused at once, whoever would hash it" {
+  local over="over the limit of 1 PiB for a blkhash checksum: --max-size=SIZE lifts it (0: no limit)"
+  local eib="the image is 1152921504606846976 bytes (1 EiB)"
+  # 23 MB declaring 1 EiB: its private nbdkit's filter refuses the view,
+  # and nbdsum refuses to hash it client-side.
+  qemu-img create -q -f qcow2 -o cluster_size=2M huge.qcow2 1E
+  run timeout 120 "$NBDSUM" huge.qcow2
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [ "$output" = "nbdsum: huge.qcow2: $eib, $over" ]
+  # A server without the filter, with it, and client-side by choice.
+  run timeout 120 "$NBDSUM" [ nbdkit null 1E ]
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [ "$output" = "nbdsum: [ nbdkit null 1E ]: $eib, $over" ]
+  # (The server's own error, on its standard error, comes first.)
+  run timeout 120 "$NBDSUM" [ nbdkit --filter="$BLKHASH_FILTER" null 1E ]
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [[ "${lines[0]}" = *"blkhash: export '': 1152921504606846976 bytes (1 EiB), over the limit of 1 PiB for a blkhash view: blkhash-max-size=SIZE lifts it (0: no limit)" ]]
+  [[ "${lines[1]}" = "nbdsum: [ nbdkit "*" null 1E ]: $eib, $over" ]]
+  [ "${#lines[@]}" -eq 2 ]
+  run timeout 120 "$NBDSUM" --client-side --blocks [ nbdkit null 1E ]
+  [ "$status" -eq 1 ]
+  [ "$output" = "nbdsum: [ nbdkit null 1E ]: $eib, $over" ]
+  # A plain digest hashes every byte: its limit is 1 TiB.
+  run timeout 120 "$NBDSUM" --plain [ nbdkit --filter="$BLKHASH_FILTER" null 2T ]
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [[ "${lines[1]}" = "nbdsum: [ nbdkit "*" null 2T ]: the image is 2199023255552 bytes (2 TiB), over the limit of 1 TiB for a plain digest: --max-size=SIZE lifts it (0: no limit)" ]]
+  ! grep -qE '[0-9a-f]{64}' <<< "$output" || false
+}

@@ -324,3 +324,59 @@ qcow" ]
     [[ "$stderr" = *"write error: Bad file descriptor"* ]]
   done
 }
+
+@test "nbdsum-options: --max-size lowers and lifts the limit on sizes" {
+  local want m over=": --max-size=SIZE lifts it (0: no limit)"
+  cd "$BATS_TEST_TMPDIR"
+  "$MKIMAGE" '2M;d:0+100K:a' two.img
+  want=$(reference sha256 65536 two.img)
+  run "$NBDSUM" --max-size=1M two.img
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [ "$output" = "nbdsum: two.img: the image is 2097152 bytes (2 MiB), over the limit of 1 MiB for a blkhash checksum$over" ]
+  run "$NBDSUM" --plain --max-size=2097151 two.img
+  [ "$status" -eq 1 ]
+  [ "$output" = "nbdsum: two.img: the image is 2097152 bytes (2 MiB), over the limit of 2097151 bytes (2.0 MiB) for a plain digest$over" ]
+  for m in 2M 2MiB 2097152 1P 0; do
+    run "$NBDSUM" --max-size=$m two.img
+    [ "$status" -eq 0 ]
+    [ "$output" = "$want  two.img" ]
+  done
+  # A server's view, client-side, -c of a line.
+  run nbdkit -U - --filter="$BLKHASH_FILTER" file two.img \
+    --run '"$NBDSUM" --max-size=1M "$uri"; "$NBDSUM" --max-size=1M --client-side "$uri"'
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [[ "${lines[0]}" = "nbdsum: nbd+unix:"*": the view '@blkhash' says the image is 2097152 bytes (2 MiB), over the limit of 1 MiB for a blkhash checksum$over" ]]
+  [[ "${lines[1]}" = "nbdsum: nbd+unix:"*": the image is 2097152 bytes (2 MiB), over the limit of 1 MiB for a blkhash checksum$over" ]]
+  echo "$want  two.img" > sums
+  run "$NBDSUM" --max-size=1M -c sums
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"nbdsum: two.img: the image is 2097152 bytes (2 MiB), over the limit of 1 MiB"* ]]
+  # A stream is refused as it passes the limit.
+  run bash -c 'head -c 3M /dev/zero | "$NBDSUM" --max-size=2M'
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [ "$output" = "nbdsum: -: standard input passed the limit of 2 MiB for a blkhash checksum$over" ]
+  head -c 3M /dev/zero > zeros.img
+  run bash -c '"$NBDSUM" --max-size=3M < zeros.img'
+  [ "$status" -eq 0 ]
+  [ "$output" = "$(reference sha256 65536 zeros.img)  -" ]
+  # A server's lower limit (its error on its standard error): nbdsum
+  # hashes within its own, saying so.
+  run "$NBDSUM" --max-size=2M \
+    [ nbdkit --filter="$BLKHASH_FILTER" file two.img blkhash-max-size=1M ]
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "${lines[0]}" = *"over the limit of 1 MiB for a blkhash view: blkhash-max-size=SIZE lifts it (0: no limit)" ]]
+  [[ "${lines[1]}" = *"hashing client-side" ]]
+  [ "$(first_sum "$output")" = "$want" ]
+  # Bad values are usage errors.
+  for m in "" abc -1 1Q 8E; do
+    run "$NBDSUM" --max-size="$m" two.img
+    echo "$m: $output"
+    [ "$status" -eq 1 ]
+    [[ "$output" = "nbdsum: --max-size=$m: size "* ]]
+  done
+}

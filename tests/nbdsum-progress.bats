@@ -353,3 +353,20 @@ check_data_rate () {
   ! grep -q $'\r' err || false
   [ "$(wc -l < err)" -eq 1 ]
 }
+
+@test "nbdsum-progress: an empty image: the bar goes by all bytes, its time left the fold's" {
+  local mode
+  for mode in "" --client-side; do
+    serve null 8T -- '"$PYTHON" "$top_srcdir/tests/ptyrun.py" 100 bar \
+      "$NBDSUM" '"$mode"' -p "$uri" > out'
+    echo "mode: ${mode:-server-side}"
+    drawn bar
+    [ "$(wc -w < out)" -eq 2 ]
+    # Holes cost the outer hash, a digest per block: no rate of 0, nor
+    # no time left, half way through (it was "40% 0.0 B/s ETA 0:00:00",
+    # then the root read did the fold).
+    ! drawn bar | grep -E ' ([1-9]|[1-4][0-9])% .*(0\.0 B/s|ETA 0:00:00)' || false
+    [ "$(drawn bar | wc -l)" -ge 3 ]
+    [ "$(percent_of "$(drawn bar | tail -n 1)")" -eq 100 ]
+  done
+}

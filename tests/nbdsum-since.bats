@@ -700,3 +700,31 @@ data_32m () {
   done
   kill "$writer" 2> /dev/null || :
 }
+
+@test "nbdsum-since: a manifest describing an image over the size limit is refused as its header is read" {
+  local size=$((1 << 62)) args
+  # 127 bytes claiming a 4 EiB zero run: folding it would take years.
+  printf '# sha256 65536 %d %064d\n0 %d zero\n' "$size" 0 "$size" > huge
+  printf '{"digest": "sha256", "block-size": 65536, "size": %d, "checksum": "%064d", "blocks": [\n{"offset": 0, "length": %d, "zero": true}]}\n' \
+    "$size" 0 "$size" > huge.json
+  "$MKIMAGE" '1000000;d:0+100K:a' raw.img
+  for args in "--check-manifest huge" "--check-manifest huge.json" \
+              "--since=huge --dirty-bitmap=b raw.img" \
+              "--diff --manifest=huge raw.img"; do
+    # shellcheck disable=SC2086
+    run timeout 120 "$NBDSUM" $args
+    echo "$args: status $status: $output"
+    [[ "$output" = *"nbdsum: huge"*": the image it describes is 4611686018427387904 bytes (4 EiB), over the limit of 1 PiB: --max-size=SIZE lifts it (0: no limit)"* ]]
+    if [[ $args = --diff* ]]; then [ "$status" -eq 2 ]; else [ "$status" -eq 1 ]; fi
+    ! grep -qE '[0-9a-f]{64}' <<< "$output" || false
+  done
+  # The limit is --max-size's: a manifest of 1000000 bytes over 999999.
+  "$NBDSUM" -q --blocks raw.img > m.txt
+  run "$NBDSUM" --max-size=999999 --check-manifest m.txt
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [ "${lines[0]}" = "nbdsum: m.txt: line 1: the image it describes is 1000000 bytes (976.6 KiB), over the limit of 999999 bytes (976.6 KiB): --max-size=SIZE lifts it (0: no limit)" ]
+  run "$NBDSUM" --max-size=1000000 --check-manifest m.txt
+  [ "$status" -eq 0 ]
+  [ "$output" = "m.txt: OK" ]
+}

@@ -5,7 +5,7 @@
  * parameters, nbdsum options and view names.
  *
  * blk_parse_size is compared with a second, plain reading of the
- * grammar: DIGITS [K|M|G|T [i]] [B], any case, at most INT64_MAX.
+ * grammar: DIGITS [K|M|G|T|P|E [i]] [B], any case, at most INT64_MAX.
  */
 #include <config.h>
 
@@ -27,6 +27,8 @@ static const struct {
   { "m", 20 }, { "mb", 20 }, { "mi", 20 }, { "mib", 20 },
   { "g", 30 }, { "gb", 30 }, { "gi", 30 }, { "gib", 30 },
   { "t", 40 }, { "tb", 40 }, { "ti", 40 }, { "tib", 40 },
+  { "p", 50 }, { "pb", 50 }, { "pi", 50 }, { "pib", 50 },
+  { "e", 60 }, { "eb", 60 }, { "ei", 60 }, { "eib", 60 },
 };
 
 /* The expected result: true with *out, or false for an error. */

@@ -47,6 +47,8 @@ main (void)
   ok (size_is ("1MiB", 1 << 20), "1MiB");
   ok (size_is ("2G", 2ULL << 30), "2G");
   ok (size_is ("1T", 1ULL << 40), "1T");
+  ok (size_is ("1P", 1ULL << 50) && size_is ("1PiB", 1ULL << 50), "1P");
+  ok (size_is ("7E", 7ULL << 60) && size_bad ("8E"), "7E, and 8E too large");
   ok (size_bad (""), "empty size");
   ok (size_bad ("K"), "suffix only");
   ok (size_bad ("12Q"), "unknown suffix");
@@ -85,6 +87,21 @@ main (void)
                 "18446744073709551615") == 0 &&
         spelt (INT64_MAX & ~INT64_C (1023), "9007199254740991K"),
         "the largest sizes fit");
+  }
+
+  {
+    char h[BLK_HUMAN_STR_MAX];
+    ok (strcmp (blk_format_human (1ULL << 50, h), "1 PiB") == 0 &&
+        strcmp (blk_format_human (3ULL << 39, h), "1.5 TiB") == 0 &&
+        strcmp (blk_format_human (1023, h), "1023 bytes") == 0 &&
+        strcmp (blk_format_human (1024, h), "1 KiB") == 0 &&
+        strcmp (blk_format_human (UINT64_MAX, h), "16.0 EiB") == 0,
+        "sizes for people: 1 PiB, 1.5 TiB, 1023 bytes, 1 KiB, 16.0 EiB");
+    char l[BLK_LIMIT_STR_MAX];
+    ok (strcmp (blk_format_limit (1ULL << 40, l), "1 TiB") == 0 &&
+        strcmp (blk_format_limit (999999, l), "999999 bytes (976.6 KiB)") == 0 &&
+        strcmp (blk_format_limit (100, l), "100 bytes") == 0,
+        "limits: 1 TiB, 999999 bytes (976.6 KiB), 100 bytes");
   }
 
   blk_hex (bytes, 4, hex);
