@@ -377,8 +377,9 @@ negotiate (struct nbd_handle *h, bool info, double deadline)
     return fail (EINTR, "interrupted");
   if ((export = nbd_get_export_name (h)) == NULL)
     return -1;
-  r = asprintf (&phase, "%s %s%s%s", info ? "asking about" : "negotiating",
-                export[0] ? "export '" : "the default export", export,
+  r = asprintf (&phase, "%s %s%.*s%s", info ? "asking about" : "negotiating",
+                export[0] ? "export '" : "the default export",
+                (int) blk_view_name_shown_len (export), export,
                 export[0] ? "'" : "");
   free (export);
   if (r == -1)

@@ -47,6 +47,19 @@ blk_nonce_valid (const char *s)
   return n > 0 && n <= BLK_NONCE_MAX && s[n] == '\0';
 }
 
+size_t
+blk_view_name_shown_len (const char *name)
+{
+  const char *p = NULL, *q;
+
+  for (q = strstr (name, BLK_NONCE_OPTION); q;
+       q = strstr (q + 1, BLK_NONCE_OPTION))
+    p = q;
+  if (p && blk_nonce_valid (p + strlen (BLK_NONCE_OPTION)))
+    return p - name;
+  return strlen (name);
+}
+
 const char *
 blk_view_name_parse (const char *name, struct blk_view_name *v,
                      bool *is_view)

@@ -12,6 +12,7 @@
 #define BLKHASH_VIEWNAME_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* "@blkhash", the marker that turns an export name into its view;
@@ -56,6 +57,11 @@ extern char *blk_view_name_build (const char *base, const char *digest,
 /* Build NAME@digest[:DIGEST][,nonce=HEX] (malloc'd, NULL on ENOMEM). */
 extern char *blk_plain_view_name_build (const char *base, const char *digest,
                                         const char *nonce);
+
+/* The length of name without a view's trailing ",nonce=HEX": what
+ * messages show (the nonce is for the server, not the user).
+ */
+extern size_t blk_view_name_shown_len (const char *name);
 
 /* Is s a nonce: 1 to BLK_NONCE_MAX lower-case hex digits? */
 extern bool blk_nonce_valid (const char *s);

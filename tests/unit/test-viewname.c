@@ -135,5 +135,26 @@ main (void)
   ok (s && strcmp (s, "@digest") == 0, "build @digest");
   free (s);
 
+  /* The nonce: parsed, built, and left out of what messages show. */
+  ok (blk_view_name_parse ("d@blkhash:sha1/4K,nonce=ab09", &v, &view) == NULL
+      && view && strcmp (v.nonce, "ab09") == 0 &&
+      strcmp (v.digest, "sha1") == 0 && v.block_size == 4096,
+      "a nonce after the options");
+  blk_view_name_free (&v);
+  ok (blk_view_name_parse ("d@digest,nonce=ff", &v, &view) == NULL && view &&
+      v.plain && v.digest == NULL && strcmp (v.nonce, "ff") == 0,
+      "a nonce after a plain view's marker");
+  blk_view_name_free (&v);
+  ok (blk_view_name_parse ("d@blkhash,nonce=AB", &v, &view) != NULL && view,
+      "an upper-case nonce is refused");
+  ok (blk_view_name_parse ("d@blkhash,salt=ab", &v, &view) != NULL && view,
+      "an unknown option after ',' is refused");
+  s = blk_view_name_build ("a,b", NULL, 65536, "0f");
+  ok (s && strcmp (s, "a,b@blkhash:/64K,nonce=0f") == 0 &&
+      blk_view_name_shown_len (s) == strlen ("a,b@blkhash:/64K"),
+      "built with a nonce, shown without: %s", s);
+  free (s);
+  ok (blk_view_name_shown_len ("x,nonce=zz") == strlen ("x,nonce=zz"),
+      "no nonce: all is shown");
   return done_testing ();
 }
