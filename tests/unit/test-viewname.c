@@ -43,6 +43,8 @@ view_result (const char *name)
 int
 main (void)
 {
+  struct blk_view_name nv;
+  bool nview;
   char *s;
 
   ok (view_is ("disk@blkhash", "disk", NULL, 0), "NAME@blkhash");
@@ -136,18 +138,18 @@ main (void)
   free (s);
 
   /* The nonce: parsed, built, and left out of what messages show. */
-  ok (blk_view_name_parse ("d@blkhash:sha1/4K,nonce=ab09", &v, &view) == NULL
-      && view && strcmp (v.nonce, "ab09") == 0 &&
-      strcmp (v.digest, "sha1") == 0 && v.block_size == 4096,
+  ok (blk_view_name_parse ("d@blkhash:sha1/4K,nonce=ab09", &nv, &nview) == NULL
+      && nview && strcmp (nv.nonce, "ab09") == 0 &&
+      strcmp (nv.digest, "sha1") == 0 && nv.block_size == 4096,
       "a nonce after the options");
-  blk_view_name_free (&v);
-  ok (blk_view_name_parse ("d@digest,nonce=ff", &v, &view) == NULL && view &&
-      v.plain && v.digest == NULL && strcmp (v.nonce, "ff") == 0,
+  blk_view_name_free (&nv);
+  ok (blk_view_name_parse ("d@digest,nonce=ff", &nv, &nview) == NULL && nview &&
+      nv.plain && nv.digest == NULL && strcmp (nv.nonce, "ff") == 0,
       "a nonce after a plain view's marker");
-  blk_view_name_free (&v);
-  ok (blk_view_name_parse ("d@blkhash,nonce=AB", &v, &view) != NULL && view,
+  blk_view_name_free (&nv);
+  ok (blk_view_name_parse ("d@blkhash,nonce=AB", &nv, &nview) != NULL && nview,
       "an upper-case nonce is refused");
-  ok (blk_view_name_parse ("d@blkhash,salt=ab", &v, &view) != NULL && view,
+  ok (blk_view_name_parse ("d@blkhash,salt=ab", &nv, &nview) != NULL && nview,
       "an unknown option after ',' is refused");
   s = blk_view_name_build ("a,b", NULL, 65536, "0f");
   ok (s && strcmp (s, "a,b@blkhash:/64K,nonce=0f") == 0 &&
