@@ -256,17 +256,29 @@ manifest_env (void)
 }
 
 bool
-size_refused (const char *name, const char *what, uint64_t size, bool plain)
+size_refused (const char *name, const char *what, uint64_t size,
+              uint64_t block_size, uint32_t digest_len)
 {
+  const bool plain = block_size == 0;
   const uint64_t max = options_max_size (plain);
-  char h[BLK_HUMAN_STR_MAX], l[BLK_LIMIT_STR_MAX];
+  const uint64_t work = blk_work_size (size, block_size, digest_len);
+  char h[BLK_HUMAN_STR_MAX], w[BLK_HUMAN_STR_MAX], l[BLK_LIMIT_STR_MAX];
+  char bs[BLK_BLOCK_SIZE_STR_MAX];
 
-  if (size <= max)
+  if (work <= max)
     return false;
-  error_at (name, "%s %" PRIu64 " bytes (%s), over the limit of %s for %s: "
-            SIZE_LIFTS, what, size, blk_format_human (size, h),
-            blk_format_limit (max, l),
-            plain ? "a plain digest" : "a blkhash checksum");
+  if (plain || (block_size == 65536 && digest_len == 32))
+    error_at (name, "%s %" PRIu64 " bytes (%s), over the limit of %s for %s: "
+              SIZE_LIFTS, what, size, blk_format_human (size, h),
+              blk_format_limit (max, l),
+              plain ? "a plain digest" : "a blkhash checksum");
+  else
+    error_at (name, "%s %" PRIu64 " bytes (%s): in %s blocks of %" PRIu32
+              "-byte digests, as much hashing as %s in 64K blocks of "
+              "sha256, over the limit of %s for a blkhash checksum: "
+              SIZE_LIFTS, what, size, blk_format_human (size, h),
+              blk_format_block_size (block_size, bs), digest_len,
+              blk_format_human (work, w), blk_format_limit (max, l));
   return true;
 }
 

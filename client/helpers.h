@@ -81,11 +81,12 @@ extern bool in_path (const char *program);
 extern struct hash_spec hash_spec_or_defaults (const struct hash_spec *spec);
 
 /* Is size, of the input name, over the limit (options_max_size) for
- * a plain digest or a blkhash checksum?  Then say so, what ("the
- * image is") saying whose size it is.
+ * a plain digest (block_size 0) or a blkhash checksum in blocks of
+ * block_size with digests of digest_len bytes (lib's blk_work_size)?
+ * Then say so, what ("the image is") saying whose size it is.
  */
 extern bool size_refused (const char *name, const char *what, uint64_t size,
-                          bool plain);
+                          uint64_t block_size, uint32_t digest_len);
 /* How a refusal by size ends: the option that lifts the limit. */
 #define SIZE_LIFTS "--max-size=SIZE lifts it (0: no limit)"
 

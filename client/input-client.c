@@ -65,8 +65,12 @@ struct client_conn {
 static void client_free (struct client_side *cs);
 
 struct nbd_handle *
-fallback_go (struct source *src, struct fallback *fb, bool plain)
+fallback_go (struct source *src, struct fallback *fb, uint64_t block_size,
+             const char *digest)
 {
+  const bool plain = block_size == 0;
+  struct blk_digest d;
+  uint32_t digest_len = 32;
   struct nbd_handle *h = fb ? fb->h : NULL;
   CLEANUP_FREE char *export_name = fb ? fb->export_name : NULL;
   CLEANUP_FREE char *notice = fb ? fb->notice : NULL;
@@ -93,8 +97,13 @@ fallback_go (struct source *src, struct fallback *fb, bool plain)
   /* Before the notice: a huge image is not hashed here either (a
    * server's filter may have refused its view for its size).
    */
+  if (!plain && blk_digest_init (&d, digest) == NULL) {
+    digest_len = d.len;
+    blk_digest_free (&d);
+  }
   if (size_refused (src->name, "the image is",
-                    MAX (nbd_get_size (h), INT64_C (0)), plain)) {
+                    MAX (nbd_get_size (h), INT64_C (0)), block_size,
+                    digest_len)) {
     /* A private nbdkit's filter (given this limit) said the same. */
     if (src->server)
       free (local_server_message (src->server));
@@ -118,8 +127,8 @@ struct input *
 client_input_open (struct source *src, const struct hash_spec *spec,
                    struct fallback *fb, const struct client_select *select)
 {
-  struct nbd_handle *h = fallback_go (src, fb, false);
   const struct hash_spec hs = hash_spec_or_defaults (spec);
+  struct nbd_handle *h = fallback_go (src, fb, hs.block_size, hs.digest);
   struct client_side *cs;
   struct endpoint *ep;
   const char *msg;

@@ -139,7 +139,9 @@ struct client_select {
  * hashed).  Takes what fb holds; NULL on error (printed, src closed).
  */
 extern struct nbd_handle *fallback_go (struct source *src,
-                                       struct fallback *fb, bool plain);
+                                       struct fallback *fb,
+                                       uint64_t block_size,
+                                       const char *digest);
 /* input-client.c: takes src (closed on error) and what fb holds (NULL
  * or empty: connect anew).  select may be NULL: every block.  NULL on
  * error (printed).

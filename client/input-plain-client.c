@@ -68,7 +68,7 @@ struct input *
 plain_client_input_open (struct source *src, const struct hash_spec *spec,
                          struct fallback *fb)
 {
-  struct nbd_handle *h = fallback_go (src, fb, true);
+  struct nbd_handle *h = fallback_go (src, fb, 0, NULL);
   struct plain_client *pc;
   struct endpoint *ep;
   const char *msg;

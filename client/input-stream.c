@@ -98,7 +98,10 @@ stream_over (const char *name, const struct stream_hash *sh, size_t n,
   const uint64_t max = options_max_size (plain);
   char l[BLK_LIMIT_STR_MAX];
 
-  if (sh->size + n <= max)
+  /* A blkhash checksum costs by its blocks and digests. */
+  if ((plain ? sh->size + n
+       : blk_work_size (sh->size + n, sh->p->block_size, sh->p->digest.len))
+      <= max)
     return false;
   error_at (name, "%s passed the limit of %s for %s: " SIZE_LIFTS,
             stream_what (name), blk_format_limit (max, l),

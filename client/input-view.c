@@ -243,7 +243,8 @@ view_size_refused (struct source *src, const char *view_name,
   if (asprintf (&what, "the view '%s' says the image is", view_name) == -1)
     what = NULL;
   r = size_refused (src->name, what ? what : "the view says the image is",
-                    hdr->image_size, plain);
+                    hdr->image_size, plain ? 0 : hdr->block_size,
+                    hdr->digest_len);
   free (what);
   return r;
 }

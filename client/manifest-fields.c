@@ -95,21 +95,31 @@ manifest_set_header (struct manifest *m, const char *digest,
                      uint64_t block_size, uint64_t size)
 {
   const uint64_t max = m->env->max_size;
-  char h[BLK_HUMAN_STR_MAX], l[BLK_LIMIT_STR_MAX];
+  char h[BLK_HUMAN_STR_MAX], w[BLK_HUMAN_STR_MAX], l[BLK_LIMIT_STR_MAX];
+  uint64_t work;
+  bool different;
   const char *msg;
 
-  /* Before anything is folded: a line may claim a zero run of years. */
-  if (max && size > max)
-    return manifest_fail (m, "the image it describes is %" PRIu64 " bytes "
-                          "(%s), over the limit of %s%s%s", size,
-                          blk_format_human (size, h),
-                          blk_format_limit (max, l),
-                          m->env->max_size_hint ? ": " : "",
-                          m->env->max_size_hint ? m->env->max_size_hint : "");
   if ((msg = blk_params_init (&m->p, digest, block_size)) != NULL)
     return manifest_fail (m, "digest '%s', block size %" PRIu64 ": %s",
                           digest, block_size, msg);
   m->have_params = true;
+  /* Before anything is folded: a line may claim a zero run of years.
+   * The cost is the outer hash's, whatever the block size.
+   */
+  work = blk_work_size (size, m->p.block_size, m->p.digest.len);
+  different = m->p.block_size != 65536 || m->p.digest.len != 32;
+  if (max && work > max)
+    return manifest_fail (m, "the image it describes is %" PRIu64 " bytes "
+                          "(%s)%s%s%s, over the limit of %s%s%s", size,
+                          blk_format_human (size, h),
+                          different ? ", in its blocks and digests as "
+                          "much hashing as " : "",
+                          different ? blk_format_human (work, w) : "",
+                          different ? " in 64K blocks of sha256" : "",
+                          blk_format_limit (max, l),
+                          m->env->max_size_hint ? ": " : "",
+                          m->env->max_size_hint ? m->env->max_size_hint : "");
   m->size = size;
   m->nblocks = blk_block_count (size, m->p.block_size);
   if (blk_root_init (&m->fold, &m->p) == -1)

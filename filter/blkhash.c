@@ -480,14 +480,15 @@ blkhash_prepare (nbdkit_next *next, void *handle, int readonly)
 {
   struct handle *h = handle;
   int64_t size = next->get_size (next);
-  char msg[128];
+  char msg[256];
   int err = 0;
 
   if (size == -1)
     return -1;
   /* A view of a huge export would hash for days before it answers. */
   if ((is_plain (h) || is_view (h)) &&
-      blkhash_size_over (size, is_plain (h), msg, sizeof msg)) {
+      blkhash_size_over (size, is_plain (h) ? NULL : h->params, msg,
+                         sizeof msg)) {
     nbdkit_error ("blkhash: export '%s': %s for a %s view: "
                   BLKHASH_MAX_SIZE_LIFTS, h->name, msg,
                   is_plain (h) ? "plain-digest" : "blkhash");

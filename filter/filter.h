@@ -73,8 +73,12 @@ extern void blkhash_params_free_all (void);
  */
 #define BLKHASH_MAX_SIZE_LIFTS "blkhash-max-size=SIZE lifts it (0: no limit)"
 extern int blkhash_max_size_config (const char *value);
-extern bool blkhash_size_over (uint64_t size, bool plain, char *msg,
-                               size_t len);
+/* Is an export of size bytes over blkhash-max-size for a blkhash
+ * checksum of p (lib's blk_work_size), or a plain digest (p NULL)?
+ * Then msg says so.
+ */
+extern bool blkhash_size_over (uint64_t size, const struct blk_params *p,
+                               char *msg, size_t len);
 
 /* order.c: refuse to start behind a filter that would see the views as
  * data (0, or -1 with nbdkit_error called), once every filter is

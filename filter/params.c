@@ -110,15 +110,26 @@ blkhash_max_size_config (const char *value)
 }
 
 bool
-blkhash_size_over (uint64_t size, bool plain, char *msg, size_t len)
+blkhash_size_over (uint64_t size, const struct blk_params *p, char *msg,
+                   size_t len)
 {
+  const bool plain = p == NULL;
   const uint64_t max = max_size_given ? (max_size ? max_size : UINT64_MAX)
     : plain ? BLK_MAX_PLAIN_SIZE : BLK_MAX_SIZE;
-  char h[BLK_HUMAN_STR_MAX], l[BLK_LIMIT_STR_MAX];
+  const uint64_t work = plain ? size
+    : blk_work_size (size, p->block_size, p->digest.len);
+  const bool different = !plain &&
+    (p->block_size != 65536 || p->digest.len != 32);
+  char h[BLK_HUMAN_STR_MAX], w[BLK_HUMAN_STR_MAX], l[BLK_LIMIT_STR_MAX];
 
-  if (size <= max)
+  if (work <= max)
     return false;
-  snprintf (msg, len, "%" PRIu64 " bytes (%s), over the limit of %s", size,
-            blk_format_human (size, h), blk_format_limit (max, l));
+  if (msg)
+    snprintf (msg, len, "%" PRIu64 " bytes (%s)%s%s%s, over the limit of %s",
+              size, blk_format_human (size, h),
+              different ? ", in its blocks and digests as much hashing "
+              "as " : "", different ? blk_format_human (work, w) : "",
+              different ? " in 64K blocks of sha256" : "",
+              blk_format_limit (max, l));
   return true;
 }

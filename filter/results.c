@@ -526,10 +526,11 @@ blkhash_results_session_end (nbdkit_next *next, struct blkhash_export *e)
   struct blkhash_table *bt;
   uint64_t stamp;
   int err = 0, r = -1;
-  char msg[128];
+  char msg[256];
 
   /* A huge export's fold alone would take days (blkhash-max-size). */
-  if (blkhash_size_over (blkhash_export_size (e), false, msg, sizeof msg)) {
+  if (blkhash_size_over (blkhash_export_size (e), blkhash_default_params,
+                         msg, sizeof msg)) {
     nbdkit_error ("blkhash: export '%s': %s for a checksum: "
                   BLKHASH_MAX_SIZE_LIFTS "; no line for it in %s", name, msg,
                   blkhash_file);
@@ -654,7 +655,8 @@ blkhash_results_flushed (nbdkit_next *next, struct blkhash_export *e,
 
   if (blkhash_file == NULL || t == NULL ||
       !writes_stamp (&stamp) || have_line (name) ||
-      blkhash_size_over (blkhash_export_size (e), false, NULL, 0))
+      blkhash_size_over (blkhash_export_size (e), blkhash_default_params,
+                         NULL, 0))
     return;
   /* Holes cost no read: only the data left counts (qemu-img convert
    * --target-is-zero writes none of the zeros).  Once a session: the

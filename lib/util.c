@@ -92,6 +92,20 @@ blk_format_limit (uint64_t size, char out[BLK_LIMIT_STR_MAX])
   return out;
 }
 
+uint64_t
+blk_work_size (uint64_t size, uint64_t block_size, uint32_t digest_len)
+{
+  unsigned __int128 work;
+
+  if (block_size == 0 || digest_len == 0)
+    return size;
+  /* In proportion, not in whole blocks: 64K blocks of sha256 are the
+   * size itself.
+   */
+  work = (unsigned __int128) size * 65536 * digest_len / 32 / block_size;
+  return work > UINT64_MAX ? UINT64_MAX : (uint64_t) work;
+}
+
 void
 blk_hex (const uint8_t *buf, size_t len, char *out)
 {

@@ -41,6 +41,16 @@ extern char *blk_format_human (uint64_t size, char out[BLK_HUMAN_STR_MAX]);
 #define BLK_LIMIT_STR_MAX 64
 extern char *blk_format_limit (uint64_t size, char out[BLK_LIMIT_STR_MAX]);
 
+/* What a blkhash checksum of an image of size bytes costs, in blocks
+ * of block_size with digests of digest_len bytes: as the size of an
+ * image in 64K blocks of 32-byte digests (sha256) that costs as much,
+ * since the one serial part, the outer hash, is over n * L bytes.  So
+ * one size limit holds for every block size and digest.  Saturates at
+ * UINT64_MAX.
+ */
+extern uint64_t blk_work_size (uint64_t size, uint64_t block_size,
+                               uint32_t digest_len);
+
 /* Lower-case hex of len bytes into out (2*len+1 bytes). */
 extern void blk_hex (const uint8_t *buf, size_t len, char *out);
 /* The value of hex digit c (either case), or -1.  Inline: manifests

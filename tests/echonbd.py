@@ -49,8 +49,25 @@ def option_reply(conn, opt, rep, data=b""):
     conn.sendall(struct.pack(">QIII", REPLY_MAGIC, opt, rep, len(data)) + data)
 
 
+class Served:
+    """A file read as it is asked for, its nonce bytes replaced."""
+
+    def __init__(self, path, nonce):
+        self.fd = os.open(path, os.O_RDONLY)
+        self.size = os.fstat(self.fd).st_size
+        self.nonce = nonce.ljust(64, b"\0") if nonce else None
+
+    def read(self, offset, length):
+        data = bytearray(os.pread(self.fd, length, offset))
+        data += bytes(length - len(data))
+        if self.nonce and offset < 192 and offset + length > 128:
+            for i in range(max(offset, 128), min(offset + length, 192)):
+                data[i - offset] = self.nonce[i - 128]
+        return bytes(data)
+
+
 def lookup(name):
-    """The bytes export name serves, or None."""
+    """What export name serves, or None."""
     nonce = b""
     if NONCE in name:
         name, hexdigits = name.rsplit(NONCE, 1)
@@ -58,10 +75,7 @@ def lookup(name):
     path = os.path.join(DIR, name)
     if "/" in name or not name or not os.path.isfile(path):
         return None
-    data = bytearray(open(path, "rb").read())
-    if nonce and len(data) >= 192:
-        data[128:192] = nonce.ljust(64, b"\0")
-    return bytes(data)
+    return Served(path, nonce)
 
 
 def negotiate(conn):
@@ -81,7 +95,7 @@ def negotiate(conn):
             option_reply(conn, opt, REP_ERR_UNKNOWN)
             continue
         option_reply(conn, opt, REP_INFO,
-                     struct.pack(">HQH", 0, len(served), EXPORT_FLAGS))
+                     struct.pack(">HQH", 0, served.size, EXPORT_FLAGS))
         option_reply(conn, opt, REP_ACK)
         if opt == OPT_GO:
             return served
@@ -97,7 +111,7 @@ def serve(conn):
             return
         if ctype == CMD_READ:
             conn.sendall(struct.pack(">IIQ", SIMPLE_REPLY_MAGIC, 0, cookie) +
-                         data[offset:offset + length])
+                         data.read(offset, length))
         elif ctype == CMD_CACHE:
             conn.sendall(struct.pack(">IIQ", SIMPLE_REPLY_MAGIC, 0, cookie))
         else:

@@ -401,12 +401,13 @@ PY
   mkdir dir
   # A plain-digest view of 2 TiB (a byte per 1 MiB span) beside a
   # sparse image of that size, which nbdsum would otherwise take at its
-  # word; and 2 PiB of 16M blocks (a 4 GiB view, sparse).
+  # word; and 2 PiB of 64K blocks (a 1 TiB view, sparse).  The limit
+  # is on the outer hash: 2 PiB of 16M blocks would pass.
   truncate -s 2T dir/x
   craft dir/x@digest:sha256 magic=BLKPLAN1 size=$((2 << 40)) \
     count=$((2 << 20)) bs=$((1 << 20))
-  craft dir/x@blkhash size=$size count=$((size >> 24)) bs=$((1 << 24))
-  truncate -s $((8192 + (size >> 24) * 32)) dir/x@blkhash
+  craft dir/x@blkhash size=$size count=$((size >> 16)) bs=65536
+  truncate -s $((8192 + (size >> 16) * 32)) dir/x@blkhash
   start_echo views "$PWD/dir"
   run timeout 120 "$NBDSUM" --plain "$(uri_of x)"
   echo "$output"

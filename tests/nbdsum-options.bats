@@ -325,6 +325,32 @@ qcow" ]
   done
 }
 
+# The limit is on the outer hash's work: 1 PiB in 64K blocks of sha256
+# is 2^34 digests of 32 bytes, and so is 64 TiB in 4K blocks (the
+# hostile review: a 1 PiB manifest in 4K blocks took five hours).
+@test "nbdsum-options: the size limit counts blocks and digests: 4K blocks or sha512 cost more" {
+  local lifts=": --max-size=SIZE lifts it (0: no limit)"
+  printf '# sha256 4096 %d %064d\n0 %d zero\n' $((1 << 50)) 0 $((1 << 50)) > z4k
+  run timeout 60 "$NBDSUM" --check-manifest z4k
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"the image it describes is 1125899906842624 bytes (1 PiB), in its blocks and digests as much hashing as 16 PiB in 64K blocks of sha256, over the limit of 1 PiB$lifts"* ]]
+  run timeout 60 nbdkit -U - --filter="$BLKHASH_FILTER" null 100T --run '
+    "$NBDSUM" --block-size=4K "$uri"'
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"blkhash: export '': 109951162777600 bytes (100 TiB), in its blocks and digests as much hashing as 1.6 PiB in 64K blocks of sha256, over the limit of 1 PiB for a blkhash view"* ]]
+  [[ "$output" = *"the image is 109951162777600 bytes (100 TiB): in 4K blocks of 32-byte digests, as much hashing as 1.6 PiB in 64K blocks of sha256, over the limit of 1 PiB for a blkhash checksum$lifts"* ]]
+  run timeout 60 "$NBDSUM" -d sha512 --client-side [ nbdkit null 600T ]
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"the image is 659706976665600 bytes (600 TiB): in 64K blocks of 64-byte digests, as much hashing as 1.2 PiB in 64K blocks of sha256"* ]]
+  # The same images at 64K blocks of sha256 pass the check.
+  run timeout 120 "$NBDSUM" --max-size=2P --block-size=4K \
+    [ nbdkit --filter=blkhash null 4T ]
+  [ "$status" -eq 0 ]
+}
+
 @test "nbdsum-options: --max-size lowers and lifts the limit on sizes" {
   local want m over=": --max-size=SIZE lifts it (0: no limit)"
   cd "$BATS_TEST_TMPDIR"

@@ -117,5 +117,15 @@ main (void)
     }
     ok (all, "hex digit values, either case; -1 for anything else");
   }
+  /* The outer hash's work, as the size of an image in 64K blocks of
+   * sha256 costing as much.
+   */
+  ok (blk_work_size (1000000, 65536, 32) == 1000000 &&
+      blk_work_size (UINT64_C (1) << 50, 4096, 32) == UINT64_C (1) << 54 &&
+      blk_work_size (UINT64_C (1) << 40, 65536, 64) == UINT64_C (1) << 41 &&
+      blk_work_size (3 << 20, 98304, 32) == 2 << 20 &&
+      blk_work_size (UINT64_MAX, 4096, 64) == UINT64_MAX &&
+      blk_work_size (12345, 0, 32) == 12345,
+      "blk_work_size: in proportion, saturating, plain is the size");
   return done_testing ();
 }
