@@ -29,7 +29,6 @@
 #include <string.h>
 #include <unistd.h>
 #include <sys/stat.h>
-#include <sys/vfs.h>
 
 #include "imgformat.h"
 #include "imgrefs.h"
@@ -44,12 +43,6 @@
  */
 #define CHAIN_MAX 16
 
-/* Not files: the kernel's views of itself. */
-#define PROC_SUPER_MAGIC 0x9fa0
-#define SYSFS_MAGIC 0x62656572
-#define DEBUGFS_MAGIC 0x64626720
-#define SECURITYFS_MAGIC 0x73636673
-
 struct layer {
   char *path;                   /* as qemu is given it */
   const char *format;           /* static */
@@ -59,12 +52,14 @@ struct layer {
   ino_t ino;
   struct blk_refs refs;
   char *data_file;              /* resolved, or NULL */
-  char **extents;               /* as qemu combines them */
+  char **extents;               /* as qemu combines them, by ref index */
+  size_t nextents;              /* extents come first among the refs */
 };
 
 struct chain {
   const char *name;             /* the input, for messages */
   char *dir;                    /* the image's directory, resolved */
+  enum format_origin origin;    /* of the image's format */
   struct layer l[CHAIN_MAX + 1];
   size_t n;
 };
@@ -135,7 +130,6 @@ check_name (struct chain *c, const struct layer *l, enum blk_ref_kind kind,
 {
   const char *what = kind_name (kind);
   char *dir = dir_of (l->path), *joined = NULL, *real = NULL, *parent;
-  struct statfs sfs;
   struct stat st;
   bool inside;
 
@@ -155,7 +149,7 @@ check_name (struct chain *c, const struct layer *l, enum blk_ref_kind kind,
   if (joined == NULL)
     goto oom;
   if ((real = realpath (joined, NULL)) == NULL) {
-    if (errno == ENOENT || errno == ENOTDIR)
+    if (errno == ENOENT)
       error_at (c->name, "its %s header names the %s '%s', which does not "
                 "exist", l->format, what, name);
     else
@@ -172,9 +166,7 @@ check_name (struct chain *c, const struct layer *l, enum blk_ref_kind kind,
               mode_name (st.st_mode));
     goto err;
   }
-  if (statfs (real, &sfs) == 0 &&
-      (sfs.f_type == PROC_SUPER_MAGIC || sfs.f_type == SYSFS_MAGIC ||
-       sfs.f_type == DEBUGFS_MAGIC || sfs.f_type == SECURITYFS_MAGIC)) {
+  if (local_kernel_file (real)) {
     error_at (c->name, "its %s header names the %s '%s', which is a file "
               "of the kernel's (/proc, /sys): nbdsum never follows those",
               l->format, what, name);
@@ -185,12 +177,19 @@ check_name (struct chain *c, const struct layer *l, enum blk_ref_kind kind,
     goto oom;
   inside = strcmp (parent, c->dir) == 0;
   free (parent);
-  if (!inside && c->l[0].probed) {
+  if (!inside && c->origin == FORMAT_PROBED) {
     error_at (c->name, "its %s header names the %s '%s', outside the "
               "image's directory (%s): refused, as its format was found "
               "by probing (a probed image may name files beside it only; "
               "--format=%s --allow-backing follows it)",
               l->format, what, name, c->dir, c->l[0].format);
+    goto err;
+  }
+  if (!inside && c->origin == FORMAT_TAG) {
+    error_at (c->name, "its %s header names the %s '%s', outside the "
+              "image's directory (%s): refused, as its format comes from "
+              "a checksum line's tag (a line may name files beside the "
+              "image only)", l->format, what, name, c->dir);
     goto err;
   }
   if (!inside && l->probed) {
@@ -296,8 +295,9 @@ check_extent (struct chain *c, const struct layer *l,
     /* Past its end qemu reads zeros: data the image does not have. */
     if (ref->offset + ref->sectors > (uint64_t) st.st_size / 512) {
       error_at (c->name, "its extent '%s' has %" PRIu64 " bytes, where its "
-                "descriptor needs %" PRIu64 ": refused", ref->name,
-                (uint64_t) st.st_size, (ref->offset + ref->sectors) * 512);
+                "descriptor needs %" PRIu64 " sectors of 512 from sector %"
+                PRIu64 ": refused", ref->name, (uint64_t) st.st_size,
+                ref->sectors, ref->offset);
       return -1;
     }
     return 0;
@@ -367,6 +367,7 @@ walk_layer (struct chain *c, struct layer *l)
       continue;
     }
     if (ref->kind == BLK_REF_EXTENT) {
+      l->nextents++;
       r = check_extent (c, l, ref, real, &l->extents[i]);
       free (real);
       if (r == -1)
@@ -534,7 +535,7 @@ read_extents (struct json_reader *r, struct said *s)
         return -1;
       if (strcmp (key, "filename") == 0 && r->type == JSON_STRING) {
         const size_t i = s->extents++;
-        if (!s->l->extents || i >= s->l->refs.n ||
+        if (!s->l->extents || i >= s->l->nextents ||
             strcmp (s->l->extents[i], r->text) != 0)
           s->extents_differ = true;
       }
@@ -636,7 +637,7 @@ agree (struct chain *c, size_t i)
       what = "data file", ours = data ? data->name : NULL,
         theirs = s.data_file;
     else if (l->refs.descriptor &&
-             (s.extents_differ || s.extents != l->refs.n))
+             (s.extents_differ || s.extents != l->nextents))
       what = "extents";
     if (what) {
       error_at (c->name, "nbdsum and qemu read its %s differently (%s%s%s "
@@ -677,9 +678,9 @@ chain_free (struct chain *c)
 
 char *
 local_chain_spec (const char *name, const char *path, const char *format,
-                  bool given, char **alone)
+                  enum format_origin origin, char **alone)
 {
-  struct chain c = { .name = name };
+  struct chain c = { .name = name, .origin = origin };
   char *dir, *spec = NULL;
   struct stat st;
 
@@ -696,7 +697,7 @@ local_chain_spec (const char *name, const char *path, const char *format,
   c.n = 1;
   c.l[0].path = strdup (path);
   c.l[0].format = format;
-  c.l[0].probed = !given;
+  c.l[0].probed = origin != FORMAT_GIVEN;
   if (c.l[0].path == NULL) {
     error_at (name, "out of memory");
     goto out;

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 
 #include "imgformat.h"
 #include "local.h"
@@ -90,6 +91,38 @@ local_file_format (const char *name, int fd, const char *given)
     return NULL;
   }
   return p.format;
+}
+
+bool
+local_kernel_file (const char *path)
+{
+  static const unsigned long magics[] = {
+    0x9fa0,                     /* proc */
+    0x62656572,                 /* sysfs */
+    0x64626720,                 /* debugfs */
+    0x73636673,                 /* securityfs */
+    0x27e0eb,                   /* cgroup */
+    0x63677270,                 /* cgroup2 */
+    0x74726163,                 /* tracefs */
+    0x62656570,                 /* configfs */
+    0xcafe4a11,                 /* bpf */
+    0xde5e81e4,                 /* efivarfs */
+    0x6165676c,                 /* pstore */
+    0x65735543,                 /* fusectl */
+    0x19800202,                 /* mqueue */
+    0x42494e4d,                 /* binfmt_misc */
+    0xf97cff8c,                 /* selinuxfs */
+    0x43415d53,                 /* smackfs */
+    0x6e736673,                 /* nsfs */
+  };
+  struct statfs sfs;
+
+  if (statfs (path, &sfs) == -1)
+    return false;
+  for (size_t i = 0; i < sizeof magics / sizeof magics[0]; i++)
+    if ((unsigned long) sfs.f_type == magics[i])
+      return true;
+  return false;
 }
 
 bool

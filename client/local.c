@@ -473,7 +473,8 @@ local_server_start (const char *name, const char *path, const char *format)
   f.spec = NULL;
   if (strcmp (f.format, "raw") != 0 &&
       (f.spec = local_chain_spec (name, abs, f.format,
-                                  options_format (name) != NULL,
+                                  options_format (name) ? FORMAT_GIVEN
+                                  : format ? FORMAT_TAG : FORMAT_PROBED,
                                   NULL)) == NULL) {
     free (abs);
     return NULL;
@@ -548,8 +549,8 @@ local_server_start_bitmap (const char *name, const char *path,
     return NULL;
   }
   if ((spec = local_chain_spec (name, abs, format,
-                                options_format (name) != NULL,
-                                &alone)) == NULL ||
+                                options_format (name) ? FORMAT_GIVEN
+                                : FORMAT_PROBED, &alone)) == NULL ||
       local_bitmap_check (name, alone, bitmap) == -1)
     goto out;
   /* Not --persistent: qemu-nbd has no --exit-with-parent, but exits

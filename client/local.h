@@ -102,24 +102,37 @@ extern void local_server_stop (struct local_server *s);
  */
 extern const char *local_file_format (const char *name, int fd,
                                       const char *given);
+/* Is the file at path on one of the kernel's own file systems (proc,
+ * sysfs, cgroup, debugfs, tracefs, configfs, bpf, efivarfs, pstore
+ * ...)?  No image, whatever stat says: reading some of them blocks, or
+ * takes what it reads from others (/proc/kmsg).
+ */
+extern bool local_kernel_file (const char *path);
 /* Does the regular file at fd, which says size 0, have bytes (a /proc
  * or /sys file)?
  */
 extern bool local_file_has_bytes (int fd);
 
+/* Where an image's format came from: only the user's word lets
+ * --allow-backing follow names outside its directory.
+ */
+enum format_origin {
+  FORMAT_PROBED,                /* its first bytes */
+  FORMAT_TAG,                   /* a checksum line's tag */
+  FORMAT_GIVEN,                 /* --format */
+};
 /* local-chain.c: the image at path (absolute, as given) read as
- * format (not raw), which the user gave (given) or a probe or a
- * checksum line's tag found: every file it names checked against the
- * policy (nbdsum(1), SECURITY; --allow-backing), then each layer read
- * by qemu-img info, which must find the same names.  Returns the
- * json: spec that names all those files for qemu-nbd (malloc'd), or
- * NULL after saying why the image is refused.  With alone, also the
- * spec of the image without its backing file, which qemu-img info
- * takes.
+ * format (not raw), found as origin says: every file it names checked
+ * against the policy (nbdsum(1), SECURITY; --allow-backing), then each
+ * layer read by qemu-img info, which must find the same names.
+ * Returns the json: spec that names all those files for qemu-nbd
+ * (malloc'd), or NULL after saying why the image is refused.  With
+ * alone, also the spec of the image without its backing file, which
+ * qemu-img info takes.
  */
 extern char *local_chain_spec (const char *name, const char *path,
-                               const char *format, bool given,
-                               char **alone);
+                               const char *format,
+                               enum format_origin origin, char **alone);
 
 /* qemu-img.c: run qemu-img info --output=json -U on spec (a json:
  * spec of local_chain_spec's, so that it opens nothing unchecked) and

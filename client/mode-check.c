@@ -371,9 +371,13 @@ not_regular (const char *name)
   bool hashable = true;         /* nbdsum NAME hashes it */
   char *msg;
 
-  if (is_uri (name) || stat (name, &st) == -1 || S_ISREG (st.st_mode))
+  if (is_uri (name) || stat (name, &st) == -1)
     return NULL;
-  if (S_ISCHR (st.st_mode))
+  if (S_ISREG (st.st_mode) && !local_kernel_file (name))
+    return NULL;
+  if (S_ISREG (st.st_mode))
+    what = "a file of the kernel's (/proc, /sys)";
+  else if (S_ISCHR (st.st_mode))
     what = "a character device";
   else if (S_ISBLK (st.st_mode))
     what = "a block device";

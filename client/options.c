@@ -580,6 +580,14 @@ parse_options (int argc, char **argv, int *first_arg)
   if (implicit_stdin)
     inputs[nargs++] = (char *) "-";
   apply_formats (fo, nfo, inputs, nargs, implicit_stdin);
+  /* Only the user's word for a format lets names outside be followed. */
+  if (parsed.allow_backing && ngiven == 0) {
+    fprintf (stderr, "%s: --allow-backing applies to the local files "
+             "whose format --format gives (a probed format, or a checksum "
+             "line's, never lets an image name files outside its "
+             "directory)\n", progname);
+    exit (usage_status);
+  }
   /* The inputs last in argv, in order, for main. */
   for (int i = 0; i < nargs; i++)
     argv[argc - nargs + i] = inputs[i];

@@ -547,7 +547,7 @@ name\img' > SUMS
 # a socket or a directory fails, saying what it is, and is never
 # opened (a FIFO nobody writes to blocked the check in open, /dev/zero
 # never ended).  A block device too, when the system has one to name.
-@test "nbdsum-check: a line naming a device, a FIFO, a socket or a directory fails, never opened" {
+@test "nbdsum-check: a line naming a device, a FIFO, a socket, a directory or a file of /proc or /sys fails, never opened" {
   local empty j blk name what
   empty=$(reference sha256 65536 /dev/null)
   mkfifo fifo
@@ -590,6 +590,15 @@ doc = json.loads(sys.argv[1])
 errors = [r.get("error", "") for r in doc["files"][0]["results"]]
 assert all("checks regular files only" in e for e in errors[:-1]), errors
 assert doc["unreadable"] == len(errors) - 1, doc' "$output"
+  # Files of the kernel's: /proc/kmsg blocked -c for ever (and took
+  # the kernel's log as root), /sys files failed as I/O errors.
+  printf '%s  %s\n' "$empty" /proc/kmsg "$empty" /sys/kernel/uevent_seqnum \
+    > kernel.sums
+  run timeout 20 "$NBDSUM" -c kernel.sums < /dev/null
+  echo "$status: $output"
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"nbdsum: /proc/kmsg: a file of the kernel's (/proc, /sys): nbdsum -c checks regular files only"* ]]
+  [[ "$output" = *"nbdsum: /sys/kernel/uevent_seqnum: a file of the kernel's (/proc, /sys)"* ]]
   # '-' keeps its meaning, on any standard input.
   echo "$empty  -" > dash.sums
   run timeout 60 "$NBDSUM" -c dash.sums < /dev/null

@@ -115,10 +115,14 @@ overlay () {
   overlay abs.qcow2 "$secret" raw
   overlay up.qcow2 "../canary/files/secret" raw
   for f in abs.qcow2 up.qcow2; do
-    refused "img/$f" "outside the image's directory"
-    refused "img/$f" "found by probing" --allow-backing
+    refused "img/$f" "found by probing"
     refused "img/$f" "outside the image's directory" --format=qcow2
   done
+  # Without --format it has nothing to apply to: a usage error.
+  run --separate-stderr "$NBDSUM" --allow-backing img/abs.qcow2
+  [ "$status" -ne 0 ]
+  [ -z "$output" ]
+  [[ "$stderr" = *"--allow-backing applies to the local files whose format --format gives"* ]]
   # The user's word, for the format and the backing file: followed.
   run "$NBDSUM" --format=qcow2 --allow-backing img/abs.qcow2
   echo "$output"
@@ -135,7 +139,6 @@ overlay () {
 @test "nbdsum-refs: a raw disk whose guest wrote a qcow2 header naming a host file: probed, refused; --format=raw gives its bytes" {
   overlay guest.img "$secret" raw
   refused img/guest.img "found by probing"
-  refused img/guest.img "found by probing" --allow-backing
   run "$NBDSUM" --format=raw img/guest.img
   [ "$status" -eq 0 ]
   [ "$(first_sum "$output")" = "$(reference sha256 65536 img/guest.img)" ]
@@ -169,6 +172,13 @@ overlay () {
   refused img/zero.qcow2 "which is a character device" --format=qcow2 \
     --allow-backing
   refused img/proc.qcow2 "/proc, /sys" --format=qcow2 --allow-backing
+  # The other file systems of the kernel: cgroup, tracefs...
+  local f
+  for f in $(find /sys/fs/cgroup -maxdepth 1 -type f 2>/dev/null | head -n 1) \
+           /sys/kernel/uevent_seqnum; do
+    overlay k.qcow2 "$f" raw
+    refused img/k.qcow2 "/proc, /sys" --format=qcow2 --allow-backing
+  done
 }
 
 @test "nbdsum-refs: a backing loop and a chain deeper than 16 are refused at once" {
@@ -245,6 +255,19 @@ descriptor () {
   printf '%s\n' "$@"
 }
 
+@test "nbdsum-refs: a vmdk descriptor whose parent is beside it (split sparse snapshot) equals qemu's reading" {
+  qemu-img create -q -f vmdk img/p.vmdk 4M
+  qemu-io -f vmdk -c 'write -P 0x11 0 2M' img/p.vmdk > /dev/null
+  (cd img && qemu-img create -q -f vmdk -o subformat=twoGbMaxExtentSparse \
+     -b p.vmdk -F vmdk c.vmdk)
+  qemu-io -f vmdk -c 'write -P 0x22 1M 64K' img/c.vmdk > /dev/null
+  run "$NBDSUM" img/c.vmdk
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$(first_sum "$output")" = "$(oracle img/c.vmdk)" ]
+  canary_quiet
+}
+
 @test "nbdsum-refs: a vmdk descriptor's extents: beside it read, outside refused, skipped kinds refused, sizes checked" {
   cp img/base.raw img/d-flat.vmdk
   descriptor monolithicFlat 'RW 8192 FLAT "d-flat.vmdk" 0' > img/d.vmdk
@@ -284,13 +307,15 @@ descriptor () {
 @test "nbdsum-refs: -c lines: a format tag is no user's word, --allow-backing follows nothing for them" {
   overlay abs.qcow2 "$secret" raw
   printf 'BLKHASH-SHA256/64K:qcow2 (img/abs.qcow2) = %064d\n' 0 > SUMS
-  run --separate-stderr timeout 20 "$NBDSUM" --allow-backing -c SUMS
+  run --separate-stderr timeout 20 "$NBDSUM" -c SUMS
   echo "$status: $output; $stderr"
   [ "$status" -eq 1 ]
-  [[ "$stderr" = *"img/abs.qcow2: "*"found by probing"* ]] ||
-    [[ "$stderr" = *"img/abs.qcow2: "*"outside the image's directory"* ]]
+  [[ "$stderr" = *"img/abs.qcow2: "*"outside the image's directory"*"as its format comes from a checksum line's tag"* ]]
   [[ "$output" = *"FAILED"* ]]
   canary_quiet
+  run --separate-stderr "$NBDSUM" --allow-backing -c SUMS
+  [ "$status" -ne 0 ]
+  [[ "$stderr" = *"--allow-backing applies to the local files whose format --format gives"* ]]
 }
 
 @test "nbdsum-refs: --since of a local qcow2: its references are checked before qemu-img or qemu-nbd run" {
