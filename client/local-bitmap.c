@@ -121,7 +121,7 @@ local_bitmap_check (const char *name, const char *spec, const char *bitmap)
 {
   struct bitmap_info bi = { .bitmap = bitmap };
 
-  if (local_qemu_img_info (name, spec, read_bitmap_info, &bi) == -1)
+  if (local_qemu_img_info (name, NULL, spec, read_bitmap_info, &bi) == -1)
     return -1;
   if (strcmp (bi.format, "qcow2") != 0) {
     error_at (name, "a %s image has no dirty bitmaps: --since of a local "

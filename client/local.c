@@ -64,6 +64,8 @@ struct local_server {
   char *dir, *sock, *uri;
   double handshake_limit;       /* seconds, 0: none */
   int log_fd;                   /* our servers' stderr (unlinked), or -1 */
+  struct local_pins pins;       /* what its qemu-nbd may hold open */
+  bool verified;                /* ... and it was checked once */
 };
 
 /* NBDSUM_FILTER, else the build tree's filter when this nbdsum is
@@ -415,6 +417,7 @@ serve (const char *name, const char *what,
 struct local_server *
 local_server_start (const char *name, const char *path, const char *format)
 {
+  struct local_pins pins = { NULL, 0 };
   char *abs;
   struct local_server *s;
   struct file_server f;
@@ -475,7 +478,7 @@ local_server_start (const char *name, const char *path, const char *format)
       (f.spec = local_chain_spec (name, abs, f.format,
                                   options_format (name) ? FORMAT_GIVEN
                                   : format ? FORMAT_TAG : FORMAT_PROBED,
-                                  NULL)) == NULL) {
+                                  NULL, &pins)) == NULL) {
     free (abs);
     return NULL;
   }
@@ -485,6 +488,10 @@ local_server_start (const char *name, const char *path, const char *format)
   s = serve (name, "private nbdkit", exec_nbdkit, &f, true);
   free (abs);
   free ((char *) f.spec);
+  if (s)
+    s->pins = pins;
+  else
+    local_pins_close (&pins);
   if (s) {
     s->format = f.format;
     if (strcmp (f.format, "raw") != 0) {
@@ -513,6 +520,7 @@ local_server_start_bitmap (const char *name, const char *path,
                            const char *bitmap)
 {
   char *abs = NULL, *spec = NULL, *alone = NULL, shared[16];
+  struct local_pins pins = { NULL, 0 };
   const char *format, *argv[11];
   struct local_server *s = NULL;
   struct stat st;
@@ -550,7 +558,7 @@ local_server_start_bitmap (const char *name, const char *path,
   }
   if ((spec = local_chain_spec (name, abs, format,
                                 options_format (name) ? FORMAT_GIVEN
-                                : FORMAT_PROBED, &alone)) == NULL ||
+                                : FORMAT_PROBED, &alone, &pins)) == NULL ||
       local_bitmap_check (name, alone, bitmap) == -1)
     goto out;
   /* Not --persistent: qemu-nbd has no --exit-with-parent, but exits
@@ -568,7 +576,12 @@ local_server_start_bitmap (const char *name, const char *path,
   argv[i++] = spec;
   argv[i] = NULL;
   s = serve (name, "qemu-nbd", exec_command, argv, true);
+  if (s) {
+    s->pins = pins;
+    pins = (struct local_pins) { NULL, 0 };
+  }
  out:
+  local_pins_close (&pins);
   free (alone);
   free (spec);
   free (abs);
@@ -796,8 +809,18 @@ local_server_stop (struct local_server *s)
     rmdir (s->dir);
     stop_signals_forget_dir (s->dir);
   }
+  local_pins_close (&s->pins);
   free (s->sock);
   free (s->uri);
   free (s->dir);
   free (s);
+}
+
+int
+local_server_verify (struct local_server *s)
+{
+  if (s->verified || s->pid <= 0)
+    return 0;
+  s->verified = true;
+  return local_pins_verify (s->name, &s->pins, s->pid);
 }

@@ -9,6 +9,8 @@
 #define NBDSUM_LOCAL_H
 
 #include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
 
 struct local_server;
 
@@ -82,6 +84,11 @@ extern const char *local_server_what (const struct local_server *s);
  * exits.
  */
 extern bool local_server_exited (struct local_server *s);
+/* Once it serves (a connection made): do its processes hold open only
+ * the files nbdsum checked (local_pins_verify)?  0, or -1 after saying
+ * why (then stop it).
+ */
+extern int local_server_verify (struct local_server *s);
 /* Kill it at once, before closing connections that still have requests
  * in flight: a dead server cannot trip over them.
  */
@@ -121,28 +128,47 @@ enum format_origin {
   FORMAT_TAG,                   /* a checksum line's tag */
   FORMAT_GIVEN,                 /* --format */
 };
+/* Descriptors nbdsum holds open for a private qemu-nbd, which opens
+ * the files of an image through them (/proc/PID/fd/N): the very files
+ * checked, whatever is renamed into their places meanwhile.
+ */
+struct local_pins {
+  int *fds;
+  size_t n;
+};
+extern void local_pins_close (struct local_pins *p);
+/* local-spec.c: do the processes of group pgid (a private server) hold
+ * open no file but those pinned (sockets, pipes and /dev/null aside)?
+ * 0, or -1 after saying which.
+ */
+extern int local_pins_verify (const char *name, const struct local_pins *p,
+                              pid_t pgid);
 /* local-chain.c: the image at path (absolute, as given) read as
  * format (not raw), found as origin says: every file it names checked
- * against the policy (nbdsum(1), SECURITY; --allow-backing), then each
- * layer read by qemu-img info, which must find the same names.
- * Returns the json: spec that names all those files for qemu-nbd
- * (malloc'd), or NULL after saying why the image is refused.  With
- * alone, also the spec of the image without its backing file, which
- * qemu-img info takes.
+ * against the policy (nbdsum(1), SECURITY; --allow-backing) and pinned
+ * in *pins, then each layer read by qemu-img info, which must find
+ * the same names.  Returns the json: spec that names all those files
+ * for qemu-nbd (malloc'd; *pins the caller's to close after the
+ * server is gone), or NULL after saying why the image is refused.
+ * With alone, also the spec of the image without its backing file,
+ * which qemu-img info takes.
  */
 extern char *local_chain_spec (const char *name, const char *path,
                                const char *format,
-                               enum format_origin origin, char **alone);
+                               enum format_origin origin, char **alone,
+                               struct local_pins *pins);
 
 /* qemu-img.c: run qemu-img info --output=json -U on spec (a json:
  * spec of local_chain_spec's, so that it opens nothing unchecked) and
  * hand its output to read_info.  0, or -1 (error printed: qemu-img's
- * own reason, or read_info's -1).
+ * own reason, naming layer, a backing file, unless NULL; or
+ * read_info's -1).
  */
 struct json_reader;
 typedef int local_info_fn (struct json_reader *r, void *opaque);
-extern int local_qemu_img_info (const char *name, const char *spec,
-                                local_info_fn *read_info, void *opaque);
+extern int local_qemu_img_info (const char *name, const char *layer,
+                                const char *spec, local_info_fn *read_info,
+                                void *opaque);
 
 /* local-bitmap.c: is the dirty bitmap of the local image name, whose
  * spec local_chain_spec made, a qcow2's, enabled and consistent

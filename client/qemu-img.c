@@ -39,7 +39,7 @@ reason (char *text, const char *spec)
 }
 
 int
-local_qemu_img_info (const char *name, const char *spec,
+local_qemu_img_info (const char *name, const char *layer, const char *spec,
                      local_info_fn *read_info, void *opaque)
 {
   const char *argv[] = {
@@ -117,7 +117,8 @@ local_qemu_img_info (const char *name, const char *spec,
     error_at (name, "reading it as its guest content needs qemu-img and "
               "qemu-nbd, which are not installed (Debian: qemu-utils)");
   else if (!WIFEXITED (status) || WEXITSTATUS (status) != 0)
-    error_at (name, "qemu-img: %s", reason (err_text, spec));
+    error_at (name, "%s%s%sqemu-img: %s", layer ? "its backing file " : "",
+              layer ? layer : "", layer ? ": " : "", reason (err_text, spec));
   else if (parsed == -1)
     error_at (name, "cannot read what qemu-img info says: %s",
               r.text ? r.error : "out of memory");

@@ -502,6 +502,12 @@ source_connect (const struct source *src, const char *export_name,
       goto err;
   if (connect_uri (h, src->uri, until) == -1)
     goto err;
+  /* Our own qemu-nbd is up: it may hold only the files checked. */
+  if (src->server && local_server_verify (src->server) == -1) {
+    local_server_kill (src->server);
+    nbd_close (h);
+    return NULL;
+  }
 
   /* refuse_view read the URI before connecting; libnbd has the last
    * word on the export it names.

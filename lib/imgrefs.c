@@ -403,8 +403,9 @@ vmdk_descriptor (struct reader *rd, struct blk_refs *refs, const char *desc)
       continue;
     if (alone.matches != q.matches || alone.sectors != q.sectors ||
         strcmp (alone.type, q.type) != 0 || strcmp (alone.name, q.name) != 0)
-      return refuse (rd, "qemu reads its extent '%s' twice (from the "
-                     "blank line before its line too)", q.name);
+      return refuse (rd, "qemu reads its extent '%s' across a line break "
+                     "(from a blank line before it, or a field on the "
+                     "next line), not as its line says", q.name);
     if (add_ref (rd, refs, BLK_REF_EXTENT, q.name, strlen (q.name), NULL)
         == -1)
       return -1;
@@ -412,6 +413,7 @@ vmdk_descriptor (struct reader *rd, struct blk_refs *refs, const char *desc)
               q.type);
     refs->refs[refs->n - 1].sectors = q.sectors;
     refs->refs[refs->n - 1].offset = q.offset < 0 ? 0 : q.offset;
+    refs->refs[refs->n - 1].line = p - desc;
     if ((uint64_t) q.sectors > (UINT64_MAX >> 9) - refs->descriptor_size / 512)
       return refuse (rd, "its extents add up to more than 2^64 bytes");
     refs->descriptor_size += (uint64_t) q.sectors * 512;
@@ -455,9 +457,11 @@ vmdk_refs (struct reader *rd, struct blk_refs *refs, uint64_t file_size)
   }
   desc[n] = '\0';
   r = vmdk_descriptor (rd, refs, desc);
+  if (r == 0 && refs->descriptor) {
+    refs->text = desc;
+    return vmdk_parent (rd, refs, 0);
+  }
   free (desc);
-  if (r == 0 && refs->descriptor)
-    r = vmdk_parent (rd, refs, 0);
   return r;
 }
 
@@ -494,6 +498,7 @@ blk_refs_free (struct blk_refs *refs)
   for (size_t i = 0; i < refs->n; i++)
     free (refs->refs[i].name);
   free (refs->refs);
+  free (refs->text);
   memset (refs, 0, sizeof *refs);
 }
 

@@ -47,14 +47,19 @@ struct blk_ref {
    */
   char type[BLK_EXTENT_TYPE_MAX];
   uint64_t sectors, offset;
+  size_t line;                  /* EXTENT: where its line starts in text */
 };
 
 struct blk_refs {
   struct blk_ref *refs;
   size_t n;
-  /* A vmdk descriptor file: its extents' sizes added up, in bytes. */
+  /* A vmdk descriptor file: its extents' sizes added up, in bytes,
+   * and its text as read (malloc'd, NUL-terminated where qemu's
+   * reading ends), so that the very text checked can be handed on.
+   */
   bool descriptor;
   uint64_t descriptor_size;
+  char *text;
 };
 
 /* Read count bytes at offset of the image file into buf; bytes past

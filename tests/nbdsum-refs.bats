@@ -294,7 +294,7 @@ descriptor () {
     'RW 8192 FLAT "d-flat.vmdk" 0' > img/na.vmdk
   refused img/na.vmdk "qemu skips"
   descriptor monolithicFlat '' 'RW 8192 FLAT "d-flat.vmdk" 0' > img/twice.vmdk
-  refused img/twice.vmdk "twice"
+  refused img/twice.vmdk "across a line break"
   descriptor monolithicFlat 'RW 16384 FLAT "d-flat.vmdk" 0' > img/long.vmdk
   refused img/long.vmdk "where its descriptor needs"
   # A sparse extent whose own header says another size than the line.
@@ -329,4 +329,82 @@ descriptor () {
   [ "$status" -eq 1 ]
   [[ "$stderr" = *"outside the image's directory"* ]]
   canary_quiet
+}
+
+# swap_after DIR NAME NEW N: in the background, rename DIR/NEW over
+# DIR/NAME right after NAME's Nth open (inotify), as an attacker who
+# can write the image's directory would, between nbdsum's check and
+# qemu's open.  Sets swapper.
+swap_after () {
+  "$NBD_PYTHON" - "$@" <<'PY' &
+import ctypes, os, struct, sys
+d, name, new, nth = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+libc = ctypes.CDLL(None)
+fd = libc.inotify_init()
+libc.inotify_add_watch(fd, d.encode(), 0x20 | 0x10)   # OPEN, CLOSE_NOWRITE
+open(os.path.join(d, ".ready"), "w").close()
+n = 0
+while True:
+    buf = os.read(fd, 4096)
+    i = 0
+    while i < len(buf):
+        wd, mask, _, ln = struct.unpack_from("iIII", buf, i)
+        what = buf[i + 16:i + 16 + ln].rstrip(b"\0").decode()
+        i += 16 + ln
+        if what == name and mask & 0x20:
+            n += 1
+            if n == nth:
+                os.rename(os.path.join(d, new), os.path.join(d, name))
+                sys.exit(0)
+PY
+  swapper=$!
+  servers+=("$swapper")
+  while [ ! -e "$1/.ready" ]; do sleep 0.05; done
+  rm "$1/.ready"
+}
+
+# The hostile review won this race ten times in ten: nbdsum checked
+# names, and qemu opened them again.  Now each file is opened once and
+# qemu reads it through nbdsum's descriptor (a vmdk descriptor as a
+# copy of the text checked): what is renamed in meanwhile changes
+# nothing.  Whatever the timing, the checksum is the image's as it was
+# checked, or a refusal; never the secret's, and no canary opened.
+@test "nbdsum-refs: files renamed into the image's directory while nbdsum reads it change nothing" {
+  local n want desc
+  cp img/base.raw img/ext.raw
+  desc=$'# Disk DescriptorFile\nversion=1\nCID=fffffffe\nparentCID=ffffffff\ncreateType="monolithicFlat"\n'
+  want=$(reference sha256 65536 img/base.raw)
+  for n in 1 2 3 4 5; do
+    printf '%sRW 8192 FLAT "ext.raw" 0\n' "$desc" > img/d.vmdk
+    printf '%sRW 8 FLAT "%s" 0\n' "$desc" "$secret" > img/evil.tmp
+    canary_reset
+    swap_after img d.vmdk evil.tmp "$n"
+    run timeout 30 "$NBDSUM" img/d.vmdk
+    echo "descriptor, swap after open $n: $status: $output"
+    kill "$swapper" 2>/dev/null || :
+    if [ "$status" -eq 0 ]; then
+      [ "$(first_sum "$output")" = "$want" ]
+    else
+      [ "$status" -eq 1 ]
+    fi
+    canary_quiet
+  done
+  qemu-img create -q -f qcow2 -b base.raw -F raw img/top.qcow2
+  want=$(oracle img/top.qcow2)
+  cp img/base.raw img/base.keep
+  for n in 1 2 3; do
+    cp img/base.keep img/base.raw
+    ln -sf "$secret" img/evil.lnk
+    canary_reset
+    swap_after img base.raw evil.lnk "$n"
+    run timeout 30 "$NBDSUM" img/top.qcow2
+    echo "backing file, swap after open $n: $status: $output"
+    kill "$swapper" 2>/dev/null || :
+    if [ "$status" -eq 0 ]; then
+      [ "$(first_sum "$output")" = "$want" ]
+    else
+      [ "$status" -eq 1 ]
+    fi
+    canary_quiet
+  done
 }

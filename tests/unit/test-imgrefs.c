@@ -230,7 +230,7 @@ test_vmdk (void)
       "vmdk: a zero extent is refused (%s)", why);
   descriptor (HEAD "createType=\"monolithicFlat\"\n\n"
               "RW 2048 FLAT \"m-flat.vmdk\" 0\n");
-  ok (refs_of ("vmdk", &r) == -1 && strstr (why, "twice"),
+  ok (refs_of ("vmdk", &r) == -1 && strstr (why, "across a line break"),
       "vmdk: a blank line before an extent is refused (%s)", why);
   descriptor (HEAD "createType=\"monolithicFlat\"\n");
   ok (refs_of ("vmdk", &r) == -1 && strstr (why, "no extent"),
