@@ -57,6 +57,8 @@ struct handle {
   uint64_t since;                       /* view: its session clock */
   struct blkhash_table *table;          /* data: fed by traffic, or NULL;
                                            view: from its first request */
+  struct blkhash_table *gtable;         /* data: the gate's, when it has
+                                           other parameters, or NULL */
   bool is_view;                         /* NAME@blkhash..., NAME@digest... */
   struct blkhash_view *view;            /* view: from prepare */
   char *plain_digest;                   /* NAME@digest: its digest */
@@ -420,7 +422,8 @@ blkhash_leave (nbdkit_next *next, struct handle *h)
   if (h->e == NULL)
     return;
   blkhash_table_put (h->e, h->table);
-  h->table = NULL;
+  blkhash_table_put (h->e, h->gtable);
+  h->table = h->gtable = NULL;
   users = next ? blkhash_export_put (h->e)
     : blkhash_export_abandon (h->e, &line_owed);
   if (users == 0) {
@@ -516,6 +519,17 @@ blkhash_prepare (nbdkit_next *next, void *handle, int readonly)
       nbdkit_debug ("blkhash: export '%s': serving without passive "
                     "hashing", h->name);
   }
+  /* A blkhash value of other parameters: its own table, fed the same
+   * way, so that judging an import reads nothing twice.
+   */
+  if (!is_view (h) && blkhash_expected && !blkhash_expected->plain &&
+      blkhash_expected->params != blkhash_default_params) {
+    h->gtable = blkhash_table_get (h->e, blkhash_expected->params,
+                                   blkhash_export_since (h->e), &err);
+    if (h->gtable == NULL)
+      nbdkit_debug ("blkhash: export '%s': the gate reads what it judges",
+                    h->name);
+  }
   return 0;
 }
 
@@ -543,6 +557,13 @@ static struct blk_table *
 data_table (const struct handle *h)
 {
   return h->table ? blkhash_table_blocks (h->table) : NULL;
+}
+
+/* The gate's table, when it has one of its own, or NULL. */
+static struct blk_table *
+gate_table (const struct handle *h)
+{
+  return h->gtable ? blkhash_table_blocks (h->gtable) : NULL;
 }
 
 static int
@@ -677,9 +698,9 @@ blkhash_pread (nbdkit_next *next, void *handle, void *buf, uint32_t count,
       return -1;
     return blkhash_view_pread (next, h->view, t, buf, count, offset, err);
   }
-  if (data_table (h))
-    return blkhash_passive_pread (next, h->e, data_table (h), buf, count,
-                                  offset, flags, err);
+  if (data_table (h) || gate_table (h))
+    return blkhash_passive_pread (next, h->e, data_table (h), gate_table (h),
+                                  buf, count, offset, flags, err);
   return next->pread (next, buf, count, offset, flags, err);
 }
 
@@ -693,8 +714,9 @@ blkhash_extents (nbdkit_next *next, void *handle, uint32_t count,
 
   if (is_view (h))
     return nbdkit_add_extent (extents, offset, count, 0);
-  return blkhash_passive_extents (next, h->e, data_table (h), count, offset,
-                                  flags, extents, err);
+  return blkhash_passive_extents (next, h->e, data_table (h),
+                                  gate_table (h), count, offset, flags,
+                                  extents, err);
 }
 
 /* A writer waits for its flush before it disconnects, and the

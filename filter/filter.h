@@ -370,15 +370,19 @@ extern int blkhash_view_cache (nbdkit_next *next, struct blkhash_view *v,
  * not share one disk (0, or -1 with nbdkit_error called).
  */
 extern int blkhash_passive_init (void);
+/* Reads and extents feed t and t2 (either may be NULL; t2 the gate's
+ * table, of blkhash-expect's digest and block size, when it is not t).
+ */
 extern int blkhash_passive_pread (nbdkit_next *next,
                                   struct blkhash_export *e,
-                                  struct blk_table *t, void *buf,
-                                  uint32_t count, uint64_t offset,
+                                  struct blk_table *t, struct blk_table *t2,
+                                  void *buf, uint32_t count, uint64_t offset,
                                   uint32_t flags, int *err);
 extern int blkhash_passive_extents (nbdkit_next *next,
                                     struct blkhash_export *e,
-                                    struct blk_table *t, uint32_t count,
-                                    uint64_t offset, uint32_t flags,
+                                    struct blk_table *t, struct blk_table *t2,
+                                    uint32_t count, uint64_t offset,
+                                    uint32_t flags,
                                     struct nbdkit_extents *extents,
                                     int *err);
 extern int blkhash_passive_pwrite (nbdkit_next *next,
@@ -392,6 +396,31 @@ extern int blkhash_passive_zero (nbdkit_next *next, struct blkhash_export *e,
 extern int blkhash_passive_trim (nbdkit_next *next, struct blkhash_export *e,
                                  uint32_t count, uint64_t offset,
                                  uint32_t flags, int *err);
+
+/* ranges.c: a set of byte ranges for the gate (see ranges.c): add
+ * [a, b); when full, merge the closest ranges if may_merge (then
+ * merged is set), else drop it and return false.
+ */
+#define BLKHASH_RANGES_MAX 65536
+struct blkhash_range { uint64_t a, b; };
+struct blkhash_ranges {
+  struct blkhash_range *v;
+  size_t n, cap;
+  bool merged;                  /* holds gaps that were never added */
+};
+extern bool blkhash_ranges_add (struct blkhash_ranges *r, uint64_t a,
+                                uint64_t b, bool may_merge);
+/* Is [a, b) in one range? */
+extern bool blkhash_ranges_covers (const struct blkhash_ranges *r,
+                                   uint64_t a, uint64_t b);
+/* The end of the range holding a, or a if none does. */
+extern uint64_t blkhash_ranges_end_at (const struct blkhash_ranges *r,
+                                       uint64_t a);
+/* a if a range holds it, else the start of the next (UINT64_MAX). */
+extern uint64_t blkhash_ranges_next (const struct blkhash_ranges *r,
+                                     uint64_t a);
+extern void blkhash_ranges_clear (struct blkhash_ranges *r);
+extern void blkhash_ranges_free (struct blkhash_ranges *r);
 
 /* expectvalue.c: the value of blkhash-expect= (and -at), once
  * parsed; NULL when there is none.  _config takes blkhash-expect and
