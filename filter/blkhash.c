@@ -182,6 +182,10 @@ blkhash_config_complete (nbdkit_next_config_complete *next,
 
   if (blkhash_expect_ready () == -1)
     return -1;
+  if (blkhash_expected && views_only)
+    nbdkit_error ("blkhash: blkhash-expect with blkhash-views-only=true: no "
+                  "client can read or write a data export, so nothing is "
+                  "ever judged");
   if (blkhash_order_check () == -1)
     return -1;
   if (blkhash_passive_init () == -1)
@@ -689,6 +693,8 @@ blkhash_pread (nbdkit_next *next, void *handle, void *buf, uint32_t count,
                uint64_t offset, uint32_t flags, int *err)
 {
   struct handle *h = handle;
+  struct blkhash_expect_io io;
+  int r;
 
   if (is_plain (h))
     return blkhash_plain_view_pread (next, h->plain, buf, count, offset, err);
@@ -698,10 +704,18 @@ blkhash_pread (nbdkit_next *next, void *handle, void *buf, uint32_t count,
       return -1;
     return blkhash_view_pread (next, h->view, t, buf, count, offset, err);
   }
+  /* The gate judges an import at the read that completes it. */
+  if (blkhash_expect_read_begin (h->e, &io, true, err) == -1)
+    return -1;
   if (data_table (h) || gate_table (h))
-    return blkhash_passive_pread (next, h->e, data_table (h), gate_table (h),
-                                  buf, count, offset, flags, err);
-  return next->pread (next, buf, count, offset, flags, err);
+    r = blkhash_passive_pread (next, h->e, data_table (h), gate_table (h),
+                               buf, count, offset, flags, err);
+  else
+    r = next->pread (next, buf, count, offset, flags, err);
+  if (blkhash_expect_read_end (next, h->e, &io, r == 0 ? buf : NULL, count,
+                               offset, err) == -1)
+    return -1;
+  return r;
 }
 
 /* nbdkit answers for a view itself: it has no extents and no flush. */
@@ -711,12 +725,19 @@ blkhash_extents (nbdkit_next *next, void *handle, uint32_t count,
                  struct nbdkit_extents *extents, int *err)
 {
   struct handle *h = handle;
+  struct blkhash_expect_io io;
+  int r;
 
   if (is_view (h))
     return nbdkit_add_extent (extents, offset, count, 0);
-  return blkhash_passive_extents (next, h->e, data_table (h),
-                                  gate_table (h), count, offset, flags,
-                                  extents, err);
+  if (blkhash_expect_read_begin (h->e, &io, false, err) == -1)
+    return -1;
+  r = blkhash_passive_extents (next, h->e, data_table (h), gate_table (h),
+                               count, offset, flags, extents, err);
+  if (blkhash_expect_extents_end (next, h->e, &io, r == 0 ? extents : NULL,
+                                  count, offset, flags, err) == -1)
+    return -1;
+  return r;
 }
 
 /* A writer waits for its flush before it disconnects, and the

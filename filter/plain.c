@@ -109,6 +109,26 @@ plain_update (struct blkhash_plain *p, const void *buf, size_t len, int *err)
   return 0;
 }
 
+int
+blkhash_plain_update (struct blkhash_plain *p, const void *buf, size_t len,
+                      int *err)
+{
+  return plain_update (p, buf, MIN (len, p->size - p->pos), err);
+}
+
+int
+blkhash_plain_zeros (struct blkhash_plain *p, uint64_t len, int *err)
+{
+  len = MIN (len, p->size - p->pos);
+  while (len) {
+    const size_t n = MIN (len, (uint64_t) PIECE_SIZE);
+    if (plain_update (p, zeros, n, err) == -1 || blkhash_should_stop (err))
+      return -1;
+    len -= n;
+  }
+  return 0;
+}
+
 /* A piece of [off, end): zeros to hash without reading, or data. */
 struct piece {
   uint64_t off;
