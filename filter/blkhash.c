@@ -211,8 +211,9 @@ blkhash_config_complete (nbdkit_next_config_complete *next,
   "                           on slow storage with idle CPUs (default).\n" \
   "blkhash-views-only=<BOOL>  Serve the views, refuse the data exports\n" \
   "                           (default false).\n" \
-  "blkhash-expect=<VALUE>     Fail the flush of an upload that does not\n" \
-  "                           match: ALG:HEX (sha256, sha512, sha1, md5),\n" \
+  "blkhash-expect=<VALUE>     Fail the flush of an upload, or the read\n" \
+  "                           completing an import, that does not match:\n" \
+  "                           ALG:HEX (sha256, sha512, sha1, md5),\n" \
   "                           blkhash-DIGEST/BLOCKSIZE:HEX or blkhash:HEX.\n" \
   "blkhash-expect-at=<WHEN>   complete: fail flushes once the image is\n" \
   "                           all written (default); flush: any flush."
