@@ -439,7 +439,7 @@ PY
   mkdir "$dir"
   truncate -s 4M "$dir/good.img" "$dir/wrong.img" "$dir/read.img"
   want=$(plain sha256 "$src")
-  run serve file dir="$dir" blkhash-expect="sha256:$want" -- \
+  run serve "${KILLED_CLIENT_OPTS[@]}" file dir="$dir" blkhash-expect="sha256:$want" -- \
     'nbdcopy --flush "$src" "nbd+unix:///good.img?socket=$unixsocket" &&
      ! nbdcopy --flush "$bad" "nbd+unix:///wrong.img?socket=$unixsocket" &&
      ! nbdcopy "nbd+unix:///read.img?socket=$unixsocket" - >/dev/null'
