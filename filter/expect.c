@@ -255,54 +255,9 @@ blkhash_expect_follow (nbdkit_next *next, struct blkhash_export *e)
   blkhash_plain_follow_step (next, f, written_to);
 }
 
-struct plain_run {
-  nbdkit_next *next;
-  struct blkhash_plain *p;              /* or f */
-  struct blkhash_plain_follow *f;
-  uint8_t *out;
-  int err, r;
-};
-
-static void *
-expect_plain_run (void *opaque)
-{
-  struct plain_run *pr = opaque;
-
-  blkhash_exit_grace ();
-  pr->r = pr->f ? blkhash_plain_follow_final (pr->next, pr->f, pr->out,
-                                              &pr->err)
-    : blkhash_plain_final (pr->next, pr->p, pr->out, &pr->err);
-  return NULL;
-}
-
-/* The plain digest on a thread of its own while the caller waits:
- * off nbdkit's threads the client that is leaving does not stop it,
- * only nbdkit's exit.
- */
-static int
-expect_plain_detached (nbdkit_next *next, struct blkhash_plain *p,
-                       struct blkhash_plain_follow *f, uint8_t *out,
-                       int *err)
-{
-  struct plain_run pr = { .next = next, .p = p, .f = f, .out = out };
-  pthread_t thread;
-  int r;
-
-  if ((r = pthread_create (&thread, NULL, expect_plain_run, &pr)) != 0) {
-    errno = r;
-    nbdkit_error ("blkhash: pthread_create: %m");
-    *err = r;
-    return -1;
-  }
-  pthread_join (thread, NULL);
-  if (pr.r == -1)
-    *err = pr.err;
-  return pr.r;
-}
-
 /* The actual value of the image into out: from the read follower rf
  * or the upload follower f if given, else computed afresh (detached:
- * for the end of a session, see above and
+ * for the end of a session, see blkhash_plain_final_detached and
  * blkhash_compute_root_detached).  0, or -1 with *err set and
  * nbdkit_error called.
  */
@@ -318,7 +273,7 @@ expect_compute (nbdkit_next *next, struct blkhash_export *e,
     return blkhash_read_follow_final (next, rf, out, blkhash_expected->len,
                                       err);
   if (f)
-    return detached ? expect_plain_detached (next, NULL, f, out, err)
+    return detached ? blkhash_plain_final_detached (next, NULL, f, out, err)
       : blkhash_plain_follow_final (next, f, out, err);
   if (blkhash_expected->plain) {
     struct blkhash_plain *p = blkhash_plain_new (&blkhash_expected->digest,
@@ -327,7 +282,7 @@ expect_compute (nbdkit_next *next, struct blkhash_export *e,
       *err = ENOMEM;
       return -1;
     }
-    r = detached ? expect_plain_detached (next, p, NULL, out, err)
+    r = detached ? blkhash_plain_final_detached (next, p, NULL, out, err)
       : blkhash_plain_final (next, p, out, err);
     blkhash_plain_free (p);
   }

@@ -254,6 +254,14 @@ extern void blkhash_plain_follow_step (nbdkit_next *next,
 extern int blkhash_plain_follow_final (nbdkit_next *next,
                                        struct blkhash_plain_follow *f,
                                        uint8_t *out, int *err);
+/* blkhash_plain_final of p, or blkhash_plain_follow_final of f, on a
+ * thread of its own while the caller waits: off nbdkit's threads the
+ * client that is leaving does not stop it, only nbdkit's exit.
+ */
+extern int blkhash_plain_final_detached (nbdkit_next *next,
+                                         struct blkhash_plain *p,
+                                         struct blkhash_plain_follow *f,
+                                         uint8_t *out, int *err);
 /* The NAME@digest:DIGEST view of one connection (see plain.c). */
 struct blkhash_plain_view;
 /* NULL with nbdkit_error called (an unknown digest, or no memory);
