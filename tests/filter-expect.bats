@@ -641,12 +641,15 @@ PY
 }
 
 @test "expect: a flush racing a write is judged once the write is done" {
-  # Writes take 2 s below the filter: the flush comes while one is in
-  # flight, and is judged after it.
-  start_server race --filter=delay memory 4M delay-write=2 \
+  local log="$BATS_TEST_TMPDIR/requests.log"
+  # Writes take 2 s below the filter; the client sends the flush once
+  # the log filter (below blkhash) shows the write began: it is in
+  # flight, or done, when the flush is judged.
+  start_server race --filter=log --filter=delay memory 4M \
+    logfile="$log" delay-write=2 \
     blkhash-expect="sha256:$(plain sha256 "$src")"
-  run "$NBD_PYTHON" - "$sock" "$src" <<'PY'
-import nbd, sys
+  run "$NBD_PYTHON" - "$sock" "$src" "$log" <<'PY'
+import nbd, re, sys, time
 data = open(sys.argv[2], "rb").read()
 h = nbd.NBD(); h.connect_unix(sys.argv[1])
 def flush(what):
@@ -657,6 +660,12 @@ def flush(what):
 h.pwrite(data, 0)
 flush("whole")
 cookie = h.aio_pwrite(b"X" if data[2097652:2097653] != b"X" else b"Y", 2097652)
+for _ in range(6000):
+    if re.search(r"Write id=\d+ offset=0x2001f4 ", open(sys.argv[3]).read()):
+        break
+    time.sleep(0.01)
+else:
+    sys.exit("the write never reached the log filter")
 flush("racing")
 while not h.aio_command_completed(cookie):
     h.poll(-1)
