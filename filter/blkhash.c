@@ -57,6 +57,8 @@ struct handle {
   uint64_t since;                       /* view: its session clock */
   struct blkhash_table *table;          /* data: fed by traffic, or NULL;
                                            view: from its first request */
+  struct blkhash_table *gtable;         /* data: the gate's, when it has
+                                           other parameters, or NULL */
   bool is_view;                         /* NAME@blkhash..., NAME@digest... */
   struct blkhash_view *view;            /* view: from prepare */
   char *plain_digest;                   /* NAME@digest: its digest */
@@ -182,6 +184,10 @@ blkhash_config_complete (nbdkit_next_config_complete *next,
 
   if (blkhash_expect_ready () == -1)
     return -1;
+  if (blkhash_expected && views_only)
+    nbdkit_error ("blkhash: blkhash-expect with blkhash-views-only=true: no "
+                  "client can read or write a data export, so nothing is "
+                  "ever judged");
   if (blkhash_order_check () == -1)
     return -1;
   if (blkhash_passive_init () == -1)
@@ -209,8 +215,9 @@ blkhash_config_complete (nbdkit_next_config_complete *next,
   "                           for plain digests; 0: no limit).\n" \
   "blkhash-views-only=<BOOL>  Serve the views, refuse the data exports\n" \
   "                           (default false).\n" \
-  "blkhash-expect=<VALUE>     Fail the flush of an upload that does not\n" \
-  "                           match: ALG:HEX (sha256, sha512, sha1, md5),\n" \
+  "blkhash-expect=<VALUE>     Fail the flush of an upload, or the read\n" \
+  "                           completing an import, that does not match:\n" \
+  "                           ALG:HEX (sha256, sha512, sha1, md5),\n" \
   "                           blkhash-DIGEST/BLOCKSIZE:HEX or blkhash:HEX.\n" \
   "blkhash-expect-at=<WHEN>   complete: fail flushes once the image is\n" \
   "                           all written (default); flush: any flush."
@@ -424,7 +431,8 @@ blkhash_leave (nbdkit_next *next, struct handle *h)
   if (h->e == NULL)
     return;
   blkhash_table_put (h->e, h->table);
-  h->table = NULL;
+  blkhash_table_put (h->e, h->gtable);
+  h->table = h->gtable = NULL;
   users = next ? blkhash_export_put (h->e)
     : blkhash_export_abandon (h->e, &line_owed);
   if (users == 0) {
@@ -530,6 +538,17 @@ blkhash_prepare (nbdkit_next *next, void *handle, int readonly)
       nbdkit_debug ("blkhash: export '%s': serving without passive "
                     "hashing", h->name);
   }
+  /* A blkhash value of other parameters: its own table, fed the same
+   * way, so that judging an import reads nothing twice.
+   */
+  if (!is_view (h) && blkhash_expected && !blkhash_expected->plain &&
+      blkhash_expected->params != blkhash_default_params) {
+    h->gtable = blkhash_table_get (h->e, blkhash_expected->params,
+                                   blkhash_export_since (h->e), &err);
+    if (h->gtable == NULL)
+      nbdkit_debug ("blkhash: export '%s': the gate reads what it judges",
+                    h->name);
+  }
   return 0;
 }
 
@@ -557,6 +576,13 @@ static struct blk_table *
 data_table (const struct handle *h)
 {
   return h->table ? blkhash_table_blocks (h->table) : NULL;
+}
+
+/* The gate's table, when it has one of its own, or NULL. */
+static struct blk_table *
+gate_table (const struct handle *h)
+{
+  return h->gtable ? blkhash_table_blocks (h->gtable) : NULL;
 }
 
 static int
@@ -682,6 +708,8 @@ blkhash_pread (nbdkit_next *next, void *handle, void *buf, uint32_t count,
                uint64_t offset, uint32_t flags, int *err)
 {
   struct handle *h = handle;
+  struct blkhash_expect_io io;
+  int r;
 
   if (is_plain (h))
     return blkhash_plain_view_pread (next, h->plain, buf, count, offset, err);
@@ -691,10 +719,18 @@ blkhash_pread (nbdkit_next *next, void *handle, void *buf, uint32_t count,
       return -1;
     return blkhash_view_pread (next, h->view, t, buf, count, offset, err);
   }
-  if (data_table (h))
-    return blkhash_passive_pread (next, h->e, data_table (h), buf, count,
-                                  offset, flags, err);
-  return next->pread (next, buf, count, offset, flags, err);
+  /* The gate judges an import at the read that completes it. */
+  if (blkhash_expect_read_begin (h->e, &io, true, err) == -1)
+    return -1;
+  if (data_table (h) || gate_table (h))
+    r = blkhash_passive_pread (next, h->e, data_table (h), gate_table (h),
+                               buf, count, offset, flags, err);
+  else
+    r = next->pread (next, buf, count, offset, flags, err);
+  if (blkhash_expect_read_end (next, h->e, &io, r == 0 ? buf : NULL, count,
+                               offset, err) == -1)
+    return -1;
+  return r;
 }
 
 /* nbdkit answers for a view itself: it has no extents and no flush. */
@@ -704,11 +740,19 @@ blkhash_extents (nbdkit_next *next, void *handle, uint32_t count,
                  struct nbdkit_extents *extents, int *err)
 {
   struct handle *h = handle;
+  struct blkhash_expect_io io;
+  int r;
 
   if (is_view (h))
     return nbdkit_add_extent (extents, offset, count, 0);
-  return blkhash_passive_extents (next, h->e, data_table (h), count, offset,
-                                  flags, extents, err);
+  if (blkhash_expect_read_begin (h->e, &io, false, err) == -1)
+    return -1;
+  r = blkhash_passive_extents (next, h->e, data_table (h), gate_table (h),
+                               count, offset, flags, extents, err);
+  if (blkhash_expect_extents_end (next, h->e, &io, r == 0 ? extents : NULL,
+                                  count, offset, flags, err) == -1)
+    return -1;
+  return r;
 }
 
 /* A writer waits for its flush before it disconnects, and the

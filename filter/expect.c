@@ -1,46 +1,59 @@
 /* Copyright (C) 2026 The nbdkit-blkhash developers
  * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
  */
-/* nbdkit-blkhash filter: the upload gate, every rule of it: the
- * checksum the image written through the filter must have
- * (blkhash-expect=, parsed by expectvalue.c), checked at its flush.
+/* nbdkit-blkhash filter: the gate, every rule of it: the checksum an
+ * export's content must have (blkhash-expect=, parsed by
+ * expectvalue.c), judged when a writer flushes it (an upload) and when
+ * a client has read it whole (an import).
  *
- * A gate per export name that received a write since nbdkit started
- * (a read-only session never makes one, and is never judged).  It
- * keeps, for the current write session (from its first write to the
- * last disconnect), the ranges written, zeroed or trimmed (a sorted
- * list of disjoint ranges, merged as they come: a copy leaves few),
- * and the verdict on the content as it is since the last write.
+ * A gate per export name served with blkhash-expect.  Its session is
+ * the export's, from the first request after the last session ended to
+ * the last client's disconnection; each starts afresh, as the image may
+ * have changed outside nbdkit in between.
  *
- * Judged at every flush after a write, before its reply.  Only a
- * mismatch of a complete image fails the flush (EIO): every byte
- * written, zeroed or trimmed in the session, or any image with
- * blkhash-expect-at=flush.  An image written in part may be a writer
- * midway, or one that skipped zeros the target already reads (qemu-img
- * --target-is-zero, allocated zeros that extents call data): a match
- * is a match then too, a mismatch fails nothing.  At the session's end
- * an export written since its last verdict is judged, and a mismatch
- * not yet logged is logged.  A write voids the verdict; a verdict
- * computed while a write through the export was in flight is thrown
- * away.
+ * The verdict is on the content, and holds while no write (or zero, or
+ * trim) begins through any export: the filter cannot tell which exports
+ * share bytes, so a write through any name voids every verdict, and the
+ * next flush or completing read judges again.  A verdict is computed
+ * with no write in flight; one that a write raced is computed again, up
+ * to JUDGE_TRIES times in all.
  *
- * blkhash-file lines of exports written through the filter (results.c
- * asks here, see blkhash_expect_vouches): the checksum while the
- * upload is known to match; else a checksum of zeros, which nbdsum -c
- * reports FAILED whether the line names the source (the upload recipe)
- * or the copy.
+ * Uploads.  The ranges a session wrote, zeroed or trimmed (ranges.c).
+ * Every flush after a write judges, and a mismatch fails it (EIO) once
+ * the image is complete: every byte written in the session (or any
+ * flush, with blkhash-expect-at=flush).  Past BLKHASH_RANGES_MAX ranges
+ * the closest ones merge: the image then counts as complete once the
+ * merged ranges cover it and the session wrote as many bytes as it
+ * has, so no write pattern escapes.  Writes racing a strict judge
+ * every time fail its flush.  At the session's end an export written
+ * since its last verdict is judged, a mismatch logged.
  *
- * A plain digest follows the upload (plain.c, blkhash_plain_follow):
- * after each write the writer whose turn it is hashes on through the
- * part of the image written whole from 0, so that the flush hashes
- * only what is left, not the whole image.
+ * Imports.  The ranges a session read, or learned are zeros from
+ * extents (as nbdkit tells the client: the last extent whole), since
+ * the last write.  The request that completes them judges before its
+ * reply and fails with EIO on a mismatch; so does every read after that
+ * verdict, until a write.  A session that read, never wrote and was
+ * not judged is logged at its end.
  *
- * gates_lock guards the list and every gate's fields; plugin I/O and
- * hashing happen outside it.  Gates live until unload.
+ * Digests.  A blkhash value comes from the export's table of its
+ * digest and block size, which passive hashing feeds as data passes
+ * (passive.c); the judge computes what the table lacks.  A plain digest
+ * follows the upload (plain.c's blkhash_plain_follow: writers hash the
+ * part written whole from 0) or the import (readfollow.c: each read
+ * hashes its own data in turn); the judge reads what is missing.
+ *
+ * blkhash-file lines (results.c asks blkhash_expect_vouches): the
+ * checksum while the content is known to match; else zeros, which
+ * nbdsum -c reports FAILED.
+ *
+ * gates_lock guards the list, every gate's fields and the write
+ * counters; plugin I/O and hashing happen outside it.  Gates live until
+ * unload.
  */
 #include <config.h>
 
 #include <errno.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,100 +63,56 @@
 #include "minmax.h"
 #include "util.h"
 
-/* Ranges a gate keeps (1 MiB) before it gives up knowing coverage:
- * then only the session's end judges.
- */
-#define RANGES_MAX 65536
-
-struct range { uint64_t a, b; };
-struct ranges {
-  struct range *v;
-  size_t n, cap;
-  bool overflow;                /* too many: coverage unknown */
-};
+#define JUDGE_TRIES 3
 
 enum verdict { VERDICT_NONE, VERDICT_PASS, VERDICT_FAIL };
+/* From expect_judge: writes kept racing it. */
+#define JUDGE_RACED 3
 
-struct gate {
+/* A read follower and who holds it (the gate, readers, a judge). */
+struct blkhash_rfollow {
+  struct blkhash_read_follow *f;
+  uint64_t gen;                 /* the content it follows */
+  unsigned refs;
+};
+
+struct blkhash_gate {
   char *name;
   uint64_t size;
-  bool session_over;            /* the next write starts a session */
-  struct ranges written;
-  uint64_t begun, ended;        /* writes through it this session */
-  enum verdict verdict;         /* since the last write */
-  bool strict;                  /* ... reached on a strict flush */
-  bool logged;                  /* ... a mismatch logged as an error */
+  bool session_over;            /* the next request starts a session */
+  uint64_t entered;             /* requests through it */
+  /* Uploads. */
+  bool wrote;                   /* this session */
+  struct blkhash_ranges written;
+  uint64_t written_bytes;
+  struct blkhash_plain_follow *follow;  /* plain digests; may be NULL */
+  /* Imports: read, or known zero, in content seen_gen. */
+  struct blkhash_ranges seen;
+  uint64_t seen_gen;
+  struct blkhash_rfollow *rf;           /* plain digests; may be NULL */
+  /* The verdict on content verdict_gen. */
+  enum verdict verdict;
+  uint64_t verdict_gen;
+  bool logged;                  /* a mismatch logged as an error */
   bool judging;                 /* a thread computes its value */
   char got[2 * BLK_DIGEST_MAX + 1];
-  struct blkhash_plain_follow *follow;  /* plain digests; may be NULL */
-  struct gate *next;
+  struct blkhash_gate *next;
 };
 
 static pthread_mutex_t gates_lock = PTHREAD_MUTEX_INITIALIZER;
-/* Signalled when a gate stops judging. */
 static pthread_cond_t judged_cond = PTHREAD_COND_INITIALIZER;
-static struct gate *gates;
-
-/* Add [a, b) to r, merging; when r is full it overflows. */
-static void
-expect_ranges_add (struct ranges *r, uint64_t a, uint64_t b)
-{
-  size_t lo = 0, hi = r->n, j;
-
-  if (a >= b || r->overflow)
-    return;
-  while (lo < hi) {
-    const size_t mid = lo + (hi - lo) / 2;
-    if (r->v[mid].b < a)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
-  for (j = lo; j < r->n && r->v[j].a <= b; j++) {
-    a = MIN (a, r->v[j].a);
-    b = MAX (b, r->v[j].b);
-  }
-  if (j == lo) {
-    if (r->n == r->cap) {
-      const size_t cap = r->cap ? 2 * r->cap : 16;
-      struct range *v = cap <= RANGES_MAX
-        ? realloc (r->v, cap * sizeof *v) : NULL;
-      if (v == NULL) {
-        r->overflow = true;
-        return;
-      }
-      r->v = v;
-      r->cap = cap;
-    }
-    memmove (&r->v[lo + 1], &r->v[lo], (r->n - lo) * sizeof *r->v);
-    r->n++;
-  }
-  else {
-    memmove (&r->v[lo + 1], &r->v[j], (r->n - j) * sizeof *r->v);
-    r->n -= j - lo - 1;
-  }
-  r->v[lo] = (struct range) { a, b };
-}
-
-static bool
-expect_covers (const struct ranges *r, uint64_t size)
-{
-  return !r->overflow &&
-    (size == 0 || (r->n == 1 && r->v[0].a == 0 && r->v[0].b >= size));
-}
-
-static void
-expect_ranges_clear (struct ranges *r)
-{
-  r->n = 0;
-  r->overflow = false;
-}
+static pthread_cond_t writes_cond = PTHREAD_COND_INITIALIZER;
+static struct blkhash_gate *gates;
+/* Writes through any export that began, and that ended: the content's
+ * generation is writes_begun, and it is settled when they are equal.
+ */
+static uint64_t writes_begun, writes_ended;
 
 /* The gate of name, or NULL; gates_lock held. */
-static struct gate *
+static struct blkhash_gate *
 expect_find (const char *name)
 {
-  struct gate *g;
+  struct blkhash_gate *g;
 
   for (g = gates; g; g = g->next)
     if (strcmp (g->name, name) == 0)
@@ -151,44 +120,94 @@ expect_find (const char *name)
   return g;
 }
 
-int
-blkhash_expect_write_begin (struct blkhash_export *e, int *err)
+/* The verdict on the content as it is now; gates_lock held. */
+static enum verdict
+verdict_now (const struct blkhash_gate *g)
+{
+  return g->verdict_gen == writes_begun ? g->verdict : VERDICT_NONE;
+}
+
+static void
+rf_put (struct blkhash_rfollow *rf)
+{
+  if (--rf->refs == 0) {
+    blkhash_read_follow_free (rf->f);
+    free (rf);
+  }
+}
+
+/* A session starts: nothing of the last one counts.  No request of
+ * the last session is in flight (it ended), none of this one yet.
+ */
+static void
+gate_reset (struct blkhash_gate *g, uint64_t size)
+{
+  g->session_over = false;
+  g->size = size;
+  g->wrote = false;
+  blkhash_ranges_clear (&g->written);
+  g->written_bytes = 0;
+  blkhash_plain_follow_free (g->follow);
+  g->follow = NULL;
+  if (blkhash_expected->plain)
+    g->follow = blkhash_plain_follow_new (&blkhash_expected->digest, size);
+  blkhash_ranges_clear (&g->seen);
+  if (g->rf)
+    rf_put (g->rf);
+  g->rf = NULL;
+  g->verdict = VERDICT_NONE;
+  g->logged = false;
+}
+
+/* A request through e: its gate, in its session.  gates_lock held;
+ * NULL with *err set if out of memory.
+ */
+static struct blkhash_gate *
+gate_enter (struct blkhash_export *e, int *err)
 {
   const char *name = blkhash_export_name (e);
-  struct gate *g;
+  struct blkhash_gate *g = expect_find (name);
 
-  if (blkhash_expected == NULL)
-    return 0;
-  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&gates_lock);
-  g = expect_find (name);
   if (g == NULL) {
     g = calloc (1, sizeof *g);
     if (g == NULL || (g->name = strdup (name)) == NULL) {
       free (g);
-      nbdkit_error ("blkhash: export '%s': out of memory for the upload "
-                    "gate", name);
+      nbdkit_error ("blkhash: export '%s': out of memory for the gate",
+                    name);
       *err = ENOMEM;
-      return -1;
+      return NULL;
     }
     g->session_over = true;
     g->next = gates;
     gates = g;
   }
-  if (g->session_over) {        /* a new write session: afresh */
-    g->session_over = false;
-    g->size = blkhash_export_size (e);
-    expect_ranges_clear (&g->written);
-    g->begun = g->ended = 0;
-    /* No writer is in the follower now: the session was over. */
-    blkhash_plain_follow_free (g->follow);
-    g->follow = NULL;
-    if (blkhash_expected->plain)
-      g->follow = blkhash_plain_follow_new (&blkhash_expected->digest,
-                                            g->size);
-  }
-  g->begun++;
-  g->verdict = VERDICT_NONE;
-  g->logged = false;
+  if (g->session_over)
+    gate_reset (g, blkhash_export_size (e));
+  g->entered++;
+  return g;
+}
+
+/* Is the upload complete (see the top)?  gates_lock held. */
+static bool
+written_whole (const struct blkhash_gate *g)
+{
+  if (!blkhash_ranges_covers (&g->written, 0, g->size))
+    return false;
+  return !g->written.merged || g->written_bytes >= g->size;
+}
+
+int
+blkhash_expect_write_begin (struct blkhash_export *e, int *err)
+{
+  struct blkhash_gate *g;
+
+  if (blkhash_expected == NULL)
+    return 0;
+  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&gates_lock);
+  if ((g = gate_enter (e, err)) == NULL)
+    return -1;
+  g->wrote = true;
+  writes_begun++;
   return 0;
 }
 
@@ -196,20 +215,24 @@ void
 blkhash_expect_write_end (struct blkhash_export *e, uint64_t offset,
                           uint64_t count, bool ok)
 {
-  struct gate *g;
+  struct blkhash_gate *own, *g;
 
   if (blkhash_expected == NULL)
     return;
   ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&gates_lock);
-  g = expect_find (blkhash_export_name (e));
-  if (g == NULL)
-    return;                     /* write_begin failed */
-  if (g->follow)
-    blkhash_plain_follow_written (g->follow, offset);
-  if (ok) {
-    expect_ranges_add (&g->written, offset, offset + count);
+  own = expect_find (blkhash_export_name (e));
+  writes_ended++;
+  pthread_cond_broadcast (&writes_cond);
+  if (own && ok) {
+    blkhash_ranges_add (&own->written, offset, offset + count, true);
+    own->written_bytes += count;
   }
-  g->ended++;
+  /* Any export may share these bytes: the digests that followed other
+   * uploads start over, and this one's if it was behind it.
+   */
+  for (g = gates; g; g = g->next)
+    if (g->follow && !g->session_over)
+      blkhash_plain_follow_written (g->follow, g == own ? offset : 0);
 }
 
 void
@@ -222,8 +245,9 @@ blkhash_expect_follow (nbdkit_next *next, struct blkhash_export *e)
     return;
   {
     ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&gates_lock);
-    struct gate *g = expect_find (blkhash_export_name (e));
-    if (g == NULL || (f = g->follow) == NULL || g->written.overflow ||
+    struct blkhash_gate *g = expect_find (blkhash_export_name (e));
+    /* Merged ranges say more than was written: not followed. */
+    if (g == NULL || (f = g->follow) == NULL || g->written.merged ||
         g->written.n == 0 || g->written.v[0].a != 0)
       return;
     written_to = g->written.v[0].b;
@@ -231,64 +255,25 @@ blkhash_expect_follow (nbdkit_next *next, struct blkhash_export *e)
   blkhash_plain_follow_step (next, f, written_to);
 }
 
-struct plain_run {
-  nbdkit_next *next;
-  struct blkhash_plain *p;              /* or f */
-  struct blkhash_plain_follow *f;
-  uint8_t *out;
-  int err, r;
-};
-
-static void *
-expect_plain_run (void *opaque)
-{
-  struct plain_run *pr = opaque;
-
-  blkhash_exit_grace ();
-  pr->r = pr->f ? blkhash_plain_follow_final (pr->next, pr->f, pr->out,
-                                              &pr->err)
-    : blkhash_plain_final (pr->next, pr->p, pr->out, &pr->err);
-  return NULL;
-}
-
-/* The plain digest on a thread of its own while the caller waits:
- * off nbdkit's threads the client that is leaving does not stop it,
- * only nbdkit's exit.
- */
-static int
-expect_plain_detached (nbdkit_next *next, struct blkhash_plain *p,
-                       struct blkhash_plain_follow *f, uint8_t *out,
-                       int *err)
-{
-  struct plain_run pr = { .next = next, .p = p, .f = f, .out = out };
-  pthread_t thread;
-  int r;
-
-  if ((r = pthread_create (&thread, NULL, expect_plain_run, &pr)) != 0) {
-    errno = r;
-    nbdkit_error ("blkhash: pthread_create: %m");
-    *err = r;
-    return -1;
-  }
-  pthread_join (thread, NULL);
-  if (pr.r == -1)
-    *err = pr.err;
-  return pr.r;
-}
-
-/* The actual value of the image into out (detached: for the end of a
- * session, see above and blkhash_compute_root_detached).  0, or -1
- * with *err set and nbdkit_error called.
+/* The actual value of the image into out: from the read follower rf
+ * or the upload follower f if given, else computed afresh (detached:
+ * for the end of a session, see blkhash_plain_final_detached and
+ * blkhash_compute_root_detached).  0, or -1 with *err set and
+ * nbdkit_error called.
  */
 static int
 expect_compute (nbdkit_next *next, struct blkhash_export *e,
-                struct blkhash_plain_follow *f, bool detached,
+                struct blkhash_plain_follow *f,
+                struct blkhash_read_follow *rf, bool detached,
                 uint8_t *out, int *err)
 {
   int r = -1;
 
+  if (rf)
+    return blkhash_read_follow_final (next, rf, out, blkhash_expected->len,
+                                      err);
   if (f)
-    return detached ? expect_plain_detached (next, NULL, f, out, err)
+    return detached ? blkhash_plain_final_detached (next, NULL, f, out, err)
       : blkhash_plain_follow_final (next, f, out, err);
   if (blkhash_expected->plain) {
     struct blkhash_plain *p = blkhash_plain_new (&blkhash_expected->digest,
@@ -297,7 +282,7 @@ expect_compute (nbdkit_next *next, struct blkhash_export *e,
       *err = ENOMEM;
       return -1;
     }
-    r = detached ? expect_plain_detached (next, p, NULL, out, err)
+    r = detached ? blkhash_plain_final_detached (next, p, NULL, out, err)
       : blkhash_plain_final (next, p, out, err);
     blkhash_plain_free (p);
   }
@@ -310,62 +295,91 @@ expect_compute (nbdkit_next *next, struct blkhash_export *e,
     r = (detached ? blkhash_compute_root_detached : blkhash_compute_root)
       (next, blkhash_table_blocks (bt), out, err);
     blkhash_table_put (e, bt);
-    if (r == -1)
-      nbdkit_error ("blkhash: export '%s': cannot compute its checksum for "
-                    "blkhash-expect: %s", blkhash_export_name (e),
-                    strerror (*err));
   }
+  if (r == -1)
+    nbdkit_error ("blkhash: export '%s': cannot compute its checksum for "
+                  "blkhash-expect: %s", blkhash_export_name (e),
+                  strerror (*err));
   return r;
 }
 
-/* Judge g: compute, and store the verdict unless a write began or was
- * in flight meanwhile.  One thread at a time computes: the others (the
- * flushes of a writer's other connections) wait for its verdict.
- * Returns the verdict (VERDICT_NONE: raced), or -1 with *err set.
+/* Judge g's content as it is: one thread computes, the others (the
+ * flushes of a writer's other connections, reads racing the one that
+ * completed an import) wait for its verdict.  A write in flight is
+ * waited for (wait_writes) or returns JUDGE_RACED at once; one that
+ * began while the value was computed makes it compute again.
+ * from_read: an import's judge, which takes the read follower.
+ * Returns the verdict, JUDGE_RACED, or -1 with *err set.
  */
 static int
-expect_judge (nbdkit_next *next, struct blkhash_export *e, struct gate *g,
-              bool strict, bool detached, int *err)
+expect_judge (nbdkit_next *next, struct blkhash_export *e,
+              struct blkhash_gate *g, bool from_read, bool detached,
+              bool wait_writes, int *err)
 {
   uint8_t got[BLK_DIGEST_MAX];
-  struct blkhash_plain_follow *f;
-  uint64_t stamp;
 
-  int r;
+  for (int tries = 0; tries < JUDGE_TRIES; tries++) {
+    struct blkhash_plain_follow *f;
+    struct blkhash_rfollow *rf = NULL;
+    uint64_t gen;
+    int r;
 
-  {
+    {
+      ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&gates_lock);
+      for (;;) {
+        const enum verdict v = verdict_now (g);
+        if (v != VERDICT_NONE)
+          return v;
+        if (g->judging)
+          pthread_cond_wait (&judged_cond, &gates_lock);
+        else if (writes_begun != writes_ended) {
+          if (!wait_writes)
+            return JUDGE_RACED;
+          pthread_cond_wait (&writes_cond, &gates_lock);
+        }
+        else
+          break;
+      }
+      gen = writes_begun;
+      g->judging = true;
+      f = g->follow;
+      if (from_read && g->rf && g->rf->gen == gen) {
+        rf = g->rf;
+        rf->refs++;
+      }
+    }
+    r = expect_compute (next, e, f, rf ? rf->f : NULL, detached, got, err);
+
     ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&gates_lock);
-    while (g->judging)
-      pthread_cond_wait (&judged_cond, &gates_lock);
-    /* A match is a match, however complete the image was. */
-    if (g->verdict == VERDICT_PASS ||
-        (g->verdict != VERDICT_NONE && (g->strict || !strict)))
+    g->judging = false;
+    pthread_cond_broadcast (&judged_cond);
+    if (rf) {
+      /* Hashed in part: the next judge starts over. */
+      if (r == -1 && g->rf == rf) {
+        g->rf = NULL;
+        rf->refs--;             /* the gate's: ours is still held */
+      }
+      rf_put (rf);
+    }
+    if (r == -1)
+      return -1;
+    if (writes_begun == gen && writes_ended == gen) {
+      g->verdict = memcmp (got, blkhash_expected->want,
+                           blkhash_expected->len) == 0
+        ? VERDICT_PASS : VERDICT_FAIL;
+      g->verdict_gen = gen;
+      g->logged = false;
+      blk_hex (got, blkhash_expected->len, g->got);
       return g->verdict;
-    if (g->begun != g->ended)
-      return VERDICT_NONE;
-    stamp = g->begun;
-    g->judging = true;
-    f = g->follow;
+    }
   }
-  r = expect_compute (next, e, f, detached, got, err);
-  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&gates_lock);
-  g->judging = false;
-  pthread_cond_broadcast (&judged_cond);
-  if (r == -1)
-    return -1;
-  if (g->begun != stamp || g->ended != stamp || g->session_over)
-    return VERDICT_NONE;
-  g->verdict = memcmp (got, blkhash_expected->want,
-                       blkhash_expected->len) == 0
-    ? VERDICT_PASS : VERDICT_FAIL;
-  g->strict = strict;
-  blk_hex (got, blkhash_expected->len, g->got);
-  return g->verdict;
+  return JUDGE_RACED;
 }
 
-/* Log g's mismatch as an error, once per verdict. */
+/* Log g's mismatch as an error; what: upload or import. */
 static void
-expect_log_mismatch (struct gate *g, const char *when)
+expect_log_mismatch (struct blkhash_gate *g, const char *what,
+                     const char *when)
 {
   char got[2 * BLK_DIGEST_MAX + 1], want[2 * BLK_DIGEST_MAX + 1];
 
@@ -375,16 +389,16 @@ expect_log_mismatch (struct gate *g, const char *when)
     g->logged = true;
   }
   blk_hex (blkhash_expected->want, blkhash_expected->len, want);
-  nbdkit_error ("blkhash: export '%s': upload does not match "
-                "blkhash-expect%s: expected %s:%s, got %s:%s", g->name, when,
-                blkhash_expected->tag, want, blkhash_expected->tag, got);
+  nbdkit_error ("blkhash: export '%s': %s does not match "
+                "blkhash-expect%s: expected %s:%s, got %s:%s", g->name, what,
+                when, blkhash_expected->tag, want, blkhash_expected->tag,
+                got);
 }
 
 int
 blkhash_expect_flush (nbdkit_next *next, struct blkhash_export *e, int *err)
 {
-  struct gate *g;
-  enum verdict v;
+  struct blkhash_gate *g;
   bool strict;
   int r;
 
@@ -393,56 +407,254 @@ blkhash_expect_flush (nbdkit_next *next, struct blkhash_export *e, int *err)
   {
     ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&gates_lock);
     g = expect_find (blkhash_export_name (e));
-    if (g == NULL || g->session_over)
+    if (g == NULL || g->session_over || !g->wrote)
       return 0;                 /* nothing written in this session */
-    v = g->verdict;
-    strict = g->strict;
+    strict = blkhash_expected->every_flush || written_whole (g);
   }
-  if (v == VERDICT_NONE) {
-    {
-      ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&gates_lock);
-      strict = blkhash_expected->every_flush ||
-        expect_covers (&g->written, g->size);
-    }
-    /* Written in part (allocated zeros that a writer skipped look
-     * like data here) is judged all the same, since a match is a
-     * match however the image was written (qemu-img's closing flush);
-     * only a mismatch of a complete image fails the flush.
-     */
-    r = expect_judge (next, e, g, strict, false, err);
-    if (r == -1)
-      return -1;
-    if (r == VERDICT_NONE) {
-      nbdkit_debug ("blkhash: export '%s': a write was in flight: not "
-                    "judged at this flush", g->name);
-      return 0;
-    }
-    v = r;
-  }
-  if (v == VERDICT_PASS) {
+  /* Written in part (allocated zeros that a writer skipped look like
+   * data here) is judged all the same, since a match is a match
+   * however the image was written (qemu-img's closing flush); only a
+   * mismatch of a complete image fails the flush.
+   */
+  r = expect_judge (next, e, g, false, false, true, err);
+  if (r == -1)
+    return -1;
+  if (r == VERDICT_PASS) {
     nbdkit_debug ("blkhash: export '%s': upload matches blkhash-expect",
                   g->name);
     return 0;
   }
   if (!strict) {
-    nbdkit_debug ("blkhash: export '%s': does not match blkhash-expect yet, "
-                  "but parts of it were not written: not failing this "
-                  "flush (judged again at the next flush after a write, "
-                  "and at the session's end)", g->name);
+    nbdkit_debug ("blkhash: export '%s': %s, but parts of it were not "
+                  "written: not failing this flush (judged again at the "
+                  "next flush after a write, and at the session's end)",
+                  g->name, r == JUDGE_RACED
+                  ? "writes went on while it was judged"
+                  : "does not match blkhash-expect yet");
     return 0;
   }
-  expect_log_mismatch (g, "");
+  if (r == JUDGE_RACED) {
+    nbdkit_error ("blkhash: export '%s': writes through the filter went on "
+                  "while the upload was judged (%d times): the flush fails "
+                  "rather than pass an upload not judged", g->name,
+                  JUDGE_TRIES);
+    *err = EIO;
+    return -1;
+  }
+  expect_log_mismatch (g, "upload", "");
   *err = EIO;
   return -1;
+}
+
+/* Read (or known zero) [a, b) of content gen, if it is the content
+ * now: whether the import is complete.  gates_lock held.
+ */
+static bool
+expect_seen (struct blkhash_gate *g, uint64_t gen, uint64_t a, uint64_t b)
+{
+  if (gen != writes_begun || gen != writes_ended)
+    return false;
+  if (g->seen_gen != gen) {
+    blkhash_ranges_clear (&g->seen);
+    g->seen_gen = gen;
+  }
+  blkhash_ranges_add (&g->seen, a, MIN (b, g->size), true);
+  return blkhash_ranges_covers (&g->seen, 0, g->size);
+}
+
+/* A read after a failed verdict fails. */
+static int
+expect_refuse (struct blkhash_gate *g, int *err)
+{
+  nbdkit_error ("blkhash: export '%s' does not match blkhash-expect: "
+                "reads fail until it is written", g->name);
+  *err = EIO;
+  return -1;
+}
+
+int
+blkhash_expect_read_begin (struct blkhash_export *e,
+                           struct blkhash_expect_io *io, bool is_read,
+                           int *err)
+{
+  struct blkhash_gate *g;
+  enum verdict v;
+
+  io->g = NULL;
+  io->rf = NULL;
+  if (blkhash_expected == NULL)
+    return 0;
+  {
+    ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&gates_lock);
+    if ((g = gate_enter (e, err)) == NULL)
+      return -1;
+    io->g = g;
+    v = verdict_now (g);
+    io->gen = writes_begun == writes_ended ? writes_begun : UINT64_MAX;
+    /* A plain digest follows the reads of a session that has not
+     * written (one that has is an upload: its judge reads afresh).
+     */
+    if (v == VERDICT_NONE && io->gen != UINT64_MAX && !g->wrote &&
+        blkhash_expected->plain) {
+      if (g->rf && g->rf->gen != io->gen) {
+        rf_put (g->rf);
+        g->rf = NULL;
+      }
+      if (g->rf == NULL && (g->rf = calloc (1, sizeof *g->rf)) != NULL) {
+        g->rf->f = blkhash_read_follow_new (&blkhash_expected->digest,
+                                           g->size);
+        g->rf->gen = io->gen;
+        g->rf->refs = 1;
+        if (g->rf->f == NULL) {         /* the judge reads it all */
+          free (g->rf);
+          g->rf = NULL;
+        }
+      }
+      if ((io->rf = g->rf) != NULL) {
+        io->rf->refs++;
+        if (is_read)
+          blkhash_read_follow_enter (io->rf->f);
+      }
+    }
+  }
+  if (is_read && v == VERDICT_FAIL)
+    return expect_refuse (g, err);
+  return 0;
+}
+
+/* After a read or extents request: judge the import if it completed
+ * it (or one before it did, and its judge failed), and fail on a
+ * mismatch; refuse: fail on a mismatch judged before.
+ */
+static int
+expect_settle (nbdkit_next *next, struct blkhash_export *e,
+               struct blkhash_gate *g, enum verdict v, bool complete,
+               bool refuse, int *err)
+{
+  int r;
+
+  if (v == VERDICT_NONE && complete) {
+    r = expect_judge (next, e, g, true, false, false, err);
+    if (r == -1)
+      return -1;
+    if (r == JUDGE_RACED) {
+      nbdkit_error ("blkhash: export '%s' was written while its import "
+                    "was judged: the read fails rather than complete an "
+                    "import not judged", g->name);
+      *err = EIO;
+      return -1;
+    }
+    if (r == VERDICT_PASS) {
+      nbdkit_debug ("blkhash: export '%s': import matches blkhash-expect",
+                    g->name);
+      return 0;
+    }
+    expect_log_mismatch (g, "import", "");
+    *err = EIO;
+    return -1;
+  }
+  if (refuse && v == VERDICT_FAIL)
+    return expect_refuse (g, err);
+  return 0;
+}
+
+int
+blkhash_expect_read_end (nbdkit_next *next, struct blkhash_export *e,
+                         struct blkhash_expect_io *io, const void *buf,
+                         uint32_t count, uint64_t offset, int *err)
+{
+  struct blkhash_gate *g = io->g;
+  bool complete = false;
+  enum verdict v;
+
+  if (g == NULL)
+    return 0;
+  /* Its turn in the plain digest, before the verdict. */
+  if (io->rf && buf)
+    blkhash_read_follow_data (next, io->rf->f, buf, offset, count);
+  else if (io->rf)
+    blkhash_read_follow_leave (io->rf->f);
+  {
+    ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&gates_lock);
+    if (io->rf)
+      rf_put (io->rf);
+    io->rf = NULL;
+    if (buf)
+      complete = expect_seen (g, io->gen, offset, offset + count);
+    v = verdict_now (g);
+  }
+  if (buf == NULL)
+    return 0;
+  return expect_settle (next, e, g, v, complete, true, err);
+}
+
+int
+blkhash_expect_extents_end (nbdkit_next *next, struct blkhash_export *e,
+                            struct blkhash_expect_io *io,
+                            struct nbdkit_extents *exts, uint32_t count,
+                            uint64_t offset, uint32_t flags, int *err)
+{
+  struct blkhash_gate *g = io->g;
+  const uint64_t end = offset + count;
+  bool complete = false;
+  enum verdict v;
+
+  if (g == NULL)
+    return 0;
+  /* What nbdkit sends: extents up to the one past the end, whole (with
+   * REQ_ONE, the first, cut at the end), each of at most 4G - 1.
+   */
+  for (size_t i = 0; exts && blkhash_extents_usable (next) &&
+         i < nbdkit_extents_count (exts); i++) {
+    const struct nbdkit_extent x = nbdkit_get_extent (exts, i);
+    uint64_t a = MAX (x.offset, offset);
+    uint64_t b = x.offset + MIN (x.length, (uint64_t) UINT32_MAX);
+
+    if (x.offset >= end)
+      break;
+    if (flags & NBDKIT_FLAG_REQ_ONE)
+      b = MIN (b, end);
+    if (b > a && (x.type & NBDKIT_EXTENT_ZERO)) {
+      if (io->rf)
+        blkhash_read_follow_zero (io->rf->f, a, b - a);
+      ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&gates_lock);
+      complete |= expect_seen (g, io->gen, a, b);
+    }
+    if (flags & NBDKIT_FLAG_REQ_ONE)
+      break;
+  }
+  {
+    ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&gates_lock);
+    if (io->rf)
+      rf_put (io->rf);
+    io->rf = NULL;
+    v = verdict_now (g);
+  }
+  if (exts == NULL)
+    return 0;
+  return expect_settle (next, e, g, v, complete, false, err);
+}
+
+/* Bytes read or known zero in the content as it is; gates_lock held. */
+static uint64_t
+expect_seen_bytes (const struct blkhash_gate *g)
+{
+  uint64_t n = 0;
+
+  if (g->seen_gen != writes_begun)
+    return 0;
+  for (size_t i = 0; i < g->seen.n; i++)
+    n += g->seen.v[i].b - g->seen.v[i].a;
+  return n;
 }
 
 void
 blkhash_expect_session_end (nbdkit_next *next, struct blkhash_export *e)
 {
-  struct gate *g;
+  struct blkhash_gate *g;
   enum verdict v;
-  bool logged;
-  uint64_t begun;
+  bool logged, wrote;
+  uint64_t entered, seen;
   int err = 0, r;
 
   if (blkhash_expected == NULL)
@@ -452,98 +664,109 @@ blkhash_expect_session_end (nbdkit_next *next, struct blkhash_export *e)
     g = expect_find (blkhash_export_name (e));
     if (g == NULL || g->session_over)
       return;
-    v = g->verdict;
+    v = verdict_now (g);
     logged = g->logged;
-    begun = g->begun;
+    wrote = g->wrote;
+    entered = g->entered;
+    seen = expect_seen_bytes (g);
   }
-  if (v == VERDICT_NONE && next == NULL)
+  if (!wrote && v == VERDICT_NONE)
+    nbdkit_error ("blkhash: export '%s' was read in part (%" PRIu64 " of %"
+                  PRIu64 " bytes read or known zero) and not written: not "
+                  "judged against blkhash-expect (a client that reads it "
+                  "whole is)", g->name, seen, g->size);
+  else if (v == VERDICT_NONE && next == NULL)
     nbdkit_error ("blkhash: export '%s': its last connection failed while "
                   "connecting: the upload is not judged", g->name);
   else if (v == VERDICT_NONE) {
-    r = expect_judge (next, e, g, true, true, &err);
+    r = expect_judge (next, e, g, false, true, false, &err);
     if (r == -1)
       nbdkit_error ("blkhash: export '%s': the upload is not judged",
                     g->name);
     else if (r == VERDICT_FAIL)
-      expect_log_mismatch (g, " (at the session's end)");
+      expect_log_mismatch (g, "upload", " (at the session's end)");
     else if (r == VERDICT_PASS)
       nbdkit_debug ("blkhash: export '%s': upload matches blkhash-expect "
                     "(at the session's end)", g->name);
+    else
+      nbdkit_debug ("blkhash: export '%s': written while the session's "
+                    "end was judged: judged with the writes", g->name);
   }
   else if (v == VERDICT_FAIL && !logged)
-    expect_log_mismatch (g, " (at the session's end)");
+    expect_log_mismatch (g, wrote ? "upload" : "import",
+                         " (at the session's end)");
   /* A client that came while this was judged began a session of its
-   * own (nbdkit's): if it wrote, its writes go on counting, and its
-   * flushes and its end judge it.
+   * own (nbdkit's): its requests go on counting, and its flushes, its
+   * reads and its end judge it.
    */
   ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&gates_lock);
-  if (g->begun == begun)
+  if (g->entered == entered)
     g->session_over = true;
   else
-    nbdkit_debug ("blkhash: export '%s': written by a new session while "
-                  "the last one's end was judged: judged with the new one",
+    nbdkit_debug ("blkhash: export '%s': used by a new session while the "
+                  "last one's end was judged: judged with the new one",
                   g->name);
 }
 
 bool
 blkhash_expect_passed (const char *name)
 {
-  struct gate *g;
+  struct blkhash_gate *g;
 
   if (blkhash_expected == NULL)
     return false;
   ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&gates_lock);
   g = expect_find (name);
-  return g && !g->session_over && g->verdict == VERDICT_PASS;
+  return g && !g->session_over && verdict_now (g) == VERDICT_PASS;
 }
 
 bool
 blkhash_expect_vouches (const char *name, const uint8_t *root)
 {
-  enum verdict v;
+  struct blkhash_gate *g;
 
   if (blkhash_expected == NULL)
     return true;
-  {
-    ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&gates_lock);
-    struct gate *g = expect_find (name);
-    if (g == NULL)
-      return true;              /* never written: not judged */
-    v = g->verdict;
-  }
   /* The line's checksum is the value judged: no verdict needed. */
   if (blkhash_expect_passive ())
     return memcmp (root, blkhash_expected->want, blkhash_expected->len) == 0;
-  return v == VERDICT_PASS;
+  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&gates_lock);
+  g = expect_find (name);
+  return g && verdict_now (g) == VERDICT_PASS;
 }
 
 void
 blkhash_expect_exit (void)
 {
-  struct gate *g;
+  struct blkhash_gate *g;
 
   if (blkhash_expected == NULL)
     return;
   ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&gates_lock);
-  for (g = gates; g; g = g->next)
-    if (!g->session_over && g->verdict != VERDICT_PASS &&
-        !(g->verdict == VERDICT_FAIL && g->logged))
+  for (g = gates; g; g = g->next) {
+    const enum verdict v = verdict_now (g);
+    if (!g->session_over && g->wrote && v != VERDICT_PASS &&
+        !(v == VERDICT_FAIL && g->logged))
       nbdkit_error ("blkhash: export '%s': nbdkit is exiting while it is in "
                     "use: the upload is %s", g->name,
-                    g->verdict == VERDICT_FAIL
+                    v == VERDICT_FAIL
                     ? "judged, and does not match blkhash-expect"
                     : "not judged");
+  }
 }
 
 void
 blkhash_expect_free_all (void)
 {
-  struct gate *g, *next;
+  struct blkhash_gate *g, *next;
 
   for (g = gates; g; g = next) {
     next = g->next;
     blkhash_plain_follow_free (g->follow);
-    free (g->written.v);
+    if (g->rf)
+      rf_put (g->rf);
+    blkhash_ranges_free (&g->written);
+    blkhash_ranges_free (&g->seen);
     free (g->name);
     free (g);
   }

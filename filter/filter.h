@@ -240,6 +240,13 @@ extern uint64_t blkhash_plain_pos (const struct blkhash_plain *p);
  */
 extern int blkhash_plain_advance (nbdkit_next *next, struct blkhash_plain *p,
                                   uint64_t end, int *err);
+/* Hash len bytes of buf, or len zeros, at the position (capped at the
+ * size).  0, or -1 with *err set and nbdkit_error called.
+ */
+extern int blkhash_plain_update (struct blkhash_plain *p, const void *buf,
+                                 size_t len, int *err);
+extern int blkhash_plain_zeros (struct blkhash_plain *p, uint64_t len,
+                                int *err);
 /* Hash what is left; the digest (d->len bytes) into out. */
 extern int blkhash_plain_final (nbdkit_next *next, struct blkhash_plain *p,
                                 uint8_t *out, int *err);
@@ -261,6 +268,14 @@ extern void blkhash_plain_follow_step (nbdkit_next *next,
 extern int blkhash_plain_follow_final (nbdkit_next *next,
                                        struct blkhash_plain_follow *f,
                                        uint8_t *out, int *err);
+/* blkhash_plain_final of p, or blkhash_plain_follow_final of f, on a
+ * thread of its own while the caller waits: off nbdkit's threads the
+ * client that is leaving does not stop it, only nbdkit's exit.
+ */
+extern int blkhash_plain_final_detached (nbdkit_next *next,
+                                         struct blkhash_plain *p,
+                                         struct blkhash_plain_follow *f,
+                                         uint8_t *out, int *err);
 /* The NAME@digest:DIGEST view of one connection (see plain.c). */
 struct blkhash_plain_view;
 /* NULL with nbdkit_error called (an unknown digest, or no memory);
@@ -384,15 +399,19 @@ extern int blkhash_view_cache (nbdkit_next *next, struct blkhash_view *v,
  * not share one disk (0, or -1 with nbdkit_error called).
  */
 extern int blkhash_passive_init (void);
+/* Reads and extents feed t and t2 (either may be NULL; t2 the gate's
+ * table, of blkhash-expect's digest and block size, when it is not t).
+ */
 extern int blkhash_passive_pread (nbdkit_next *next,
                                   struct blkhash_export *e,
-                                  struct blk_table *t, void *buf,
-                                  uint32_t count, uint64_t offset,
+                                  struct blk_table *t, struct blk_table *t2,
+                                  void *buf, uint32_t count, uint64_t offset,
                                   uint32_t flags, int *err);
 extern int blkhash_passive_extents (nbdkit_next *next,
                                     struct blkhash_export *e,
-                                    struct blk_table *t, uint32_t count,
-                                    uint64_t offset, uint32_t flags,
+                                    struct blk_table *t, struct blk_table *t2,
+                                    uint32_t count, uint64_t offset,
+                                    uint32_t flags,
                                     struct nbdkit_extents *extents,
                                     int *err);
 extern int blkhash_passive_pwrite (nbdkit_next *next,
@@ -406,6 +425,53 @@ extern int blkhash_passive_zero (nbdkit_next *next, struct blkhash_export *e,
 extern int blkhash_passive_trim (nbdkit_next *next, struct blkhash_export *e,
                                  uint32_t count, uint64_t offset,
                                  uint32_t flags, int *err);
+
+/* ranges.c: a set of byte ranges for the gate (see ranges.c): add
+ * [a, b); when full, merge the closest ranges if may_merge (then
+ * merged is set), else drop it and return false.
+ */
+#define BLKHASH_RANGES_MAX 65536
+struct blkhash_range { uint64_t a, b; };
+struct blkhash_ranges {
+  struct blkhash_range *v;
+  size_t n, cap;
+  bool merged;                  /* holds gaps that were never added */
+};
+extern bool blkhash_ranges_add (struct blkhash_ranges *r, uint64_t a,
+                                uint64_t b, bool may_merge);
+/* Is [a, b) in one range? */
+extern bool blkhash_ranges_covers (const struct blkhash_ranges *r,
+                                   uint64_t a, uint64_t b);
+/* The end of the range holding a, or a if none does. */
+extern uint64_t blkhash_ranges_end_at (const struct blkhash_ranges *r,
+                                       uint64_t a);
+/* a if a range holds it, else the start of the next (UINT64_MAX). */
+extern uint64_t blkhash_ranges_next (const struct blkhash_ranges *r,
+                                     uint64_t a);
+extern void blkhash_ranges_clear (struct blkhash_ranges *r);
+extern void blkhash_ranges_free (struct blkhash_ranges *r);
+
+/* readfollow.c: a plain digest following an import's reads (see
+ * readfollow.c).  A reader _enters before its plugin read, and ends
+ * with _data (its turn: may wait for it) or _leave; _zero for zeros a
+ * client learned from extents; _final hashes the rest (reading what no
+ * reader gave), 0 or -1 with *err set and nbdkit_error called.
+ */
+struct blkhash_read_follow;
+extern struct blkhash_read_follow *blkhash_read_follow_new
+  (const struct blk_digest *d, uint64_t size);
+extern void blkhash_read_follow_free (struct blkhash_read_follow *f);
+extern void blkhash_read_follow_enter (struct blkhash_read_follow *f);
+extern void blkhash_read_follow_data (nbdkit_next *next,
+                                      struct blkhash_read_follow *f,
+                                      const void *buf, uint64_t offset,
+                                      uint32_t count);
+extern void blkhash_read_follow_leave (struct blkhash_read_follow *f);
+extern void blkhash_read_follow_zero (struct blkhash_read_follow *f,
+                                      uint64_t offset, uint64_t count);
+extern int blkhash_read_follow_final (nbdkit_next *next,
+                                      struct blkhash_read_follow *f,
+                                      uint8_t *out, size_t len, int *err);
 
 /* expectvalue.c: the value of blkhash-expect= (and -at), once
  * parsed; NULL when there is none.  _config takes blkhash-expect and
@@ -430,33 +496,60 @@ extern int blkhash_expect_ready (void);
 extern bool blkhash_expect_passive (void);
 extern void blkhash_expect_value_free (void);
 
-/* expect.c: the upload gate (see the notes at the top of expect.c). */
+/* expect.c: the gate (see the notes at the top of expect.c). */
 /* A data write (or zero, or trim) through e, around the plugin call:
- * begin voids the verdict (0, or -1 with *err set: out of memory);
- * end records the range as covered if ok.
+ * begin voids every verdict (0, or -1 with *err set: out of memory);
+ * end records the range as written if ok.
  */
 extern int blkhash_expect_write_begin (struct blkhash_export *e, int *err);
 extern void blkhash_expect_write_end (struct blkhash_export *e,
                                       uint64_t offset, uint64_t count,
                                       bool ok);
-/* A flush through e succeeded at the plugin: judge the upload if it is
- * complete.  0, or -1 with *err set (EIO: it does not match).
- */
 /* After write_end: a plain digest hashes on through what is written
  * whole, on this thread if it is its turn.
  */
 extern void blkhash_expect_follow (nbdkit_next *next,
                                    struct blkhash_export *e);
+/* A flush through e succeeded at the plugin: judge the upload.  0, or
+ * -1 with *err set (EIO: a complete image does not match).
+ */
 extern int blkhash_expect_flush (nbdkit_next *next,
                                  struct blkhash_export *e, int *err);
 /* The last client of e has gone (next NULL: it cannot read): judge it
- * if written since its last verdict, and log a mismatch not yet
- * logged.
+ * if written since its last verdict, log a mismatch not yet logged,
+ * and a session that read in part and was not judged.
  */
 extern void blkhash_expect_session_end (nbdkit_next *next,
                                         struct blkhash_export *e);
+/* A read (is_read) or extents request through e, around the plugin
+ * call: _begin fails a read of content judged not to match (EIO);
+ * _end (buf or exts NULL: the request failed) counts what the client
+ * was given, judges the import if that completed it, and fails the
+ * request on a mismatch.  0, or -1 with *err set.
+ */
+struct blkhash_gate;
+struct blkhash_rfollow;
+struct blkhash_expect_io {
+  struct blkhash_gate *g;       /* NULL: no gate */
+  uint64_t gen;                 /* the content when it began */
+  struct blkhash_rfollow *rf;
+};
+extern int blkhash_expect_read_begin (struct blkhash_export *e,
+                                      struct blkhash_expect_io *io,
+                                      bool is_read, int *err);
+extern int blkhash_expect_read_end (nbdkit_next *next,
+                                    struct blkhash_export *e,
+                                    struct blkhash_expect_io *io,
+                                    const void *buf, uint32_t count,
+                                    uint64_t offset, int *err);
+extern int blkhash_expect_extents_end (nbdkit_next *next,
+                                       struct blkhash_export *e,
+                                       struct blkhash_expect_io *io,
+                                       struct nbdkit_extents *exts,
+                                       uint32_t count, uint64_t offset,
+                                       uint32_t flags, int *err);
 /* May export name's blkhash-file line hold its checksum root (default
- * parameters)?  false: the upload is not known to match, the line
+ * parameters)?  false: the content is not known to match, the line
  * holds zeros.
  */
 extern bool blkhash_expect_vouches (const char *name, const uint8_t *root);

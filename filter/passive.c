@@ -130,40 +130,89 @@ check_complete (struct blkhash_export *e, struct blk_table *t)
     blkhash_results_complete (e, t);
 }
 
-int
-blkhash_passive_pread (nbdkit_next *next, struct blkhash_export *e,
-                       struct blk_table *t, void *buf, uint32_t count,
-                       uint64_t offset, uint32_t flags, int *err)
-{
-  const size_t L = blk_table_params (t)->digest.len;
+/* What a read needs of one table: its full blocks in the request,
+ * which of them it does not know, and its snapshot.
+ */
+struct read_table {
+  struct blk_table *t;
   uint64_t first, n, snapshot;
+  uint8_t *out;
+  bool *need, *zero;
+};
 
-  full_blocks (t, offset, count, &first, &n);
-  if (n == 0)
-    return next->pread (next, buf, count, offset, flags, err);
+static void
+read_table_free (struct read_table *rt)
+{
+  free (rt->out);
+  free (rt->need);
+  free (rt->zero);
+}
 
-  CLEANUP_FREE uint8_t *out = malloc (n * L);
-  CLEANUP_FREE bool *need = malloc (n * sizeof *need);
-  CLEANUP_FREE bool *zero = calloc (n, sizeof *zero);
-  if (out == NULL || need == NULL || zero == NULL) {
-    nbdkit_error ("blkhash: out of memory");
-    *err = ENOMEM;
+/* Look the blocks up in rt->t before the read: 1 if some are unknown,
+ * 0 if none, -1 if out of memory (then nothing is hashed for it).
+ */
+static int
+read_table_lookup (struct read_table *rt, uint64_t offset, uint32_t count)
+{
+  const size_t L = blk_table_params (rt->t)->digest.len;
+
+  full_blocks (rt->t, offset, count, &rt->first, &rt->n);
+  if (rt->n == 0)
+    return 0;
+  rt->out = malloc (rt->n * L);
+  rt->need = malloc (rt->n * sizeof *rt->need);
+  rt->zero = calloc (rt->n, sizeof *rt->zero);
+  if (rt->out == NULL || rt->need == NULL || rt->zero == NULL)
     return -1;
-  }
   /* The snapshot must precede the read: a write that ends after it
    * makes what we read unstorable.
    */
-  if (blk_table_lookup (t, first, n, out, need, &snapshot) == 0)
-    return next->pread (next, buf, count, offset, flags, err);
-  if (next->pread (next, buf, count, offset, flags, err) == -1)
-    return -1;
-  /* A hashing failure must not fail a read that succeeded. */
-  if (hash_buffer (t, buf, offset, first, n, need, out, zero, err) == 0) {
-    blk_table_store (t, first, n, out, zero, need, snapshot);
-    blk_table_fold (t, false, BLKHASH_FOLD_BUDGET);
-    check_complete (e, t);
+  return blk_table_lookup (rt->t, rt->first, rt->n, rt->out, rt->need,
+                           &rt->snapshot) > 0;
+}
+
+int
+blkhash_passive_pread (nbdkit_next *next, struct blkhash_export *e,
+                       struct blk_table *t, struct blk_table *t2,
+                       void *buf, uint32_t count, uint64_t offset,
+                       uint32_t flags, int *err)
+{
+  struct read_table rts[2] = { { .t = t }, { .t = t2 } };
+  bool any = false;
+  int r, i;
+
+  for (i = 0; i < 2; i++) {
+    if (rts[i].t == NULL || (i == 1 && t2 == t))
+      rts[i].t = NULL;
+    else if ((r = read_table_lookup (&rts[i], offset, count)) == -1) {
+      for (i = 0; i < 2; i++)
+        read_table_free (&rts[i]);
+      nbdkit_error ("blkhash: out of memory");
+      *err = ENOMEM;
+      return -1;
+    }
+    else if (r == 0)
+      rts[i].t = NULL;
+    any |= rts[i].t != NULL;
   }
-  return 0;
+  r = next->pread (next, buf, count, offset, flags, err);
+  /* A hashing failure must not fail a read that succeeded. */
+  for (i = 0; any && r == 0 && i < 2; i++) {
+    struct read_table *rt = &rts[i];
+    int ignored;
+    if (rt->t == NULL ||
+        hash_buffer (rt->t, buf, offset, rt->first, rt->n, rt->need,
+                     rt->out, rt->zero, &ignored) == -1)
+      continue;
+    blk_table_store (rt->t, rt->first, rt->n, rt->out, rt->zero, rt->need,
+                     rt->snapshot);
+    blk_table_fold (rt->t, false, BLKHASH_FOLD_BUDGET);
+    if (rt->t == t)
+      check_complete (e, rt->t);
+  }
+  for (i = 0; i < 2; i++)
+    read_table_free (&rts[i]);
+  return r;
 }
 
 struct zero_runs {
@@ -180,23 +229,17 @@ store_zero_run (void *opaque, uint64_t b0, uint64_t b1)
   z->blocks += b1 - b0;
 }
 
-int
-blkhash_passive_extents (nbdkit_next *next, struct blkhash_export *e,
-                         struct blk_table *t, uint32_t count,
-                         uint64_t offset, uint32_t flags,
-                         struct nbdkit_extents *extents, int *err)
+/* Mark the full blocks of t that extents (within [offset, end)) say
+ * read as zeros.
+ */
+static void
+extents_mark (struct blkhash_export *e, struct blk_table *t,
+              uint64_t snapshot, struct nbdkit_extents *extents,
+              uint64_t offset, uint64_t end, bool is_data_table)
 {
-  const uint64_t end = offset + count;
-  struct zero_runs z = { .t = t };
+  struct zero_runs z = { .t = t, .snapshot = snapshot };
   struct blk_holes h;
 
-  if (t == NULL)
-    return next->extents (next, count, offset, flags, extents, err);
-  /* The snapshot must precede the answer, as for a read. */
-  blk_table_lookup (t, 0, 0, NULL, NULL, &z.snapshot);
-  if (next->extents (next, count, offset, flags, extents, err) == -1)
-    return -1;
-  /* Only within the request: its size bounds the work. */
   blk_holes_begin (&h, blk_table_params (t)->block_size, blk_table_size (t),
                    store_zero_run, &z);
   for (size_t i = 0; i < nbdkit_extents_count (extents); i++) {
@@ -214,8 +257,33 @@ blkhash_passive_extents (nbdkit_next *next, struct blkhash_export *e,
   if (z.blocks) {
     blkhash_stats.hole_blocks += z.blocks;
     blk_table_fold (t, false, BLKHASH_FOLD_BUDGET);
-    check_complete (e, t);
+    if (is_data_table)
+      check_complete (e, t);
   }
+}
+
+int
+blkhash_passive_extents (nbdkit_next *next, struct blkhash_export *e,
+                         struct blk_table *t, struct blk_table *t2,
+                         uint32_t count, uint64_t offset, uint32_t flags,
+                         struct nbdkit_extents *extents, int *err)
+{
+  uint64_t s1 = 0, s2 = 0;
+
+  if (t2 == t)
+    t2 = NULL;
+  /* The snapshots must precede the answer, as for a read. */
+  if (t)
+    blk_table_lookup (t, 0, 0, NULL, NULL, &s1);
+  if (t2)
+    blk_table_lookup (t2, 0, 0, NULL, NULL, &s2);
+  if (next->extents (next, count, offset, flags, extents, err) == -1)
+    return -1;
+  /* Only within the request: its size bounds the work. */
+  if (t)
+    extents_mark (e, t, s1, extents, offset, offset + count, true);
+  if (t2)
+    extents_mark (e, t2, s2, extents, offset, offset + count, false);
   return 0;
 }
 

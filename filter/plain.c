@@ -109,6 +109,26 @@ plain_update (struct blkhash_plain *p, const void *buf, size_t len, int *err)
   return 0;
 }
 
+int
+blkhash_plain_update (struct blkhash_plain *p, const void *buf, size_t len,
+                      int *err)
+{
+  return plain_update (p, buf, MIN (len, p->size - p->pos), err);
+}
+
+int
+blkhash_plain_zeros (struct blkhash_plain *p, uint64_t len, int *err)
+{
+  len = MIN (len, p->size - p->pos);
+  while (len) {
+    const size_t n = MIN (len, (uint64_t) PIECE_SIZE);
+    if (plain_update (p, zeros, n, err) == -1 || blkhash_should_stop (err))
+      return -1;
+    len -= n;
+  }
+  return 0;
+}
+
 /* A piece of [off, end): zeros to hash without reading, or data. */
 struct piece {
   uint64_t off;
@@ -567,4 +587,49 @@ blkhash_plain_follow_final (nbdkit_next *next, struct blkhash_plain_follow *f,
   r = blkhash_plain_final (next, run, out, err);
   follow_give_back (f, r == -1);
   return r;
+}
+
+struct plain_run {
+  nbdkit_next *next;
+  struct blkhash_plain *p;              /* or f */
+  struct blkhash_plain_follow *f;
+  uint8_t *out;
+  int err, r;
+};
+
+static void *
+plain_final_run (void *opaque)
+{
+  struct plain_run *pr = opaque;
+
+  blkhash_exit_grace ();
+  pr->r = pr->f ? blkhash_plain_follow_final (pr->next, pr->f, pr->out,
+                                              &pr->err)
+    : blkhash_plain_final (pr->next, pr->p, pr->out, &pr->err);
+  return NULL;
+}
+
+/* The plain digest on a thread of its own while the caller waits:
+ * off nbdkit's threads the client that is leaving does not stop it,
+ * only nbdkit's exit.
+ */
+int
+blkhash_plain_final_detached (nbdkit_next *next, struct blkhash_plain *p,
+                              struct blkhash_plain_follow *f, uint8_t *out,
+                              int *err)
+{
+  struct plain_run pr = { .next = next, .p = p, .f = f, .out = out };
+  pthread_t thread;
+  int r;
+
+  if ((r = pthread_create (&thread, NULL, plain_final_run, &pr)) != 0) {
+    errno = r;
+    nbdkit_error ("blkhash: pthread_create: %m");
+    *err = r;
+    return -1;
+  }
+  pthread_join (thread, NULL);
+  if (pr.r == -1)
+    *err = pr.err;
+  return pr.r;
 }

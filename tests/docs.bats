@@ -153,6 +153,17 @@ start_standins () {
   done
   nbdkit_daemon "$si/tls.standin" -U "$si/tls.sock" --tls=require \
     --tls-psk="$si/keys.psk" --filter="$BLKHASH_FILTER" file dir="$si/dir"
+  # http://server/: this directory's files, with ranges (a session of
+  # its own, as the nbdkit daemons: nbdsum -j ends its process group).
+  setsid "$PYTHON" "$top_srcdir/tests/httprange.py" "$PWD" "$si/http.port" \
+    </dev/null >/dev/null 2>&1 3>&- 4>&- &
+  echo $! > "$si/http.standin"
+  for name in $(seq 100); do
+    [ -s "$si/http.port" ] && return 0
+    sleep 0.1
+  done
+  echo "tests/httprange.py did not start"
+  return 1
 }
 
 # What a recipe leaves running: servers it started, background jobs.

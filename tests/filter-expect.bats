@@ -7,8 +7,10 @@
 # digest and for blkhash values; a writer that flushes midway is not
 # failed; writers that skip zeros are judged; qemu-img, which ignores
 # its flush's error, is caught by the recipe; bad values refuse the
-# start; a read-only session is not judged; a killed writer is never
-# recorded as good.  Expected values come from coreutils (plain
+# start; a session that only reads is judged as an import (see
+# filter-import.bats), never at its flush; a killed writer is never
+# recorded as good; writes through another name, in more than 65,536
+# ranges, or racing the flush are judged.  Expected values come from coreutils (plain
 # digests) and tests/reference.py (blkhash values) on the images.
 
 load "$top_srcdir/tests/helpers"
@@ -28,6 +30,7 @@ setup_file () {
   done
   write_midway
   write_readflush
+  write_scatter
 }
 
 setup () {
@@ -263,39 +266,60 @@ refused () {
   refused blkhash-expect-at=flush -- "blkhash-expect-at= needs blkhash-expect="
 }
 
-# readflush.py URI: read the export whole and flush, writing nothing.
+# readflush.py URI BYTES: read the first BYTES of the export and
+# flush, writing nothing; prints how the reads and the flush went.
 write_readflush () {
   cat > "$BATS_FILE_TMPDIR/readflush.py" <<'PY'
 import nbd, sys
 h = nbd.NBD()
 h.connect_uri(sys.argv[1])
-size = h.get_size()
+size = min(h.get_size(), int(sys.argv[2]))
+failed = 0
 for off in range(0, size, 1 << 20):
-    h.pread(min(1 << 20, size - off), off)
+    try:
+        h.pread(min(1 << 20, size - off), off)
+    except nbd.Error:
+        failed += 1
+print("reads failed:", failed)
 if h.can_flush():
-    h.flush()
+    try:
+        h.flush()
+        print("flush: ok")
+    except nbd.Error as e:
+        print("flush: failed", e)
 h.shutdown()
 PY
 }
 
-@test "expect: a read-only session is not judged" {
+@test "expect: a session that only reads is never judged at its flush; read whole, it is an import" {
   local img="$BATS_TEST_TMPDIR/disk.img" want
   cp "$bad" "$img"
   want=$(plain sha256 "$src")
-  # A writable server, a client that only reads and flushes.
+  # A writable server, a client that reads half of it and flushes: not
+  # judged, and said so at its end.
   run serve file "$img" blkhash-expect="sha256:$want" \
-    blkhash-file="$sums" -- '"$NBD_PYTHON" "$BATS_FILE_TMPDIR/readflush.py" "$uri"'
+    blkhash-file="$sums" -- '"$NBD_PYTHON" "$BATS_FILE_TMPDIR/readflush.py" "$uri" 2097152'
   echo "$output"
   [ "$status" -eq 0 ]
-  ! grep -q "does not match\|not judged" <<< "$output"
+  grep -q "^reads failed: 0$" <<< "$output"
+  grep -q "^flush: ok$" <<< "$output"
+  ! grep -q "does not match" <<< "$output"
+  grep -q "export '' was read in part (2097152 of 4194304 bytes read or known zero) and not written: not judged" <<< "$output"
+  # Its line holds zeros: the content is not known to match.
   cat "$sums"
-  [ "$(sum_hex "$(cat "$sums")")" = "$(reference sha256 65536 "$bad")" ]
+  [[ $(sum_hex "$(cat "$sums")") =~ ^0{64}$ ]]
 
-  run serve -r file "$img" blkhash-expect="sha256:$want" -- \
-    '"$NBD_PYTHON" "$BATS_FILE_TMPDIR/readflush.py" "$uri"'
-  echo "$output"
-  [ "$status" -eq 0 ]
-  ! grep -q "does not match\|not judged" <<< "$output"
+  # Read whole, read-only or not: the read that completes it fails.
+  for ro in "" -r; do
+    run serve $ro file "$img" blkhash-expect="sha256:$want" -- \
+      '"$NBD_PYTHON" "$BATS_FILE_TMPDIR/readflush.py" "$uri" 4194304'
+    echo "$output"
+    [ "$status" -eq 0 ]
+    grep -q "^reads failed: 1$" <<< "$output"
+    [ -n "$ro" ] || grep -q "^flush: ok$" <<< "$output"
+    grep -q "import does not match blkhash-expect" <<< "$output"
+    ! grep -q "upload" <<< "$output"
+  done
 }
 
 # write_then_die URI FILE BYTES: write the first BYTES of FILE, no
@@ -410,19 +434,20 @@ PY
   grep -F "upload does not match blkhash-expect (at the session's end): expected sha256:$want, got sha256:$(plain sha256 "$bad")" <<< "$output"
 }
 
-@test "expect: with several exports, each one written is judged, by name" {
+@test "expect: with several exports, each one written is judged, by name; one read whole as an import" {
   local dir="$BATS_TEST_TMPDIR/exports" want
   mkdir "$dir"
   truncate -s 4M "$dir/good.img" "$dir/wrong.img" "$dir/read.img"
   want=$(plain sha256 "$src")
-  run serve file dir="$dir" blkhash-expect="sha256:$want" -- \
+  run serve "${KILLED_CLIENT_OPTS[@]}" file dir="$dir" blkhash-expect="sha256:$want" -- \
     'nbdcopy --flush "$src" "nbd+unix:///good.img?socket=$unixsocket" &&
      ! nbdcopy --flush "$bad" "nbd+unix:///wrong.img?socket=$unixsocket" &&
-     nbdcopy "nbd+unix:///read.img?socket=$unixsocket" - >/dev/null'
+     ! nbdcopy "nbd+unix:///read.img?socket=$unixsocket" - >/dev/null'
   echo "$output"
   [ "$status" -eq 0 ]
   grep -F "export 'wrong.img': upload does not match" <<< "$output"
-  [ "$(grep -c "does not match" <<< "$output")" -eq 1 ]
+  grep -F "export 'read.img': import does not match" <<< "$output"
+  [ "$(grep -c "does not match" <<< "$output")" -eq 2 ]
   cmp "$src" "$dir/good.img"
 }
 
@@ -540,4 +565,113 @@ PY
     fi
     cmp "$tgt" "$f"
   done
+}
+
+# scatter.py URI FILE: write FILE in 512-byte pieces, first every other
+# one (each a range of its own: more than 65,536 of them), then the
+# rest, many in flight; flush.  Prints the flush's outcome.
+write_scatter () {
+  cat > "$BATS_FILE_TMPDIR/scatter.py" <<'PY'
+import nbd, sys
+h = nbd.NBD()
+h.connect_uri(sys.argv[1])
+data = open(sys.argv[2], "rb").read()
+n = len(data) // 512
+for first in (0, 1):
+    for i in range(first, n, 2):
+        while h.aio_in_flight() >= 64:
+            h.poll(-1)
+        h.aio_pwrite(data[i * 512:(i + 1) * 512], i * 512)
+    while h.aio_in_flight() > 0:
+        h.poll(-1)
+try:
+    h.flush()
+    print("flush ok")
+except nbd.Error as e:
+    print("flush failed", e.errno)
+h.shutdown()
+PY
+}
+
+@test "expect: a wrong upload written in more than 65,536 separate ranges fails its flush" {
+  local img="$BATS_TEST_TMPDIR/scatter.img" wrong="$BATS_TEST_TMPDIR/wrong.img"
+  # 80 MiB of 512-byte pieces: 81,920 ranges before the gaps are filled.
+  "$MKIMAGE" '80M;d:0+80M:s' "$img"
+  cp "$img" "$wrong"
+  printf 'X' | dd of="$wrong" bs=1 seek=41943553 conv=notrunc status=none
+  ! cmp -s "$img" "$wrong"
+  run serve memory 80M blkhash-expect="sha256:$(plain sha256 "$img")" -- \
+    '"$NBD_PYTHON" "$BATS_FILE_TMPDIR/scatter.py" "$uri" '"$img"
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$output" = "flush ok" ]
+  run serve memory 80M blkhash-expect="sha256:$(plain sha256 "$img")" -- \
+    '"$NBD_PYTHON" "$BATS_FILE_TMPDIR/scatter.py" "$uri" '"$wrong"
+  echo "$output"
+  grep -q "^flush failed EIO$" <<< "$output"
+  grep -F "upload does not match blkhash-expect: expected sha256:$(plain sha256 "$img"), got sha256:$(plain sha256 "$wrong")" <<< "$output"
+}
+
+@test "expect: a write through another export name after a pass makes the next flush judge again" {
+  # The memory plugin serves one disk under every name.
+  start_server alias memory 4M blkhash-expect="sha256:$(plain sha256 "$src")"
+  run "$NBD_PYTHON" - "$sock" "$src" <<'PY'
+import nbd, sys
+data = open(sys.argv[2], "rb").read()
+a = nbd.NBD(); a.connect_unix(sys.argv[1])
+b = nbd.NBD(); b.set_export_name("other"); b.connect_unix(sys.argv[1])
+def flush(h, what):
+    try:
+        h.flush(); print(what, "ok")
+    except nbd.Error as e:
+        print(what, "failed", e.errno)
+a.pwrite(data, 0)
+flush(a, "a whole")
+b.pwrite(b"X" if data[2097652:2097653] != b"X" else b"Y", 2097652)
+flush(a, "a after b")
+b.pwrite(data[2097652:2097653], 2097652)
+flush(a, "a restored")
+PY
+  echo "$output"
+  grep -q "^a whole ok$" <<< "$output"
+  grep -q "^a after b failed EIO$" <<< "$output"
+  grep -q "^a restored ok$" <<< "$output"
+  stop_server
+  grep -q "upload does not match blkhash-expect" "$err"
+}
+
+@test "expect: a flush racing a write is judged once the write is done" {
+  local log="$BATS_TEST_TMPDIR/requests.log"
+  # Writes take 2 s below the filter; the client sends the flush once
+  # the log filter (below blkhash) shows the write began: it is in
+  # flight, or done, when the flush is judged.
+  start_server race --filter=log --filter=delay memory 4M \
+    logfile="$log" delay-write=2 \
+    blkhash-expect="sha256:$(plain sha256 "$src")"
+  run "$NBD_PYTHON" - "$sock" "$src" "$log" <<'PY'
+import nbd, re, sys, time
+data = open(sys.argv[2], "rb").read()
+h = nbd.NBD(); h.connect_unix(sys.argv[1])
+def flush(what):
+    try:
+        h.flush(); print(what, "ok")
+    except nbd.Error as e:
+        print(what, "failed", e.errno)
+h.pwrite(data, 0)
+flush("whole")
+cookie = h.aio_pwrite(b"X" if data[2097652:2097653] != b"X" else b"Y", 2097652)
+for _ in range(6000):
+    if re.search(r"Write id=\d+ offset=0x2001f4 ", open(sys.argv[3]).read()):
+        break
+    time.sleep(0.01)
+else:
+    sys.exit("the write never reached the log filter")
+flush("racing")
+while not h.aio_command_completed(cookie):
+    h.poll(-1)
+PY
+  echo "$output"
+  grep -q "^whole ok$" <<< "$output"
+  grep -q "^racing failed EIO$" <<< "$output"
+  stop_server
 }

@@ -2,8 +2,9 @@
 # Copyright (C) 2026 The nbdkit-blkhash developers
 # SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
 """The shell recipes of README.md (its Usage section) and of the man
-pages' EXAMPLES and MORE EXAMPLES, as scripts to run on this machine:
-hosts become local stand-in servers, nbdsum and the filter those of
+pages' EXAMPLES and MORE EXAMPLES (and the filter's GATE), as scripts
+to run on this machine: hosts become local stand-in servers (an HTTP
+server's port in STANDIN/http.port), nbdsum and the filter those of
 the build tree, servers a recipe starts in the background are stopped
 at its end.  Lines of output shown in a recipe are left out.
 
@@ -75,6 +76,10 @@ def commands_only(lines):
 
 def stand_in(line, si, n):
     """Hosts to local sockets, tools to the build tree's."""
+    port = os.path.join(si, "http.port")
+    if os.path.exists(port):
+        line = line.replace("http://server/", "http://127.0.0.1:%s/"
+                            % open(port).read().strip())
     subs = [
         (r"nbds://alice@server/disk\?tls-psk-file=keys.psk",
          "nbds+unix://alice@/disk?socket=%s/tls.sock&tls-psk-file=%s/keys.psk"
@@ -102,7 +107,7 @@ def main():
     top, si, outdir = sys.argv[1:4]
     recipes = readme_blocks(top)
     recipes += pod_blocks(top, "nbdsum", ["EXAMPLES", "MORE EXAMPLES"])
-    recipes += pod_blocks(top, "nbdkit-blkhash-filter", ["EXAMPLES"])
+    recipes += pod_blocks(top, "nbdkit-blkhash-filter", ["EXAMPLES", "GATE"])
     listing = []
     for i, (where, lines) in enumerate(recipes):
         cmds = commands_only(lines)

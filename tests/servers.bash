@@ -139,3 +139,23 @@ s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
 s.close()
 PY
 }
+
+# start_http DIR: tests/httprange.py serving the files of DIR over
+# HTTP with byte ranges (for nbdkit's curl plugin), as a background job
+# of the test.  Sets http_port.
+start_http () {
+  local portfile="$BATS_TEST_TMPDIR/http.port" i
+  rm -f "$portfile"
+  "$PYTHON" "$top_srcdir/tests/httprange.py" "$1" "$portfile" \
+    </dev/null >/dev/null 2>&1 3>&- &
+  servers+=($!)
+  for ((i = 0; i < 200; i++)); do
+    if [ -s "$portfile" ]; then
+      http_port=$(cat "$portfile")
+      return 0
+    fi
+    sleep 0.05
+  done
+  echo "tests/httprange.py did not start"
+  return 1
+}

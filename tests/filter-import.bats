@@ -1,0 +1,238 @@
+#!/usr/bin/env bats
+# Copyright (C) 2026 The nbdkit-blkhash developers
+# SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
+# The gate on imports, blkhash-expect= on an export a client reads
+# whole (filter/expect.c, filter/readfollow.c): a copy of the right
+# image out of the export passes, of a wrong one fails at the read that
+# completes it, before its data goes out, so that qemu-img convert and
+# nbdcopy exit non-zero; for the file and curl plugins (the curl one
+# through tests/httprange.py), plain sha256 and blkhash values, images
+# ending in data and in a hole.  Clients that read out of order, in
+# pieces that are not whole blocks, twice, over several connections and
+# 128 MiB slices; a read-only session that reads part of the image is
+# logged.  Expected values come from coreutils and tests/reference.py
+# on the images.
+
+load "$top_srcdir/tests/helpers"
+load "$top_srcdir/tests/servers"
+
+setup_file () {
+  local d="$BATS_FILE_TMPDIR" f
+  # Data, zeros written as data, a hole, data (ends in data).
+  "$MKIMAGE" '4M;d:0+1M:a;z:1M+64K;d:2M+100000:b;d:3M+1M:c' "$d/src.img"
+  # Ends in a hole: the last the client learns comes from extents.
+  "$MKIMAGE" '6M;d:0+1M:a;d:2M+100000:b' "$d/tail.img"
+  for f in src tail; do
+    cp "$d/$f.img" "$d/$f-bad.img"
+    printf 'X' | dd of="$d/$f-bad.img" bs=1 seek=2097652 conv=notrunc \
+      status=none
+  done
+}
+
+setup () {
+  local f
+  for f in src tail; do
+    cmp -s "$BATS_FILE_TMPDIR/$f.img" "$BATS_FILE_TMPDIR/$f-bad.img" &&
+      { echo "$f-bad.img is not bad"; return 1; }
+  done
+  out="$BATS_TEST_TMPDIR/out.img"
+  export out
+  return 0
+}
+
+teardown () {
+  kill_servers
+}
+
+# The plain digest ALG of FILE, as ALGsum prints it.
+plain () {
+  "${1}sum" "$2" | cut -d' ' -f1
+}
+
+# import PLUGIN CLIENT VALUE FILE [NBDKIT-OPTS...]: FILE served
+# read-only through the filter expecting VALUE by PLUGIN (file, or curl
+# from $http_port), copied to $out by CLIENT (qemu-img or nbdcopy).
+# Sets status, output.
+import () {
+  local src cmd
+  rm -f "$out"
+  case $1 in
+    file) src=(file "$4") ;;
+    curl) src=(curl "http://127.0.0.1:$http_port/$(basename "$4")") ;;
+  esac
+  case $2 in
+    qemu-img) cmd='qemu-img convert -f raw -O raw "$uri" "$out"' ;;
+    nbdcopy) cmd='nbdcopy "$uri" "$out"' ;;
+  esac
+  run serve "${@:5}" -r "${src[@]}" blkhash-expect="$3" -- "$cmd"
+  echo "== $1 $2 $3 $(basename "$4"): status $status"
+  echo "$output"
+}
+
+# import_all PLUGIN: both clients, a plain and a blkhash value, both
+# images: the right image is copied whole, a wrong one fails with the
+# filter's error naming both values.
+import_all () {
+  local img client kind good bad value want got
+  for img in src tail; do
+    good="$BATS_FILE_TMPDIR/$img.img"
+    bad="$BATS_FILE_TMPDIR/$img-bad.img"
+    for kind in sha256 blkhash; do
+      if [ "$kind" = sha256 ]; then
+        value="sha256:$(plain sha256 "$good")"
+        want=$value
+        got="sha256:$(plain sha256 "$bad")"
+      else
+        value="blkhash:$(reference sha256 65536 "$good")"
+        want="blkhash-sha256/64K:${value#blkhash:}"
+        got="blkhash-sha256/64K:$(reference sha256 65536 "$bad")"
+      fi
+      for client in qemu-img nbdcopy; do
+        import "$1" "$client" "$value" "$good"
+        [ "$status" -eq 0 ]
+        ! grep -q "does not match" <<< "$output"
+        cmp "$good" "$out"
+
+        # The client leaves at the failed read with others in flight.
+        import "$1" "$client" "$value" "$bad" "${KILLED_CLIENT_OPTS[@]}"
+        [ "$status" -ne 0 ]
+        grep -F "import does not match blkhash-expect: expected $want, got $got" <<< "$output"
+      done
+    done
+  done
+}
+
+@test "import: file plugin, qemu-img convert and nbdcopy, sha256 and blkhash: a wrong image fails, the right one passes" {
+  import_all file
+}
+
+@test "import: curl plugin (HTTP with ranges), qemu-img convert and nbdcopy, sha256 and blkhash" {
+  start_http "$BATS_FILE_TMPDIR"
+  import_all curl
+}
+
+@test "import: the failing read is the one that completes the image; reads after it fail too" {
+  local good="$BATS_FILE_TMPDIR/src.img" bad="$BATS_FILE_TMPDIR/src-bad.img"
+  local seed=${IMPORT_SEED:-$RANDOM} value order n
+  echo "IMPORT_SEED=$seed"
+  # pieces.py URI ORDER SEED: read the export in pieces that are not
+  # whole blocks, in ORDER (forward, reverse, random), twice, one
+  # request at a time; prints 'PASS INDEX ok|failed ERRNO' per read.
+  cat > "$BATS_TEST_TMPDIR/pieces.py" <<'PY'
+import errno, nbd, random, sys
+uri, order, seed = sys.argv[1], sys.argv[2], int(sys.argv[3])
+h = nbd.NBD()
+h.connect_uri(uri)
+size = h.get_size()
+rng = random.Random(seed)
+pieces, off = [], 0
+while off < size:
+    n = min(rng.choice([4096, 10000, 65536, 100000, 300000]), size - off)
+    pieces.append((off, n))
+    off += n
+if order == "reverse":
+    pieces.reverse()
+elif order == "random":
+    rng.shuffle(pieces)
+print("pieces", len(pieces))
+for p in (0, 1):
+    for i, (off, n) in enumerate(pieces):
+        try:
+            h.pread(n, off)
+            print(p, i, "ok")
+        except nbd.Error as e:
+            print(p, i, "failed", errno.errorcode.get(e.errno, e.errno))
+h.shutdown()
+PY
+  for value in "sha256:$(plain sha256 "$good")" \
+               "blkhash:$(reference sha256 65536 "$good")" \
+               "blkhash-sha1/1M:$(reference sha1 1048576 "$good")"; do
+    for order in forward reverse random; do
+      run serve -r file "$good" blkhash-expect="$value" -- \
+        '"$NBD_PYTHON" "$BATS_TEST_TMPDIR/pieces.py" "$uri" '"$order $seed"
+      echo "$value $order (good): $status"
+      echo "$output" | grep -v " ok$"
+      [ "$status" -eq 0 ]
+      ! grep -q "failed\|does not match" <<< "$output"
+
+      run serve -r file "$bad" blkhash-expect="$value" -- \
+        '"$NBD_PYTHON" "$BATS_TEST_TMPDIR/pieces.py" "$uri" '"$order $seed"
+      echo "$value $order (bad): $status"
+      echo "$output" | grep -v " ok$"
+      n=$(awk '/^pieces/ { print $2 }' <<< "$output")
+      # The first pass: every read but the last passes; the last one,
+      # which completes the image, and every one after it fail.
+      [ "$(grep -c "^0 .* ok$" <<< "$output")" -eq $((n - 1)) ]
+      grep -q "^0 $((n - 1)) failed EIO$" <<< "$output"
+      [ "$(grep -c "^1 .* failed EIO$" <<< "$output")" -eq "$n" ]
+      [ "$(grep -c "import does not match blkhash-expect" <<< "$output")" -eq 1 ]
+    done
+  done
+}
+
+@test "import: nbdcopy over 4 connections and several 128 MiB slices" {
+  local img="$BATS_TEST_TMPDIR/big.img" bad="$BATS_TEST_TMPDIR/big-bad.img"
+  local value
+  # Data in every slice nbdcopy's connections take, holes between.
+  "$MKIMAGE" '400M;d:0+3M:a;d:127M+2M:b;d:200M+1M:c;d:300M+5M:d;d:399M+1M:e' "$img"
+  cp "$img" "$bad"
+  printf 'X' | dd of="$bad" bs=1 seek=$((300 * 1048576 + 4321)) \
+    conv=notrunc status=none
+  for value in "sha256:$(plain sha256 "$img")" \
+               "blkhash:$(reference sha256 65536 "$img")"; do
+    run serve -r -v file "$img" blkhash-expect="$value" -- \
+      'nbdinfo "$uri" | grep multi_conn; nbdcopy -C 4 -T 4 "$uri" null:'
+    echo "$output" | grep -E "multi_conn|matches|followed|does not"
+    [ "$status" -eq 0 ]
+    grep -q "can_multi_conn: true" <<< "$output"
+    grep -q "import matches blkhash-expect" <<< "$output"
+    run serve "${KILLED_CLIENT_OPTS[@]}" -r file "$bad" \
+      blkhash-expect="$value" -- 'nbdcopy -C 4 -T 4 "$uri" null:'
+    echo "$output"
+    [ "$status" -ne 0 ]
+    grep -q "import does not match blkhash-expect" <<< "$output"
+  done
+}
+
+@test "import: the right image read whole records its blkhash-file line, a wrong one zeros" {
+  local good="$BATS_FILE_TMPDIR/src.img" bad="$BATS_FILE_TMPDIR/src-bad.img"
+  local sums="$BATS_TEST_TMPDIR/import.sums" value
+  value="sha256:$(plain sha256 "$good")"
+  run serve -r file "$good" blkhash-expect="$value" blkhash-file="$sums" \
+    blkhash-file-name="$good" -- 'nbdcopy "$uri" "$out"'
+  echo "$output"
+  [ "$status" -eq 0 ]
+  cat "$sums"
+  [ "$(sum_hex "$(cat "$sums")")" = "$(reference sha256 65536 "$good")" ]
+  "$NBDSUM" -c "$sums"
+
+  rm -f "$sums"
+  run serve "${KILLED_CLIENT_OPTS[@]}" -r file "$bad" \
+    blkhash-expect="$value" blkhash-file="$sums" \
+    blkhash-file-name="$good" -- 'nbdcopy "$uri" "$out"'
+  echo "$output"
+  [ "$status" -ne 0 ]
+  cat "$sums"
+  [[ $(sum_hex "$(cat "$sums")") =~ ^0{64}$ ]]
+  run "$NBDSUM" -c "$sums"
+  [ "$status" -ne 0 ]
+}
+
+@test "import: a read-only session that reads part of the image is logged as not judged" {
+  local bad="$BATS_FILE_TMPDIR/src-bad.img"
+  run serve -r file "$bad" \
+    blkhash-expect="sha256:$(plain sha256 "$BATS_FILE_TMPDIR/src.img")" -- \
+    '"$NBD_PYTHON" -c "import nbd, sys; h = nbd.NBD(); h.connect_uri(sys.argv[1]); h.pread(1 << 20, 0)" "$uri"'
+  echo "$output"
+  grep -q "export '' was read in part (.* of 4194304 bytes read or known zero) and not written: not judged against blkhash-expect" <<< "$output"
+  ! grep -q "does not match" <<< "$output"
+}
+
+@test "import: blkhash-expect with blkhash-views-only is warned about at start" {
+  run nbdkit -U - --filter="$BLKHASH_FILTER" memory 1M \
+    blkhash-views-only=true blkhash-expect="sha256:$(printf '%064d' 0)" \
+    --run true
+  echo "$output"
+  [ "$status" -eq 0 ]
+  grep -q "blkhash-views-only=true: no client can read or write a data export, so nothing is ever judged" <<< "$output"
+}
