@@ -3,8 +3,8 @@
  */
 /* nbdsum: small helpers its files share, which belong to none of them:
  * what an argument is, where temporary files go, absolute paths,
- * standard output's errors, the clock, UTF-8, and the digest and block
- * size a hash spec leaves to the defaults.
+ * standard output's errors, the clock, UTF-8, the digest and block
+ * size a hash spec leaves to the defaults, and samples' random numbers.
  */
 #ifndef NBDSUM_HELPERS_H
 #define NBDSUM_HELPERS_H
@@ -58,6 +58,19 @@ extern int stdout_error (void);
 
 /* Seconds on the monotonic clock. */
 extern double now (void);
+
+/* The next of a sample's pseudo-random numbers (splitmix64), from a
+ * state seeded by getrandom.
+ */
+static inline uint64_t
+splitmix64 (uint64_t *state)
+{
+  uint64_t z = (*state += UINT64_C (0x9E3779B97F4A7C15));
+
+  z = (z ^ (z >> 30)) * UINT64_C (0xBF58476D1CE4E5B9);
+  z = (z ^ (z >> 27)) * UINT64_C (0x94D049BB133111EB);
+  return z ^ (z >> 31);
+}
 
 /* calloc and strdup for state a run cannot go on without: out of
  * memory, they say so and exit.

@@ -89,8 +89,8 @@ extern int view_go (struct source *src, const struct hash_spec *spec,
  */
 extern bool view_filterless_chosen (const char *name);
 /* Does export base, asked on a connection of its own, have the size
- * the view view_name's header hdr describes?  0 if so, or if the
- * server will not say (a notice); -1 if not (error printed).  A header
+ * the view view_name's header hdr describes?  1 if so, 0 if the server
+ * will not say (a notice); -1 if not (error printed).  A header
  * that says the server serves only views: 0 if the export is refused,
  * -1 if it is served.
  */

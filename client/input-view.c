@@ -42,6 +42,7 @@
 #include "messages.h"
 #include "minmax.h"
 #include "signals.h"
+#include "spot-check.h"
 #include "util.h"
 #include "viewname.h"
 
@@ -59,6 +60,7 @@ struct view_input {
   uint64_t span_min, span_max;  /* blocks of data */
   uint64_t span[MAX_CONNECTIONS]; /* each connection's, in its thread */
   bool use_cache;               /* else drive the server with reads */
+  bool spot;                    /* its image is there to spot-check */
 };
 
 static const struct input_ops view_input_ops;
@@ -230,7 +232,7 @@ view_check_image (struct source *src, const char *base,
               base, base[0] ? "'" : "", size);
     return -1;
   }
-  return 0;
+  return 1;
 }
 
 bool
@@ -347,6 +349,7 @@ view_input_open (struct source *src, const struct hash_spec *spec,
   struct endpoint *ep;
   char *base, *view_name;
   const char *msg;
+  bool spot = false;
   int r;
 
   r = view_go (src, spec, blkhash_view_name_of, "blkhash view", &vg, fb);
@@ -363,9 +366,15 @@ view_input_open (struct source *src, const struct hash_spec *spec,
     view_echoes (&vg, NULL, "blkhash view", fb);
     r = 0;
   }
-  if (r == 1 && (view_size_refused (src, vg.shown, &hdr, false) ||
-                 view_check_image (src, base, vg.shown, &hdr) == -1))
+  if (r == 1 && view_size_refused (src, vg.shown, &hdr, false))
     r = -1;
+  if (r == 1) {
+    const int checked = view_check_image (src, base, vg.shown, &hdr);
+    if (checked == -1)
+      r = -1;
+    /* Not where the image was not there to ask (said so already). */
+    spot = checked == 1;
+  }
   free (vg.shown);
   if (r <= 0) {
     free (base);
@@ -387,6 +396,7 @@ view_input_open (struct source *src, const struct hash_spec *spec,
   endpoint_init (ep, view_refill, src, h);
   v->view_name = view_name;
   v->image_export = base;
+  v->spot = spot && opts->spot_check > 0;
   ep->scan = view_scan;
   /* Not only for the bar: the spans are sized by data.  A views-only
    * server serves no extents.
@@ -539,7 +549,8 @@ view_refill (struct endpoint *ep, unsigned i)
 static int
 view_checksum (struct input *in, uint8_t *root)
 {
-  struct endpoint *ep = &container_of (in, struct view_input, in)->ep;
+  struct view_input *v = container_of (in, struct view_input, in);
+  struct endpoint *ep = &v->ep;
 
   if (endpoint_run (ep) == -1)
     return -1;
@@ -549,6 +560,10 @@ view_checksum (struct input *in, uint8_t *root)
       error_at (ep->src->name, "reading the checksum: %s", source_error ());
     return -1;
   }
+  /* The root first: the server answers before it sees the draw. */
+  if (v->spot && spot_check (ep, v->image_export, &v->map, opts->spot_check,
+                             &in->about.spot_checked) == -1)
+    return -1;
   return 0;
 }
 

@@ -31,6 +31,7 @@ static struct options parsed = {
   .requests = 16,
   .progress_fd = -1,
   .jobs = 1,
+  .spot_check = SPOT_CHECK_DEFAULT,
 };
 const struct options *const opts = &parsed;
 
@@ -220,6 +221,21 @@ parse_count (const char *opt, const char *arg, unsigned max)
   return v;
 }
 
+/* --spot-check's blocks: 0 (none) to MAX_SPOT_CHECK. */
+static unsigned
+parse_spot_check (const char *arg)
+{
+  char *end;
+  long v = strtol (arg, &end, 10);
+
+  if (*arg == '\0' || *end != '\0' || v < 0 || v > MAX_SPOT_CHECK) {
+    fprintf (stderr, "%s: --spot-check must be a number of blocks from 0 "
+             "(none) to %d: '%s'\n", progname, MAX_SPOT_CHECK, arg);
+    exit (usage_status);
+  }
+  return v;
+}
+
 /* Seconds, decimals allowed: 0 (no limit) to max. */
 static double
 parse_seconds (const char *opt, const char *arg, unsigned max)
@@ -246,7 +262,8 @@ parse_options (int argc, char **argv, int *first_arg)
     OPT_LIST_DIGESTS, OPT_MANIFEST, OPT_TAG, OPT_UNTAGGED,
     OPT_CONNECT_TIMEOUT, OPT_NO_NAMES, OPT_BATS_HELPER, OPT_SINCE,
     OPT_DIRTY_BITMAP, OPT_IMMUTABLE_BACKING, OPT_CHECK_MANIFEST,
-    OPT_PLAIN, OPT_ALLOW_BACKING, OPT_MAX_SIZE,
+    OPT_PLAIN, OPT_ALLOW_BACKING, OPT_MAX_SIZE, OPT_SPOT_CHECK,
+    OPT_NO_SPOT_CHECK,
   };
   static const struct option long_options[] = {
     { "connections", required_argument, NULL, 'C' },
@@ -260,6 +277,8 @@ parse_options (int argc, char **argv, int *first_arg)
     { "allow-backing", no_argument, NULL, OPT_ALLOW_BACKING },
     { "max-size", required_argument, NULL, OPT_MAX_SIZE },
     { "client-side", no_argument, NULL, OPT_CLIENT_SIDE },
+    { "spot-check", required_argument, NULL, OPT_SPOT_CHECK },
+    { "no-spot-check", no_argument, NULL, OPT_NO_SPOT_CHECK },
     { "tag", no_argument, NULL, OPT_TAG },
     { "untagged", no_argument, NULL, OPT_UNTAGGED },
     { "zero", no_argument, NULL, 'z' },
@@ -371,6 +390,12 @@ parse_options (int argc, char **argv, int *first_arg)
       break;
     case OPT_CLIENT_SIDE:
       parsed.client_side = true;
+      break;
+    case OPT_SPOT_CHECK:
+      parsed.spot_check = parse_spot_check (optarg);
+      break;
+    case OPT_NO_SPOT_CHECK:
+      parsed.spot_check = 0;
       break;
     case OPT_TAG:               /* the last of --tag and --untagged wins */
       parsed.tag = TAG_ALWAYS;

@@ -12,6 +12,8 @@
 #define MAX_REQUESTS 1024
 #define MAX_CONNECT_TIMEOUT 86400
 #define MAX_JOBS 1024
+#define SPOT_CHECK_DEFAULT 16
+#define MAX_SPOT_CHECK 65536
 
 struct options {
   unsigned connections;         /* -C, default 4 */
@@ -22,6 +24,7 @@ struct options {
   const char *plain_digest;     /* --plain=ALG, canonical; sha256 */
   uint64_t block_size;          /* --block-size, 0: the server's default */
   bool client_side;             /* --client-side */
+  unsigned spot_check;          /* --spot-check=N, 0: --no-spot-check */
   bool allow_backing;           /* --allow-backing: files anywhere */
   bool json;                    /* --json */
   enum {

@@ -24,6 +24,9 @@ result_json_members (const struct result *res)
     json_uint ("block-size", res->block_size);
   json_uint ("size", res->size);
   json_string ("method", res->method);
+  /* 0 too: a plain view, a server that serves only views. */
+  if (strcmp (res->method, "server-side") == 0)
+    json_uint ("spot-checked", res->spot_checked);
   if (res->format[0])
     json_string ("format", res->format);
   if (res->incremental) {

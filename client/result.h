@@ -35,6 +35,10 @@ struct result {
    */
   bool incremental;
   uint64_t hashed_blocks, sampled_blocks, read_bytes;
+  /* Server-side: the view's blocks read and hashed here, and found
+   * equal to its digests (spot-check.h).
+   */
+  uint64_t spot_checked;
 };
 
 /* --json: res's members, as nbdsum and nbdsum -c write them. */

@@ -12,6 +12,8 @@
 load "$top_srcdir/tests/helpers"
 load "$top_srcdir/tests/servers"
 
+bats_require_minimum_version 1.5.0
+
 setup_file () {
   "$MKIMAGE" '4M;d:0+1M:a;d:3M+100000:b' "$BATS_FILE_TMPDIR/small.img"
 }
@@ -61,9 +63,10 @@ open(path, "wb").write(h + body)
 PY
 }
 
-# nbdsum on view FILE served as x@blkhash next to x, SIZE bytes of
-# zeros, echoing the nonce: the view's image has the size it says.
-# view_next_to_image FILE SIZE
+# nbdsum [OPTION]... on view FILE served as x@blkhash next to x, SIZE
+# bytes of zeros, echoing the nonce: the view's image has the size it
+# says.
+# view_next_to_image FILE SIZE [OPTION]...
 view_next_to_image () {
   local dir="$BATS_TEST_TMPDIR/views"
   rm -rf "$dir"
@@ -71,7 +74,7 @@ view_next_to_image () {
   truncate -s "$2" "$dir/x"
   cp "$1" "$dir/x@blkhash"
   start_echo views "$dir"
-  run "$NBDSUM" "$(uri_of x)"
+  run "$NBDSUM" "${@:3}" "$(uri_of x)"
   kill_servers
 }
 
@@ -89,7 +92,13 @@ view_next_to_image () {
 @test "nbdsum-hostile: a well-formed crafted view is accepted: the rejections are of bad ones" {
   local f="$BATS_TEST_TMPDIR/view"
   craft_view "$f" 1048576 16 65536 32 sha256
+  # Its digests, zeros, are not the image's (nor is any block's).
   view_next_to_image "$f" 1048576
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"the server's view disagrees with its data at block "* ]]
+  # Without the spot check its header is all there is to judge.
+  view_next_to_image "$f" 1048576 --no-spot-check
   echo "$output"
   [ "$status" -eq 0 ]
   # The crafted root area is zero, and nbdsum prints what the server says.
@@ -181,12 +190,13 @@ PY
   errf="$BATS_TEST_TMPDIR/nbdsum.err"
   start_echo hostile "$dir"
 
-  # The controls: well-formed crafted views are accepted as they are.
+  # The controls: well-formed crafted views are accepted as they are
+  # (their digests, zeros, are not x's: only the spot check sees it).
   craft "$dir/x@blkhash"
-  out=$(timeout 30 "$NBDSUM" "$(uri_of x)")
+  out=$(timeout 30 "$NBDSUM" --no-spot-check "$(uri_of x)")
   [ "$(first_sum "$out")" = "$(printf '%064d' 0)" ]
   craft "$dir/x@blkhash" bs=98304 count=11 dlen=16 name=shake128
-  out=$(timeout 30 "$NBDSUM" "$(uri_of x)")
+  out=$(timeout 30 "$NBDSUM" --no-spot-check "$(uri_of x)")
   [ "$(first_sum "$out")" = "$(printf '%032d' 0)" ]
 
   # FIELDS|expected message
@@ -417,4 +427,91 @@ PY
   echo "$output"
   [ "$status" -eq 1 ]
   [ "$output" = "nbdsum: $(uri_of x): the view 'x@blkhash' says the image is 2251799813685248 bytes (2 PiB), over the limit of 1 PiB for a blkhash checksum: --max-size=SIZE lifts it (0: no limit)" ]
+}
+
+# The view's block digests are spot-checked against the image's blocks
+# read client-side.  A lie in every block fails whatever blocks are
+# drawn.
+@test "nbdsum-hostile: a view whose digests are another image's, beside this one: the spot check refuses it; --no-spot-check believes it" {
+  local golden
+  mkdir dir
+  head -c $((4 << 20)) /dev/urandom > golden.img
+  head -c $((4 << 20)) /dev/urandom > dir/x
+  nbdkit -U - --filter="$BLKHASH_FILTER" file golden.img \
+    --run 'nbdcopy "nbd+unix:///@blkhash?socket=$unixsocket" dir/x@blkhash'
+  golden=$(reference sha256 65536 golden.img)
+  start_echo views "$PWD/dir"
+  run --separate-stderr "$NBDSUM" "$(uri_of x)"
+  echo "$output $stderr"
+  [ "$status" -eq 1 ]
+  [ -z "$output" ]
+  [[ "$stderr" = "nbdsum: $(uri_of x): the server's view disagrees with its data at block "[0-9]*" (offset "[0-9]*"): not trusting it; or the image changed during the run" ]]
+  run "$NBDSUM" --spot-check=1 --blocks "$(uri_of x)"
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"disagrees with its data"* ]]
+  [[ "$output" != *"$golden"* ]]
+  run --separate-stderr "$NBDSUM" --json "$(uri_of x)"
+  [ "$status" -eq 1 ]
+  [[ "$output" = *'"error": "the server'\''s view disagrees with its data at block '* ]]
+  [[ "$output" != *'"checksum"'* ]]
+  # It is the only check of the digests: without it, the lie passes.
+  for opt in --no-spot-check --spot-check=0; do
+    run "$NBDSUM" --json "$opt" "$(uri_of x)"
+    echo "$opt: $output"
+    [ "$status" -eq 0 ]
+    [[ "$output" = *"\"checksum\": \"$golden\""*'"spot-checked": 0'* ]]
+  done
+  run "$NBDSUM" --client-side "$(uri_of x)"
+  [ "$(first_sum "$output")" = "$(reference sha256 65536 dir/x)" ]
+}
+
+# The filter's own view gone stale: blkhash-cache=true keeps digests
+# across sessions on the operator's word that nothing else writes the
+# image, and another program rewrites every block of it.
+@test "nbdsum-hostile: a stale view (blkhash-cache=true, the image rewritten outside nbdkit) fails the spot check" {
+  local old
+  head -c $((4 << 20)) /dev/urandom > disk.img
+  start_server stale file "$PWD/disk.img" blkhash-cache=true
+  run "$NBDSUM" "$uri"
+  [ "$status" -eq 0 ]
+  old=$(first_sum "$output")
+  [ "$old" = "$(reference sha256 65536 disk.img)" ]
+  head -c $((4 << 20)) /dev/urandom | dd of=disk.img conv=notrunc status=none
+  run --separate-stderr "$NBDSUM" "$uri"
+  echo "$output $stderr"
+  [ "$status" -eq 1 ]
+  [ -z "$output" ]
+  [[ "$stderr" = *"the server's view disagrees with its data at block "* ]]
+  # The stale checksum, without the check.
+  run "$NBDSUM" --no-spot-check "$uri"
+  [ "$status" -eq 0 ]
+  [ "$(first_sum "$output")" = "$old" ]
+  run "$NBDSUM" --client-side "$uri"
+  [ "$(first_sum "$output")" = "$(reference sha256 65536 disk.img)" ]
+}
+
+# The draw favours the blocks the image's extents call data: 8 stale
+# data blocks among 1024 (the others holes, the last one too) are found
+# by every seed (NBDSUM_SPOT_SEED, for tests), where 15 blocks drawn
+# uniformly would miss them 9 times in 10.
+@test "nbdsum-hostile: the spot check draws data blocks: stale data in a sparse image is found" {
+  local b seed
+  truncate -s 64M disk.img
+  for b in 3 200 201 517 640 800 901 1000; do
+    head -c 65536 /dev/urandom |
+      dd of=disk.img bs=65536 seek="$b" conv=notrunc status=none
+  done
+  start_server stale file "$PWD/disk.img" blkhash-cache=true
+  run "$NBDSUM" "$uri"
+  [ "$status" -eq 0 ]
+  for b in 3 200 201 517 640 800 901 1000; do
+    head -c 65536 /dev/urandom |
+      dd of=disk.img bs=65536 seek="$b" conv=notrunc status=none
+  done
+  for seed in 1 2 3 4 5 6 7 8; do
+    run env NBDSUM_SPOT_SEED="$seed" "$NBDSUM" "$uri"
+    echo "seed $seed: $output"
+    [ "$status" -eq 1 ]
+    [[ "$output" = *"disagrees with its data at block "* ]]
+  done
 }

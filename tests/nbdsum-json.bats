@@ -53,7 +53,7 @@ assert doc["failed"] == 1
 r = rows[0]
 assert r == {"name": disk, "checksum": want_disk, "digest": "sha1",
              "block-size": 65536, "size": 8 << 20, "method": "server-side",
-             "format": "raw", "seconds": r["seconds"]}, r
+             "spot-checked": 16, "format": "raw", "seconds": r["seconds"]}, r
 assert isinstance(r["seconds"], float) and r["seconds"] >= 0
 assert rows[1] == {"name": "nosuch.img",
                    "error": "No such file or directory"}, rows[1]
@@ -65,6 +65,43 @@ PY
   # Exit status as without --json.
   run "$NBDSUM" --json "$disk"
   [ "$status" -eq 0 ]
+}
+
+# spot-checked OPTION... -- WANT...: nbdsum --json OPTION... on disk and
+# small gives their checksums, and spot-checked WANT each ("-": none).
+spot_checked () {
+  local -a opts=()
+  while [ "$1" != -- ]; do opts+=("$1"); shift; done
+  shift
+  "$NBDSUM" --json "${opts[@]}" "$disk" "$small" > out.json
+  "$PYTHON" - "$(reference sha256 65536 "$disk")" \
+    "$(reference sha256 65536 "$small")" "$@" <<'PY'
+import json, sys
+want_sums, want = sys.argv[1:3], sys.argv[3:]
+rows = json.load(open("out.json"))["inputs"]
+got = [str(r.get("spot-checked", "-")) for r in rows]
+assert got == want, (got, want)
+if "plain" not in rows[0]:
+    assert [r["checksum"] for r in rows] == want_sums, rows
+PY
+}
+
+@test "nbdsum-json: spot-checked: 16 blocks, --spot-check=N, all of a small image, 0 without" {
+  # small.img has 5 blocks.
+  spot_checked -- 16 5
+  spot_checked -j 2 -- 16 5
+  spot_checked --spot-check=3 -- 3 3
+  spot_checked --spot-check=65536 -- 128 5
+  spot_checked --no-spot-check -- 0 0
+  spot_checked --spot-check=0 -- 0 0
+  spot_checked --plain -- 0 0
+  spot_checked --client-side -- - -
+  # A server that serves only views: the image cannot be read.
+  run nbdkit -U - --filter="$BLKHASH_FILTER" file "$disk" \
+    blkhash-views-only=true --run '"$NBDSUM" --json "$uri"'
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" = *"\"checksum\": \"$(reference sha256 65536 "$disk")\""*'"method": "server-side", "spot-checked": 0,'* ]]
 }
 
 @test "nbdsum-json: a failed input's error is every message printed for it" {

@@ -45,6 +45,11 @@ setup () {
   run "$NBDSUM" --block-size 1000 nbd://localhost
   [ "$status" -eq 1 ]
   [[ "$output" = *"block size must be a multiple of 4K from 4K to 16M"* ]]
+  for v in x -1 65537 ''; do
+    run "$NBDSUM" --spot-check="$v" nbd://localhost
+    [ "$status" -eq 1 ]
+    [ "$output" = "nbdsum: --spot-check must be a number of blocks from 0 (none) to 65536: '$v'" ]
+  done
   run "$NBDSUM" --bogus nbd://localhost
   [ "$status" -eq 1 ]
   # nbdsum's own name, not the path it was run by.
