@@ -849,7 +849,11 @@ class Campaign:
         if not cands or len(self.live()) >= 16:
             return False
         base = self.rng.choice(cands)
-        name = self.new_name("qcow2")
+        # Beside its base (a server's image is in the server's
+        # directory): nbdsum follows no backing file elsewhere without
+        # --format and --allow-backing (nbdsum(1), SECURITY).
+        name = os.path.join(os.path.dirname(base.name),
+                            self.new_name("qcow2"))
         path = os.path.join(self.dir, name)
         argv = ["qemu-img", "create", "-q", "-f", "qcow2", "-b", base.path,
                 "-F", base.fmt, path]
