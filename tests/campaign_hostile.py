@@ -1664,7 +1664,8 @@ class Hostile:
             if fmt == "qcow2":
                 self.sh("qemu-io", "-f", "qcow2", "-c", "write -P %d %d 4096"
                         % (self.rng.randint(1, 255),
-                           self.rng.randrange(0, MiB, 512)), self.path(img))
+                           self.rng.randrange(0, MiB - 4096, 512)),
+                        self.path(img))
             if how == "via-symlink":
                 # The image named through a symlink in another
                 # directory: qemu looks for its base beside the name
@@ -1707,7 +1708,8 @@ class Hostile:
             spec = "driver=qcow2,file.filename=%s,data-file.filename=%s" % (
                 self.path(img), self.path(dname))
             self.sh("qemu-io", "-c", "write -P %d %d 65536" % (
-                self.rng.randint(1, 255), self.rng.randrange(0, MiB, 512)),
+                self.rng.randint(1, 255),
+                self.rng.randrange(0, MiB - 65536, 512)),
                 "--image-opts", spec)
             fmt = "qcow2"
         elif how == "vmdk-parent":
