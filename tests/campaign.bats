@@ -12,28 +12,39 @@
 # the seed, the operation and the commands that reproduce it.
 # CAMPAIGN_OPS (default 100) sets the operations per case,
 # CAMPAIGN_SEED repeats the random case.  Long mode: bench/campaign.
+#
+# Its hostile phase (tests/campaign_hostile.py, nbdsum(1) SECURITY):
+# one case of each kind of hostile image or checksum file, watched by
+# tests/canary.py; no canary opened, no connection, every refusal one
+# clear message with exit status 1, every image read equal to the
+# oracle.  CAMPAIGN_HOSTILE_SEED repeats its random seed.
 
 load "$top_srcdir/tests/helpers"
 
 campaign () {
   run "$PYTHON" "$top_srcdir/tests/campaign.py" --small \
-    --ops "${CAMPAIGN_OPS:-100}" --seed "$1" \
     --dir "$BATS_TEST_TMPDIR/work" --log "$BATS_TEST_TMPDIR/ops.log" \
-    --repro 30 --timeout 20
+    --repro 30 --timeout 20 "$@"
   echo "$output"
   [ "$status" -eq 0 ]
 }
 
 @test "campaign: seed 1" {
-  campaign 1
+  campaign --ops "${CAMPAIGN_OPS:-100}" --seed 1 --hostile 0
 }
 
 @test "campaign: seed 2" {
-  campaign 2
+  campaign --ops "${CAMPAIGN_OPS:-100}" --seed 2 --hostile 0
 }
 
 @test "campaign: a random seed" {
   local seed=${CAMPAIGN_SEED:-$(( (RANDOM << 15) | RANDOM ))}
   echo "seed $seed (CAMPAIGN_SEED=$seed repeats it)"
-  campaign "$seed"
+  campaign --ops "${CAMPAIGN_OPS:-100}" --seed "$seed" --hostile 0
+}
+
+@test "campaign: the hostile phase, a random seed" {
+  local seed=${CAMPAIGN_HOSTILE_SEED:-$(( (RANDOM << 15) | RANDOM ))}
+  echo "seed $seed (CAMPAIGN_HOSTILE_SEED=$seed repeats it)"
+  campaign --ops 0 --seed "$seed"
 }

@@ -5,6 +5,7 @@
 
     campaign.py [--ops N] [--seed S] [--dir DIR] [--log FILE]
                 [--kinds K,K...] [--until N] [--timeout SECONDS] [--table]
+                [--hostile N] [--hostile-case N] [--hostile-timeout S]
 
 A seeded generator composes what a user does with disk images, nbdsum
 and nbdkit --filter=blkhash: makes images of every format qemu-img
@@ -32,6 +33,15 @@ it is counted.  --since after the user broke its documented
 precondition (nbdsum(1), INCREMENTAL CHECKSUMS) is counted apart.  An
 operation whose tool is missing is skipped, with the reason counted,
 never counted as a check.
+
+Then the hostile phase (tests/campaign_hostile.py; --hostile N cases,
+one of each kind by default): images and checksum files made by
+someone hostile, whose headers name files outside their directory,
+protocols aimed at loopback listeners, devices, FIFOs, kernel files,
+loops and deep chains, watched by tests/canary.py.  A canary opened,
+a listener reached, a hang, a refusal that is not one clear message
+with exit status 1, or a checksum other than the oracle's where
+nbdsum(1), SECURITY reads the image, is a failure.
 
 Every operation is logged (--log, JSON lines: the commands run and
 their results), and each failure carries the commands of every earlier
@@ -61,6 +71,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.dont_write_bytecode = True      # no __pycache__ in the source tree
 import reference  # noqa: E402  (tests/reference.py, the oracle)
+import campaign_hostile  # noqa: E402  (the hostile phase)
 
 TOP_BUILD = os.environ.get("top_builddir", os.path.dirname(HERE))
 NBDSUM = os.environ.get("NBDSUM", os.path.join(TOP_BUILD, "client/nbdsum"))
@@ -254,6 +265,7 @@ class Campaign:
             m = re.search(r"^filterdir=(.*)$", conf, re.M)
             if m:
                 self.filterdir = m.group(1)
+        self.hostile = None
         self.writer = os.path.join(self.dir, "writer.py")
         with open(self.writer, "w") as f:
             f.write(WRITER)
@@ -837,7 +849,11 @@ class Campaign:
         if not cands or len(self.live()) >= 16:
             return False
         base = self.rng.choice(cands)
-        name = self.new_name("qcow2")
+        # Beside its base (a server's image is in the server's
+        # directory): nbdsum follows no backing file elsewhere without
+        # --format and --allow-backing (nbdsum(1), SECURITY).
+        name = os.path.join(os.path.dirname(base.name),
+                            self.new_name("qcow2"))
         path = os.path.join(self.dir, name)
         argv = ["qemu-img", "create", "-q", "-f", "qcow2", "-b", base.path,
                 "-F", base.fmt, path]
@@ -2098,15 +2114,26 @@ class Campaign:
     def main(self):
         t0 = time.monotonic()
         try:
-            for self.op in range(self.args.ops):
-                self.step()
-                if self.args.until is not None and self.op >= self.args.until:
-                    break
+            if self.args.hostile_case is None:
+                for self.op in range(self.args.ops):
+                    self.step()
+                    if self.args.until is not None and \
+                            self.op >= self.args.until:
+                        break
         finally:
             self.op += 1
             self.cur_cmds, self.cur_touch = [], set()
             for s in list(self.servers):
                 self.stop_server(s)
+        try:
+            if self.args.until is None and (self.args.hostile or
+                                            self.args.hostile_case
+                                            is not None):
+                self.hostile = campaign_hostile.Hostile(self, NBDSUM,
+                                                        MKIMAGE)
+                self.hostile.phase(self.args.hostile,
+                                   self.args.hostile_case)
+        finally:
             if self.log:
                 for f in self.failures[self.logged:]:
                     self.log.write(json.dumps({"failure": f}) + "\n")
@@ -2117,10 +2144,13 @@ class Campaign:
 
     def report(self):
         out = sys.stdout
-        nops = sum(self.ops.values())
-        print("campaign: seed %d, %d operations in %.1fs (%.1f ops/s)" % (
-            self.seed, nops, self.secs, nops / max(self.secs, 1e-9)),
-            file=out)
+        nops = sum(v for k, v in self.ops.items()
+                   if not k.startswith("hostile:"))
+        nhostile = sum(self.ops.values()) - nops
+        print("campaign: seed %d, %d operations%s in %.1fs (%.1f ops/s)" % (
+            self.seed, nops, " and %d hostile cases" % nhostile
+            if nhostile else "", self.secs,
+            (nops + nhostile) / max(self.secs, 1e-9)), file=out)
         if self.args.table:
             print("\n| operation | count |\n|---|---:|", file=out)
             for k in WEIGHTS:
@@ -2140,6 +2170,8 @@ class Campaign:
                     print("| %s | %d |" % (k, v), file=out)
             for k, v in sorted(self.notes.items()):
                 print("note (%d): %s" % (v, k), file=out)
+        if self.hostile:
+            self.hostile.report(out)
         kinds = collections.Counter(
             (f["kind"], ",".join(f.get("tags", ()))) for f in self.failures)
         print("\n| failure | tags | count | first at op |\n"
@@ -2247,6 +2279,14 @@ def main():
     ap.add_argument("--strict-since", action="store_true",
                     help="count --since results wrong after the documented "
                     "precondition was broken as failures too")
+    ap.add_argument("--hostile", type=int,
+                    default=len(campaign_hostile.FAMILIES),
+                    help="hostile cases after the operations (default: one "
+                    "of each kind; 0: none)")
+    ap.add_argument("--hostile-case", type=int, default=None,
+                    help="run hostile case N alone (a replay), no operation")
+    ap.add_argument("--hostile-timeout", type=int, default=None,
+                    help="the hostile phase's --timeout (default: --timeout)")
     ap.add_argument("--quiet", action="store_true")
     ap.add_argument("--verbose", action="store_true")
     args = ap.parse_args()
