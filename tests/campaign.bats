@@ -33,7 +33,6 @@ campaign () {
 }
 
 @test "campaign: a random seed" {
-  local seed=${CAMPAIGN_SEED:-$(( (RANDOM << 15) | RANDOM ))}
-  echo "seed $seed (CAMPAIGN_SEED=$seed repeats it)"
-  campaign "$seed"
+  seed_random CAMPAIGN_SEED
+  campaign "$SEED"
 }
