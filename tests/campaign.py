@@ -595,9 +595,11 @@ class Campaign:
 
     def orphans(self, what, opdir, hung):
         """Processes of this run still alive (their TMPDIR is the op's
-        own), and files left in it."""
+        own) 10 s after it, nbdsum(1)'s bound for its servers to stop
+        (a hang guard: they are waited for, not given a time), and
+        files left in it."""
         needle = ("TMPDIR=" + opdir).encode() + b"\0"
-        deadline = time.monotonic() + 3
+        deadline = time.monotonic() + 10
         while True:
             left = []
             for pid in os.listdir("/proc"):
