@@ -8,7 +8,8 @@
 # ROBUST_TRIALS (default 10) scales the error injection campaign (trials
 # per mode, per configuration, per cache setting), ROBUST_ROUNDS
 # (default 3) the concurrent writer rounds and ROBUST_KILLS (default 18)
-# the client kills per cache setting.  For a long run, e.g.
+# the client kills per cache setting; ROBUST_SEED repeats the kills'
+# draws (printed).  For a long run, e.g.
 #   ROBUST_TRIALS=200 ROBUST_ROUNDS=30 ROBUST_KILLS=200 \
 #     make check TESTS=tests/filter-faults.bats
 

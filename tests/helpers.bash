@@ -46,8 +46,9 @@ wait_until () {
 
 # blocked PID...: each process PID is asleep waiting for something, in
 # poll(2) (a server, a fifo's writer: nbdsum waits in poll with its
-# signal pipe) or reading a pipe: it has got as far as it can.  Where the kernel does not say what a
-# process waits in (wchan 0), asleep is enough.
+# signal pipe) or reading a pipe: it has got as far as it can.  Where
+# the kernel does not say what a process waits in (wchan 0), asleep is
+# enough.
 blocked () {
   local p w
   for p; do
@@ -56,6 +57,7 @@ blocked () {
     [[ "$w" = 0 || "$w" = *poll* || "$w" = *pipe_read* ]] || return 1
   done
 }
+
 # The independent reference: reference DIGEST BLOCK_SIZE FILE
 reference () {
   "$PYTHON" "$top_srcdir/tests/reference.py" "$@"

@@ -291,12 +291,13 @@ descendants () {
 first_printed () {
   grep -qF -- "${names[0]}" out
 }
-# (-c --json prints a file's results at its end.)  The fast host's
-# client has come and gone: its job is done.
-fast_served () {
-  grep -q ': debug: blkhash: open readonly' "$fast_err" &&
-    [ "$(grep -c ': debug: blkhash: open readonly' "$fast_err")" -eq \
-      "$(grep -c ': debug: blkhash: close$' "$fast_err")" ]
+# -c --json prints a file's results at its end.  -j 4 takes 4 lines at
+# first (fast, slow, slow; fast); the fifth, a slow server of its own
+# ($fifth_err, nbdkit -v), gets a job only once the oldest, the fast
+# one, is handed back (the second fast one, done, waits for the slow
+# ones ahead of it).
+fifth_job () {
+  grep -q ': debug: blkhash: open readonly' "$fifth_err"
 }
 interrupt () {
   local sig=$1 pid i p t0
@@ -346,8 +347,7 @@ interrupt () {
 slow_inputs () {
   local i cmd
   inputs=() names=()
-  start_server fast -v file "$(img 2)"
-  fast_err=$err
+  start_server fast file "$(img 2)"
   inputs+=("$uri") names+=("$uri")
   for i in 1 2; do
     start_server "slow$i" "${KILLED_CLIENT_OPTS[@]}" --filter=delay \
@@ -430,7 +430,11 @@ PY
   slow=$(reference sha256 65536 "$BATS_FILE_TMPDIR/slow.img")
   printf '%s  %s\n' "$(want 2)" "${inputs[0]}" "$slow" "${inputs[1]}" \
     "$slow" "${inputs[2]}" > SUMS
-  interrupt_ready=fast_served interrupt TERM -j 4 -c --json SUMS SUMS
+  start_server slow3 -v "${KILLED_CLIENT_OPTS[@]}" --filter=delay \
+    file "$BATS_FILE_TMPDIR/slow.img" rdelay=1500ms
+  fifth_err=$err
+  printf '%s  %s\n' "$(want 2)" "${inputs[0]}" "$slow" "$uri" > SUMS2
+  interrupt_ready=fifth_job interrupt TERM -j 4 -c --json SUMS SUMS2
   "$PYTHON" - "${inputs[0]}" <<'PY'
 import json, sys
 doc = json.load(open("out"))
