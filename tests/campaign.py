@@ -277,6 +277,12 @@ class Campaign:
         self.cur_touch.update(touch)
 
         def preexec():
+            # The signals a user's shell leaves to their default: ignored
+            # here when the suite runs as a background job (make check
+            # &, CI), they would be ignored by nbdsum too (as nohup
+            # expects), and a signal operation would hang.
+            for s in (signal.SIGHUP, signal.SIGINT, signal.SIGTERM):
+                signal.signal(s, signal.SIG_DFL)
             if limit_fds:
                 resource.setrlimit(resource.RLIMIT_NOFILE,
                                    (limit_fds, limit_fds))
