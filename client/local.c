@@ -43,6 +43,7 @@
 #include "local.h"
 #include "messages.h"
 #include "options.h"
+#include "paths.h"
 #include "signals.h"
 
 /* How long the private server may take to exit on SIGTERM: when it is

@@ -16,6 +16,7 @@
 
 #include "blkhash.h"
 #include "messages.h"
+#include "paths.h"
 #include "usage.h"
 
 /* Exit with status, or 1 if standard output could not be written, as

@@ -38,13 +38,11 @@ campaign () {
 }
 
 @test "campaign: a random seed" {
-  local seed=${CAMPAIGN_SEED:-$(( (RANDOM << 15) | RANDOM ))}
-  echo "seed $seed (CAMPAIGN_SEED=$seed repeats it)"
-  campaign --ops "${CAMPAIGN_OPS:-100}" --seed "$seed" --hostile 0
+  seed_random CAMPAIGN_SEED
+  campaign --ops "${CAMPAIGN_OPS:-100}" --seed "$SEED" --hostile 0
 }
 
 @test "campaign: the hostile phase, a random seed" {
-  local seed=${CAMPAIGN_HOSTILE_SEED:-$(( (RANDOM << 15) | RANDOM ))}
-  echo "seed $seed (CAMPAIGN_HOSTILE_SEED=$seed repeats it)"
-  campaign --ops 0 --seed "$seed"
+  seed_random CAMPAIGN_HOSTILE_SEED
+  campaign --ops 0 --seed "$SEED"
 }

@@ -289,6 +289,12 @@ class Campaign:
         self.cur_touch.update(touch)
 
         def preexec():
+            # The signals a user's shell leaves to their default: ignored
+            # here when the suite runs as a background job (make check
+            # &, CI), they would be ignored by nbdsum too (as nohup
+            # expects), and a signal operation would hang.
+            for s in (signal.SIGHUP, signal.SIGINT, signal.SIGTERM):
+                signal.signal(s, signal.SIG_DFL)
             if limit_fds:
                 resource.setrlimit(resource.RLIMIT_NOFILE,
                                    (limit_fds, limit_fds))
@@ -607,9 +613,11 @@ class Campaign:
 
     def orphans(self, what, opdir, hung):
         """Processes of this run still alive (their TMPDIR is the op's
-        own), and files left in it."""
+        own) 10 s after it, nbdsum(1)'s bound for its servers to stop
+        (a hang guard: they are waited for, not given a time), and
+        files left in it."""
         needle = ("TMPDIR=" + opdir).encode() + b"\0"
-        deadline = time.monotonic() + 3
+        deadline = time.monotonic() + 10
         while True:
             left = []
             for pid in os.listdir("/proc"):

@@ -517,20 +517,45 @@ PY
 }
 
 @test "expect: a new writer while the last session's end is judged is judged itself" {
-  local other="$BATS_TEST_TMPDIR/other.img"
+  local other="$BATS_TEST_TMPDIR/other.img" disk="$BATS_TEST_TMPDIR/disk.img"
   "$MKIMAGE" '4M;d:0+4M:y' "$other"
-  # Slow reads: the end of the first session is judged for seconds.
-  start_server race --filter=delay memory 4M delay-read=300ms \
+  truncate -s 4M "$disk"
+  # The plugin's reads wait while the file gate exists: the end of the
+  # first session is judged until the second has written (its write
+  # in the filter: nbdkit -v logs it), by conditions, not by times.
+  export disk gate="$BATS_TEST_TMPDIR/gate" reading="$BATS_TEST_TMPDIR/reading"
+  start_server race -v eval thread_model='echo parallel' get_size='echo 4194304' \
+    pread='touch "$reading"; while [ -e "$gate" ]; do sleep 0.05; done
+           dd if="$disk" skip=$4 count=$3 iflag=skip_bytes,count_bytes status=none' \
+    pwrite='dd of="$disk" seek=$4 oflag=seek_bytes conv=notrunc status=none' \
+    can_write='exit 0' can_flush='exit 0' flush='exit 0' \
     blkhash-expect="sha256:$(plain sha256 "$src")"
-  run "$NBD_PYTHON" - "$sock" "$other" <<'PY'
-import sys, threading, time, nbd
-other = open(sys.argv[2], "rb").read()
-c1 = nbd.NBD(); c1.connect_unix(sys.argv[1])
+  run "$NBD_PYTHON" - "$sock" "$other" "$err" <<'PY'
+import os, sys, threading, time, nbd
+sock, other, log = sys.argv[1], open(sys.argv[2], "rb").read(), sys.argv[3]
+gate, reading = os.environ["gate"], os.environ["reading"]
+def wait_for(cond, what, h=None):
+    for _ in range(1200):               # a hang guard: 60 s
+        if cond():
+            return
+        if h and h.aio_in_flight() > 0:
+            h.poll(50)                  # sends the write on its way
+        else:
+            time.sleep(0.05)
+    raise SystemExit("never: " + what)
+def logged(text):
+    return lambda: text in open(log).read()
+c1 = nbd.NBD(); c1.connect_unix(sock)
 c1.pwrite(other[65536:], 65536)         # a wrong image, but for 64K
+open(gate, "w").close()
 t = threading.Thread(target=c1.shutdown); t.start()
-time.sleep(0.3)                         # its session's end is judged
-c2 = nbd.NBD(); c2.connect_unix(sys.argv[1])
-c2.pwrite(other, 0)                     # the whole wrong image
+wait_for(lambda: os.path.exists(reading), "its session's end judged")
+c2 = nbd.NBD(); c2.connect_unix(sock)
+c2.aio_pwrite(nbd.Buffer.from_bytearray(bytearray(other)), 0)
+wait_for(logged("blkhash: pwrite count=4194304 offset=0"), "the write in", c2)
+os.unlink(gate)
+while c2.aio_in_flight() > 0:
+    c2.poll(-1)
 t.join()
 try:
     c2.flush(); print("flush ok")
@@ -541,6 +566,7 @@ PY
   echo "$output"
   [ "$output" = "flush failed EIO" ]
   stop_server
+  grep -q "written by a new session while the last one's end was judged" "$err"
   grep -q "does not match blkhash-expect" "$err"
 }
 

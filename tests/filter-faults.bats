@@ -8,7 +8,8 @@
 # ROBUST_TRIALS (default 10) scales the error injection campaign (trials
 # per mode, per configuration, per cache setting), ROBUST_ROUNDS
 # (default 3) the concurrent writer rounds and ROBUST_KILLS (default 18)
-# the client kills per cache setting.  For a long run, e.g.
+# the client kills per cache setting; ROBUST_SEED repeats the kills'
+# draws (printed).  For a long run, e.g.
 #   ROBUST_TRIALS=200 ROBUST_ROUNDS=30 ROBUST_KILLS=200 \
 #     make check TESTS=tests/filter-faults.bats
 
@@ -70,11 +71,14 @@ for i in range(trials):
     sys.stdout.flush()
     del h
 PY
-  # write_errors.py SOCKET COUNT SEED: COUNT writes, zeroes and trims,
-  # aligned or not, some failing; flush.  Prints "OK FAILED".
+  # write_errors.py SOCKET COUNT SEED FLAG: COUNT writes, zeroes and
+  # trims, aligned or not, 30% of them failing: FLAG exists while one
+  # that is to fail is sent (the error filter's error-*-file); flush.
+  # Prints "OK FAILED".
   cat > "$1/write_errors.py" <<'PY'
-import nbd, random, sys
-sock, count, seed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+import nbd, os, random, sys
+sock, count, seed, flag = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), \
+    sys.argv[4]
 rnd = random.Random(seed)
 h = nbd.NBD()
 h.connect_unix(sock)
@@ -89,6 +93,9 @@ for i in range(count):
         n = rnd.randrange(1, 200000)
     n = min(n, size - off)
     op = rnd.randrange(4)
+    fail = rnd.random() < 0.3
+    if fail:
+        open(flag, "w").close()
     try:
         if op == 0:
             h.zero(n, off)
@@ -99,21 +106,23 @@ for i in range(count):
         ok += 1
     except nbd.Error:
         failed += 1
+    if fail:
+        os.unlink(flag)
 h.flush()
 h.shutdown()
 print(ok, failed)
 PY
-  # busy.py SOCKET KIND NAME: keep 16 requests in flight until killed.
-  # KIND write: unaligned writes, trims, zeroes; read: preads; view:
-  # CACHE of the digest area and reads of the header and root.
+  # busy.py SOCKET KIND NAME SEED: keep 16 requests in flight until
+  # killed.  KIND write: unaligned writes, trims, zeroes; read: preads;
+  # view: CACHE of the digest area and reads of the header and root.
   cat > "$1/busy.py" <<'PY'
 import nbd, random, sys
-sock, kind, name = sys.argv[1:4]
+sock, kind, name, seed = sys.argv[1:5]
 h = nbd.NBD()
 h.set_export_name(name)
 h.connect_unix(sock)
 size = h.get_size()
-rnd = random.Random()
+rnd = random.Random(int(seed))
 while True:
     while h.aio_in_flight() < 16:
         off = rnd.randrange(size)
@@ -300,16 +309,19 @@ campaign () {
 
 @test "filter-faults: 30% failed writes, zeroes and trims never leave a stale digest" {
   local img="$BATS_TEST_TMPDIR/rw.img" r st out w_ok=0 w_failed=0 start=$SECONDS
+  local flag="$BATS_TEST_TMPDIR/fail-now"
   cp --sparse=always "$errors_img" "$img"
+  # Which fail is write_errors.py's seeded choice: while $flag exists.
   start_server wfail --filter=error file "$img" error=EIO \
-    error-pwrite-rate=30% error-zero-rate=30% error-trim-rate=30%
+    error-pwrite-rate=100% error-zero-rate=100% error-trim-rate=100% \
+    error-pwrite-file="$flag" error-zero-file="$flag" error-trim-file="$flag"
   for ((r = 0; r < 2 * ROBUST_ROUNDS; r++)); do
     # Fill the tables, then change the image with some writes failing.
     run timeout 60 "$NBDSUM" "$uri"
     [ "$(first_sum "$output")" = "$(reference sha256 65536 "$img")" ]
     view_root @blkhash:sha1/4K >/dev/null
     out=$(timeout 60 "$NBD_PYTHON" "$BATS_FILE_TMPDIR/write_errors.py" \
-          "$sock" 100 "$r")
+          "$sock" 100 "$r" "$flag")
     echo "round $r: writes ok, failed: $out"
     w_ok=$((w_ok + ${out% *}))
     w_failed=$((w_failed + ${out#* }))
@@ -374,13 +386,14 @@ campaign () {
 @test "filter-faults: clients killed mid-request leave the server working and right" {
   local img="$BATS_TEST_TMPDIR/rw.img" cache k c cpid delay start=$SECONDS
   local -a cmd cpids
-  local cst killed
+  local cst killed s2
   local kinds=(server-side client-side nbdcopy nbdcopy-view root-sha1-4K
                write read view write+view)
+  seed_random ROBUST_SEED
   cp --sparse=always "$big" "$img"
   for cache in false true; do
     # The delay filter keeps each client at work for a few 100 ms.
-    start_server "kills-$cache" "${KILLED_CLIENT_OPTS[@]}" \
+    start_server "kills-$cache" -v "${KILLED_CLIENT_OPTS[@]}" \
       --filter=delay file "$img" \
       blkhash-cache=$cache delay-read=5ms wdelay=2ms
     killed=0
@@ -396,19 +409,23 @@ campaign () {
                @blkhash:sha1/4K) ;;
         view|write+view)
           cmd=("$NBD_PYTHON" "$BATS_FILE_TMPDIR/busy.py" "$sock" view
-               @blkhash:md5/8K) ;;
-        *) cmd=("$NBD_PYTHON" "$BATS_FILE_TMPDIR/busy.py" "$sock" "$c" "") ;;
+               @blkhash:md5/8K "$RANDOM") ;;
+        *) cmd=("$NBD_PYTHON" "$BATS_FILE_TMPDIR/busy.py" "$sock" "$c" ""
+                "$RANDOM") ;;
       esac
+      s2=$RANDOM
       # exec: $! is the client itself.
       ( exec "${cmd[@]}" ) </dev/null >/dev/null 2>&1 3>&- &
       cpids=($!)
       if [ "$c" = write+view ]; then
         # A writer at the same time as the view client.
-        ( exec "$NBD_PYTHON" "$BATS_FILE_TMPDIR/busy.py" "$sock" write "" ) \
+        ( exec "$NBD_PYTHON" "$BATS_FILE_TMPDIR/busy.py" "$sock" write "" \
+            "$s2" ) \
           </dev/null >/dev/null 2>&1 3>&- &
         cpids+=($!)
       fi
-      # 20 to 300 ms into the work.
+      # 20 to 300 ms into the work (whatever it has reached then:
+      # the checks below hold for a kill at any point).
       delay=$(( RANDOM % 281 + 20 ))
       sleep "$((delay / 1000)).$(printf %03d $((delay % 1000)))"
       kill -9 "${cpids[@]}" 2>/dev/null || true
@@ -424,8 +441,8 @@ campaign () {
         false
       fi
     done
-    # Let the server finish what the killed clients had sent.
-    sleep 1
+    # The server has finished what the killed clients had sent.
+    wait_idle
     both_methods_match "$img"
     [ "$(view_root @blkhash:sha1/4K)" = "$(reference sha1 4096 "$img")" ]
     [ "$(view_root @blkhash:md5/8K)" = "$(reference md5 8192 "$img")" ]

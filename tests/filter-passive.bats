@@ -50,8 +50,7 @@ plugin_reads () {
 # session: a completion has 10 s to finish.
 @test "filter-passive: blkhash-file is complete when nbdkit --run exits at once" {
   local img="$BATS_TEST_TMPDIR/unread.img" want
-  truncate -s 1G "$img"
-  head -c 256M /dev/urandom | dd of="$img" bs=1M conv=notrunc status=none
+  "$MKIMAGE" '1G;d:0+256M:unread' "$img"
   want=$(reference sha256 65536 "$img")
   # The client reads nothing: the completion reads 256 MiB.
   run nbdkit -U - --filter="$BLKHASH_FILTER" file "$img" \

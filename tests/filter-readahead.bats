@@ -186,7 +186,8 @@ eval_args () {
   done
   grep -q 'delay: pread count=262144 offset=262144' "$err"
   kill -TERM "$pid"
-  wait_exit "$pid" 5
+  # A hang guard: the reads sleep 600 s.
+  wait_exit "$pid" 30
   [ "$rc" -eq 0 ]
   no_crash "$err"
   wait "$client" || st=$?

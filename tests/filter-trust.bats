@@ -330,24 +330,27 @@ PY
 # 6. A root read that would take minutes does not keep nbdkit from
 # exiting once its client has gone.
 @test "filter-trust: nbdkit exits promptly on SIGTERM after a client asking for a huge root was killed" {
-  local t0 t1
-  start_server huge "${KILLED_CLIENT_OPTS[@]}" null 1P
-  run timeout -s KILL 1 "$NBD_PYTHON" -c '
+  local client
+  start_server huge -v "${KILLED_CLIENT_OPTS[@]}" null 1P
+  "$NBD_PYTHON" -c '
 import nbd, sys
 h = nbd.NBD()
 h.connect_uri(sys.argv[1])
-print(h.pread(32, 4096).hex())' "$(uri_of @blkhash)"
-  echo "client: status $status: $output"
-  t0=$(date +%s%N)
+print(h.pread(32, 4096).hex())' "$(uri_of @blkhash)" 3>&- &
+  client=$!
+  # Killed once its root read is in the filter (nbdkit -v logs it).
+  wait_until 60 grep -q 'debug: blkhash: pread count=32 offset=4096' "$err"
+  kill -9 "$client"
+  wait "$client" || :
   kill "$pid"
-  if ! wait_exit "$pid" 10; then
-    echo "nbdkit ignored SIGTERM for 10 s"
-    cat "$err"
+  # A hang guard: the root of 1 PiB would take far longer.
+  if ! wait_exit "$pid" 30; then
+    echo "nbdkit ignored SIGTERM for 30 s"
+    tail -n 40 "$err"
     false
   fi
-  t1=$(date +%s%N)
-  echo "nbdkit exited $(( (t1 - t0) / 1000000 )) ms after SIGTERM, status $rc"
-  cat "$err"
+  echo "nbdkit exited after SIGTERM, status $rc"
+  tail -n 40 "$err"
   [ "$rc" -lt 128 ]
   no_crash "$err"
 }

@@ -155,7 +155,7 @@ setup () {
 }
 
 @test "filter-view: writes are refused" {
-  head -c 8192 /dev/urandom > "$BATS_TEST_TMPDIR/junk"
+  "$MKIMAGE" '8192;d:0+8192:junk' "$BATS_TEST_TMPDIR/junk"
   export junk="$BATS_TEST_TMPDIR/junk"
   run serve memory 1M -- '
     nbdcopy "$junk" "nbd+unix:///@blkhash?socket=$unixsocket"; echo "copy=$?"

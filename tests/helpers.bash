@@ -11,6 +11,53 @@
 : "${PYTHON:=python3}"
 export BLKHASH_FILTER NBDSUM MKIMAGE VECTORS PYTHON
 
+# seed_random VAR: seed $RANDOM for this test with $VAR, or a new seed,
+# and say which (bats shows a failed test's output): VAR=N bats -f
+# TEST SUITE repeats the run.  Sets SEED.  bash seeds a subshell's
+# $RANDOM afresh ($(...), a pipeline's parts): draw numbers in the
+# test's own shell and pass them on.
+seed_random () {
+  SEED=${!1:-$((SRANDOM % 1000000))}
+  echo "seed: $1=$SEED"
+  RANDOM=$SEED
+}
+
+# seeded_bytes LEN SEED: LEN bytes of data, the same for the same SEED.
+seeded_bytes () {
+  local f
+  f=$(mktemp "${BATS_TEST_TMPDIR:-${TMPDIR:-/tmp}}/bytes.XXXXXX")
+  "$MKIMAGE" "$1;d:0+$1:$2" "$f" && cat "$f"
+  rm -f "$f"
+}
+
+# wait_until SECONDS COMMAND...: until COMMAND succeeds, polled every
+# 0.05 s; fails, saying what it waited for, if it still has not after
+# SECONDS (a hang guard: the test waits for a condition, not a time).
+wait_until () {
+  local limit=$1 i
+  shift
+  for ((i = 0; i < limit * 20; i++)); do
+    "$@" && return 0
+    sleep 0.05
+  done
+  echo "wait_until: still not true after $limit s: $*"
+  return 1
+}
+
+# blocked PID...: each process PID is asleep waiting for something, in
+# poll(2) (a server, a fifo's writer: nbdsum waits in poll with its
+# signal pipe) or reading a pipe: it has got as far as it can.  Where
+# the kernel does not say what a process waits in (wchan 0), asleep is
+# enough.
+blocked () {
+  local p w
+  for p; do
+    [ "$(cut -d' ' -f3 "/proc/$p/stat" 2>/dev/null)" = S ] || return 1
+    w=$(cat "/proc/$p/wchan" 2>/dev/null) || return 1
+    [[ "$w" = 0 || "$w" = *poll* || "$w" = *pipe_read* ]] || return 1
+  done
+}
+
 # The independent reference: reference DIGEST BLOCK_SIZE FILE
 reference () {
   "$PYTHON" "$top_srcdir/tests/reference.py" "$@"

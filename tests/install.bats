@@ -169,3 +169,45 @@ USER
     [ nbdkit --fil blkhash file disk.img ]
   [ "$output" = "$sum" ]
 }
+
+# A tree built with the default prefix, then configured with --prefix
+# and installed, as ./configure --prefix=P && make && make install in
+# a tree already built does: what nbdsum has compiled in (the filter's
+# directory, the bats helpers' path) follows the new prefix, and libtool
+# names no directory the install did not use.  Once, nbdsum kept the
+# old paths ("config.h is unchanged": not rebuilt), its --bats-helper
+# named a file that did not exist, it looked for the filter in
+# nbdkit's directory, and libtool said to run libtool --finish there.
+# nbdkit's own filter directory is left as it was.
+@test "install: --prefix after a build with the default prefix: the installed nbdsum uses what was installed" {
+  local t=$BATS_TEST_TMPDIR p=$BATS_TEST_TMPDIR/p helper sum sysdir before
+  sysdir=$(pkg-config --variable=filterdir nbdkit)
+  before=$(ls -la --time-style=full-iso "$sysdir" 2>&1)
+  make -s -C "$top_builddir" distdir distdir="$t/src" >/dev/null
+  cd "$t/src"
+  ./configure > configure1.out
+  make -s -j"$(nproc)" >/dev/null
+  ./configure --prefix="$p" > configure2.out
+  make -j"$(nproc)" > make2.out 2>&1
+  make install > install.out 2>&1
+  # libtool names no other directory to finish.
+  echo "libtool: $(grep -i 'libtool --finish' install.out || :)"
+  ! grep -i -e 'libtool --finish' install.out | grep -v -- "$p" || false
+  ! grep -F -- "$sysdir" install.out || false
+  # The bats helpers nbdsum names are those installed.
+  helper=$("$p/bin/nbdsum" --bats-helper)
+  echo "--bats-helper: $helper"
+  [ "$helper" = "$p/share/nbdkit-blkhash/blkhash.bash" ]
+  [ -f "$helper" ]
+  grep -qF "$p/lib/nbdkit/filters/nbdkit-blkhash-filter.so" "$helper"
+  # A local file, through the filter installed beside it.
+  cd "$t"
+  "$MKIMAGE" '8M;d:0+1M:a;d:5M+300000:b' disk.img
+  sum=$(reference sha256 65536 disk.img)
+  run env -u NBDSUM_FILTER -u BLKHASH_FILTER "$p/bin/nbdsum" --no-names disk.img
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$output" = "$sum" ]
+  # nbdkit's filter directory untouched.
+  [ "$(ls -la --time-style=full-iso "$sysdir" 2>&1)" = "$before" ]
+}

@@ -673,12 +673,24 @@ assert doc["unreadable"] == len(errors) - 1, doc' "$output"
 # never checked, and a '-' line made to match their bytes said OK with
 # exit 0.  Now refused, and every other line is checked.
 @test "nbdsum-check: a line reading standard input is refused while a checksum file is read from it" {
-  local empty rest
+  local empty rest pid
   empty=$("$NBDSUM" --no-names /dev/null)
   printf '%064d  disk.img\n' 0 > rest
   echo "$(reference sha256 65536 rest)  -" > first
   for name in /dev/stdin /proc/self/fd/0; do
-    run bash -c '{ cat first; sleep 0.5; cat rest; } | "$NBDSUM" -c '"$name"
+    # The rest of the file comes once nbdsum has read the first line
+    # and waits for more (its '-' line is then all it has).
+    rm -f pipe
+    mkfifo pipe
+    "$NBDSUM" -c "$name" < pipe > out 2>&1 3>&- &
+    pid=$!
+    exec 5> pipe
+    cat first >&5
+    wait_until 30 blocked "$pid"
+    cat rest >&5
+    exec 5>&-
+    wait_exit "$pid" 30
+    status=$rc output=$(cat out)
     echo "$name: $output"
     [ "$status" -eq 1 ]
     [[ "$output" = *"-: FAILED open or read"* ]]

@@ -485,7 +485,7 @@ PY
   pid=$!
   # A writer that never writes: nbdsum waits in the manifest.
   exec 4>fifo
-  sleep 0.3
+  wait_until 30 blocked "$pid"
   kill -s INT "$pid"
   wait "$pid" || st=$?
   exec 4>&-
@@ -551,7 +551,7 @@ assert json.load(open("out.json")) == {"interrupted": "SIGINT"}'
   [[ "$output" = *"differ in 360448 bytes (3 ranges, compared in 98304 byte blocks)"* ]]
   # B hashed client-side, the same way A was.
   qemu-nbd -r -f raw -k "$BATS_TEST_TMPDIR/q.sock" b.img 3>&- &
-  for i in $(seq 50); do [ -S q.sock ] && break; sleep 0.1; done
+  wait_until 30 test -S q.sock
   run "$NBDSUM" --diff -d shake256 --block-size 96K a.img \
     "nbd+unix:///?socket=$BATS_TEST_TMPDIR/q.sock"
   wait
@@ -566,7 +566,7 @@ assert json.load(open("out.json")) == {"interrupted": "SIGINT"}'
   dd if="$disk40" of=b.img conv=notrunc status=none
   # A is local (server-side), B comes from qemu-nbd (client-side).
   qemu-nbd -r -f raw -k "$BATS_TEST_TMPDIR/q.sock" b.img 3>&- &
-  for i in $(seq 50); do [ -S q.sock ] && break; sleep 0.1; done
+  wait_until 30 test -S q.sock
   run "$NBDSUM" --diff a.img "nbd+unix:///?socket=$BATS_TEST_TMPDIR/q.sock"
   wait
   echo "$output"

@@ -80,7 +80,7 @@ view_next_to_image () {
 
 @test "nbdsum-hostile: an export too small for a view is hashed client-side" {
   local f="$BATS_TEST_TMPDIR/small"
-  head -c 5000 /dev/urandom > "$f"
+  "$MKIMAGE" '5000;d:0+5000:small' "$f"
   run nbdkit -U - file "$f" --run '"$NBDSUM" "$uri"'
   echo "$output"
   [ "$status" -eq 0 ]

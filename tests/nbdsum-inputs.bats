@@ -80,7 +80,7 @@ sums () {
 }
 
 @test "nbdsum-inputs: several files, one line each in order, like sha256sum" {
-  head -c 300000 /dev/urandom > other.img
+  "$MKIMAGE" '300000;d:0+300000:other' other.img
   run "$NBDSUM" "$disk" other.img "$disk"
   [ "$status" -eq 0 ]
   [ "${lines[0]}" = "$want  $disk" ]
@@ -132,11 +132,9 @@ sums () {
   qemu-img create -q -f qcow2 locked.qcow2 1M
   qemu-io -f qcow2 locked.qcow2 -c 'sleep 60000' >/dev/null 2>&1 3>&- &
   local holder=$!
-  for ((i = 0; i < 100; i++)); do
-    qemu-img info -U locked.qcow2 >/dev/null 2>&1 &&
-      ! qemu-img info locked.qcow2 >/dev/null 2>&1 && break
-    sleep 0.05
-  done
+  # Until qemu-io holds the lock.
+  wait_until 60 eval 'qemu-img info -U locked.qcow2 >/dev/null 2>&1 &&
+    ! qemu-img info locked.qcow2 >/dev/null 2>&1'
   run --separate-stderr "$NBDSUM" locked.qcow2
   kill "$holder"
   echo "$status: $output; $stderr"
@@ -418,7 +416,7 @@ luks_create () {
     fmt=raw; [[ $f = *.qcow2 ]] && fmt=qcow2
     qemu-nbd -r -f "$fmt" -k "$BATS_TEST_TMPDIR/q.sock" \
       "$BATS_FILE_TMPDIR/$f" 3>&- &
-    for i in $(seq 50); do [ -S q.sock ] && break; sleep 0.1; done
+    wait_until 30 test -S q.sock
     run "$NBDSUM" "nbd+unix:///?socket=$BATS_TEST_TMPDIR/q.sock"
     wait
     echo "$f: $output"
@@ -599,7 +597,7 @@ oracle () {
   [ "$(sum_hex "${lines[0]}")" = "$(sum_hex "${lines[1]}")" ]
   # The command reads no standard input (an input of nbdsum's), and
   # what it prints goes to standard error, not among the checksums.
-  head -c 3000000 /dev/urandom > stream.img
+  "$MKIMAGE" '3000000;d:0+3000000:stream' stream.img
   run --separate-stderr bash -c '"$NBDSUM" --json \
     [ sh -c "echo hello; head -c 1000000 >/dev/null; exec nbdkit file $disk" ] \
     - < stream.img'

@@ -281,27 +281,44 @@ descendants () {
 }
 
 # interrupt SIG NBDSUM-ARGS...: run nbdsum (default signal actions, its
-# own TMPDIR), send SIG once it has run for a second and printed a line
-# (or after 2 s), and check it died of SIG within 15 s (requests in
-# flight get 5 s, a private nbdkit 5 s more), left no process
-# behind, and no file in its TMPDIR.  Sets rc; the processes that ran
-# under it are in procs ("PID ARGS" lines).
+# own TMPDIR) on slow_inputs, send SIG once the first input (the fast
+# host, ${names[0]}) is done, by $interrupt_ready (default: its result
+# printed) and, with -j and [ nbdkit ] inputs, jobs and the private
+# servers they start were seen running, and check it died
+# of SIG within 15 s (requests in flight get 5 s, a private nbdkit 5 s
+# more), left no process behind, and no file in its TMPDIR.  Sets rc;
+# the processes that ran under it are in procs ("PID ARGS" lines).
+first_printed () {
+  grep -qF -- "${names[0]}" out
+}
+# -c --json prints a file's results at its end.  -j 4 takes 4 lines at
+# first (fast, slow, slow; fast); the fifth, a slow server of its own
+# ($fifth_err, nbdkit -v), gets a job only once the oldest, the fast
+# one, is handed back (the second fast one, done, waits for the slow
+# ones ahead of it).
+fifth_job () {
+  grep -q ': debug: blkhash: open readonly' "$fifth_err"
+}
 interrupt () {
-  local sig=$1 pid i p t0 ms
+  local sig=$1 pid i p t0
   shift
   tmp=$(mktemp -d "$BATS_TEST_TMPDIR/tmp.XXXXXX")
   TMPDIR=$tmp env --default-signal=HUP,INT,PIPE,TERM \
     "$NBDSUM" "$@" > out 2> err 3>&- &
   pid=$!
   : > procs
-  # By the clock, not by rounds: listing the processes may be slow.
-  t0=$(date +%s%N)
-  for ((i = 0; i < 400; i++)); do
-    sleep 0.05
+  # Conditions, not times (a slow input takes 6 s at least: the
+  # signal comes long before one is done).  60 s: a hang guard.
+  for ((i = 0; i < 1200; i++)); do
     descendants "$pid" >> procs
-    ms=$((($(date +%s%N) - t0) / 1000000))
-    { [ -s out ] && [ "$ms" -ge 1000 ]; } || [ "$ms" -ge 2000 ] && break
+    if "${interrupt_ready:-first_printed}"; then
+      [[ " $* " != *" -j "* || " $* " != *" [ "* ]] && break
+      grep -q " $NBDSUM " procs && grep -q ' nbdkit ' procs && break
+    fi
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.05
   done
+  echo "signal after $i rounds; out: $(cat out)"
   t0=$(date +%s%N)
   kill -s "$sig" "$pid"
   if ! wait_exit "$pid" 15; then
@@ -367,20 +384,33 @@ slow_inputs () {
   [ "$rc" -eq 143 ]
 }
 
+# later_jobs_done PID: the server last started ($err, nbdkit -v) had a
+# client and has none now, and nbdsum PID has one job left.
+later_jobs_done () {
+  grep -q ': debug: blkhash: open readonly' "$err" && server_idle &&
+    [ "$(pgrep -c -P "$1")" -eq 1 ]
+}
+
 @test "nbdsum-jobs: interrupted, inputs after the one being hashed say nothing, as without -j" {
-  local slow
+  local slow pid
   start_server slow "${KILLED_CLIENT_OPTS[@]}" --filter=delay \
     file "$BATS_FILE_TMPDIR/slow.img" rdelay=1500ms
   slow=$uri
-  start_server plain --no-sr memory 1M
+  start_server plain -v --no-sr memory 1M
   # Each later input says something when it has its turn: a server
   # without a view, a missing file.  Their jobs said it early; stopped
   # first, they never have their turn (found by a differential test,
   # 2026-11-26: printed after the signal).
-  timeout -s INT 1 "$NBDSUM" -j 4 "$slow" "$uri" nosuch > out 2> err ||
-    rc=$?
+  env --default-signal=INT "$NBDSUM" -j 4 "$slow" "$uri" nosuch \
+    > out 2> err 3>&- &
+  pid=$!
+  # SIGINT once their jobs are done (the plain server's clients gone,
+  # one job left: the slow one's, which takes 6 s at least).
+  wait_until 60 later_jobs_done "$pid"
+  kill -INT "$pid"
+  wait_exit "$pid" 30
   echo "status $rc; stderr: $(cat err)"
-  [ "$rc" -eq 124 ]
+  [ "$rc" -eq 130 ]
   [ ! -s out ]
   # The slow input may say that it stopped; the others nothing.
   ! grep -q -e "$uri" -e nosuch err || false
@@ -400,7 +430,11 @@ PY
   slow=$(reference sha256 65536 "$BATS_FILE_TMPDIR/slow.img")
   printf '%s  %s\n' "$(want 2)" "${inputs[0]}" "$slow" "${inputs[1]}" \
     "$slow" "${inputs[2]}" > SUMS
-  interrupt TERM -j 4 -c --json SUMS SUMS
+  start_server slow3 -v "${KILLED_CLIENT_OPTS[@]}" --filter=delay \
+    file "$BATS_FILE_TMPDIR/slow.img" rdelay=1500ms
+  fifth_err=$err
+  printf '%s  %s\n' "$(want 2)" "${inputs[0]}" "$slow" "$uri" > SUMS2
+  interrupt_ready=fifth_job interrupt TERM -j 4 -c --json SUMS SUMS2
   "$PYTHON" - "${inputs[0]}" <<'PY'
 import json, sys
 doc = json.load(open("out"))
@@ -570,8 +604,9 @@ SH
 
 # run_tagged TAG NBDSUM-ARGS...: nbdsum in the background (default
 # signal actions, PATH with bin/ first, TMPDIR $tmp of its own), its
-# processes tagged; sets pid and tmp.  Returns once its jobs and the servers they started run (7
-# processes with -j 3), or after 5 s.
+# processes tagged; sets pid and tmp.  Returns once its jobs and the
+# servers they started run (7 processes with -j 3); fails if they do
+# not within 60 s (a hang guard).
 run_tagged () {
   local tag=$1 i
   shift
@@ -581,10 +616,12 @@ run_tagged () {
     env --default-signal=HUP,INT,PIPE,TERM "$NBDSUM" "$@" \
     > out 2> err 3>&- &
   pid=$!
-  for ((i = 0; i < 100; i++)); do
+  for ((i = 0; i < 1200; i++)); do
     [ "$(run_procs "$tag" | wc -l)" -ge 7 ] && return 0
     sleep 0.05
   done
+  echo "run $tag: not 7 processes after 60 s: $(run_procs "$tag" | wc -l)"
+  return 1
 }
 
 # no_procs_left TAG SECONDS: within SECONDS no process of run TAG is
@@ -616,10 +653,11 @@ no_procs_left () {
     kill -s "$sig" "$pid"
     sleep 0.05
     kill -s "$sig" "$pid" 2>/dev/null || :
-    wait_exit "$pid" 5
+    # Hang guards, nbdsum(1)'s bound: nothing outlives a run by 10 s.
+    wait_exit "$pid" 10
     echo "status $rc after $((($(date +%s%N) - t0) / 1000000)) ms"
     [ "$rc" -eq $((128 + $(kill -l "$sig"))) ]
-    no_procs_left "$tag" 2
+    no_procs_left "$tag" 10
     # The private sockets and directories removed, even so.
     echo "left in TMPDIR: $(ls -A "$tmp")"
     [ -z "$(ls -A "$tmp")" ]

@@ -415,25 +415,17 @@ assert doc == {"name": "nosuch.img",
   done
 }
 
-# Run nbdsum with the default signal actions (a script's background
-# jobs ignore SIGINT) and standard input from $stdin, and send it $1
-# once it has printed $2 to out.json (or after a second if $2 is empty:
-# output not flushed yet is not there to see).
+# interrupt_json SIG CONDITION NBDSUM-ARGS...: run nbdsum with the
+# default signal actions (a script's background jobs ignore SIGINT) and
+# standard input from $stdin, and send it SIG once the shell command
+# CONDITION holds (nbdsum has got that far: conditions, not times).
 interrupt_json () {
-  local sig=$1 pattern=$2 pid i st=0
+  local sig=$1 cond=$2 pid st=0
   shift 2
   env --default-signal=HUP,INT,PIPE,TERM "$NBDSUM" "$@" \
     <"${stdin:-/dev/null}" >out.json 2>err 3>&- &
   pid=$!
-  if [ -z "$pattern" ]; then
-    sleep 1
-  else
-    for ((i = 0; i < 100; i++)); do
-      grep -q -- "$pattern" out.json && break
-      sleep 0.1
-    done
-    sleep 0.2
-  fi
+  wait_until 60 eval "$cond"
   kill -s "$sig" "$pid"
   wait "$pid" || st=$?
   echo "status $st"
@@ -442,13 +434,18 @@ interrupt_json () {
   valid_json out.json
 }
 
+# Clients the slow server below has had (its log filter's lines).
+connects () {
+  grep -c 'Connect' "$BATS_TEST_TMPDIR/log" 2>/dev/null || :
+}
+
 @test "nbdsum-json: an interrupted run still prints one valid document" {
   # Standard input that never ends: nbdsum waits there until the
   # signal, after the first input.
   mkfifo fifo
   exec 4<>fifo
   stdin=fifo
-  interrupt_json INT '"checksum"' --json "$small" -
+  interrupt_json INT 'grep -q "\"checksum\"" out.json' --json "$small" -
   "$PYTHON" - "$small" <<'PY'
 import json, sys
 doc = json.load(open("out.json"))
@@ -459,7 +456,7 @@ PY
   # -c: the lines checked before it.
   cp "$small" a.img
   { "$NBDSUM" a.img; echo "$("$NBDSUM" a.img | cut -d' ' -f1)  -"; } > SUMS
-  interrupt_json TERM '"OK"' -c --json SUMS
+  interrupt_json TERM 'grep -q "\"OK\"" out.json' -c --json SUMS
   "$PYTHON" - <<'PY'
 import json
 doc = json.load(open("out.json"))
@@ -471,17 +468,23 @@ PY
 }
 
 @test "nbdsum-json: --blocks and --diff interrupted while hashing" {
-  # A slow server: each read takes 2 s.
+  local n
+  # A slow server: each read takes 2 s.  Its log says when a client
+  # has come.
   nbdkit_daemon "$BATS_TEST_TMPDIR/nbdkit.pid" --threads=1 \
-    -U "$BATS_TEST_TMPDIR/sock" --filter=delay file "$small" delay-read=2
+    -U "$BATS_TEST_TMPDIR/sock" --filter=log --filter=delay file "$small" \
+    delay-read=2 logfile="$BATS_TEST_TMPDIR/log"
   uri="nbd+unix:///?socket=$BATS_TEST_TMPDIR/sock"
-  interrupt_json INT "" --json --blocks "$uri"
+  # While the server is read.
+  interrupt_json INT '[ "$(connects)" -gt 0 ]' --json --blocks "$uri"
   "$PYTHON" - "$uri" <<'PY'
 import json, sys
 doc = json.load(open("out.json"))
 assert doc == {"name": sys.argv[1], "interrupted": "SIGINT"}, doc
 PY
-  interrupt_json HUP "" --json --diff "$small" "$uri"
+  # Once A is hashed: B is opened after it.
+  n=$(connects)
+  interrupt_json HUP '[ "$(connects)" -gt '"$n"' ]' --json --diff "$small" "$uri"
   "$PYTHON" - <<'PY'
 import json
 doc = json.load(open("out.json"))

@@ -291,9 +291,10 @@ PY
 
 @test "nbdsum-since: random chains equal full computations" {
   command -v qemu-img > /dev/null || skip "qemu-img is not installed"
+  seed_random SINCE_SEED
   run "$PYTHON" "$top_srcdir/tests/since-trials.py" "$NBDSUM" \
     "$top_srcdir/tests/reference.py" "${SINCE_TRIALS:-8}" \
-    "${SINCE_SEED:-$RANDOM}" "$BATS_TEST_TMPDIR"
+    "$SEED" "$BATS_TEST_TMPDIR"
   echo "$output"
   [ "$status" -eq 0 ]
   [[ "${lines[-1]}" = "$((3 * ${SINCE_TRIALS:-8})) compared, 0 mismatched" ]]
@@ -307,7 +308,7 @@ PY
   "$PYTHON" "$top_srcdir/tests/bitmapnbd.py" short "$PWD/s.sock" new.img \
     > s.out 3>&- &
   pid=$!
-  for i in $(seq 50); do grep -q listening s.out && break; sleep 0.1; done
+  wait_until 30 grep -q listening s.out
   run "$NBDSUM" -q --since=m0 --dirty-bitmap=b1 \
     "nbd+unix:///?socket=$PWD/s.sock"
   kill "$pid"
@@ -318,7 +319,7 @@ PY
   "$PYTHON" "$top_srcdir/tests/bitmapnbd.py" omit "$PWD/o.sock" new.img \
     > o.out 3>&- &
   pid=$!
-  for i in $(seq 50); do grep -q listening o.out && break; sleep 0.1; done
+  wait_until 30 grep -q listening o.out
   run "$NBDSUM" --since=m0 --dirty-bitmap=b1 \
     "nbd+unix:///?socket=$PWD/o.sock"
   kill "$pid"
@@ -471,12 +472,9 @@ backing_chain () {
   [ -z "$(first_sum "$output")" ]
   # In use: qemu had the image open for writing and never closed it.
   qemu-img bitmap --enable d.qcow2 b1
-  qemu-io -f qcow2 d.qcow2 < <(sleep 5) > /dev/null 3>&- &
+  qemu-io -f qcow2 d.qcow2 -c 'sleep 600000' > /dev/null 3>&- &
   pid=$!
-  for i in $(seq 50); do
-    qemu-img info -U --output=json d.qcow2 | grep -q in-use && break
-    sleep 0.1
-  done
+  wait_until 60 eval 'qemu-img info -U --output=json d.qcow2 | grep -q in-use'
   kill -9 "$pid"
   wait "$pid" || :
   run "$NBDSUM" --since=m0 --dirty-bitmap=b1 d.qcow2
@@ -678,7 +676,7 @@ data_32m () {
   "$MKIMAGE" '1000000;d:0+100K:a' raw.img
   # And a manifest from a pipe that stops after its first line.
   mkfifo pipe
-  { printf '# sha256 65536 1048576 %064d\n' 0; exec sleep 30; } > pipe 3>&- &
+  { printf '# sha256 65536 1048576 %064d\n' 0; exec sleep 600; } > pipe 3>&- &
   writer=$!
   for args in "--check-manifest big" "--since=big --dirty-bitmap=b raw.img" \
               "--diff --manifest=big raw.img" "--check-manifest pipe"; do
@@ -688,14 +686,14 @@ data_32m () {
     sleep 1
     t0=$(date +%s%N)
     kill -TERM "$pid"
-    for i in $(seq 100); do kill -0 "$pid" 2> /dev/null || break; sleep 0.1; done
+    # A hang guard: nbdsum still running then is killed (status 137).
+    for i in $(seq 300); do kill -0 "$pid" 2> /dev/null || break; sleep 0.1; done
     kill -0 "$pid" 2> /dev/null && kill -9 "$pid"
     st=0
     wait "$pid" || st=$?
     ms=$((($(date +%s%N) - t0) / 1000000))
     echo "$args: status $st after $ms ms: $(cat err)"
     [ "$st" -eq 143 ]
-    [ "$ms" -lt 5000 ]
     [ ! -s out ]
   done
   kill "$writer" 2> /dev/null || :

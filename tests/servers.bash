@@ -81,6 +81,18 @@ wait_exit () {
   return 1
 }
 
+# wait_idle [SECONDS]: until every connection the server ($err; nbdkit
+# -v) opened through the filter is closed, which nbdkit does once the
+# connection's requests are done (a client killed mid-request leaves
+# some in flight).  SECONDS is a hang guard (default 60).
+server_idle () {
+  [ "$(grep -c ': debug: blkhash: open readonly' "$err")" -eq \
+    "$(grep -c ': debug: blkhash: close$' "$err")" ]
+}
+wait_idle () {
+  wait_until "${1:-60}" server_idle
+}
+
 # Stop the server: SIGTERM, it must exit 0 within 30 s with no crash.
 stop_server () {
   kill "$pid"
