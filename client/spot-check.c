@@ -42,11 +42,16 @@ struct spot {
   size_t error_k;
 };
 
+/* A block (or its digest), read in pieces no larger than the server
+ * takes; each piece a request of its own holding a reference.
+ */
 struct spot_read {
   struct spot *s;
   size_t k;
   bool data;                    /* block k, else its digest */
   uint32_t len;
+  unsigned pieces, done, refs;
+  int error;
   uint8_t buf[];
 };
 
@@ -102,7 +107,18 @@ choose (uint64_t *out, size_t want, uint64_t nblocks, uint32_t bs,
   return n;
 }
 
-/* A read done, in the main thread (source_poll). */
+static void
+piece_free (void *opaque)
+{
+  struct spot_read *r = opaque;
+
+  if (--r->refs == 0)
+    free (r);
+}
+
+/* A piece read, in the main thread (source_poll); once all are, the
+ * whole is used.
+ */
 static int
 read_done (void *opaque, int *error)
 {
@@ -111,6 +127,11 @@ read_done (void *opaque, int *error)
   const size_t len = s->p->digest.len;
   bool zero;
 
+  if (*error && r->error == 0)
+    r->error = *error;
+  if (++r->done < r->pieces)
+    return 1;
+  *error = r->error;
   s->in_flight--;
   if (*error == 0 && !r->data)
     memcpy (s->said + r->k * len, r->buf, len);
@@ -133,6 +154,10 @@ read_all (struct spot *s, struct nbd_handle *h, bool data, unsigned most,
           const char *name)
 {
   const uint32_t bs = s->p->block_size, dlen = s->p->digest.len;
+  /* The largest request the server takes (a plugin's maximum). */
+  const int64_t max = nbd_get_block_size (h, LIBNBD_SIZE_MAXIMUM);
+  const uint32_t piece = max > 0 && max < 32 * 1024 * 1024
+    ? (uint32_t) max : 32 * 1024 * 1024;
   size_t next = 0;
   int timeout;
 
@@ -147,17 +172,26 @@ read_all (struct spot *s, struct nbd_handle *h, bool data, unsigned most,
         error_at (name, "out of memory");
         return -1;
       }
-      *r = (struct spot_read) { s, next++, data, len };
-      /* libnbd frees r, also when the request cannot be issued. */
-      if (nbd_aio_pread (h, r->buf, len,
-                         data ? b * bs : BLK_VIEW_DIGESTS_OFFSET + b * dlen,
-                         (nbd_completion_callback) {
-                           .callback = read_done, .user_data = r,
-                           .free = free }, 0) == -1) {
-        error_at (name, "spot-checking the view: %s", nbd_get_error ());
-        return -1;
-      }
+      *r = (struct spot_read) { .s = s, .k = next++, .data = data, .len = len };
+      r->pieces = (len + piece - 1) / piece;
+      r->refs = r->pieces;
       s->in_flight++;
+      /* libnbd frees r once its last piece is retired, also when a
+       * request cannot be issued.
+       */
+      for (uint32_t off = 0, i = 0; i < r->pieces; i++, off += piece) {
+        const uint64_t at = data ? b * bs + off
+          : BLK_VIEW_DIGESTS_OFFSET + b * dlen + off;
+        if (nbd_aio_pread (h, r->buf + off, MIN (piece, len - off), at,
+                           (nbd_completion_callback) {
+                             .callback = read_done, .user_data = r,
+                             .free = piece_free }, 0) == -1) {
+          error_at (name, "spot-checking the view: %s", nbd_get_error ());
+          /* The pieces not issued hold no reference to give back. */
+          r->refs -= r->pieces - i - 1;
+          return -1;
+        }
+      }
     }
     if (s->in_flight == 0 || (timeout = stop_poll_timeout ()) == 0)
       break;
