@@ -55,6 +55,20 @@ endpoint_init (struct endpoint *ep, endpoint_refill_fn *refill,
 }
 
 void
+endpoint_keep_one (struct endpoint *ep)
+{
+  for (unsigned i = 1; i < MAX_CONNECTIONS; i++) {
+    struct nbd_handle *h = ep->conns[i].h;
+    if (h && nbd_aio_in_flight (h) == 0) {
+      source_shutdown (h);
+      nbd_close (h);
+      ep->conns[i].h = NULL;
+    }
+  }
+  ep->nconns = 1;
+}
+
+void
 endpoint_close (struct endpoint *ep)
 {
   unsigned stuck = 0;

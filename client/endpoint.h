@@ -97,6 +97,10 @@ extern void endpoint_init (struct endpoint *ep, endpoint_refill_fn *refill,
  * are still in flight).  src is left open.
  */
 extern void endpoint_close (struct endpoint *ep);
+/* Close every connection but the first, idle ones: what is left to
+ * read needs one, and descriptors may be few (ulimit -n).
+ */
+extern void endpoint_keep_one (struct endpoint *ep);
 /* Record the first error; the loops stop issuing requests. */
 extern void endpoint_fail (struct endpoint *ep, const char *fmt, ...)
   __attribute__ ((format (printf, 2, 3)));

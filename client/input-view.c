@@ -561,6 +561,9 @@ view_checksum (struct input *in, uint8_t *root)
     return -1;
   }
   /* The root first: the server answers before it sees the draw. */
+  /* The spot check's connection needs a descriptor of its own. */
+  if (v->spot)
+    endpoint_keep_one (ep);
   if (v->spot && spot_check (ep, v->image_export, &v->map, opts->spot_check,
                              &in->about.spot_checked) == -1)
     return -1;
