@@ -586,11 +586,12 @@ slow_private_inputs () {
   mkdir -p bin
   cat > bin/qemu-nbd <<SH
 #!/bin/sh
-# As the private nbdkit runs it, the image last; throttled.
+# As the private nbdkit runs it, the image last (a json: spec naming
+# its files); throttled.
 for image; do :; done
 exec "$qemu_nbd" --read-only \\
   --object throttle-group,id=tg,x-bps-read=4000000 \\
-  --image-opts "driver=throttle,throttle-group=tg,file.driver=qcow2,file.file.filename=\$image"
+  "json:{\\"driver\\":\\"throttle\\",\\"throttle-group\\":\\"tg\\",\\"file\\":\${image#json:}}"
 SH
   chmod +x bin/qemu-nbd
   start_server slow "${KILLED_CLIENT_OPTS[@]}" --filter=delay \
