@@ -566,7 +566,7 @@ PY
   echo "$output"
   [ "$output" = "flush failed EIO" ]
   stop_server
-  grep -q "written by a new session while the last one's end was judged" "$err"
+  grep -q "used by a new session while the last one's end was judged" "$err"
   grep -q "does not match blkhash-expect" "$err"
 }
 

@@ -172,7 +172,10 @@ computed_after () {
   first=$(sum_hex "$("$NBDSUM" "$uri")")
   outside_write "$img" $((5 << 20)) $((7 << 20))
   [ "$(reference sha256 65536 "$img")" != "$first" ]
-  [ "$(sum_hex "$("$NBDSUM" "$uri")")" = "$first" ]
+  # The filter's stale answer, as documented; nbdsum's spot check
+  # catches it only if it draws a block written (nbdsum-hostile tests
+  # that): not asked here.
+  [ "$(sum_hex "$("$NBDSUM" --no-spot-check "$uri")")" = "$first" ]
 }
 
 @test "filter-fresh: blkhash-file of a transfer, then of another after an outside write" {
