@@ -20,7 +20,8 @@ import sys
 # A line of a recipe is a command if it starts with one of these (or
 # continues the line before); anything else is output it shows.
 COMMANDS = ("nbdsum", "nbdkit", "nbdcopy", "nbdinfo", "qemu-nbd", "qemu-io",
-            "qemu-img", "cat", "timeout", "od", "dd", "sum=", "rm")
+            "qemu-img", "cat", "timeout", "od", "dd", "sum=", "rm",
+            "sha256sum")
 
 
 def readme_blocks(top):
