@@ -12,7 +12,7 @@
 #   teardown () { blkhash_stop; }
 #
 #   @test "the copy is the image" {
-#     blkhash_serve disk.img               # file plugin, private socket
+#     blkhash_serve disk.img
 #     qemu-img convert -f raw -O qcow2 "$BLKHASH_URI" copy.qcow2
 #     assert_blkhash copy.qcow2 "$(blkhash_sum "$BLKHASH_URI")"
 #   }

@@ -20,8 +20,9 @@ load "$top_srcdir/tests/helpers"
 @test "docs: every nbdsum --help option is in nbdsum(1), and back" {
   # Option lines only, not the examples.
   help=$("$NBDSUM" --help | grep -E '^ +-' | grep -oE -- '--[a-z-]+' | sort -u)
-  man=$(grep -oE -- '^=item B<--[a-z-]+' "$top_srcdir/man/nbdsum.pod" |
-        sed 's/=item B<//' | sort -u)
+  # An entry may name several (=item B<-C> N, B<--connections=>N).
+  man=$(grep '^=item ' "$top_srcdir/man/nbdsum.pod" |
+        grep -oE -- 'B<--[a-z-]+' | sed 's/B<//' | sort -u)
   echo "help: $help"
   echo "man: $man"
   [ "$help" = "$man" ]
@@ -77,6 +78,87 @@ load "$top_srcdir/tests/helpers"
   grep -q '^ nbdsum -c ' <<< "$examples"
   grep -q 'blkhash-file=' <<< "$examples"
   grep -q '^ nbdsum --diff ' <<< "$examples"
+}
+
+# Pages a newcomer reads: short enough to read, the everyday commands
+# on the first screen, the reference after them.
+@test "docs: each man page is at most 900 lines of POD" {
+  local pod n
+  for pod in "$top_srcdir"/man/*.pod; do
+    n=$(wc -l < "$pod")
+    echo "$pod: $n lines"
+    [ "$n" -le 900 ]
+  done
+}
+
+@test "docs: nbdsum(1)'s first screen shows the everyday commands" {
+  local pod="$top_srcdir/man/nbdsum.pod" screen
+  # 40 lines from DESCRIPTION on: a file, a remote export, a published
+  # SUMS file, a copy.
+  screen=$(sed -n '/^=head1 DESCRIPTION/,$p' "$pod" | head -n 40)
+  echo "$screen"
+  grep -q '^ nbdsum disk.img' <<< "$screen"
+  grep -q '^ nbdsum nbd://' <<< "$screen"
+  grep -q '^ nbdsum .*-c SHA256SUMS' <<< "$screen"
+  grep -q 'blkhash-file=' <<< "$screen"
+  grep -q "^ .*--run 'nbdcopy" <<< "$screen"
+  grep -q '^ nbdsum -c disk.sums' <<< "$screen"
+  # A --prefix install is told what to write instead of --filter=blkhash.
+  grep -q -- '--prefix' <<< "$screen"
+}
+
+@test "docs: the filter's first screen is what it does and three commands, not view-name grammar" {
+  local pod="$top_srcdir/man/nbdkit-blkhash-filter.pod" screen page
+  screen=$(sed -n '/^=head1 DESCRIPTION/,$p' "$pod" | head -n 40)
+  echo "$screen"
+  grep -q '^ nbdsum nbd://' <<< "$screen"
+  grep -q 'blkhash-file=' <<< "$screen"
+  grep -q 'blkhash-expect=' <<< "$screen"
+  ! grep -q '@blkhash@blkhash\|nonce\|@blkhash:' <<< "$screen" || false
+  grep -q '^=head1 VIEWS' "$pod"
+  # The SYNOPSIS says what to write after a --prefix install.
+  sed -n '/^=head1 SYNOPSIS/,/^=head1 DESCRIPTION/p' "$pod" |
+    grep -q '@filterdir@/nbdkit-blkhash-filter.so'
+  # The page as built names the directory make install uses.
+  local filterdir=${BLKHASH_FILTERDIR:-$(pkg-config --variable=filterdir nbdkit)}
+  page=$(sed 's/\\-/-/g' "$top_builddir/man/nbdkit-blkhash-filter.1")
+  [[ "$page" = *"$filterdir/nbdkit-blkhash-filter.so"* ]]
+  [[ "$page" != *"@filterdir@"* ]]
+}
+
+# bats_example FILE PREFIX: the bats example of FILE, from its load line
+# to the end of its @test, each line without PREFIX.
+bats_example () {
+  awk -v p="$2" '
+    index($0, p "load \"$(nbdsum --bats-helper)\"") == 1 { on = 1 }
+    !on { next }
+    { line = substr($0, length(p) + 1); if ($0 == p || $0 == substr(p, 1, 1)) line = "" }
+    { print line }
+    index($0, p "@test ") == 1 { t = 1 }
+    t && $0 == p "}" { exit }' "$1"
+}
+
+@test "docs: README's and nbdsum(1)'s bats example is one, the helpers' own, and runs" {
+  local man readme helper
+  man=$(bats_example "$top_srcdir/man/nbdsum.pod" " ")
+  readme=$(bats_example "$top_srcdir/README.md" "    ")
+  helper=$(bats_example "$top_srcdir/bats/blkhash.bash.in" "#   ")
+  echo "$man"
+  [ -n "$man" ]
+  [[ "$man" = *'cd "$BATS_TEST_TMPDIR"'* ]]
+  [[ "$man" = *'teardown () { blkhash_stop; }'* ]]
+  [ "$readme" = "$man" ]
+  [ "$helper" = "$man" ]
+  # As a user runs it: nbdsum in PATH, a directory of their own.
+  mkdir "$BATS_TEST_TMPDIR/user"
+  cd "$BATS_TEST_TMPDIR/user"
+  printf '%s\n' "$man" > example.bats
+  PATH="$(dirname "$NBDSUM"):$PATH" run bats example.bats
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" = *"ok 1 the copy is the image"* ]]
+  # It left nothing in the directory it ran from.
+  [ "$(ls)" = example.bats ]
 }
 
 @test "docs: dd in README and man page examples prints no records noise" {

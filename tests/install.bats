@@ -139,6 +139,10 @@ MK
   grep -qx "checking where to install the filter... $p/lib/nbdkit/filters" \
     "$t/configure.out"
   [ -f "$p/lib/nbdkit/filters/nbdkit-blkhash-filter.so" ]
+  # The filter's man page says what to give --filter= (roff source,
+  # hyphens unescaped).
+  grep -qF "$p/lib/nbdkit/filters/nbdkit-blkhash-filter.so" \
+    <(sed 's/\\-/-/g' "$p/share/man/man1/nbdkit-blkhash-filter.1")
   "$MKIMAGE" '8M;d:0+1M:a;d:5M+300000:b' "$t/disk.img"
   cat > "$t/user.bats" <<'USER'
 load "$(nbdsum --bats-helper)"

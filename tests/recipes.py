@@ -2,7 +2,8 @@
 # Copyright (C) 2026 The nbdkit-blkhash developers
 # SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
 """The shell recipes of README.md (its Usage section) and of the man
-pages' EXAMPLES and MORE EXAMPLES (and the filter's GATE), as scripts
+pages' EXAMPLES and MORE EXAMPLES (and the filter's DESCRIPTION, up to
+its first subsection, and GATE), as scripts
 to run on this machine: hosts become local stand-in servers (an HTTP
 server's port in STANDIN/http.port), nbdsum and the filter those of
 the build tree, servers a recipe starts in the background are stopped
@@ -20,7 +21,8 @@ import sys
 # A line of a recipe is a command if it starts with one of these (or
 # continues the line before); anything else is output it shows.
 COMMANDS = ("nbdsum", "nbdkit", "nbdcopy", "nbdinfo", "qemu-nbd", "qemu-io",
-            "qemu-img", "cat", "timeout", "od", "dd", "sum=", "rm")
+            "qemu-img", "cat", "timeout", "od", "dd", "sum=", "rm",
+            "sha256sum")
 
 
 def readme_blocks(top):
@@ -42,8 +44,9 @@ def readme_blocks(top):
     return [("README.md", [l for l in b if l != ""]) for b in blocks]
 
 
-def pod_blocks(top, page, sections):
-    """Verbatim paragraphs of the given sections of man/PAGE.pod."""
+def pod_blocks(top, page, sections, lead_only=()):
+    """Verbatim paragraphs of the given sections of man/PAGE.pod; of
+    those in lead_only, only before their first subsection."""
     text = open(os.path.join(top, "man", page + ".pod")).read()
     out = []
     for sect in sections:
@@ -51,8 +54,11 @@ def pod_blocks(top, page, sections):
                       text, re.M | re.S)
         if not m:
             continue
+        body = m.group(1)
+        if sect in lead_only:
+            body = re.split(r"^=head2 ", body, flags=re.M)[0]
         cur = []
-        for line in m.group(1).split("\n"):
+        for line in body.split("\n"):
             if line.startswith(" "):
                 cur.append(line[1:])
             elif cur:
@@ -107,7 +113,9 @@ def main():
     top, si, outdir = sys.argv[1:4]
     recipes = readme_blocks(top)
     recipes += pod_blocks(top, "nbdsum", ["EXAMPLES", "MORE EXAMPLES"])
-    recipes += pod_blocks(top, "nbdkit-blkhash-filter", ["EXAMPLES", "GATE"])
+    recipes += pod_blocks(top, "nbdkit-blkhash-filter",
+                          ["DESCRIPTION", "EXAMPLES", "GATE"],
+                          lead_only=["DESCRIPTION"])
     listing = []
     for i, (where, lines) in enumerate(recipes):
         cmds = commands_only(lines)
