@@ -3,13 +3,16 @@
 """An NBD server of crafted views that answer nbdsum's nonce, for the
 tests of what nbdsum does with a view that lies.
 
-echonbd.py SOCKET DIR serves the files of DIR read-only on the Unix
-socket SOCKET, like nbdkit's file plugin with dir=, each client in a
-thread of its own, until killed.  An export name ending in
+echonbd.py SOCKET DIR [--no-echo] serves the files of DIR read-only on
+the Unix socket SOCKET, like nbdkit's file plugin with dir=, each
+client in a thread of its own, until killed.  An export name ending in
 ",nonce=HEX" is the file named without it, its bytes 128 to 191 (the
 view header's nonce) replaced by HEX, NUL padded: a crafted view file
 x@blkhash answers as the filter would for x@blkhash,nonce=HEX, so that
-only the rest of its header is tested.  Simple replies; multi-conn;
+only the rest of its header is tested.  A '/' of a name (a block
+size: x@blkhash:sha1/1M) is looked up as '%2F'.  With --no-echo the file is
+served as it is: a server that drops what follows a comma (a mirror
+of files named like views) but cannot answer the nonce.  Simple replies; multi-conn;
 NBD_CMD_CACHE acknowledged.  It prints 'listening' once the socket is
 there.
 """
@@ -33,6 +36,7 @@ EXPORT_FLAGS = 1 | 2 | (1 << 8) | (1 << 10)
 NONCE = ",nonce="
 
 SOCKET, DIR = sys.argv[1:3]
+ECHO = "--no-echo" not in sys.argv[3:]
 
 
 def recv_exactly(conn, n):
@@ -71,7 +75,8 @@ def lookup(name):
     nonce = b""
     if NONCE in name:
         name, hexdigits = name.rsplit(NONCE, 1)
-        nonce = hexdigits.encode()[:64]
+        nonce = hexdigits.encode()[:64] if ECHO else b""
+    name = name.replace("/", "%2F")
     path = os.path.join(DIR, name)
     if "/" in name or not name or not os.path.isfile(path):
         return None
