@@ -18,6 +18,13 @@
 # tests/canary.py; no canary opened, no connection, every refusal one
 # clear message with exit status 1, every image read equal to the
 # oracle.  CAMPAIGN_HOSTILE_SEED repeats its random seed.
+#
+# Its word phase (tests/campaign_word.py): one case of each kind of
+# server word checked: files named like views beside tampered images,
+# crafted views that echo the nonce and lie about some blocks
+# (tests/echonbd.py), imports and uploads through blkhash-expect=
+# (more than 65,536 ranges, writes through another name after a pass,
+# zeroes and trims).  A fixed seed, CAMPAIGN_WORD_SEED another.
 
 load "$top_srcdir/tests/helpers"
 
@@ -30,24 +37,30 @@ campaign () {
 }
 
 @test "campaign: seed 1" {
-  campaign --ops "${CAMPAIGN_OPS:-100}" --seed 1 --hostile 0
+  campaign --ops "${CAMPAIGN_OPS:-100}" --seed 1 --hostile 0 --word 0
 }
 
 @test "campaign: seed 2" {
-  campaign --ops "${CAMPAIGN_OPS:-100}" --seed 2 --hostile 0
+  campaign --ops "${CAMPAIGN_OPS:-100}" --seed 2 --hostile 0 --word 0
 }
 
 # make check is the same on every run: a third fixed seed, and the
-# hostile phase's.  CAMPAIGN_SEED and CAMPAIGN_HOSTILE_SEED choose
-# others; bench/campaign draws new ones.
+# hostile and word phases'.  CAMPAIGN_SEED, CAMPAIGN_HOSTILE_SEED and
+# CAMPAIGN_WORD_SEED choose others; bench/campaign draws new ones.
 @test "campaign: seed 3, or CAMPAIGN_SEED" {
   : "${CAMPAIGN_SEED:=3}"
   seed_random CAMPAIGN_SEED
-  campaign --ops "${CAMPAIGN_OPS:-100}" --seed "$SEED" --hostile 0
+  campaign --ops "${CAMPAIGN_OPS:-100}" --seed "$SEED" --hostile 0 --word 0
 }
 
 @test "campaign: the hostile phase, seed 20261128, or CAMPAIGN_HOSTILE_SEED" {
   : "${CAMPAIGN_HOSTILE_SEED:=20261128}"
   seed_random CAMPAIGN_HOSTILE_SEED
-  campaign --ops 0 --seed "$SEED"
+  campaign --ops 0 --seed "$SEED" --word 0
+}
+
+@test "campaign: the word phase, seed 107, or CAMPAIGN_WORD_SEED" {
+  : "${CAMPAIGN_WORD_SEED:=107}"
+  seed_random CAMPAIGN_WORD_SEED
+  campaign --ops 0 --hostile 0 --seed "$SEED"
 }

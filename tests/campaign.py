@@ -6,6 +6,7 @@
     campaign.py [--ops N] [--seed S] [--dir DIR] [--log FILE]
                 [--kinds K,K...] [--until N] [--timeout SECONDS] [--table]
                 [--hostile N] [--hostile-case N] [--hostile-timeout S]
+                [--word N] [--word-case N] [--word-timeout S]
 
 A seeded generator composes what a user does with disk images, nbdsum
 and nbdkit --filter=blkhash: makes images of every format qemu-img
@@ -43,6 +44,22 @@ a listener reached, a hang, a refusal that is not one clear message
 with exit status 1, or a checksum other than the oracle's where
 nbdsum(1), SECURITY reads the image, is a failure.
 
+Last the word phase (tests/campaign_word.py; --word N cases, one of
+each kind by default): what a server says, against the oracle.  Files
+named like views beside tampered images on servers without the filter,
+and crafted views echoing the nonce (tests/echonbd.py) whose digests or
+root lie about k blocks: nbdsum prints the oracle's checksum or fails;
+the forged value with exit 0 only where nbdsum(1) says it is taken on
+the server's word (counted by lie, spot check and blocks lied).  The
+gate, blkhash-expect=: imports of the right or a wrong image (file and
+curl plugins; nbdcopy, qemu-img convert, reads in pieces, whole or in
+part), and uploads by a writer that checks its flushes (more than
+65,536 ranges, writes through another export name after a pass,
+zeroes and trims mixed): a wrong image read whole fails its reader, a
+wrong upload written whole fails its flush, the right one passes, and
+every blkhash-file line is zeros or the oracle's checksum of content
+that matches.
+
 Every operation is logged (--log, JSON lines: the commands run and
 their results), and each failure carries the commands of every earlier
 operation that touched the same images, servers and files: a
@@ -72,6 +89,7 @@ sys.path.insert(0, HERE)
 sys.dont_write_bytecode = True      # no __pycache__ in the source tree
 import reference  # noqa: E402  (tests/reference.py, the oracle)
 import campaign_hostile  # noqa: E402  (the hostile phase)
+import campaign_word  # noqa: E402  (the word phase)
 
 TOP_BUILD = os.environ.get("top_builddir", os.path.dirname(HERE))
 NBDSUM = os.environ.get("NBDSUM", os.path.join(TOP_BUILD, "client/nbdsum"))
@@ -266,6 +284,7 @@ class Campaign:
             if m:
                 self.filterdir = m.group(1)
         self.hostile = None
+        self.word = None
         self.writer = os.path.join(self.dir, "writer.py")
         with open(self.writer, "w") as f:
             f.write(WRITER)
@@ -2122,7 +2141,8 @@ class Campaign:
     def main(self):
         t0 = time.monotonic()
         try:
-            if self.args.hostile_case is None:
+            if self.args.hostile_case is None and \
+                    self.args.word_case is None:
                 for self.op in range(self.args.ops):
                     self.step()
                     if self.args.until is not None and \
@@ -2134,13 +2154,21 @@ class Campaign:
             for s in list(self.servers):
                 self.stop_server(s)
         try:
-            if self.args.until is None and (self.args.hostile or
-                                            self.args.hostile_case
-                                            is not None):
+            replay = self.args.hostile_case is not None or \
+                self.args.word_case is not None
+            if self.args.until is None and (
+                    self.args.hostile_case is not None or
+                    (self.args.hostile and not replay)):
                 self.hostile = campaign_hostile.Hostile(self, NBDSUM,
                                                         MKIMAGE)
                 self.hostile.phase(self.args.hostile,
                                    self.args.hostile_case)
+            if self.args.until is None and (
+                    self.args.word_case is not None or
+                    (self.args.word and not replay)):
+                self.word = campaign_word.Word(self, NBDSUM, MKIMAGE, FILTER)
+                self.word.phase(self.args.word, self.args.word_case,
+                                base_op=self.args.ops + self.args.hostile)
         finally:
             if self.log:
                 for f in self.failures[self.logged:]:
@@ -2152,13 +2180,15 @@ class Campaign:
 
     def report(self):
         out = sys.stdout
-        nops = sum(v for k, v in self.ops.items()
-                   if not k.startswith("hostile:"))
-        nhostile = sum(self.ops.values()) - nops
-        print("campaign: seed %d, %d operations%s in %.1fs (%.1f ops/s)" % (
-            self.seed, nops, " and %d hostile cases" % nhostile
-            if nhostile else "", self.secs,
-            (nops + nhostile) / max(self.secs, 1e-9)), file=out)
+        nhostile = sum(v for k, v in self.ops.items()
+                       if k.startswith("hostile:"))
+        nword = sum(v for k, v in self.ops.items() if k.startswith("word:"))
+        nops = sum(self.ops.values()) - nhostile - nword
+        print("campaign: seed %d, %d operations%s%s in %.1fs (%.1f ops/s)" % (
+            self.seed, nops, ", %d hostile cases" % nhostile
+            if nhostile else "", ", %d word cases" % nword if nword else "",
+            self.secs, (nops + nhostile + nword) / max(self.secs, 1e-9)),
+            file=out)
         if self.args.table:
             print("\n| operation | count |\n|---|---:|", file=out)
             for k in WEIGHTS:
@@ -2180,6 +2210,8 @@ class Campaign:
                 print("note (%d): %s" % (v, k), file=out)
         if self.hostile:
             self.hostile.report(out)
+        if self.word:
+            self.word.report(out)
         kinds = collections.Counter(
             (f["kind"], ",".join(f.get("tags", ()))) for f in self.failures)
         print("\n| failure | tags | count | first at op |\n"
@@ -2295,6 +2327,14 @@ def main():
                     help="run hostile case N alone (a replay), no operation")
     ap.add_argument("--hostile-timeout", type=int, default=None,
                     help="the hostile phase's --timeout (default: --timeout)")
+    ap.add_argument("--word", type=int,
+                    default=len(campaign_word.FAMILIES),
+                    help="word cases (forged views, the gate) after the "
+                    "hostile phase (default: one of each kind; 0: none)")
+    ap.add_argument("--word-case", type=int, default=None,
+                    help="run word case N alone (a replay), no operation")
+    ap.add_argument("--word-timeout", type=int, default=None,
+                    help="the word phase's --timeout (default: --timeout)")
     ap.add_argument("--quiet", action="store_true")
     ap.add_argument("--verbose", action="store_true")
     args = ap.parse_args()
