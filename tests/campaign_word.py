@@ -299,6 +299,7 @@ class Word:
         self.stats = collections.defaultdict(collections.Counter)
         self.lies = collections.defaultdict(collections.Counter)
         self.missed = collections.Counter()    # (k, n, N) limit passes
+        self.by_k = collections.defaultdict(collections.Counter)
         self.gate = collections.defaultdict(collections.Counter)
         self.http = self.http_port = None
         have = subprocess.run(["nbdkit", "--version"], capture_output=True,
@@ -888,6 +889,40 @@ class Word:
 
     def forged_view_run(self, uri, lie, d, bs, given, alg, n, lied, truth,
                         forged, other):
+        """One nbdsum run on the crafted view; for lying digests under
+        a spot check, what became of the lie, by blocks lied."""
+        before = {t: collections.Counter(v) for t, v in self.lies.items()}
+        self.last = (0, None)
+        self.view_run(uri, lie, d, bs, given, alg, n, lied, truth, forged,
+                      other)
+        N, tag = self.last
+        if lie not in ("foreign", "digests") or not N:
+            return
+        new = self.lies[tag] - before.get(tag, collections.Counter())
+        del new["runs"]
+        k = len(lied)
+        kb = "all %d" % n if k == n else "1" if k == 1 else "2-3" if k < 4 \
+            else "4-15" if k < 16 else "16+"
+        ks = self.by_k[kb]
+        ks["runs"] += 1
+        for key in new:
+            ks[key] += 1
+        # What a draw of the last block and N - 1 others of n - 1, none
+        # twice, finds: the expected count of catches.
+        if n - 1 in lied or N >= n:
+            p = 1.0
+        else:
+            m = min(N, n) - 1
+            miss = 1.0
+            for j in range(m):
+                miss *= max(0, n - 1 - k - j) / (n - 1 - j)
+            p = 1.0 - miss
+        ks["expected caught (x1000)"] += round(1000 * p)
+
+    def view_run(self, uri, lie, d, bs, given, alg, n, lied, truth, forged,
+                 other):
+        """The run itself; self.last: the spot check's block count (0
+        for none, --client-side and plain digests) and the lie's tag."""
         c = self.c
         st = self.stats[self.fam]
         k = len(lied)
@@ -914,6 +949,7 @@ class Word:
                          "spot check %s" % ("16" if spot is None else "N"))
         lt = self.lies[tag]
         lt["runs"] += 1
+        self.last = (0 if mode == "client" else N, tag)
         want_root = truth["plain"] if lie == "plain" else truth["root"]
         forged_root = forged["plain"] if lie == "plain" else forged["root"]
         env = self.spot_env()
@@ -1541,6 +1577,18 @@ class Word:
                 print("| %s | %d | %d | %d | %s | %d | %d |" % (
                     tag, lt["runs"], lt["caught"], lt["true"], why or "0",
                     lt["refused"], lt["failures"]), file=out)
+        if self.by_k:
+            print("\n| digests lying in k blocks, spot check on: k | runs | "
+                  "caught | oracle's checksum (root true) | forged value, "
+                  "spot check missed | refused | expected caught |\n"
+                  "|---|---:|---:|---:|---:|---:|---:|", file=out)
+            for kb in sorted(self.by_k, key=lambda x: (x.startswith("all"),
+                                                       len(x), x)):
+                ks = self.by_k[kb]
+                print("| %s | %d | %d | %d | %d | %d | %.1f |" % (
+                    kb, ks["runs"], ks["caught"], ks["true"],
+                    ks["forged: spot check missed"], ks["refused"],
+                    ks["expected caught (x1000)"] / 1000), file=out)
         if self.missed:
             print("\n| spot check missed: lied blocks k of n, N drawn | runs "
                   "|\n|---|---:|", file=out)
