@@ -20,9 +20,12 @@ forged-view   tests/echonbd.py echoing the nonce in crafted views of an
               oracle's checksum or fails; the forged value with exit 0
               is counted as the documented limit it is (nbdsum(1),
               INPUTS: --no-spot-check, a spot check that drew no lied
-              block, a root or a plain digest on the server's word),
-              and is a failure where the spot check must have drawn a
-              lied block (all blocks drawn, or the last block lied).
+              block, a root or a plain digest on the server's word: a
+              server built to deceive can still pass), and is a
+              failure where the spot check must have drawn a lied
+              block (all blocks drawn, or the last block lied); so is
+              a --blocks manifest whose digests do not give its
+              checksum.
 import        blkhash-expect= of the true or a wrong value (plain and
               blkhash) on an image served read-only by the file plugin
               or the curl plugin (tests/httprange.py), read by nbdcopy
@@ -1038,7 +1041,8 @@ class Word:
 
     def consistent(self, manifest, what):
         """A manifest's checksum is the one its block digests give
-        (nbdsum(1), JSON OUTPUT, --blocks)."""
+        (nbdsum(1), --check-manifest; --since and --diff --manifest
+        refuse one whose digests do not)."""
         self.c.checks["word-manifest-fold"] += 1
         if manifest[0] != manifest[2]:
             self.c.fail("manifest-inconsistent", "%s: exit 0 with a manifest "
