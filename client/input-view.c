@@ -567,6 +567,9 @@ view_checksum (struct input *in, uint8_t *root)
   if (v->spot && spot_check (ep, v->image_export, &v->map, opts->spot_check,
                              &in->about.spot_checked) == -1)
     return -1;
+  /* With the spot check: its root must be what its digests give. */
+  if (v->spot && root_check (ep, root, &in->about.root_checked) == -1)
+    return -1;
   return 0;
 }
 

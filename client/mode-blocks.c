@@ -9,6 +9,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cleanup.h"
 #include "input.h"
@@ -18,19 +19,28 @@
 #include "minmax.h"
 #include "modes.h"
 #include "signals.h"
+#include "util.h"
 
 /* Blocks printed per round of digest reads. */
 #define WINDOW 65536
 
 /* Write in's manifest, as its digests come. */
+/* Print the manifest; the digests, folded as they go, must give the
+ * root that heads it (a server's view could say another): else an
+ * error, after the manifest (which --check-manifest refuses too).
+ */
 static int
 print_blocks (struct input *in, const uint8_t *root, const char *method)
 {
   const struct blk_params *p = in->params;
   CLEANUP_FREE uint8_t *d = malloc (WINDOW * p->digest.len);
+  uint8_t folded[BLK_DIGEST_MAX];
+  char said[2 * BLK_DIGEST_MAX + 1], gives[2 * BLK_DIGEST_MAX + 1];
   struct manifest_writer w;
+  struct blk_root r;
+  int ret = -1;
 
-  if (d == NULL) {
+  if (d == NULL || blk_root_init (&r, p) == -1) {
     error_at (in->name, "out of memory");
     return -1;
   }
@@ -39,16 +49,35 @@ print_blocks (struct input *in, const uint8_t *root, const char *method)
   for (uint64_t b = 0; b < in->nblocks; b += WINDOW) {
     const uint64_t n = MIN (in->nblocks - b, (uint64_t) WINDOW);
     if (in->ops->digests (in, b, n, d) == -1)
-      return -1;
+      goto out;
     manifest_write_blocks (&w, b, n, d);
+    if (blk_root_add (&r, d, n) == -1) {
+      error_at (in->name, "%s failed", p->digest.name);
+      goto out;
+    }
     /* Stop at a signal (SIGPIPE from "| head"), or when standard
      * output fails with SIGPIPE ignored.
      */
     if (stop_signal () || ferror (stdout))
-      return -1;
+      goto out;
   }
   manifest_write_end (&w);
-  return 0;
+  if (blk_root_final (&r, in->size, folded) == -1) {
+    error_at (in->name, "%s failed", p->digest.name);
+    goto out;
+  }
+  if (memcmp (folded, root, p->digest.len) != 0) {
+    blk_hex (root, p->digest.len, said);
+    blk_hex (folded, p->digest.len, gives);
+    error_at (in->name, "the server's checksum %s is not the one its block "
+              "digests give (%s): not trusting it; or the image changed "
+              "during the run", said, gives);
+    goto out;
+  }
+  ret = 0;
+ out:
+  blk_root_free (&r);
+  return ret;
 }
 
 /* With --json, the document when the input is a view. */

@@ -25,8 +25,10 @@ result_json_members (const struct result *res)
   json_uint ("size", res->size);
   json_string ("method", res->method);
   /* 0 too: a plain view, a server that serves only views. */
-  if (strcmp (res->method, "server-side") == 0)
+  if (strcmp (res->method, "server-side") == 0) {
     json_uint ("spot-checked", res->spot_checked);
+    json_bool ("root-checked", res->root_checked);
+  }
   if (res->format[0])
     json_string ("format", res->format);
   if (res->incremental) {

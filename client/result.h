@@ -39,6 +39,7 @@ struct result {
    * equal to its digests (spot-check.h).
    */
   uint64_t spot_checked;
+  bool root_checked;            /* the view's root folded from its digests */
 };
 
 /* --json: res's members, as nbdsum and nbdsum -c write them. */

@@ -19,6 +19,7 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include "cleanup.h"
 #include "header.h"
 #include "helpers.h"
 #include "messages.h"
@@ -26,6 +27,7 @@
 #include "signals.h"
 #include "source.h"
 #include "spot-check.h"
+#include "util.h"
 
 #define SPOT_BYTES_IN_FLIGHT (UINT64_C (8) << 20) /* image bytes */
 #define DRAW_ROUNDS 8
@@ -80,7 +82,7 @@ choose (uint64_t *out, size_t want, uint64_t nblocks, uint32_t bs,
     uint64_t skipped = 0;
 
     while (n < d)
-      if (weigh && splitmix64 (rng) % 4 != 0)
+      if (weigh && splitmix64 (rng) % 2 != 0)
         out[--d] = splitmix64 (rng) % map->data;
       else
         out[n++] = splitmix64 (rng) % nblocks;
@@ -280,4 +282,56 @@ spot_check (struct endpoint *ep, const char *image_export,
   free (s.blocks);
   free (s.said);
   return r;
+}
+
+int
+root_check (struct endpoint *ep, const uint8_t *root, bool *checked)
+{
+  const char *name = ep->src->name;
+  const struct blk_params *p = ep->params;
+  const uint64_t per_read = ROOT_READ_BYTES / p->digest.len;
+  CLEANUP_FREE uint8_t *buf = NULL;
+  uint8_t folded[BLK_DIGEST_MAX];
+  char said[2 * BLK_DIGEST_MAX + 1], gives[2 * BLK_DIGEST_MAX + 1];
+  struct blk_root r;
+  int ret = -1;
+
+  *checked = false;
+  if (ep->nblocks > ROOT_CHECK_BYTES / p->digest.len)
+    return 0;
+  if ((buf = malloc (per_read * p->digest.len)) == NULL ||
+      blk_root_init (&r, p) == -1) {
+    error_at (name, "out of memory");
+    return -1;
+  }
+  for (uint64_t b = 0; b < ep->nblocks; b += per_read) {
+    const uint64_t n = MIN (ep->nblocks - b, per_read);
+    if (source_pread (ep->conns[0].h, buf, n * p->digest.len,
+                      BLK_VIEW_DIGESTS_OFFSET + b * p->digest.len) == -1) {
+      if (!stop_signal ())
+        error_at (name, "checking the view's root: %s", source_error ());
+      goto out;
+    }
+    if (blk_root_add (&r, buf, n) == -1) {
+      error_at (name, "%s failed", p->digest.name);
+      goto out;
+    }
+  }
+  if (blk_root_final (&r, ep->size, folded) == -1) {
+    error_at (name, "%s failed", p->digest.name);
+    goto out;
+  }
+  if (memcmp (folded, root, p->digest.len) != 0) {
+    blk_hex (root, p->digest.len, said);
+    blk_hex (folded, p->digest.len, gives);
+    error_at (name, "the server's checksum %s is not the one its block "
+              "digests give (%s): not trusting it; or the image changed "
+              "during the run", said, gives);
+    goto out;
+  }
+  *checked = true;
+  ret = 0;
+ out:
+  blk_root_free (&r);
+  return ret;
 }

@@ -1,14 +1,15 @@
 /* Copyright (C) 2026 The nbdkit-blkhash developers
  * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
  */
-/* nbdsum: a server's block digests spot-checked against its data
- * (spot-check.c), for input-view.c alone: a few blocks read from the
- * image's export and hashed here must have the digests the view
- * gives them.
+/* nbdsum: a server's word checked (spot-check.c), for input-view.c
+ * alone: a few blocks read from the image's export and hashed here
+ * must have the digests the view gives them, and the digests must
+ * fold to the root it gives.
  */
 #ifndef NBDSUM_SPOT_CHECK_H
 #define NBDSUM_SPOT_CHECK_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "datamap.h"
@@ -17,7 +18,8 @@
 /* Check about count blocks of ep's view (read on its first connection)
  * against export image_export of the same server, on a connection of
  * its own: the last block, and others drawn from the data map where it
- * is known (a quarter of them from anywhere), uniformly otherwise.
+ * is known (half of them from anywhere: the extents are the server's
+ * word), uniformly otherwise.
  * Returns 0 with *checked the blocks found equal, or -1 (error
  * printed, ep->src's name's): a block that differs, a read that fails,
  * a signal.
@@ -25,5 +27,16 @@
 extern int spot_check (struct endpoint *ep, const char *image_export,
                        const struct data_map *map, unsigned count,
                        uint64_t *checked);
+
+/* The view's root against its block digests, folded here when they
+ * are at most ROOT_CHECK_BYTES (64 MiB: a 128 GiB image in 64K blocks
+ * of sha256): a root a server made up, beside true digests, is caught.
+ * Returns 0 with *checked whether it was folded, or -1 (error
+ * printed): a root that differs, a read that fails, a signal.
+ */
+#define ROOT_CHECK_BYTES (UINT64_C (64) << 20)
+#define ROOT_READ_BYTES (UINT64_C (1) << 20)
+extern int root_check (struct endpoint *ep, const uint8_t *root,
+                       bool *checked);
 
 #endif /* NBDSUM_SPOT_CHECK_H */

@@ -113,7 +113,7 @@ import_all () {
 
 @test "import: the failing read is the one that completes the image; reads after it fail too" {
   local good="$BATS_FILE_TMPDIR/src.img" bad="$BATS_FILE_TMPDIR/src-bad.img"
-  local seed=${IMPORT_SEED:-$RANDOM} value order n
+  local seed=${IMPORT_SEED:-1} value order n
   echo "IMPORT_SEED=$seed"
   # pieces.py URI ORDER SEED: read the export in pieces that are not
   # whole blocks, in ORDER (forward, reverse, random), twice, one

@@ -435,8 +435,8 @@ PY
 @test "nbdsum-hostile: a view whose digests are another image's, beside this one: the spot check refuses it; --no-spot-check believes it" {
   local golden
   mkdir dir
-  head -c $((4 << 20)) /dev/urandom > golden.img
-  head -c $((4 << 20)) /dev/urandom > dir/x
+  "$MKIMAGE" '4M;d:0+4M:golden' golden.img
+  "$MKIMAGE" '4M;d:0+4M:tampered' dir/x
   nbdkit -U - --filter="$BLKHASH_FILTER" file golden.img \
     --run 'nbdcopy "nbd+unix:///@blkhash?socket=$unixsocket" dir/x@blkhash'
   golden=$(reference sha256 65536 golden.img)
@@ -470,13 +470,14 @@ PY
 # image, and another program rewrites every block of it.
 @test "nbdsum-hostile: a stale view (blkhash-cache=true, the image rewritten outside nbdkit) fails the spot check" {
   local old
-  head -c $((4 << 20)) /dev/urandom > disk.img
+  "$MKIMAGE" '4M;d:0+4M:before' disk.img
   start_server stale file "$PWD/disk.img" blkhash-cache=true
   run "$NBDSUM" "$uri"
   [ "$status" -eq 0 ]
   old=$(first_sum "$output")
   [ "$old" = "$(reference sha256 65536 disk.img)" ]
-  head -c $((4 << 20)) /dev/urandom | dd of=disk.img conv=notrunc status=none
+  "$MKIMAGE" '4M;d:0+4M:after' after.img
+  dd if=after.img of=disk.img conv=notrunc status=none
   run --separate-stderr "$NBDSUM" "$uri"
   echo "$output $stderr"
   [ "$status" -eq 1 ]
@@ -498,14 +499,14 @@ PY
   local b seed
   truncate -s 64M disk.img
   for b in 3 200 201 517 640 800 901 1000; do
-    head -c 65536 /dev/urandom |
+    seeded_bytes 65536 "a$b" |
       dd of=disk.img bs=65536 seek="$b" conv=notrunc status=none
   done
   start_server stale file "$PWD/disk.img" blkhash-cache=true
   run "$NBDSUM" "$uri"
   [ "$status" -eq 0 ]
   for b in 3 200 201 517 640 800 901 1000; do
-    head -c 65536 /dev/urandom |
+    seeded_bytes 65536 "b$b" |
       dd of=disk.img bs=65536 seek="$b" conv=notrunc status=none
   done
   for seed in 1 2 3 4 5 6 7 8; do
@@ -514,4 +515,33 @@ PY
     [ "$status" -eq 1 ]
     [[ "$output" = *"disagrees with its data at block "* ]]
   done
+}
+
+# The hostile review and the campaign: true block digests under a root
+# made up.  The spot check passes (the digests are true); the root,
+# folded here from them, is refused, and --blocks, which reads them
+# all, fails too.  Without the check the made-up root is believed, as
+# nbdsum(1) says.
+@test "nbdsum-hostile: a made-up root over true block digests is refused: folded here from them" {
+  local fake
+  mkdir dir
+  "$MKIMAGE" '4M;d:0+1M:a;d:3M+100K:b' dir/x
+  nbdkit -U - --filter="$BLKHASH_FILTER" file dir/x \
+    --run 'nbdcopy "nbd+unix:///@blkhash?socket=$unixsocket" dir/x@blkhash'
+  fake=$(printf 'ab%.0s' {1..32})
+  printf "$(sed 's/../\\x&/g' <<< "$fake")" |
+    dd of=dir/x@blkhash bs=1 seek=4096 conv=notrunc status=none
+  start_echo views "$PWD/dir"
+  run --separate-stderr "$NBDSUM" --json "$(uri_of x)"
+  echo "$output $stderr"
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"is not the one its block digests give ($(reference sha256 65536 dir/x))"* ]]
+  [[ "$output" != *"\"checksum\": \"$fake\""* ]]
+  run --separate-stderr "$NBDSUM" --no-spot-check --blocks "$(uri_of x)"
+  echo "$status: $stderr"
+  [ "$status" -eq 1 ]
+  [[ "$stderr" = *"the server's checksum $fake is not the one its block digests give"* ]]
+  run "$NBDSUM" --no-spot-check "$(uri_of x)"
+  [ "$status" -eq 0 ]
+  [ "$(first_sum "$output")" = "$fake" ]
 }

@@ -53,7 +53,7 @@ assert doc["failed"] == 1
 r = rows[0]
 assert r == {"name": disk, "checksum": want_disk, "digest": "sha1",
              "block-size": 65536, "size": 8 << 20, "method": "server-side",
-             "spot-checked": 16, "format": "raw", "seconds": r["seconds"]}, r
+             "spot-checked": 16, "root-checked": True, "format": "raw", "seconds": r["seconds"]}, r
 assert isinstance(r["seconds"], float) and r["seconds"] >= 0
 assert rows[1] == {"name": "nosuch.img",
                    "error": "No such file or directory"}, rows[1]
