@@ -282,6 +282,22 @@ size_refused (const char *name, const char *what, uint64_t size,
   return true;
 }
 
+bool
+root_agrees (const char *name, const struct blk_params *p,
+              const uint8_t *said, const uint8_t *folded)
+{
+  char s[2 * BLK_DIGEST_MAX + 1], f[2 * BLK_DIGEST_MAX + 1];
+
+  if (memcmp (said, folded, p->digest.len) == 0)
+    return true;
+  blk_hex (said, p->digest.len, s);
+  blk_hex (folded, p->digest.len, f);
+  error_at (name, "the server's checksum %s is not the one its block "
+            "digests give (%s): not trusting it; or the image changed "
+            "during the run", s, f);
+  return false;
+}
+
 void *
 calloc_or_exit (size_t n, size_t size)
 {

@@ -100,6 +100,13 @@ extern struct hash_spec hash_spec_or_defaults (const struct hash_spec *spec);
  */
 extern bool size_refused (const char *name, const char *what, uint64_t size,
                           uint64_t block_size, uint32_t digest_len);
+/* Is folded, the checksum a view's block digests give, the root the
+ * server said (both p's digests)?  If not, say so for the input name
+ * and return false.
+ */
+struct blk_params;
+extern bool root_agrees (const char *name, const struct blk_params *p,
+                         const uint8_t *said, const uint8_t *folded);
 /* How a refusal by size ends: the option that lifts the limit. */
 #define SIZE_LIFTS "--max-size=SIZE lifts it (0: no limit)"
 

@@ -65,20 +65,10 @@ mode_name (mode_t mode)
 static int
 fd_pread (void *opaque, void *buf, size_t count, uint64_t offset)
 {
-  const int fd = *(int *) opaque;
-  size_t done = 0;
+  const ssize_t done = local_pread_full (*(int *) opaque, buf, count, offset);
 
-  while (done < count) {
-    const ssize_t r = pread (fd, (char *) buf + done, count - done,
-                             offset + done);
-    if (r == -1 && errno == EINTR)
-      continue;
-    if (r == -1)
-      return -1;
-    if (r == 0)
-      break;
-    done += r;
-  }
+  if (done == -1)
+    return -1;
   memset ((char *) buf + done, 0, count - done);
   return 0;
 }

@@ -24,13 +24,14 @@
 /* Read all of count bytes at offset, or as many as there are.  -1 on
  * an error.
  */
-static ssize_t
-pread_full (int fd, uint8_t *buf, size_t count, off_t offset)
+ssize_t
+local_pread_full (int fd, void *buf, size_t count, off_t offset)
 {
   size_t done = 0;
 
   while (done < count) {
-    const ssize_t r = pread (fd, buf + done, count - done, offset + done);
+    const ssize_t r = pread (fd, (char *) buf + done, count - done,
+                             offset + done);
     if (r == -1 && errno == EINTR)
       continue;
     if (r == -1)
@@ -48,11 +49,11 @@ local_file_format (const char *name, int fd, const char *given)
   uint8_t head[BLK_PROBE_HEAD], footer[BLK_VHD_FOOTER];
   struct blk_probe p;
   const off_t size = lseek (fd, 0, SEEK_END);
-  ssize_t len = pread_full (fd, head, sizeof head, 0);
+  ssize_t len = local_pread_full (fd, head, sizeof head, 0);
   bool have_footer = false;
 
   if (len >= 0 && size >= (off_t) sizeof footer) {
-    const ssize_t r = pread_full (fd, footer, sizeof footer,
+    const ssize_t r = local_pread_full (fd, footer, sizeof footer,
                                   size - sizeof footer);
     have_footer = r == (ssize_t) sizeof footer;
     if (r == -1)

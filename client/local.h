@@ -115,6 +115,11 @@ extern const char *local_file_format (const char *name, int fd,
  * takes what it reads from others (/proc/kmsg).
  */
 extern bool local_kernel_file (const char *path);
+/* Read all of count bytes at offset of fd, or as many as there are:
+ * how many, or -1 with errno set.
+ */
+extern ssize_t local_pread_full (int fd, void *buf, size_t count,
+                                 off_t offset);
 /* Does the regular file at fd, which says size 0, have bytes (a /proc
  * or /sys file)?
  */

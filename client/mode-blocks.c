@@ -9,9 +9,9 @@
 
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "cleanup.h"
+#include "helpers.h"
 #include "input.h"
 #include "json.h"
 #include "manifest.h"
@@ -19,7 +19,6 @@
 #include "minmax.h"
 #include "modes.h"
 #include "signals.h"
-#include "util.h"
 
 /* Blocks printed per round of digest reads. */
 #define WINDOW 65536
@@ -35,7 +34,6 @@ print_blocks (struct input *in, const uint8_t *root, const char *method)
   const struct blk_params *p = in->params;
   CLEANUP_FREE uint8_t *d = malloc (WINDOW * p->digest.len);
   uint8_t folded[BLK_DIGEST_MAX];
-  char said[2 * BLK_DIGEST_MAX + 1], gives[2 * BLK_DIGEST_MAX + 1];
   struct manifest_writer w;
   struct blk_root r;
   int ret = -1;
@@ -66,14 +64,8 @@ print_blocks (struct input *in, const uint8_t *root, const char *method)
     error_at (in->name, "%s failed", p->digest.name);
     goto out;
   }
-  if (memcmp (folded, root, p->digest.len) != 0) {
-    blk_hex (root, p->digest.len, said);
-    blk_hex (folded, p->digest.len, gives);
-    error_at (in->name, "the server's checksum %s is not the one its block "
-              "digests give (%s): not trusting it; or the image changed "
-              "during the run", said, gives);
+  if (!root_agrees (in->name, p, root, folded))
     goto out;
-  }
   ret = 0;
  out:
   blk_root_free (&r);

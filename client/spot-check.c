@@ -292,7 +292,6 @@ root_check (struct endpoint *ep, const uint8_t *root, bool *checked)
   const uint64_t per_read = ROOT_READ_BYTES / p->digest.len;
   CLEANUP_FREE uint8_t *buf = NULL;
   uint8_t folded[BLK_DIGEST_MAX];
-  char said[2 * BLK_DIGEST_MAX + 1], gives[2 * BLK_DIGEST_MAX + 1];
   struct blk_root r;
   int ret = -1;
 
@@ -321,14 +320,8 @@ root_check (struct endpoint *ep, const uint8_t *root, bool *checked)
     error_at (name, "%s failed", p->digest.name);
     goto out;
   }
-  if (memcmp (folded, root, p->digest.len) != 0) {
-    blk_hex (root, p->digest.len, said);
-    blk_hex (folded, p->digest.len, gives);
-    error_at (name, "the server's checksum %s is not the one its block "
-              "digests give (%s): not trusting it; or the image changed "
-              "during the run", said, gives);
+  if (!root_agrees (name, p, root, folded))
     goto out;
-  }
   *checked = true;
   ret = 0;
  out:
