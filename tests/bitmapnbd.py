@@ -22,15 +22,12 @@ import socket
 import struct
 import sys
 
-IHAVEOPT = 0x49484156454F5054
-REPLY_MAGIC = 0x3E889045565A9
-REQUEST_MAGIC = 0x25609513
-CHUNK_MAGIC = 0x668E33EF
-OPT_ABORT, OPT_INFO, OPT_GO = 2, 6, 7
-OPT_STRUCTURED_REPLY, OPT_SET_META_CONTEXT = 8, 10
-REP_ACK, REP_INFO, REP_META_CONTEXT = 1, 3, 4
-REP_ERR_UNSUP = (1 << 31) + 1
-CMD_READ, CMD_DISC, CMD_BLOCK_STATUS = 0, 2, 7
+from nbdwire import (CHUNK_MAGIC, CMD_BLOCK_STATUS, CMD_DISC, CMD_READ,
+                     IHAVEOPT, OPT_ABORT, OPT_GO, OPT_INFO, OPT_SET_META_CONTEXT,
+                     OPT_STRUCTURED_REPLY, REP_ACK, REP_ERR_UNSUP, REP_INFO,
+                     REP_META_CONTEXT, REQUEST_MAGIC, option_reply,
+                     recv_exactly)
+
 CHUNK_NONE, CHUNK_OFFSET_DATA, CHUNK_BLOCK_STATUS, CHUNK_ERROR = 0, 1, 5, 32769
 FLAG_DONE = 1
 CONTEXTS = {"base:allocation": 1, "qemu:dirty-bitmap:b1": 2,
@@ -38,20 +35,6 @@ CONTEXTS = {"base:allocation": 1, "qemu:dirty-bitmap:b1": 2,
 
 MODE, SOCKET, FILE = sys.argv[1:4]
 DATA = open(FILE, "rb").read()
-
-
-def recv_exactly(conn, n):
-    buf = b""
-    while len(buf) < n:
-        chunk = conn.recv(n - len(buf))
-        if not chunk:
-            raise EOFError
-        buf += chunk
-    return buf
-
-
-def option_reply(conn, opt, rep, data=b""):
-    conn.sendall(struct.pack(">QIII", REPLY_MAGIC, opt, rep, len(data)) + data)
 
 
 def chunk(conn, flags, ctype, cookie, payload):

@@ -2125,14 +2125,20 @@ class Campaign:
                 break
         else:
             kind, done = "create", self.op_create()
+        self.end_op(kind, t0, touch=sorted(self.cur_touch))
+
+    def end_op(self, kind, t0, **extra):
+        """Count an operation (or a phase's case) of kind, begun at t0,
+        and log it with its commands and its failures, as finally
+        classified."""
         self.ops[kind] += 1
         self.history.append((self.op, set(self.cur_touch), self.cur_cmds))
         if self.log:
-            self.log.write(json.dumps({
-                "op": self.op, "kind": kind, "secs": round(
-                    time.monotonic() - t0, 3), "touch": sorted(self.cur_touch),
-                "cmds": self.cur_cmds}) + "\n")
-            # This op's failures, as finally classified.
+            entry = {"op": self.op, "kind": kind}
+            entry.update(extra)
+            entry["secs"] = round(time.monotonic() - t0, 3)
+            entry["cmds"] = self.cur_cmds
+            self.log.write(json.dumps(entry) + "\n")
             for f in self.failures[self.logged:]:
                 self.log.write(json.dumps({"failure": f}) + "\n")
             self.logged = len(self.failures)

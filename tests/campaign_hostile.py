@@ -269,17 +269,7 @@ class Hostile:
                 "--hostile-case %d]" % (c.seed, " --small" if c.args.small
                                         else "", i)
         self.stats[fam]["failures"] += len(c.failures) - nfail
-        c.ops["hostile:" + fam] += 1
-        c.history.append((c.op, set(c.cur_touch), c.cur_cmds))
-        if c.log:
-            c.log.write(json.dumps({
-                "op": c.op, "kind": "hostile:" + fam, "case": i,
-                "secs": round(time.monotonic() - t0, 3),
-                "cmds": c.cur_cmds}) + "\n")
-            for f in c.failures[c.logged:]:
-                c.log.write(json.dumps({"failure": f}) + "\n")
-            c.logged = len(c.failures)
-            c.log.flush()
+        c.end_op("hostile:" + fam, t0, case=i)
         if not c.failures[nfail:]:
             shutil.rmtree(self.dir, ignore_errors=True)
             shutil.rmtree(self.elsewhere, ignore_errors=True)

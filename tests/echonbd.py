@@ -23,34 +23,17 @@ import struct
 import sys
 import threading
 
-IHAVEOPT = 0x49484156454F5054
-REPLY_MAGIC = 0x3E889045565A9
-REQUEST_MAGIC = 0x25609513
-SIMPLE_REPLY_MAGIC = 0x67446698
-OPT_ABORT, OPT_INFO, OPT_GO = 2, 6, 7
-REP_ACK, REP_INFO = 1, 3
-REP_ERR_UNSUP, REP_ERR_UNKNOWN = (1 << 31) + 1, (1 << 31) + 6
-CMD_READ, CMD_DISC, CMD_CACHE = 0, 2, 5
+from nbdwire import (CMD_CACHE, CMD_DISC, CMD_READ, IHAVEOPT, OPT_ABORT,
+                     OPT_GO, OPT_INFO, REP_ACK, REP_ERR_UNKNOWN, REP_ERR_UNSUP,
+                     REP_INFO, REQUEST_MAGIC, SIMPLE_REPLY_MAGIC, option_reply,
+                     recv_exactly)
+
 # HAS_FLAGS, READ_ONLY, CAN_MULTI_CONN, SEND_CACHE
 EXPORT_FLAGS = 1 | 2 | (1 << 8) | (1 << 10)
 NONCE = ",nonce="
 
 SOCKET, DIR = sys.argv[1:3]
 ECHO = "--no-echo" not in sys.argv[3:]
-
-
-def recv_exactly(conn, n):
-    buf = b""
-    while len(buf) < n:
-        chunk = conn.recv(n - len(buf))
-        if not chunk:
-            raise EOFError
-        buf += chunk
-    return buf
-
-
-def option_reply(conn, opt, rep, data=b""):
-    conn.sendall(struct.pack(">QIII", REPLY_MAGIC, opt, rep, len(data)) + data)
 
 
 class Served:

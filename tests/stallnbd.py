@@ -20,23 +20,9 @@ import struct
 import sys
 import threading
 
-NBDMAGIC = b"NBDMAGIC"
-IHAVEOPT = 0x49484156454F5054
-REPLY_MAGIC = 0x3E889045565A9
-FLAG_FIXED_NEWSTYLE = 1
-FLAG_NO_ZEROES = 2
-OPT_EXPORT_NAME, OPT_ABORT, OPT_INFO, OPT_GO = 1, 2, 6, 7
-REP_ERR_UNSUP = (1 << 31) + 1
-
-
-def recv_exactly(conn, n):
-    buf = b""
-    while len(buf) < n:
-        chunk = conn.recv(n - len(buf))
-        if not chunk:
-            raise EOFError
-        buf += chunk
-    return buf
+from nbdwire import (FLAG_FIXED_NEWSTYLE, FLAG_NO_ZEROES, IHAVEOPT,
+                     NBDMAGIC, OPT_ABORT, OPT_EXPORT_NAME, OPT_GO, OPT_INFO,
+                     REP_ERR_UNSUP, REPLY_MAGIC, recv_exactly)
 
 
 def wait_hangup(conn):
