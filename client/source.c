@@ -251,14 +251,19 @@ source_poll (struct nbd_handle *h, int timeout)
     return fail (errno, "poll: %s", strerror (errno));
   }
   /* Not both notifications: the first may change what the second
-   * means.  Replies first, as nbd_poll does.
+   * means.  Replies first, as nbd_poll does.  A hang-up while libnbd
+   * waits only to write (a server that closes as soon as it accepts,
+   * which admits no more clients) is said as such, not as libnbd's
+   * "external event is invalid" in that state.
    */
-  if (fds[0].revents & (POLLIN | POLLHUP))
+  if ((fds[0].revents & POLLIN) ||
+      ((fds[0].revents & POLLHUP) && (dir & LIBNBD_AIO_DIRECTION_READ)))
     return nbd_aio_notify_read (h);
   if (fds[0].revents & POLLOUT)
     return nbd_aio_notify_write (h);
-  if (fds[0].revents & (POLLERR | POLLNVAL))
-    return fail (ECONNRESET, "the server closed the connection");
+  if (fds[0].revents & (POLLHUP | POLLERR | POLLNVAL))
+    return fail (ECONNRESET, "the server closed the connection (does it "
+                 "admit no more clients?)");
   return 0;
 }
 
