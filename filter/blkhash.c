@@ -148,7 +148,8 @@ blkhash_config (nbdkit_next_config *next, nbdkit_backend *nxdata,
     return 0;
   }
   else if (strcmp (key, "blkhash-expect") == 0 ||
-           strcmp (key, "blkhash-expect-at") == 0)
+           strcmp (key, "blkhash-expect-at") == 0 ||
+           strcmp (key, "blkhash-expect-spill") == 0)
     return blkhash_expect_config (key, value);
   else if (strcmp (key, "blkhash-views-only") == 0) {
     int r = nbdkit_parse_bool (value);
@@ -220,7 +221,10 @@ blkhash_config_complete (nbdkit_next_config_complete *next,
   "                           ALG:HEX (sha256, sha512, sha1, md5),\n" \
   "                           blkhash-DIGEST/BLOCKSIZE:HEX or blkhash:HEX.\n" \
   "blkhash-expect-at=<WHEN>   complete: fail flushes once the image is\n" \
-  "                           all written (default); flush: any flush."
+  "                           all written (default); flush: any flush.\n" \
+  "blkhash-expect-spill=<SIZE>\n" \
+  "                           An import's data read ahead or in part\n" \
+  "                           kept in TMPDIR past 64M (default 4G)."
 
 static void
 blkhash_cleanup (nbdkit_backend *backend)

@@ -28,19 +28,23 @@
  * every time fail its flush.  At the session's end an export written
  * since its last verdict is judged, a mismatch logged.
  *
- * Imports.  The ranges a session read, or learned are zeros from
- * extents (as nbdkit tells the client: the last extent whole), since
- * the last write.  The request that completes them judges before its
- * reply and fails with EIO on a mismatch; so does every read after that
- * verdict, until a write.  A session that read, never wrote and was
- * not judged is logged at its end.
+ * Imports.  What a session was sent since the last write: the bytes
+ * each read returned, and zeros it learned from extents (as nbdkit
+ * tells the client: the last extent whole), in a record of its own
+ * (sent.c), which judges only those bytes: never a fresh read of the
+ * plugin, never digests computed for anyone else.  The request that
+ * completes the image judges before its reply and fails with EIO on a
+ * mismatch; so does every read after that verdict, until a write.
+ * Reads after a pass are checked against what was judged; what the
+ * record cannot check or keep fails its request ("cannot verify what
+ * was sent").  A session that read, never wrote and was not judged is
+ * logged at its end.
  *
- * Digests.  A blkhash value comes from the export's table of its
- * digest and block size, which passive hashing feeds as data passes
- * (passive.c); the judge computes what the table lacks.  A plain digest
- * follows the upload (plain.c's blkhash_plain_follow: writers hash the
- * part written whole from 0) or the import (readfollow.c: each read
- * hashes its own data in turn); the judge reads what is missing.
+ * Digests of uploads.  A blkhash value comes from the export's table
+ * of its digest and block size, which passive hashing feeds as data
+ * passes (passive.c); the judge computes what the table lacks.  A
+ * plain digest follows the upload (plain.c's blkhash_plain_follow:
+ * writers hash the part written whole from 0).
  *
  * blkhash-file lines (results.c asks blkhash_expect_vouches): the
  * checksum while the content is known to match; else zeros, which
@@ -69,10 +73,10 @@ enum verdict { VERDICT_NONE, VERDICT_PASS, VERDICT_FAIL };
 /* From expect_judge: writes kept racing it. */
 #define JUDGE_RACED 3
 
-/* A read follower and who holds it (the gate, readers, a judge). */
-struct blkhash_rfollow {
-  struct blkhash_read_follow *f;
-  uint64_t gen;                 /* the content it follows */
+/* An import's record and who holds it (the gate, readers, a judge). */
+struct blkhash_rsent {
+  struct blkhash_sent *s;
+  uint64_t gen;                 /* the content it records */
   unsigned refs;
 };
 
@@ -86,10 +90,8 @@ struct blkhash_gate {
   struct blkhash_ranges written;
   uint64_t written_bytes;
   struct blkhash_plain_follow *follow;  /* plain digests; may be NULL */
-  /* Imports: read, or known zero, in content seen_gen. */
-  struct blkhash_ranges seen;
-  uint64_t seen_gen;
-  struct blkhash_rfollow *rf;           /* plain digests; may be NULL */
+  /* Imports: what was sent of content rs->gen. */
+  struct blkhash_rsent *rs;
   /* The verdict on content verdict_gen. */
   enum verdict verdict;
   uint64_t verdict_gen;
@@ -128,11 +130,11 @@ verdict_now (const struct blkhash_gate *g)
 }
 
 static void
-rf_put (struct blkhash_rfollow *rf)
+rs_put (struct blkhash_rsent *rs)
 {
-  if (--rf->refs == 0) {
-    blkhash_read_follow_free (rf->f);
-    free (rf);
+  if (--rs->refs == 0) {
+    blkhash_sent_free (rs->s);
+    free (rs);
   }
 }
 
@@ -151,10 +153,9 @@ gate_reset (struct blkhash_gate *g, uint64_t size)
   g->follow = NULL;
   if (blkhash_expected->plain)
     g->follow = blkhash_plain_follow_new (&blkhash_expected->digest, size);
-  blkhash_ranges_clear (&g->seen);
-  if (g->rf)
-    rf_put (g->rf);
-  g->rf = NULL;
+  if (g->rs)
+    rs_put (g->rs);
+  g->rs = NULL;
   g->verdict = VERDICT_NONE;
   g->logged = false;
 }
@@ -255,23 +256,19 @@ blkhash_expect_follow (nbdkit_next *next, struct blkhash_export *e)
   blkhash_plain_follow_step (next, f, written_to);
 }
 
-/* The actual value of the image into out: from the read follower rf
- * or the upload follower f if given, else computed afresh (detached:
+/* The actual value of an upload into out: from the upload follower f
+ * if given, else computed afresh (detached:
  * for the end of a session, see blkhash_plain_final_detached and
  * blkhash_compute_root_detached).  0, or -1 with *err set and
  * nbdkit_error called.
  */
 static int
 expect_compute (nbdkit_next *next, struct blkhash_export *e,
-                struct blkhash_plain_follow *f,
-                struct blkhash_read_follow *rf, bool detached,
+                struct blkhash_plain_follow *f, bool detached,
                 uint8_t *out, int *err)
 {
   int r = -1;
 
-  if (rf)
-    return blkhash_read_follow_final (next, rf, out, blkhash_expected->len,
-                                      err);
   if (f)
     return detached ? blkhash_plain_final_detached (next, NULL, f, out, err)
       : blkhash_plain_follow_final (next, f, out, err);
@@ -303,24 +300,22 @@ expect_compute (nbdkit_next *next, struct blkhash_export *e,
   return r;
 }
 
-/* Judge g's content as it is: one thread computes, the others (the
- * flushes of a writer's other connections, reads racing the one that
- * completed an import) wait for its verdict.  A write in flight is
- * waited for (wait_writes) or returns JUDGE_RACED at once; one that
- * began while the value was computed makes it compute again.
- * from_read: an import's judge, which takes the read follower.
- * Returns the verdict, JUDGE_RACED, or -1 with *err set.
+/* Judge g's upload as it is: one thread computes, the others (the
+ * flushes of a writer's other connections) wait for its verdict.  A
+ * write in flight is waited for (wait_writes) or returns JUDGE_RACED
+ * at once; one that began while the value was computed makes it
+ * compute again.  Returns the verdict, JUDGE_RACED, or -1 with *err
+ * set.
  */
 static int
 expect_judge (nbdkit_next *next, struct blkhash_export *e,
-              struct blkhash_gate *g, bool from_read, bool detached,
-              bool wait_writes, int *err)
+              struct blkhash_gate *g, bool detached, bool wait_writes,
+              int *err)
 {
   uint8_t got[BLK_DIGEST_MAX];
 
   for (int tries = 0; tries < JUDGE_TRIES; tries++) {
     struct blkhash_plain_follow *f;
-    struct blkhash_rfollow *rf = NULL;
     uint64_t gen;
     int r;
 
@@ -343,24 +338,12 @@ expect_judge (nbdkit_next *next, struct blkhash_export *e,
       gen = writes_begun;
       g->judging = true;
       f = g->follow;
-      if (from_read && g->rf && g->rf->gen == gen) {
-        rf = g->rf;
-        rf->refs++;
-      }
     }
-    r = expect_compute (next, e, f, rf ? rf->f : NULL, detached, got, err);
+    r = expect_compute (next, e, f, detached, got, err);
 
     ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&gates_lock);
     g->judging = false;
     pthread_cond_broadcast (&judged_cond);
-    if (rf) {
-      /* Hashed in part: the next judge starts over. */
-      if (r == -1 && g->rf == rf) {
-        g->rf = NULL;
-        rf->refs--;             /* the gate's: ours is still held */
-      }
-      rf_put (rf);
-    }
     if (r == -1)
       return -1;
     if (writes_begun == gen && writes_ended == gen) {
@@ -416,7 +399,7 @@ blkhash_expect_flush (nbdkit_next *next, struct blkhash_export *e, int *err)
    * however the image was written (qemu-img's closing flush); only a
    * mismatch of a complete image fails the flush.
    */
-  r = expect_judge (next, e, g, false, false, true, err);
+  r = expect_judge (next, e, g, false, true, err);
   if (r == -1)
     return -1;
   if (r == VERDICT_PASS) {
@@ -446,22 +429,6 @@ blkhash_expect_flush (nbdkit_next *next, struct blkhash_export *e, int *err)
   return -1;
 }
 
-/* Read (or known zero) [a, b) of content gen, if it is the content
- * now: whether the import is complete.  gates_lock held.
- */
-static bool
-expect_seen (struct blkhash_gate *g, uint64_t gen, uint64_t a, uint64_t b)
-{
-  if (gen != writes_begun || gen != writes_ended)
-    return false;
-  if (g->seen_gen != gen) {
-    blkhash_ranges_clear (&g->seen);
-    g->seen_gen = gen;
-  }
-  blkhash_ranges_add (&g->seen, a, MIN (b, g->size), true);
-  return blkhash_ranges_covers (&g->seen, 0, g->size);
-}
-
 /* A read after a failed verdict fails. */
 static int
 expect_refuse (struct blkhash_gate *g, int *err)
@@ -478,63 +445,101 @@ blkhash_expect_read_begin (struct blkhash_export *e,
                            int *err)
 {
   struct blkhash_gate *g;
-  enum verdict v;
+  struct blkhash_sent *s;
 
   io->g = NULL;
-  io->rf = NULL;
+  io->rs = NULL;
   if (blkhash_expected == NULL)
     return 0;
-  {
-    ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&gates_lock);
-    if ((g = gate_enter (e, err)) == NULL)
-      return -1;
-    io->g = g;
-    v = verdict_now (g);
-    io->gen = writes_begun == writes_ended ? writes_begun : UINT64_MAX;
-    /* A plain digest follows the reads of a session that has not
-     * written (one that has is an upload: its judge reads afresh).
-     */
-    if (v == VERDICT_NONE && io->gen != UINT64_MAX && !g->wrote &&
-        blkhash_expected->plain) {
-      if (g->rf && g->rf->gen != io->gen) {
-        rf_put (g->rf);
-        g->rf = NULL;
-      }
-      if (g->rf == NULL && (g->rf = calloc (1, sizeof *g->rf)) != NULL) {
-        g->rf->f = blkhash_read_follow_new (&blkhash_expected->digest,
-                                           g->size);
-        g->rf->gen = io->gen;
-        g->rf->refs = 1;
-        if (g->rf->f == NULL) {         /* the judge reads it all */
-          free (g->rf);
-          g->rf = NULL;
-        }
-      }
-      if ((io->rf = g->rf) != NULL) {
-        io->rf->refs++;
-        if (is_read)
-          blkhash_read_follow_enter (io->rf->f);
-      }
-    }
-  }
-  if (is_read && v == VERDICT_FAIL)
+  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&gates_lock);
+  if ((g = gate_enter (e, err)) == NULL)
+    return -1;
+  io->g = g;
+  if (is_read && verdict_now (g) == VERDICT_FAIL)
     return expect_refuse (g, err);
+  /* Racing a write, the content is not settled: not recorded. */
+  io->gen = writes_begun == writes_ended ? writes_begun : UINT64_MAX;
+  if (io->gen == UINT64_MAX)
+    return 0;
+  if (g->rs && g->rs->gen != io->gen) {
+    rs_put (g->rs);
+    g->rs = NULL;
+  }
+  if (g->rs == NULL) {
+    /* Without a record nothing sent could be judged: the request
+     * fails.
+     */
+    if ((s = blkhash_sent_new (g->name, g->size, err)) == NULL)
+      return -1;
+    if ((g->rs = calloc (1, sizeof *g->rs)) == NULL) {
+      blkhash_sent_free (s);
+      nbdkit_error ("blkhash: export '%s': out of memory for the gate",
+                    g->name);
+      *err = ENOMEM;
+      return -1;
+    }
+    g->rs->s = s;
+    g->rs->gen = io->gen;
+    g->rs->refs = 1;
+  }
+  io->rs = g->rs;
+  io->rs->refs++;
+  if (is_read)
+    blkhash_sent_enter (io->rs->s);
   return 0;
 }
 
-/* After a read or extents request: judge the import if it completed
- * it (or one before it did, and its judge failed), and fail on a
- * mismatch; refuse: fail on a mismatch judged before.
+/* Judge the import recorded in rs, complete: from what was sent.  The
+ * verdict, JUDGE_RACED (a write began since), or -1 with *err set.
  */
 static int
-expect_settle (nbdkit_next *next, struct blkhash_export *e,
-               struct blkhash_gate *g, enum verdict v, bool complete,
-               bool refuse, int *err)
+expect_judge_import (struct blkhash_gate *g, struct blkhash_rsent *rs,
+                     int *err)
 {
+  uint8_t got[BLK_DIGEST_MAX];
+  enum verdict v;
+
+  {
+    ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&gates_lock);
+    if ((v = verdict_now (g)) != VERDICT_NONE)
+      return v;
+    if (rs->gen != writes_begun || writes_begun != writes_ended)
+      return JUDGE_RACED;
+  }
+  /* Computed once; the reads that find it complete wait for it. */
+  if (blkhash_sent_final (rs->s, got, err) == -1)
+    return -1;
+  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&gates_lock);
+  if ((v = verdict_now (g)) != VERDICT_NONE)
+    return v;
+  if (rs->gen != writes_begun || writes_begun != writes_ended)
+    return JUDGE_RACED;
+  g->verdict = memcmp (got, blkhash_expected->want,
+                       blkhash_expected->len) == 0
+    ? VERDICT_PASS : VERDICT_FAIL;
+  g->verdict_gen = rs->gen;
+  g->logged = false;
+  blk_hex (got, blkhash_expected->len, g->got);
+  return g->verdict;
+}
+
+/* After a read or extents request of record rs: judge the import if it
+ * is complete, and fail on a mismatch; refuse: fail on a mismatch
+ * judged before.
+ */
+static int
+expect_settle (struct blkhash_gate *g, struct blkhash_rsent *rs,
+               bool complete, bool refuse, int *err)
+{
+  enum verdict v;
   int r;
 
-  if (v == VERDICT_NONE && complete) {
-    r = expect_judge (next, e, g, true, false, false, err);
+  {
+    ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&gates_lock);
+    v = verdict_now (g);
+  }
+  if (v == VERDICT_NONE && complete && rs) {
+    r = expect_judge_import (g, rs, err);
     if (r == -1)
       return -1;
     if (r == JUDGE_RACED) {
@@ -558,34 +563,36 @@ expect_settle (nbdkit_next *next, struct blkhash_export *e,
   return 0;
 }
 
+/* The request is over: its hold on the record goes. */
+static void
+expect_io_end (struct blkhash_expect_io *io)
+{
+  if (io->rs) {
+    ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&gates_lock);
+    rs_put (io->rs);
+    io->rs = NULL;
+  }
+}
+
 int
 blkhash_expect_read_end (nbdkit_next *next, struct blkhash_export *e,
                          struct blkhash_expect_io *io, const void *buf,
                          uint32_t count, uint64_t offset, int *err)
 {
-  struct blkhash_gate *g = io->g;
   bool complete = false;
-  enum verdict v;
+  int r = 0;
 
-  if (g == NULL)
+  if (io->g == NULL)
     return 0;
-  /* Its turn in the plain digest, before the verdict. */
-  if (io->rf && buf)
-    blkhash_read_follow_data (next, io->rf->f, buf, offset, count);
-  else if (io->rf)
-    blkhash_read_follow_leave (io->rf->f);
-  {
-    ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&gates_lock);
-    if (io->rf)
-      rf_put (io->rf);
-    io->rf = NULL;
-    if (buf)
-      complete = expect_seen (g, io->gen, offset, offset + count);
-    v = verdict_now (g);
-  }
-  if (buf == NULL)
-    return 0;
-  return expect_settle (next, e, g, v, complete, true, err);
+  if (io->rs && buf)
+    r = blkhash_sent_read (next, io->rs->s, buf, offset, count, &complete,
+                           err);
+  else if (io->rs)
+    blkhash_sent_leave (io->rs->s);
+  if (buf && r == 0)
+    r = expect_settle (io->g, io->rs, complete, true, err);
+  expect_io_end (io);
+  return r;
 }
 
 int
@@ -594,58 +601,47 @@ blkhash_expect_extents_end (nbdkit_next *next, struct blkhash_export *e,
                             struct nbdkit_extents *exts, uint32_t count,
                             uint64_t offset, uint32_t flags, int *err)
 {
-  struct blkhash_gate *g = io->g;
   const uint64_t end = offset + count;
   bool complete = false;
-  enum verdict v;
+  int r = 0;
 
-  if (g == NULL)
+  if (io->g == NULL)
     return 0;
   /* What nbdkit sends: extents up to the one past the end, whole (with
    * REQ_ONE, the first, cut at the end), each of at most 4G - 1.
    */
-  for (size_t i = 0; exts && blkhash_extents_usable (next) &&
-         i < nbdkit_extents_count (exts); i++) {
+  for (size_t i = 0; io->rs && exts && r == 0 &&
+         blkhash_extents_usable (next) && i < nbdkit_extents_count (exts);
+       i++) {
     const struct nbdkit_extent x = nbdkit_get_extent (exts, i);
     uint64_t a = MAX (x.offset, offset);
     uint64_t b = x.offset + MIN (x.length, (uint64_t) UINT32_MAX);
+    bool c = false;
 
     if (x.offset >= end)
       break;
     if (flags & NBDKIT_FLAG_REQ_ONE)
       b = MIN (b, end);
     if (b > a && (x.type & NBDKIT_EXTENT_ZERO)) {
-      if (io->rf)
-        blkhash_read_follow_zero (io->rf->f, a, b - a);
-      ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&gates_lock);
-      complete |= expect_seen (g, io->gen, a, b);
+      r = blkhash_sent_zero (next, io->rs->s, a, b - a, &c, err);
+      complete |= c;
     }
     if (flags & NBDKIT_FLAG_REQ_ONE)
       break;
   }
-  {
-    ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&gates_lock);
-    if (io->rf)
-      rf_put (io->rf);
-    io->rf = NULL;
-    v = verdict_now (g);
-  }
-  if (exts == NULL)
-    return 0;
-  return expect_settle (next, e, g, v, complete, false, err);
+  if (exts && r == 0)
+    r = expect_settle (io->g, io->rs, complete, false, err);
+  expect_io_end (io);
+  return r;
 }
 
-/* Bytes read or known zero in the content as it is; gates_lock held. */
+/* Bytes sent or known zero of the content as it is; gates_lock held. */
 static uint64_t
 expect_seen_bytes (const struct blkhash_gate *g)
 {
-  uint64_t n = 0;
-
-  if (g->seen_gen != writes_begun)
+  if (g->rs == NULL || g->rs->gen != writes_begun)
     return 0;
-  for (size_t i = 0; i < g->seen.n; i++)
-    n += g->seen.v[i].b - g->seen.v[i].a;
-  return n;
+  return blkhash_sent_bytes (g->rs->s);
 }
 
 void
@@ -679,7 +675,7 @@ blkhash_expect_session_end (nbdkit_next *next, struct blkhash_export *e)
     nbdkit_error ("blkhash: export '%s': its last connection failed while "
                   "connecting: the upload is not judged", g->name);
   else if (v == VERDICT_NONE) {
-    r = expect_judge (next, e, g, false, true, false, &err);
+    r = expect_judge (next, e, g, true, false, &err);
     if (r == -1)
       nbdkit_error ("blkhash: export '%s': the upload is not judged",
                     g->name);
@@ -700,8 +696,13 @@ blkhash_expect_session_end (nbdkit_next *next, struct blkhash_export *e)
    * reads and its end judge it.
    */
   ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&gates_lock);
-  if (g->entered == entered)
+  if (g->entered == entered) {
     g->session_over = true;
+    /* Its record (and the file holding data read ahead) goes now. */
+    if (g->rs)
+      rs_put (g->rs);
+    g->rs = NULL;
+  }
   else
     nbdkit_debug ("blkhash: export '%s': used by a new session while the "
                   "last one's end was judged: judged with the new one",
@@ -763,10 +764,9 @@ blkhash_expect_free_all (void)
   for (g = gates; g; g = next) {
     next = g->next;
     blkhash_plain_follow_free (g->follow);
-    if (g->rf)
-      rf_put (g->rf);
+    if (g->rs)
+      rs_put (g->rs);
     blkhash_ranges_free (&g->written);
-    blkhash_ranges_free (&g->seen);
     free (g->name);
     free (g);
   }

@@ -1,8 +1,9 @@
 /* Copyright (C) 2026 The nbdkit-blkhash developers
  * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
  */
-/* nbdkit-blkhash filter: the values of blkhash-expect= and
- * blkhash-expect-at= (the upload gate itself is expect.c's).
+/* nbdkit-blkhash filter: the values of blkhash-expect=,
+ * blkhash-expect-at= and blkhash-expect-spill= (the gate itself is
+ * expect.c's).
  *
  *   ALG:HEX                        ALG sha256, sha512, sha1 or md5: the
  *                                  plain digest of the whole content
@@ -27,6 +28,7 @@ const struct blkhash_expected *blkhash_expected;
 static struct blkhash_expected ex;
 static const char *value_given;         /* NULL: no gate */
 static bool at_given;                   /* blkhash-expect-at= */
+static bool spill_given;                /* blkhash-expect-spill= */
 
 int
 blkhash_expect_config (const char *key, const char *value)
@@ -39,6 +41,15 @@ blkhash_expect_config (const char *key, const char *value)
       return -1;
     }
     value_given = value;
+    return 0;
+  }
+  if (strcmp (key, "blkhash-expect-spill") == 0) {
+    const char *msg = blk_parse_size (value, &ex.spill);
+    if (msg) {
+      nbdkit_error ("blkhash-expect-spill=%s: %s", value, msg);
+      return -1;
+    }
+    spill_given = true;
     return 0;
   }
   at_given = true;
@@ -97,10 +108,13 @@ blkhash_expect_ready (void)
   char alg[BLK_DIGEST_NAME_MAX], bs[BLK_BLOCK_SIZE_STR_MAX];
   size_t alen, i;
 
-  if (value_given == NULL && at_given) {
-    nbdkit_error ("blkhash-expect-at= needs blkhash-expect=");
+  if (value_given == NULL && (at_given || spill_given)) {
+    nbdkit_error ("blkhash-expect-%s= needs blkhash-expect=",
+                  at_given ? "at" : "spill");
     return -1;
   }
+  if (!spill_given)
+    ex.spill = BLKHASH_EXPECT_SPILL;
   if (value_given == NULL)
     return 0;
   colon = strrchr (value_given, ':');
@@ -153,6 +167,15 @@ blkhash_expect_ready (void)
     ex.len = ex.digest.len;
     snprintf (ex.tag, sizeof ex.tag, "%s", alg);
   }
+
+  /* An import's record checks the value's blocks, or 256K granules
+   * of sha256 for a plain digest.
+   */
+  ex.sent_params = ex.plain
+    ? blkhash_params_get (NULL, "sha256", BLKHASH_SENT_PLAIN_GRANULE)
+    : ex.params;
+  if (ex.sent_params == NULL)
+    return -1;
 
   for (i = 0; hex[i]; i++)
     if (blk_hex_value ((unsigned char) hex[i]) == -1) {

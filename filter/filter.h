@@ -247,7 +247,9 @@ extern int blkhash_plain_update (struct blkhash_plain *p, const void *buf,
                                  size_t len, int *err);
 extern int blkhash_plain_zeros (struct blkhash_plain *p, uint64_t len,
                                 int *err);
-/* Hash what is left; the digest (d->len bytes) into out. */
+/* Hash what is left; the digest (d->len bytes) into out (next may
+ * be NULL if nothing is).
+ */
 extern int blkhash_plain_final (nbdkit_next *next, struct blkhash_plain *p,
                                 uint8_t *out, int *err);
 /* A plain digest following an upload (see plain.c): _written after
@@ -451,27 +453,31 @@ extern uint64_t blkhash_ranges_next (const struct blkhash_ranges *r,
 extern void blkhash_ranges_clear (struct blkhash_ranges *r);
 extern void blkhash_ranges_free (struct blkhash_ranges *r);
 
-/* readfollow.c: a plain digest following an import's reads (see
- * readfollow.c).  A reader _enters before its plugin read, and ends
- * with _data (its turn: may wait for it) or _leave; _zero for zeros a
- * client learned from extents; _final hashes the rest (reading what no
- * reader gave), 0 or -1 with *err set and nbdkit_error called.
+/* sent.c: what an import was sent, the record the gate judges it by
+ * (see sent.c).  _new: NULL with *err set and nbdkit_error called;
+ * name must outlive it.  A reader _enters before its plugin read and
+ * ends with _read (its data: checked, recorded, and for a plain digest
+ * hashed in its turn) or _leave (the read failed); _zero records zeros
+ * a client learned from extents.  Both fail (-1, *err EIO) what cannot
+ * be verified, and set *complete once every byte was sent.  _final:
+ * the value of what was sent, once complete.
  */
-struct blkhash_read_follow;
-extern struct blkhash_read_follow *blkhash_read_follow_new
-  (const struct blk_digest *d, uint64_t size);
-extern void blkhash_read_follow_free (struct blkhash_read_follow *f);
-extern void blkhash_read_follow_enter (struct blkhash_read_follow *f);
-extern void blkhash_read_follow_data (nbdkit_next *next,
-                                      struct blkhash_read_follow *f,
-                                      const void *buf, uint64_t offset,
-                                      uint32_t count);
-extern void blkhash_read_follow_leave (struct blkhash_read_follow *f);
-extern void blkhash_read_follow_zero (struct blkhash_read_follow *f,
-                                      uint64_t offset, uint64_t count);
-extern int blkhash_read_follow_final (nbdkit_next *next,
-                                      struct blkhash_read_follow *f,
-                                      uint8_t *out, size_t len, int *err);
+struct blkhash_sent;
+extern struct blkhash_sent *blkhash_sent_new (const char *name,
+                                              uint64_t size, int *err);
+extern void blkhash_sent_free (struct blkhash_sent *s);
+extern void blkhash_sent_enter (struct blkhash_sent *s);
+extern void blkhash_sent_leave (struct blkhash_sent *s);
+extern int blkhash_sent_read (nbdkit_next *next, struct blkhash_sent *s,
+                              const void *buf, uint64_t offset,
+                              uint32_t count, bool *complete, int *err);
+extern int blkhash_sent_zero (nbdkit_next *next, struct blkhash_sent *s,
+                              uint64_t offset, uint64_t count,
+                              bool *complete, int *err);
+extern int blkhash_sent_final (struct blkhash_sent *s, uint8_t *out,
+                               int *err);
+/* Bytes sent, or known zero, so far. */
+extern uint64_t blkhash_sent_bytes (struct blkhash_sent *s);
 
 /* expectvalue.c: the value of blkhash-expect= (and -at), once
  * parsed; NULL when there is none.  _config takes blkhash-expect and
@@ -486,8 +492,18 @@ struct blkhash_expected {
   size_t len;
   char tag[BLK_DIGEST_NAME_MAX + 32];   /* "sha256", "blkhash-sha1/1M" */
   bool every_flush;                     /* blkhash-expect-at=flush */
+  /* An import's record (sent.c): the granules it checks, and how
+   * much it keeps in a file (blkhash-expect-spill).
+   */
+  const struct blk_params *sent_params;
+  uint64_t spill;
 };
+/* blkhash-expect-spill's default. */
+#define BLKHASH_EXPECT_SPILL (UINT64_C (4) << 30)
+/* The granules of a plain digest's record. */
+#define BLKHASH_SENT_PLAIN_GRANULE (256 * 1024)
 extern const struct blkhash_expected *blkhash_expected;
+/* Takes blkhash-expect, blkhash-expect-at and blkhash-expect-spill. */
 extern int blkhash_expect_config (const char *key, const char *value);
 extern int blkhash_expect_ready (void);
 /* Should data exports hash passively for the gate (a blkhash value of
@@ -528,11 +544,11 @@ extern void blkhash_expect_session_end (nbdkit_next *next,
  * request on a mismatch.  0, or -1 with *err set.
  */
 struct blkhash_gate;
-struct blkhash_rfollow;
+struct blkhash_rsent;
 struct blkhash_expect_io {
   struct blkhash_gate *g;       /* NULL: no gate */
   uint64_t gen;                 /* the content when it began */
-  struct blkhash_rfollow *rf;
+  struct blkhash_rsent *rs;     /* its record, if it is the content's */
 };
 extern int blkhash_expect_read_begin (struct blkhash_export *e,
                                       struct blkhash_expect_io *io,

@@ -232,11 +232,12 @@ int
 blkhash_plain_advance (nbdkit_next *next, struct blkhash_plain *p,
                        uint64_t end, int *err)
 {
-  const bool extents = !p->written && blkhash_extents_usable (next);
+  bool extents;
 
   end = MIN (end, p->size);
   if (p->pos >= end)
-    return 0;
+    return 0;                   /* next may be NULL then */
+  extents = !p->written && blkhash_extents_usable (next);
   p->piece = blkhash_read_most (next, PIECE_SIZE);
   for (int i = 0; i < 2; i++)
     if (p->buf[i] == NULL && (p->buf[i] = malloc (PIECE_SIZE)) == NULL) {

@@ -1,32 +1,33 @@
 /* Copyright (C) 2026 The nbdkit-blkhash developers
  * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
  */
-/* nbdkit-blkhash filter: a plain digest that follows an import's
- * reads (blkhash-expect=ALG:HEX on an export a client reads whole).
+/* nbdkit-blkhash filter: the plain digest of an import
+ * (blkhash-expect=ALG:HEX), hashed in order from the bytes the client
+ * was sent, as sent.c records them.
  *
  * A plain digest is a chain, hashed in order, but clients read out of
  * order: nbdcopy's connections each copy 128 MiB slices of their own,
- * qemu-img keeps several requests in flight.  So each read, once its
- * data is in hand and before its reply, waits for its turn: when the
- * digest has reached its offset, it hashes its own buffer (no copy),
- * then whatever waits at the new position (copies, zeros).
+ * qemu-img keeps several requests in flight.  So each read, once the
+ * record has its data and before its reply, waits for its turn: when
+ * the digest has reached its offset, it hashes its own buffer (no
+ * copy), then whatever waits at the new position: bytes the record
+ * keeps (held.c: blocks read in part, data kept ahead) and zeros the
+ * client learned from extents.
  *
  * A reader waits only while someone else can move the digest on: a
  * thread hashing, a reader in flight that does not wait, or a waiting
  * one whose turn has come.  When nobody can (a client that waits for
- * each reply, all of nbdkit's threads waiting, or what the digest needs
- * next was let go), the reader keeps a copy of its data in the window
- * (WINDOW_SPAN ahead at most, WINDOW_BYTES in all, the farthest copies
- * given up for nearer ones); failing that it reads the hole at the
- * digest's position from the plugin itself if that is at most
- * FILL_MAX, and takes its turn; failing that it lets its data go.
- * Zeros a client learned from extents are hashed when the digest
- * reaches them.  The judge (blkhash_read_follow_final) hashes the
- * rest, reading from the plugin whatever no reader gave: so the digest
- * is always the content's, and all this only saves reads.
+ * each reply, all of nbdkit's threads waiting), it waits GRACE_NS for
+ * another reader to come (given up after GRACE_MISSES waits in vain in
+ * a row, until two are in flight at once again), then the record keeps
+ * its data (its room was reserved when the read was recorded) and it
+ * leaves.  Nothing is read from the plugin: the digest is of the bytes
+ * sent.  The judge (follow_final) waits for the readers that still owe
+ * the digest their data, then hashes everything kept.
  *
- * lock guards everything but run, which only the thread that set busy
- * touches.
+ * Every function here runs with the record's lock held; hashing drops
+ * it with busy set: only the busy thread moves pos, and a granule the
+ * digest has not passed is never freed.
  */
 #include <config.h>
 
@@ -37,276 +38,128 @@
 #include <string.h>
 #include <time.h>
 
-#include "cleanup.h"
-#include "filter.h"
 #include "minmax.h"
+#include "sent.h"
 
-#define WINDOW_SPAN (UINT64_C (256) * 1024 * 1024)
-#define WINDOW_BYTES (UINT64_C (64) * 1024 * 1024)
-#define FILL_MAX (UINT64_C (32) * 1024 * 1024)
 /* How long a reader waits for another to arrive when nobody else can
  * move the digest on, and after how many waits in vain in a row
- * readers stop waiting so (until two are in flight at once again).
+ * readers stop waiting so.
  */
 #define GRACE_NS (10 * 1000 * 1000)
 #define GRACE_MISSES 4
+/* Zeros hashed in one step (the lock is taken between steps). */
+#define ZERO_STEP (UINT64_C (1) << 30)
 
-struct piece {
-  uint64_t off;
-  uint32_t len;
-  struct piece *next;
-  uint8_t data[];
-};
-
-/* A reader waiting for its turn. */
-struct waiter {
-  uint64_t offset;
-  struct waiter *next;
-};
-
-struct blkhash_read_follow {
-  uint64_t size;
-  pthread_mutex_t lock;
-  pthread_cond_t moved;         /* pos moved, busy or inflight changed */
-  struct blkhash_plain *run;
-  uint64_t pos;                 /* [0, pos) is hashed */
-  bool busy;                    /* a thread hashes at pos */
-  bool failed;                  /* hashing failed: the judge fails */
-  bool done;
-  uint8_t digest[BLK_DIGEST_MAX];
-  unsigned inflight;            /* readers between enter and leaving */
-  unsigned grace_misses;        /* waits for another reader in vain */
-  unsigned held;                /* ... of them waiting for their turn */
-  struct waiter *waiters;       /* ... and their offsets */
-  struct piece *window;         /* copies ahead of pos, by offset */
-  uint64_t window_bytes;
-  struct blkhash_ranges zeros;  /* zeros learned from extents */
-  /* For the debug line at the end: bytes hashed from readers' buffers,
-   * from copies, as zeros, read by readers to fill holes, and read
-   * back by the judge.
-   */
-  uint64_t in_turn, copied, zeroed, filled, read_back;
-};
-
-struct blkhash_read_follow *
-blkhash_read_follow_new (const struct blk_digest *d, uint64_t size)
-{
-  struct blkhash_read_follow *f = calloc (1, sizeof *f);
-  pthread_condattr_t attr;
-
-  if (f == NULL) {
-    nbdkit_error ("blkhash: out of memory");
-    return NULL;
-  }
-  if ((f->run = blkhash_plain_new (d, size)) == NULL) {
-    free (f);
-    return NULL;
-  }
-  f->size = size;
-  pthread_mutex_init (&f->lock, NULL);
-  pthread_condattr_init (&attr);
-  pthread_condattr_setclock (&attr, CLOCK_MONOTONIC);
-  pthread_cond_init (&f->moved, &attr);
-  pthread_condattr_destroy (&attr);
-  return f;
-}
-
-void
-blkhash_read_follow_free (struct blkhash_read_follow *f)
-{
-  struct piece *p, *next;
-
-  if (f == NULL)
-    return;
-  for (p = f->window; p; p = next) {
-    next = p->next;
-    free (p);
-  }
-  blkhash_ranges_free (&f->zeros);
-  blkhash_plain_free (f->run);
-  pthread_cond_destroy (&f->moved);
-  pthread_mutex_destroy (&f->lock);
-  free (f);
-}
-
-void
-blkhash_read_follow_enter (struct blkhash_read_follow *f)
-{
-  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&f->lock);
-  /* Readers in flight together: waiting for one is worth it. */
-  if (++f->inflight > 1)
-    f->grace_misses = 0;
-  pthread_cond_broadcast (&f->moved);
-}
-
-/* A reader leaves; lock held. */
-static void
-follow_leave (struct blkhash_read_follow *f)
-{
-  f->inflight--;
-  pthread_cond_broadcast (&f->moved);
-}
-
-void
-blkhash_read_follow_leave (struct blkhash_read_follow *f)
-{
-  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&f->lock);
-  follow_leave (f);
-}
-
-/* Can someone other than this reader (not waiting) move pos on?  lock
- * held.
- */
+/* Can someone other than this reader (not waiting) move pos on? */
 static bool
-follow_moving (const struct blkhash_read_follow *f)
+follow_moving (const struct blkhash_sent *s)
 {
-  if (f->busy || f->inflight - 1 > f->held)
+  if (s->busy || s->inflight - 1 > s->waiting)
     return true;
-  for (const struct waiter *w = f->waiters; w; w = w->next)
-    if (w->offset <= f->pos)
+  for (const struct sent_waiter *w = s->waiters; w; w = w->next)
+    if (w->offset <= s->pos)
       return true;              /* its turn, it is waking */
   return false;
 }
 
-/* Keep a copy of [off, off+len) of buf past pos, giving up copies
- * farther on for it if need be.  lock held; false if it does not fit.
- */
-static bool
-window_put (struct blkhash_read_follow *f, const uint8_t *buf, uint64_t off,
-            uint32_t len)
-{
-  const uint64_t end = off + len;
-  const uint64_t from = MAX (off, f->pos);
-  struct piece *p, **pp;
-
-  if (end <= from)
-    return true;
-  if (end > f->pos + WINDOW_SPAN || end - from > WINDOW_BYTES)
-    return false;
-  while (f->window_bytes + (end - from) > WINDOW_BYTES) {
-    /* The farthest copy goes, if it is farther than this one. */
-    for (pp = &f->window; (*pp)->next; pp = &(*pp)->next)
-      ;
-    if ((*pp)->off <= from)
-      return false;
-    f->window_bytes -= (*pp)->len;
-    f->copied -= (*pp)->len;
-    free (*pp);
-    *pp = NULL;
-  }
-  for (pp = &f->window; *pp && (*pp)->off < from; pp = &(*pp)->next)
-    ;
-  if (*pp && (*pp)->off == from && (*pp)->len >= end - from)
-    return true;                /* the same piece, kept already */
-  p = malloc (sizeof *p + (end - from));
-  if (p == NULL)
-    return false;
-  p->off = from;
-  p->len = end - from;
-  memcpy (p->data, buf + (from - off), p->len);
-  p->next = *pp;
-  *pp = p;
-  f->window_bytes += p->len;
-  f->copied += p->len;
-  return true;
-}
-
-/* Hash len bytes of buf (or zeros if buf is NULL) at pos; lock held
- * on entry and exit, not while hashing.  busy is ours.
+/* Hash len bytes of buf (or zeros if buf is NULL) at pos; the lock is
+ * dropped meanwhile.  busy is ours.
  */
 static void
-follow_hash (struct blkhash_read_follow *f, const uint8_t *buf, uint64_t len)
+follow_hash (struct blkhash_sent *s, const uint8_t *buf, uint64_t len)
 {
   int err, r;
 
-  pthread_mutex_unlock (&f->lock);
-  r = buf ? blkhash_plain_update (f->run, buf, len, &err)
-    : blkhash_plain_zeros (f->run, len, &err);
-  pthread_mutex_lock (&f->lock);
+  pthread_mutex_unlock (&s->lock);
+  r = buf ? blkhash_plain_update (s->run, buf, len, &err)
+    : blkhash_plain_zeros (s->run, len, &err);
+  pthread_mutex_lock (&s->lock);
   if (r == -1)
-    f->failed = true;
+    s->failed = true;
   else {
-    f->pos = blkhash_plain_pos (f->run);
-    pthread_cond_broadcast (&f->moved);
+    s->pos = blkhash_plain_pos (s->run);
+    pthread_cond_broadcast (&s->moved);
   }
 }
 
-/* Hash what waits at pos: copies and zeros.  lock held, busy ours. */
+/* The digest moved on from from: granules it passed, and that the
+ * record has whole, are not needed any more.
+ */
 static void
-follow_drain (struct blkhash_read_follow *f)
+follow_passed (struct blkhash_sent *s, uint64_t from)
 {
-  while (!f->failed && f->pos < f->size) {
-    struct piece *p = f->window;
-    uint64_t zend;
-
-    if (p && p->off + p->len <= f->pos) {
-      f->window = p->next;      /* behind: a copy of a re-read */
-      f->window_bytes -= p->len;
-      free (p);
-      continue;
-    }
-    if (p && p->off <= f->pos) {
-      f->window = p->next;
-      f->window_bytes -= p->len;
-      follow_hash (f, p->data + (f->pos - p->off), p->off + p->len - f->pos);
-      free (p);
-      continue;
-    }
-    zend = MIN (blkhash_ranges_end_at (&f->zeros, f->pos), f->size);
-    if (zend <= f->pos)
-      break;
-    f->zeroed += zend - f->pos;
-    follow_hash (f, NULL, zend - f->pos);
+  if (s->held.count == 0)
+    return;
+  for (uint64_t gi = from / s->gsize; gi * s->gsize < s->pos; gi++) {
+    struct held_gran *g = held_find (&s->held, gi);
+    if (g && g->have == g->len &&
+        ((gi + 1) * s->gsize <= s->pos || s->pos >= s->size))
+      held_drop (&s->held, g);
   }
 }
 
-/* Where the hole at pos ends: at what waits next, or at most to.  lock
- * held.
- */
-static uint64_t
-follow_hole_end (const struct blkhash_read_follow *f, uint64_t to)
+void
+follow_drain (struct blkhash_sent *s)
 {
-  to = MIN (to, blkhash_ranges_next (&f->zeros, f->pos));
-  if (f->window)
-    to = MIN (to, f->window->off);
-  return MIN (to, f->size);
-}
+  while (!s->failed && s->pos < s->size) {
+    const uint64_t from = s->pos, gi = from / s->gsize;
+    const uint64_t ga = gi * s->gsize;
+    struct held_gran *g = held_find (&s->held, gi);
+    const uint32_t e = g ? held_run (g, from - ga) : from - ga;
 
-/* Read [pos, to) from the plugin and hash it.  lock held, busy ours;
- * 0, or -1 with *err set.
- */
-static int
-follow_read (nbdkit_next *next, struct blkhash_read_follow *f, uint64_t to,
-             int *err)
-{
-  int r;
-
-  pthread_mutex_unlock (&f->lock);
-  r = blkhash_plain_advance (next, f->run, to, err);
-  pthread_mutex_lock (&f->lock);
-  f->pos = blkhash_plain_pos (f->run);
-  pthread_cond_broadcast (&f->moved);
-  return r;
+    if (e > from - ga) {
+      const uint32_t n = e - (from - ga);
+      if (g->data)
+        follow_hash (s, g->data + (from - ga), n);
+      else {
+        uint8_t *tmp = malloc (n);
+        if (tmp == NULL || held_get (&s->held, g, from - ga, e, tmp) == -1) {
+          nbdkit_error ("blkhash: export '%s': cannot verify what was "
+                        "sent: %s", s->name,
+                        tmp ? s->held.why : "out of memory");
+          free (tmp);
+          s->failed = true;
+          break;
+        }
+        follow_hash (s, tmp, n);
+        free (tmp);
+      }
+      s->from_held += n;
+    }
+    else if (g == NULL && sent_gran_zero (s, gi)) {
+      /* Zeros learned from extents, up to what is kept or not known. */
+      uint64_t end = MIN (ga + s->gsize, s->size);
+      while (end < s->size && end - from < ZERO_STEP &&
+             held_find (&s->held, end / s->gsize) == NULL &&
+             sent_gran_zero (s, end / s->gsize))
+        end = MIN (end + s->gsize, s->size);
+      s->zeroed += end - from;
+      follow_hash (s, NULL, end - from);
+    }
+    else
+      break;
+    follow_passed (s, from);
+  }
 }
 
 /* Wait as a reader whose turn has not come, until deadline (NULL:
- * until woken).  lock held; false if the deadline passed.
+ * until woken); false if the deadline passed.
  */
 static bool
-follow_wait (struct blkhash_read_follow *f, uint64_t offset,
+follow_wait (struct blkhash_sent *s, uint64_t offset,
              const struct timespec *deadline)
 {
-  struct waiter w = { .offset = offset, .next = f->waiters };
+  struct sent_waiter w = { .offset = offset, .next = s->waiters };
   int r = 0;
 
-  f->waiters = &w;
-  f->held++;
+  s->waiters = &w;
+  s->waiting++;
   if (deadline)
-    r = pthread_cond_timedwait (&f->moved, &f->lock, deadline);
+    r = pthread_cond_timedwait (&s->moved, &s->lock, deadline);
   else
-    pthread_cond_wait (&f->moved, &f->lock);
-  f->held--;
-  for (struct waiter **wp = &f->waiters; *wp; wp = &(*wp)->next)
+    pthread_cond_wait (&s->moved, &s->lock);
+  s->waiting--;
+  for (struct sent_waiter **wp = &s->waiters; *wp; wp = &(*wp)->next)
     if (*wp == &w) {
       *wp = w.next;
       break;
@@ -314,131 +167,123 @@ follow_wait (struct blkhash_read_follow *f, uint64_t offset,
   return r != ETIMEDOUT;
 }
 
+/* Have the record keep what the digest still needs of [offset, end)
+ * of buf: the granules this read brought whole (their room reserved;
+ * *reserved counts what is left); its parts are kept already.
+ */
+static void
+follow_keep (struct blkhash_sent *s, const uint8_t *buf, uint64_t offset,
+             uint64_t end, uint64_t *reserved)
+{
+  for (uint64_t gi = MAX (offset, s->pos) / s->gsize;
+       gi * s->gsize < end; gi++) {
+    const uint64_t ga = gi * s->gsize;
+    const uint64_t gend = MIN (ga + s->gsize, s->size);
+    struct held_gran *g = held_find (&s->held, gi);
+
+    if (ga < offset || gend > end)
+      continue;                 /* a part: kept already */
+    if (g ? g->have == g->len : sent_gran_zero (s, gi))
+      continue;
+    /* Whole, even what the digest has passed: a granule kept is kept
+     * whole once it is known, which re-reads are checked against.
+     */
+    if (held_put (&s->held, gi, 0, gend - ga, buf + (ga - offset),
+                  *reserved > 0, &g) == -1) {
+      nbdkit_error ("blkhash: export '%s': cannot verify what was sent: "
+                    "%s", s->name, s->held.why);
+      s->failed = true;
+      return;
+    }
+    if (*reserved)
+      (*reserved)--;
+  }
+}
+
 void
-blkhash_read_follow_data (nbdkit_next *next, struct blkhash_read_follow *f,
-                          const void *buf, uint64_t offset, uint32_t count)
+follow_data (struct blkhash_sent *s, const uint8_t *buf, uint64_t offset,
+             uint32_t count, uint64_t reserved)
 {
   const uint64_t end = offset + count;
   struct timespec deadline = { 0 };
   bool graced = false;          /* its wait for another reader is over */
-  uint64_t hole;
-  int err;
+  uint64_t from;
 
-  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&f->lock);
   for (;;) {
-    if (f->done || f->failed || f->pos >= end)
+    if (s->failed || s->pos >= end)
       goto leave;               /* nothing new in it */
-    if (!f->busy && f->pos >= offset)
+    if (!s->busy && s->pos >= offset)
       break;                    /* its turn */
-    if (follow_moving (f)) {
-      follow_wait (f, offset, NULL);
+    if (follow_moving (s)) {
+      follow_wait (s, offset, NULL);
       continue;
     }
     /* Nobody else can: another reader may be about to come (the next
      * request of a client's other connection).
      */
-    if (!graced && f->grace_misses < GRACE_MISSES) {
+    if (!graced && s->grace_misses < GRACE_MISSES) {
       if (deadline.tv_sec == 0) {
         clock_gettime (CLOCK_MONOTONIC, &deadline);
         deadline.tv_nsec += GRACE_NS;
         deadline.tv_sec += deadline.tv_nsec / 1000000000;
         deadline.tv_nsec %= 1000000000;
       }
-      if (!follow_wait (f, offset, &deadline)) {
+      if (!follow_wait (s, offset, &deadline)) {
         graced = true;
-        if (!follow_moving (f))
-          f->grace_misses++;
+        if (!follow_moving (s))
+          s->grace_misses++;
       }
       continue;
     }
-    if (window_put (f, buf, offset, count))
-      goto leave;
-    /* What the digest needs next was let go: read it. */
-    hole = follow_hole_end (f, offset) - f->pos;
-    if (hole == 0 || hole > FILL_MAX)
-      goto leave;
-    f->busy = true;
-    f->filled += hole;
-    /* Failed, it hashed what it read: the judge reads the rest. */
-    if (follow_read (next, f, f->pos + hole, &err) == 0)
-      follow_drain (f);
-    f->busy = false;
-    if (f->pos < offset)
-      goto leave;
+    follow_keep (s, buf, offset, end, &reserved);
+    goto leave;
   }
-  f->busy = true;
-  f->in_turn += end - f->pos;
-  follow_hash (f, (const uint8_t *) buf + (f->pos - offset), end - f->pos);
-  follow_drain (f);
-  f->busy = false;
+  s->busy = true;
+  from = s->pos;
+  s->in_turn += end - from;
+  follow_hash (s, buf + (from - offset), end - from);
+  follow_passed (s, from);
+  follow_drain (s);
+  s->busy = false;
  leave:
-  follow_leave (f);
-}
-
-void
-blkhash_read_follow_zero (struct blkhash_read_follow *f, uint64_t offset,
-                          uint64_t count)
-{
-  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&f->lock);
-  if (f->done || f->failed || offset + count <= f->pos)
-    return;
-  /* Full: forgotten (the judge reads them). */
-  blkhash_ranges_add (&f->zeros, offset, offset + count, false);
-  if (!f->busy && offset <= f->pos) {
-    f->busy = true;
-    follow_drain (f);
-    f->busy = false;
-    pthread_cond_broadcast (&f->moved);
-  }
+  /* Room it reserved and did not use. */
+  s->held.reserved -= MIN (reserved, s->held.reserved);
+  s->promised--;
+  s->inflight--;
+  pthread_cond_broadcast (&s->moved);
 }
 
 int
-blkhash_read_follow_final (nbdkit_next *next, struct blkhash_read_follow *f,
-                           uint8_t *out, size_t len, int *err)
+follow_final (struct blkhash_sent *s, uint8_t *out, int *err)
 {
-  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&f->lock);
-  while (f->busy)
-    pthread_cond_wait (&f->moved, &f->lock);
-  if (!f->done) {
-    int r = 0;
+  int r;
 
-    f->busy = true;
-    for (;;) {
-      uint64_t to;
-
-      follow_drain (f);
-      if (f->failed || f->pos >= f->size)
-        break;
-      /* What no reader gave, up to what waits ahead. */
-      to = follow_hole_end (f, f->size);
-      f->read_back += to - f->pos;
-      if ((r = follow_read (next, f, to, err)) == -1)
-        break;
+  while (!s->done && (s->busy || s->promised))
+    pthread_cond_wait (&s->moved, &s->lock);
+  if (!s->done) {
+    s->busy = true;
+    follow_drain (s);
+    if (s->failed || s->pos < s->size) {
+      s->busy = false;
+      pthread_cond_broadcast (&s->moved);
+      if (s->failed)
+        return sent_fail (s, err, "hashing the bytes sent failed");
+      return sent_fail (s, err, "bytes from offset %" PRIu64 " were "
+                        "never kept", s->pos);
     }
-    if (r == 0 && f->failed) {
-      nbdkit_error ("blkhash: the digest of the import failed");
-      *err = EIO;
-      r = -1;
-    }
-    if (r == 0) {
-      pthread_mutex_unlock (&f->lock);
-      r = blkhash_plain_final (next, f->run, f->digest, err);
-      pthread_mutex_lock (&f->lock);
-    }
-    f->busy = false;
-    pthread_cond_broadcast (&f->moved);
-    if (r == -1) {
-      f->failed = true;         /* the gate starts over */
+    pthread_mutex_unlock (&s->lock);
+    r = blkhash_plain_final (NULL, s->run, s->digest, err);
+    pthread_mutex_lock (&s->lock);
+    s->busy = false;
+    pthread_cond_broadcast (&s->moved);
+    if (r == -1)
       return -1;
-    }
-    f->done = true;
-    nbdkit_debug ("blkhash: the plain digest followed the reads: %" PRIu64
-                  " bytes in turn, %" PRIu64 " from copies, %" PRIu64
-                  " zeros, %" PRIu64 " read to fill holes, %" PRIu64
-                  " read back at the end, of %" PRIu64,
-                  f->in_turn, f->copied, f->zeroed, f->filled, f->read_back,
-                  f->size);
+    s->done = true;
+    nbdkit_debug ("blkhash: export '%s': the plain digest of the import: %"
+                  PRIu64 " bytes hashed in turn, %" PRIu64 " from what was "
+                  "kept, %" PRIu64 " zeros, of %" PRIu64, s->name, s->in_turn,
+                  s->from_held, s->zeroed, s->size);
   }
-  memcpy (out, f->digest, len);
+  memcpy (out, s->digest, blkhash_expected->len);
   return 0;
 }

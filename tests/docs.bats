@@ -82,12 +82,12 @@ load "$top_srcdir/tests/helpers"
 
 # Pages a newcomer reads: short enough to read, the everyday commands
 # on the first screen, the reference after them.
-@test "docs: each man page is at most 900 lines of POD" {
+@test "docs: each man page is under 900 lines of POD" {
   local pod n
   for pod in "$top_srcdir"/man/*.pod; do
     n=$(wc -l < "$pod")
     echo "$pod: $n lines"
-    [ "$n" -le 900 ]
+    [ "$n" -lt 900 ]
   done
 }
 

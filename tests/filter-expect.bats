@@ -264,6 +264,10 @@ refused () {
   refused blkhash-expect=garbage blkhash-expect="sha256:$hex64" -- \
     "blkhash-expect is already given (garbage): give it once"
   refused blkhash-expect-at=flush -- "blkhash-expect-at= needs blkhash-expect="
+  refused blkhash-expect="sha256:$hex64" blkhash-expect-spill=lots -- \
+    "blkhash-expect-spill=lots: "
+  refused blkhash-expect-spill=1G -- \
+    "blkhash-expect-spill= needs blkhash-expect="
 }
 
 # readflush.py URI BYTES: read the first BYTES of the export and

@@ -27,6 +27,13 @@ setup_file () {
     printf 'X' | dd of="$d/$f-bad.img" bs=1 seek=2097652 conv=notrunc \
       status=none
   done
+  # The hostile source (tests/hostile.c) and its images: all data.
+  cc -shared -fPIC -o "$d/hostile.so" $(pkg-config --cflags nbdkit) \
+    "$top_srcdir/tests/hostile.c"
+  "$MKIMAGE" '8M;d:0+8M:h' "$d/h8.img"
+  "$MKIMAGE" '80M;d:0+80M:r' "$d/h80.img"
+  # 128 KiB and 4 bytes: 65,538 odd offsets.
+  "$MKIMAGE" '131076;d:0+131076:s' "$d/hsmall.img"
 }
 
 setup () {
@@ -37,6 +44,8 @@ setup () {
   done
   out="$BATS_TEST_TMPDIR/out.img"
   export out
+  # tests/importclient.py, copying to $out: client ORDER ARGS...
+  client="\"\$NBD_PYTHON\" \"$top_srcdir/tests/importclient.py\" \"\$uri\" \"\$out\""
   return 0
 }
 
@@ -235,4 +244,127 @@ PY
   echo "$output"
   [ "$status" -eq 0 ]
   grep -q "blkhash-views-only=true: no client can read or write a data export, so nothing is ever judged" <<< "$output"
+}
+
+# hostile IMG OFF MODE VALUE COMMAND [NBDKIT-OPTS...]: IMG served by
+# the hostile source (tests/hostile.c: the byte at OFF inverted as MODE
+# says) through the filter expecting VALUE; COMMAND copies it to $out;
+# options (-...) go to nbdkit, the rest to the filter.
+# Sets status, output.  Whatever the source does, a client that exits 0
+# has the right image.
+hostile () {
+  local img=$1 off=$2 mode=$3 value=$4 cmd=$5 orig opts=() params=() a
+  shift 5
+  for a; do
+    case $a in -*) opts+=("$a") ;; *) params+=("$a") ;; esac
+  done
+  orig=$(hexdump_at "$img" "$off" 1)
+  rm -f "$out"
+  run serve -r "${opts[@]}" "$BATS_FILE_TMPDIR/hostile.so" file="$img" \
+    badoff="$off" badbyte=$((0x$orig ^ 0xff)) mode="$mode" \
+    blkhash-expect="$value" "${params[@]}" -- "$cmd"
+  echo "== $(basename "$img") $mode $value $*: status $status"
+  echo "$output" | grep -v " ok$" | tail -n 20
+  [ "$status" -ne 0 ] || cmp "$img" "$out"
+}
+
+@test "import from a hostile source: blocks read in part are judged from the bytes the client got" {
+  local img="$BATS_FILE_TMPDIR/h8.img" off=$((5 * 1048576 + 4321)) c
+  local value cmd opt
+  # qemu-img's 2 MiB reads of 4M blocks, nbdcopy's 256K of 1M blocks,
+  # and 32K requests of 64K blocks: every block read in parts.
+  for c in "blkhash-sha256/4M:$(reference sha256 4194304 "$img")|qemu-img convert -f raw -O raw \"\$uri\" \"\$out\"|" \
+           "blkhash:$(reference sha256 1048576 "$img")|nbdcopy \"\$uri\" \"\$out\"|blkhash-block-size=1M" \
+           "blkhash:$(reference sha256 65536 "$img")|nbdcopy --request-size=32768 \"\$uri\" \"\$out\"|"; do
+    IFS='|' read -r value cmd opt <<< "$c"
+    hostile "$img" "$off" none "$value" "$cmd" $opt
+    [ "$status" -eq 0 ]
+    ! grep -q "does not match\|cannot verify" <<< "$output"
+    # The byte is wrong on its first fetch only: the client's.
+    hostile "$img" "$off" first "$value" "$cmd" $opt "${KILLED_CLIENT_OPTS[@]}"
+    [ "$status" -ne 0 ]
+    grep -q "import does not match blkhash-expect" <<< "$output"
+  done
+}
+
+@test "import from a hostile source: data read ahead of a plain digest is what is judged, kept in memory and then in a file up to blkhash-expect-spill" {
+  local img="$BATS_FILE_TMPDIR/h80.img" off=$((70 * 1048576 + 777)) c
+  local value how
+  # 1 MiB reads from the end backwards (sha256: everything arrives
+  # ahead of the digest), and the first half of every 1M block before
+  # the second halves (every block pending): 79 MiB held, past the
+  # 64 MiB in memory.
+  for c in "sha256:$(plain sha256 "$img")|reverse" \
+           "blkhash-sha256/1M:$(reference sha256 1048576 "$img")|halves"; do
+    IFS='|' read -r value how <<< "$c"
+    hostile "$img" "$off" none "$value" "$client $how 1048576"
+    [ "$status" -eq 0 ]
+    grep -q "^copied$" <<< "$output"
+    hostile "$img" "$off" first "$value" "$client $how 1048576" \
+      "${KILLED_CLIENT_OPTS[@]}"
+    [ "$status" -ne 0 ]
+    grep -q "import does not match blkhash-expect" <<< "$output"
+    # 64 MiB in memory and 8M in the file: not enough, the gate fails
+    # the read it cannot keep, and says what lifts the bound.
+    hostile "$img" "$off" none "$value" "$client $how 1048576" \
+      blkhash-expect-spill=8M
+    [ "$status" -ne 0 ]
+    grep -q "failed EIO" <<< "$output"
+    grep -q "cannot verify what was sent: .*blkhash-expect-spill" <<< "$output"
+    ! grep -q "import matches\|^copied$" <<< "$output"
+  done
+}
+
+@test "import from a hostile source: more than 65,536 separate reads never count bytes not yet read" {
+  local img="$BATS_FILE_TMPDIR/hsmall.img" value
+  # One byte at a time: odd offsets (65,538 ranges), 0, even offsets
+  # backwards; the byte at 2, read last, is wrong on every fetch but
+  # the first: the client's must be the one judged.
+  for value in "sha256:$(plain sha256 "$img")" \
+               "blkhash:$(reference sha256 65536 "$img")"; do
+    hostile "$img" 2 later "$value" "$client bytes"
+    [ "$status" -eq 0 ]
+    grep -q "^copied$" <<< "$output"
+  done
+}
+
+@test "import from a hostile source: digests a view computed earlier in the session do not judge the import" {
+  local img="$BATS_FILE_TMPDIR/h8.img" held="$BATS_TEST_TMPDIR/held"
+  # A client holds the session while nbdsum reads the view (the
+  # filter's reads, of 256K: good), then qemu-img copies (2 MiB reads:
+  # bad).
+  hostile "$img" 327780 big "blkhash:$(reference sha256 65536 "$img")" \
+    "\"\$NBD_PYTHON\" -c 'import nbd, sys, time
+h = nbd.NBD(); h.connect_uri(sys.argv[1]); open(sys.argv[2], \"w\").close()
+time.sleep(600)' \"\$uri\" \"$held\" & H=\$!
+     while [ ! -e \"$held\" ]; do sleep 0.05; done
+     \"$NBDSUM\" --no-spot-check \"\$uri\" &&
+       qemu-img convert -f raw -O raw \"\$uri\" \"\$out\"; r=\$?
+     kill \$H; wait \$H; exit \$r" "${KILLED_CLIENT_OPTS[@]}"
+  [ "$status" -ne 0 ]
+  grep -q "import does not match blkhash-expect" <<< "$output"
+}
+
+@test "import from a hostile source: once judged, later reads of the session are checked against what was judged" {
+  local img="$BATS_FILE_TMPDIR/h8.img" off=$((5 * 1048576 + 4321)) value
+  local rereads
+  # Read again: the 64K block holding the byte, 100 bytes around it,
+  # the 1 MiB piece holding it.
+  rereads="$((off / 65536 * 65536)):65536 $((off - 50)):100 $((off / 1048576 * 1048576)):1048576"
+  for value in "sha256:$(plain sha256 "$img")" \
+               "blkhash:$(reference sha256 65536 "$img")" \
+               "blkhash-sha1/1M:$(reference sha1 1048576 "$img")"; do
+    hostile "$img" "$off" none "$value" "$client reread $rereads"
+    [ "$status" -eq 0 ]
+    [ "$(grep -c "^read .* ok$" <<< "$output")" -eq 3 ]
+    # Good on the first fetch (the import passes), wrong after.
+    run serve -r "$BATS_FILE_TMPDIR/hostile.so" file="$img" badoff="$off" \
+      badbyte=$((0x$(hexdump_at "$img" "$off" 1) ^ 0xff)) mode=later \
+      blkhash-expect="$value" -- "$client reread $rereads"
+    echo "$output"
+    grep -q "^copied$" <<< "$output"
+    [ "$(grep -c "^read .* failed EIO$" <<< "$output")" -eq 3 ]
+    ! grep -q "^read .* ok$" <<< "$output"
+    grep -q "cannot verify what was sent" <<< "$output"
+  done
 }
