@@ -107,14 +107,12 @@ blkhash_ranges_add (struct blkhash_ranges *r, uint64_t a, uint64_t b,
   return true;
 }
 
-bool
-blkhash_ranges_covers (const struct blkhash_ranges *r, uint64_t a,
-                       uint64_t b)
+/* The first range ending after a (r->n if none). */
+static size_t
+ranges_after (const struct blkhash_ranges *r, uint64_t a)
 {
   size_t lo = 0, hi = r->n;
 
-  if (a >= b)
-    return true;
   while (lo < hi) {
     const size_t mid = lo + (hi - lo) / 2;
     if (r->v[mid].b <= a)
@@ -122,39 +120,37 @@ blkhash_ranges_covers (const struct blkhash_ranges *r, uint64_t a,
     else
       hi = mid;
   }
-  return lo < r->n && r->v[lo].a <= a && r->v[lo].b >= b;
+  return lo;
+}
+
+bool
+blkhash_ranges_covers (const struct blkhash_ranges *r, uint64_t a,
+                       uint64_t b)
+{
+  size_t i;
+
+  if (a >= b)
+    return true;
+  i = ranges_after (r, a);
+  return i < r->n && r->v[i].a <= a && r->v[i].b >= b;
 }
 
 uint64_t
 blkhash_ranges_end_at (const struct blkhash_ranges *r, uint64_t a)
 {
-  size_t lo = 0, hi = r->n;
+  const size_t i = ranges_after (r, a);
 
-  while (lo < hi) {
-    const size_t mid = lo + (hi - lo) / 2;
-    if (r->v[mid].b <= a)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
-  return lo < r->n && r->v[lo].a <= a ? r->v[lo].b : a;
+  return i < r->n && r->v[i].a <= a ? r->v[i].b : a;
 }
 
 uint64_t
 blkhash_ranges_next (const struct blkhash_ranges *r, uint64_t a)
 {
-  size_t lo = 0, hi = r->n;
+  const size_t i = ranges_after (r, a);
 
-  while (lo < hi) {
-    const size_t mid = lo + (hi - lo) / 2;
-    if (r->v[mid].b <= a)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
-  if (lo == r->n)
+  if (i == r->n)
     return UINT64_MAX;
-  return MAX (r->v[lo].a, a);
+  return MAX (r->v[i].a, a);
 }
 
 void
