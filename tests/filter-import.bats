@@ -9,8 +9,8 @@
 # through tests/httprange.py), plain sha256 and blkhash values, images
 # ending in data and in a hole.  Clients that read out of order, in
 # pieces that are not whole blocks, twice, over several connections and
-# 128 MiB slices; a read-only session that reads part of the image is
-# logged.  Expected values come from coreutils and tests/reference.py
+# 128 MiB slices; extents that call data zeros; a read-only session
+# that reads part of the image is logged.  Expected values come from coreutils and tests/reference.py
 # on the images.
 
 load "$top_srcdir/tests/helpers"
@@ -366,5 +366,41 @@ time.sleep(600)' \"\$uri\" \"$held\" & H=\$!
     [ "$(grep -c "^read .* failed EIO$" <<< "$output")" -eq 3 ]
     ! grep -q "^read .* ok$" <<< "$output"
     grep -q "cannot verify what was sent" <<< "$output"
+  done
+}
+
+@test "import from a hostile source: zeros its extents call zeros are judged as zeros, past a request's end and behind the cache filter too" {
+  local img="$BATS_FILE_TMPDIR/h8.img" holed="$BATS_TEST_TMPDIR/holed.img"
+  local value c cmd opt
+  # [1M, 2M) is data the source's extents call zeros; in holed.img it
+  # is zeros.  Clients believe them: qemu-img (one extent a request),
+  # nbdcopy, a client believing every extent of a reply (the one past
+  # its 1 MiB request), qemu-img with the cache filter behind blkhash.
+  "$MKIMAGE" '8M;d:0+1M:h;d:2M+6M:h' "$holed"
+  for value in "sha256:$(plain sha256 "$img")" \
+               "blkhash:$(reference sha256 65536 "$img")"; do
+    for c in "qemu-img convert -f raw -O raw \"\$uri\" \"\$out\"|" \
+             "nbdcopy \"\$uri\" \"\$out\"|" \
+             "$client extents 1048576|" \
+             "qemu-img convert -f raw -O raw \"\$uri\" \"\$out\"|--filter=cache"; do
+      IFS='|' read -r cmd opt <<< "$c"
+      hostile "$img" 0 none "$value" "$cmd" zero=1048576+1048576 $opt \
+        "${KILLED_CLIENT_OPTS[@]}"
+      [ "$status" -ne 0 ]
+      grep -q "import does not match blkhash-expect" <<< "$output"
+    done
+  done
+  # Where they are zeros, every client passes.
+  for value in "sha256:$(plain sha256 "$holed")" \
+               "blkhash:$(reference sha256 65536 "$holed")"; do
+    for c in "qemu-img convert -f raw -O raw \"\$uri\" \"\$out\"|" \
+             "nbdcopy \"\$uri\" \"\$out\"|" \
+             "$client extents 1048576|" \
+             "qemu-img convert -f raw -O raw \"\$uri\" \"\$out\"|--filter=cache"; do
+      IFS='|' read -r cmd opt <<< "$c"
+      hostile "$holed" 0 none "$value" "$cmd" zero=1048576+1048576 $opt -v
+      [ "$status" -eq 0 ]
+      grep -q "import matches blkhash-expect" <<< "$output"
+    done
   done
 }

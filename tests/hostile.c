@@ -12,7 +12,10 @@
  *                client's large reads get, not the filter's own
  *   mode=none    never (the honest source)
  *
- * and counts the fetches of that byte in nbdkit's debug log.  Built by
+ * and counts the fetches of that byte in nbdkit's debug log.  With
+ * zero=OFF+LEN its extents call that range zeros (whatever it holds)
+ * and the rest data, the whole image's list for every request: nbdkit
+ * keeps what it sends.  Built by
  * the suite: cc -shared -fPIC $(pkg-config --cflags nbdkit) hostile.c
  */
 #include <errno.h>
@@ -38,6 +41,7 @@ static int64_t badoff = -1;
 static int badbyte = 0xff;
 static enum mode mode = MODE_NONE;
 static int64_t big = 1024 * 1024;
+static int64_t zero_off = -1, zero_len;
 static unsigned fetches;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -57,6 +61,15 @@ hostile_config (const char *key, const char *value)
     badoff = strtoll (value, NULL, 0);
   else if (strcmp (key, "badbyte") == 0)
     badbyte = strtol (value, NULL, 0);
+  else if (strcmp (key, "zero") == 0) {
+    char *end;
+    zero_off = strtoll (value, &end, 0);
+    if (*end != '+') {
+      nbdkit_error ("zero=%s: OFF+LEN", value);
+      return -1;
+    }
+    zero_len = strtoll (end + 1, NULL, 0);
+  }
   else if (strcmp (key, "big") == 0)
     big = strtoll (value, NULL, 0);
   else if (strcmp (key, "mode") == 0) {
@@ -111,6 +124,27 @@ hostile_can_multi_conn (void *handle)
 }
 
 static int
+hostile_can_extents (void *handle)
+{
+  return zero_off >= 0;
+}
+
+static int
+hostile_extents (void *handle, uint32_t count, uint64_t offset,
+                 uint32_t flags, struct nbdkit_extents *extents)
+{
+  const int64_t zero_end = zero_off + zero_len;
+
+  if ((zero_off > 0 && nbdkit_add_extent (extents, 0, zero_off, 0) == -1) ||
+      nbdkit_add_extent (extents, zero_off, zero_len,
+                         NBDKIT_EXTENT_HOLE | NBDKIT_EXTENT_ZERO) == -1 ||
+      (zero_end < size &&
+       nbdkit_add_extent (extents, zero_end, size - zero_end, 0) == -1))
+    return -1;
+  return 0;
+}
+
+static int
 hostile_pread (void *handle, void *buf, uint32_t count, uint64_t offset,
                uint32_t flags)
 {
@@ -155,6 +189,8 @@ static struct nbdkit_plugin plugin = {
   .get_size = hostile_get_size,
   .can_write = hostile_can_write,
   .can_multi_conn = hostile_can_multi_conn,
+  .can_extents = hostile_can_extents,
+  .extents = hostile_extents,
   .pread = hostile_pread,
 };
 
