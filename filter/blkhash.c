@@ -509,6 +509,11 @@ blkhash_prepare (nbdkit_next *next, void *handle, int readonly)
   h->e = blkhash_export_get (h->name, size);
   if (h->e == NULL)
     return -1;
+  /* No request can complete an empty import: judged now. */
+  if (!is_plain (h) && !is_view (h) && blkhash_expect_empty (h->e) == -1) {
+    blkhash_leave (NULL, h);
+    return -1;
+  }
 
   if (is_plain (h)) {
     h->plain = blkhash_plain_view_new (h->name, h->plain_digest, size,

@@ -635,6 +635,35 @@ blkhash_expect_extents_end (nbdkit_next *next, struct blkhash_export *e,
   return r;
 }
 
+int
+blkhash_expect_empty (struct blkhash_export *e)
+{
+  const char *name = blkhash_export_name (e);
+  char got[2 * BLK_DIGEST_MAX + 1], want[2 * BLK_DIGEST_MAX + 1];
+  uint8_t d[BLK_DIGEST_MAX];
+  struct blkhash_sent *s;
+  int err = 0, r;
+
+  if (blkhash_expected == NULL || blkhash_export_size (e) != 0)
+    return 0;
+  /* The value of nothing, as a record of no byte computes it. */
+  if ((s = blkhash_sent_new (name, 0, &err)) == NULL)
+    return -1;
+  r = blkhash_sent_final (s, d, &err);
+  blkhash_sent_free (s);
+  if (r == -1)
+    return -1;
+  if (memcmp (d, blkhash_expected->want, blkhash_expected->len) == 0)
+    return 0;
+  blk_hex (d, blkhash_expected->len, got);
+  blk_hex (blkhash_expected->want, blkhash_expected->len, want);
+  nbdkit_error ("blkhash: export '%s': import does not match "
+                "blkhash-expect: expected %s:%s, got %s:%s (the export is "
+                "empty: the connection is refused)", name,
+                blkhash_expected->tag, want, blkhash_expected->tag, got);
+  return -1;
+}
+
 /* Bytes sent or known zero of the content as it is; gates_lock held. */
 static uint64_t
 expect_seen_bytes (const struct blkhash_gate *g)

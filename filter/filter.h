@@ -564,6 +564,10 @@ extern int blkhash_expect_extents_end (nbdkit_next *next,
                                        struct nbdkit_extents *exts,
                                        uint32_t count, uint64_t offset,
                                        uint32_t flags, int *err);
+/* A client connects to e, a data export of no byte, which no request
+ * can complete: judge it now.  0, or -1 (a mismatch, logged).
+ */
+extern int blkhash_expect_empty (struct blkhash_export *e);
 /* May export name's blkhash-file line hold its checksum root (default
  * parameters)?  false: the content is not known to match, the line
  * holds zeros.

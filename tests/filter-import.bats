@@ -237,6 +237,28 @@ PY
   ! grep -q "does not match" <<< "$output"
 }
 
+@test "import: an empty export is judged when a client connects: a source serving nothing fails" {
+  local empty="$BATS_TEST_TMPDIR/empty.img" img value client
+  : > "$empty"
+  # The published image is src.img; the source serves no byte, so no
+  # read ever completes it: the handshake is the only place to judge.
+  for img in "$BATS_FILE_TMPDIR/src.img" "$empty"; do
+    for value in "sha256:$(plain sha256 "$img")" \
+                 "blkhash:$(reference sha256 65536 "$img")"; do
+      for client in qemu-img nbdcopy; do
+        import file "$client" "$value" "$empty"
+        if [ "$img" = "$empty" ]; then
+          [ "$status" -eq 0 ]
+          ! grep -q "does not match" <<< "$output"
+        else
+          [ "$status" -ne 0 ]
+          grep -q "import does not match blkhash-expect: expected .*, got .* (the export is empty: the connection is refused)" <<< "$output"
+        fi
+      done
+    done
+  done
+}
+
 @test "import: blkhash-expect with blkhash-views-only is warned about at start" {
   run nbdkit -U - --filter="$BLKHASH_FILTER" memory 1M \
     blkhash-views-only=true blkhash-expect="sha256:$(printf '%064d' 0)" \
