@@ -98,6 +98,8 @@ struct blkhash_gate {
   bool logged;                  /* a mismatch logged as an error */
   bool judging;                 /* a thread computes its value */
   char got[2 * BLK_DIGEST_MAX + 1];
+  unsigned conns;               /* connections prepared, all of */
+  uint64_t conn_size;           /* ... this size */
   struct blkhash_gate *next;
 };
 
@@ -160,13 +162,12 @@ gate_reset (struct blkhash_gate *g, uint64_t size)
   g->logged = false;
 }
 
-/* A request through e: its gate, in its session.  gates_lock held;
- * NULL with *err set if out of memory.
+/* The gate of name, made if need be; gates_lock held.  NULL with
+ * *err set if out of memory.
  */
 static struct blkhash_gate *
-gate_enter (struct blkhash_export *e, int *err)
+gate_get (const char *name, int *err)
 {
-  const char *name = blkhash_export_name (e);
   struct blkhash_gate *g = expect_find (name);
 
   if (g == NULL) {
@@ -182,8 +183,29 @@ gate_enter (struct blkhash_export *e, int *err)
     g->next = gates;
     gates = g;
   }
+  return g;
+}
+
+/* A request through e: its gate, in its session.  gates_lock held;
+ * NULL with *err set if out of memory, or if e is not of the
+ * session's size (expect_connect refuses such connections: in case).
+ */
+static struct blkhash_gate *
+gate_enter (struct blkhash_export *e, int *err)
+{
+  struct blkhash_gate *g = gate_get (blkhash_export_name (e), err);
+
+  if (g == NULL)
+    return NULL;
   if (g->session_over)
     gate_reset (g, blkhash_export_size (e));
+  else if (g->size != blkhash_export_size (e)) {
+    nbdkit_error ("blkhash: export '%s': a request of a connection of %"
+                  PRIu64 " bytes in a session of %" PRIu64 ": it fails",
+                  g->name, blkhash_export_size (e), g->size);
+    *err = EIO;
+    return NULL;
+  }
   g->entered++;
   return g;
 }
@@ -635,8 +657,9 @@ blkhash_expect_extents_end (nbdkit_next *next, struct blkhash_export *e,
   return r;
 }
 
-int
-blkhash_expect_empty (struct blkhash_export *e)
+/* Judge e, empty: 0, or -1 (a mismatch, logged). */
+static int
+expect_empty (struct blkhash_export *e)
 {
   const char *name = blkhash_export_name (e);
   char got[2 * BLK_DIGEST_MAX + 1], want[2 * BLK_DIGEST_MAX + 1];
@@ -644,8 +667,6 @@ blkhash_expect_empty (struct blkhash_export *e)
   struct blkhash_sent *s;
   int err = 0, r;
 
-  if (blkhash_expected == NULL || blkhash_export_size (e) != 0)
-    return 0;
   /* The value of nothing, as a record of no byte computes it. */
   if ((s = blkhash_sent_new (name, 0, &err)) == NULL)
     return -1;
@@ -662,6 +683,48 @@ blkhash_expect_empty (struct blkhash_export *e)
                 "empty: the connection is refused)", name,
                 blkhash_expected->tag, want, blkhash_expected->tag, got);
   return -1;
+}
+
+int
+blkhash_expect_connect (struct blkhash_export *e)
+{
+  const uint64_t size = blkhash_export_size (e);
+  struct blkhash_gate *g;
+  int err = 0;
+
+  if (blkhash_expected == NULL)
+    return 0;
+  if (size == 0 && expect_empty (e) == -1)
+    return -1;
+  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&gates_lock);
+  if ((g = gate_get (blkhash_export_name (e), &err)) == NULL)
+    return -1;
+  /* A source that tells connections different sizes (a hostile HTTP
+   * server's answers to each connection's HEAD) serves two contents.
+   */
+  if (g->conns && g->conn_size != size) {
+    nbdkit_error ("blkhash: export '%s': the source has %" PRIu64 " bytes "
+                  "for this connection, %" PRIu64 " for the %u others: the "
+                  "connection is refused (blkhash-expect judges one "
+                  "content)", g->name, size, g->conn_size, g->conns);
+    return -1;
+  }
+  g->conns++;
+  g->conn_size = size;
+  return 0;
+}
+
+void
+blkhash_expect_disconnect (struct blkhash_export *e)
+{
+  struct blkhash_gate *g;
+
+  if (blkhash_expected == NULL)
+    return;
+  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&gates_lock);
+  g = expect_find (blkhash_export_name (e));
+  if (g && g->conns)
+    g->conns--;
 }
 
 /* Bytes sent or known zero of the content as it is; gates_lock held. */
@@ -687,7 +750,10 @@ blkhash_expect_session_end (nbdkit_next *next, struct blkhash_export *e)
   {
     ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&gates_lock);
     g = expect_find (blkhash_export_name (e));
-    if (g == NULL || g->session_over)
+    /* Another size's export (a view's, a refused connection's) is not
+     * the session's.
+     */
+    if (g == NULL || g->session_over || g->size != blkhash_export_size (e))
       return;
     v = verdict_now (g);
     logged = g->logged;

@@ -426,3 +426,26 @@ time.sleep(600)' \"\$uri\" \"$held\" & H=\$!
     done
   done
 }
+
+@test "import from a hostile source: a connection told another size than the others is refused" {
+  local img="$BATS_FILE_TMPDIR/h8.img" value two
+  # Two connections, each read whole: the second is told 16 MiB (zeros
+  # past the image; nbdkit crashed reading past the record of 8 MiB).
+  two="\"\$NBD_PYTHON\" -c 'import nbd, sys
+hs = []
+for i in range(2):
+    h = nbd.NBD(); h.connect_uri(sys.argv[1]); hs.append(h)
+for h in hs:
+    for o in range(0, h.get_size(), 1 << 20):
+        h.pread(1 << 20, o)' \"\$uri\""
+  for value in "sha256:$(plain sha256 "$img")" \
+               "blkhash:$(reference sha256 65536 "$img")"; do
+    for cmd in "$two" "nbdcopy -C 2 \"\$uri\" \"\$out\""; do
+      hostile "$img" 0 none "$value" "$cmd" othersize=16777216 \
+        "${KILLED_CLIENT_OPTS[@]}"
+      [ "$status" -ne 0 ]
+      grep -q "the source has [0-9]* bytes for this connection, [0-9]* for the [0-9]* others: the connection is refused" <<< "$output"
+      ! grep -qi "signal\|segmentation\|abort" <<< "$output"
+    done
+  done
+}

@@ -15,7 +15,9 @@
  * and counts the fetches of that byte in nbdkit's debug log.  With
  * zero=OFF+LEN its extents call that range zeros (whatever it holds)
  * and the rest data, the whole image's list for every request: nbdkit
- * keeps what it sends.  Built by
+ * keeps what it sends.  With othersize=SIZE every second connection is
+ * told the export has SIZE bytes (zeros past the file): a hostile HTTP
+ * server's answers to each connection's HEAD.  Built by
  * the suite: cc -shared -fPIC $(pkg-config --cflags nbdkit) hostile.c
  */
 #include <errno.h>
@@ -42,6 +44,8 @@ static int badbyte = 0xff;
 static enum mode mode = MODE_NONE;
 static int64_t big = 1024 * 1024;
 static int64_t zero_off = -1, zero_len;
+static int64_t othersize = -1;
+static unsigned opens;
 static unsigned fetches;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -70,6 +74,8 @@ hostile_config (const char *key, const char *value)
     }
     zero_len = strtoll (end + 1, NULL, 0);
   }
+  else if (strcmp (key, "othersize") == 0)
+    othersize = strtoll (value, NULL, 0);
   else if (strcmp (key, "big") == 0)
     big = strtoll (value, NULL, 0);
   else if (strcmp (key, "mode") == 0) {
@@ -99,16 +105,31 @@ hostile_config_complete (void)
   return 0;
 }
 
+static int64_t sizes[2];
+
+static int
+hostile_get_ready (void)
+{
+  sizes[0] = size;
+  sizes[1] = othersize >= 0 ? othersize : size;
+  return 0;
+}
+
 static void *
 hostile_open (int readonly)
 {
-  return &fd;
+  unsigned k;
+
+  pthread_mutex_lock (&lock);
+  k = opens++;
+  pthread_mutex_unlock (&lock);
+  return &sizes[k % 2];
 }
 
 static int64_t
 hostile_get_size (void *handle)
 {
-  return size;
+  return *(int64_t *) handle;
 }
 
 static int
@@ -152,6 +173,10 @@ hostile_pread (void *handle, void *buf, uint32_t count, uint64_t offset,
 
   while (done < count) {
     ssize_t r = pread (fd, (char *) buf + done, count - done, offset + done);
+    if (r == 0 && offset + done >= (uint64_t) size) {
+      memset ((char *) buf + done, 0, count - done);
+      break;
+    }
     if (r <= 0) {
       nbdkit_error ("pread: %s", r == 0 ? "end of file" : strerror (errno));
       nbdkit_set_error (EIO);
@@ -185,6 +210,7 @@ static struct nbdkit_plugin plugin = {
   .name = "hostile",
   .config = hostile_config,
   .config_complete = hostile_config_complete,
+  .get_ready = hostile_get_ready,
   .open = hostile_open,
   .get_size = hostile_get_size,
   .can_write = hostile_can_write,
