@@ -449,3 +449,16 @@ for h in hs:
     done
   done
 }
+
+@test "import: a read whose data the gate cannot keep fails itself, not only the read completing the image" {
+  local img="$BATS_FILE_TMPDIR/h80.img"
+  # 1 MiB reads from the end: 64 MiB ahead of the sha256 digest fit in
+  # memory, the next needs the file, which TMPDIR cannot hold.
+  TMPDIR="$BATS_TEST_TMPDIR/none" run serve -r file "$img" \
+    blkhash-expect="sha256:$(plain sha256 "$img")" -- "$client reverse 1048576"
+  echo "$output" | head -n 20
+  [ "$status" -ne 0 ]
+  grep -q "cannot verify what was sent: cannot make a file in $BATS_TEST_TMPDIR/none" <<< "$output"
+  grep -q "^read $((15 * 1048576)) 1048576 failed EIO$" <<< "$output"
+  ! grep -q "^copied$" <<< "$output"
+}
