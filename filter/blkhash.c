@@ -65,6 +65,7 @@ struct handle {
   struct blkhash_plain_view *plain;     /* NAME@digest: from prepare */
   char *nonce;                          /* view: its name's, echoed */
   pthread_mutex_t lock;                 /* view: getting the table */
+  bool joined;                          /* data: counted by the gate */
 };
 
 static void
@@ -448,6 +449,12 @@ blkhash_leave (nbdkit_next *next, struct handle *h)
       blkhash_results_session_lost (h->e);
     blkhash_log_stats (h->e);
   }
+  /* After its session's end, so that no connection of another size
+   * joins a session that is ending.
+   */
+  if (h->joined)
+    blkhash_expect_disconnect (h->e);
+  h->joined = false;
   blkhash_export_release (h->e);
   h->e = NULL;
 }
@@ -509,6 +516,14 @@ blkhash_prepare (nbdkit_next *next, void *handle, int readonly)
   h->e = blkhash_export_get (h->name, size);
   if (h->e == NULL)
     return -1;
+  /* The gate judges one content of one size (an empty one now). */
+  if (!is_plain (h) && !is_view (h)) {
+    if (blkhash_expect_connect (h->e) == -1) {
+      blkhash_leave (NULL, h);
+      return -1;
+    }
+    h->joined = true;
+  }
 
   if (is_plain (h)) {
     h->plain = blkhash_plain_view_new (h->name, h->plain_digest, size,

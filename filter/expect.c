@@ -98,6 +98,8 @@ struct blkhash_gate {
   bool logged;                  /* a mismatch logged as an error */
   bool judging;                 /* a thread computes its value */
   char got[2 * BLK_DIGEST_MAX + 1];
+  unsigned conns;               /* connections prepared, all of */
+  uint64_t conn_size;           /* ... this size */
   struct blkhash_gate *next;
 };
 
@@ -160,13 +162,12 @@ gate_reset (struct blkhash_gate *g, uint64_t size)
   g->logged = false;
 }
 
-/* A request through e: its gate, in its session.  gates_lock held;
- * NULL with *err set if out of memory.
+/* The gate of name, made if need be; gates_lock held.  NULL with
+ * *err set if out of memory.
  */
 static struct blkhash_gate *
-gate_enter (struct blkhash_export *e, int *err)
+gate_get (const char *name, int *err)
 {
-  const char *name = blkhash_export_name (e);
   struct blkhash_gate *g = expect_find (name);
 
   if (g == NULL) {
@@ -182,8 +183,29 @@ gate_enter (struct blkhash_export *e, int *err)
     g->next = gates;
     gates = g;
   }
+  return g;
+}
+
+/* A request through e: its gate, in its session.  gates_lock held;
+ * NULL with *err set if out of memory, or if e is not of the
+ * session's size (expect_connect refuses such connections: in case).
+ */
+static struct blkhash_gate *
+gate_enter (struct blkhash_export *e, int *err)
+{
+  struct blkhash_gate *g = gate_get (blkhash_export_name (e), err);
+
+  if (g == NULL)
+    return NULL;
   if (g->session_over)
     gate_reset (g, blkhash_export_size (e));
+  else if (g->size != blkhash_export_size (e)) {
+    nbdkit_error ("blkhash: export '%s': a request of a connection of %"
+                  PRIu64 " bytes in a session of %" PRIu64 ": it fails",
+                  g->name, blkhash_export_size (e), g->size);
+    *err = EIO;
+    return NULL;
+  }
   g->entered++;
   return g;
 }
@@ -607,32 +629,102 @@ blkhash_expect_extents_end (nbdkit_next *next, struct blkhash_export *e,
 
   if (io->g == NULL)
     return 0;
-  /* What nbdkit sends: extents up to the one past the end, whole (with
-   * REQ_ONE, the first, cut at the end), each of at most 4G - 1.
+  /* What nbdkit sends (its extents_to_block_descriptors): with
+   * REQ_ONE the first extent, cut at the end; else extents until one
+   * passes the end, each of at most 4G - 1, so the one after an extent
+   * ending at the end too.  The client believes them even where
+   * blkhash takes no hole from them (the cache filter behind it).
    */
   for (size_t i = 0; io->rs && exts && r == 0 &&
-         blkhash_extents_usable (next) && i < nbdkit_extents_count (exts);
-       i++) {
+         i < nbdkit_extents_count (exts); i++) {
     const struct nbdkit_extent x = nbdkit_get_extent (exts, i);
     uint64_t a = MAX (x.offset, offset);
     uint64_t b = x.offset + MIN (x.length, (uint64_t) UINT32_MAX);
     bool c = false;
 
-    if (x.offset >= end)
-      break;
     if (flags & NBDKIT_FLAG_REQ_ONE)
       b = MIN (b, end);
     if (b > a && (x.type & NBDKIT_EXTENT_ZERO)) {
       r = blkhash_sent_zero (next, io->rs->s, a, b - a, &c, err);
       complete |= c;
     }
-    if (flags & NBDKIT_FLAG_REQ_ONE)
+    if ((flags & NBDKIT_FLAG_REQ_ONE) || b > end)
       break;
   }
   if (exts && r == 0)
     r = expect_settle (io->g, io->rs, complete, false, err);
   expect_io_end (io);
   return r;
+}
+
+/* Judge e, empty: 0, or -1 (a mismatch, logged). */
+static int
+expect_empty (struct blkhash_export *e)
+{
+  const char *name = blkhash_export_name (e);
+  char got[2 * BLK_DIGEST_MAX + 1], want[2 * BLK_DIGEST_MAX + 1];
+  uint8_t d[BLK_DIGEST_MAX];
+  struct blkhash_sent *s;
+  int err = 0, r;
+
+  /* The value of nothing, as a record of no byte computes it. */
+  if ((s = blkhash_sent_new (name, 0, &err)) == NULL)
+    return -1;
+  r = blkhash_sent_final (s, d, &err);
+  blkhash_sent_free (s);
+  if (r == -1)
+    return -1;
+  if (memcmp (d, blkhash_expected->want, blkhash_expected->len) == 0)
+    return 0;
+  blk_hex (d, blkhash_expected->len, got);
+  blk_hex (blkhash_expected->want, blkhash_expected->len, want);
+  nbdkit_error ("blkhash: export '%s': import does not match "
+                "blkhash-expect: expected %s:%s, got %s:%s (the export is "
+                "empty: the connection is refused)", name,
+                blkhash_expected->tag, want, blkhash_expected->tag, got);
+  return -1;
+}
+
+int
+blkhash_expect_connect (struct blkhash_export *e)
+{
+  const uint64_t size = blkhash_export_size (e);
+  struct blkhash_gate *g;
+  int err = 0;
+
+  if (blkhash_expected == NULL)
+    return 0;
+  if (size == 0 && expect_empty (e) == -1)
+    return -1;
+  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&gates_lock);
+  if ((g = gate_get (blkhash_export_name (e), &err)) == NULL)
+    return -1;
+  /* A source that tells connections different sizes (a hostile HTTP
+   * server's answers to each connection's HEAD) serves two contents.
+   */
+  if (g->conns && g->conn_size != size) {
+    nbdkit_error ("blkhash: export '%s': the source has %" PRIu64 " bytes "
+                  "for this connection, %" PRIu64 " for the %u others: the "
+                  "connection is refused (blkhash-expect judges one "
+                  "content)", g->name, size, g->conn_size, g->conns);
+    return -1;
+  }
+  g->conns++;
+  g->conn_size = size;
+  return 0;
+}
+
+void
+blkhash_expect_disconnect (struct blkhash_export *e)
+{
+  struct blkhash_gate *g;
+
+  if (blkhash_expected == NULL)
+    return;
+  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&gates_lock);
+  g = expect_find (blkhash_export_name (e));
+  if (g && g->conns)
+    g->conns--;
 }
 
 /* Bytes sent or known zero of the content as it is; gates_lock held. */
@@ -658,7 +750,10 @@ blkhash_expect_session_end (nbdkit_next *next, struct blkhash_export *e)
   {
     ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&gates_lock);
     g = expect_find (blkhash_export_name (e));
-    if (g == NULL || g->session_over)
+    /* Another size's export (a view's, a refused connection's) is not
+     * the session's.
+     */
+    if (g == NULL || g->session_over || g->size != blkhash_export_size (e))
       return;
     v = verdict_now (g);
     logged = g->logged;

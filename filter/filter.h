@@ -564,6 +564,13 @@ extern int blkhash_expect_extents_end (nbdkit_next *next,
                                        struct nbdkit_extents *exts,
                                        uint32_t count, uint64_t offset,
                                        uint32_t flags, int *err);
+/* A client connects to data export e (at prepare): refused (-1,
+ * logged) if the export's other connections have another size, or if
+ * it is empty (which no request completes: judged now) and does not
+ * match.  _disconnect: it went, after its session's end.
+ */
+extern int blkhash_expect_connect (struct blkhash_export *e);
+extern void blkhash_expect_disconnect (struct blkhash_export *e);
 /* May export name's blkhash-file line hold its checksum root (default
  * parameters)?  false: the content is not known to match, the line
  * holds zeros.

@@ -486,6 +486,14 @@ sent_span (nbdkit_next *next, struct blkhash_sent *s, struct span *sp,
     s->promised++;
     follow_data (s, sp->buf, sp->offset, sp->end - sp->offset, later);
     is_read = false;            /* it left */
+    /* What the digest could not keep or hash (logged): its bytes do
+     * not go out unverified.
+     */
+    if (s->failed) {
+      r = sent_fail (s, err, "the digest of what was sent could not keep "
+                     "or hash it");
+      goto out;
+    }
   }
   else if (s->run && !s->busy) {
     /* Zeros at the digest's position: hash them on. */

@@ -9,8 +9,8 @@
 # through tests/httprange.py), plain sha256 and blkhash values, images
 # ending in data and in a hole.  Clients that read out of order, in
 # pieces that are not whole blocks, twice, over several connections and
-# 128 MiB slices; a read-only session that reads part of the image is
-# logged.  Expected values come from coreutils and tests/reference.py
+# 128 MiB slices; extents that call data zeros; a read-only session
+# that reads part of the image is logged.  Expected values come from coreutils and tests/reference.py
 # on the images.
 
 load "$top_srcdir/tests/helpers"
@@ -237,6 +237,28 @@ PY
   ! grep -q "does not match" <<< "$output"
 }
 
+@test "import: an empty export is judged when a client connects: a source serving nothing fails" {
+  local empty="$BATS_TEST_TMPDIR/empty.img" img value client
+  : > "$empty"
+  # The published image is src.img; the source serves no byte, so no
+  # read ever completes it: the handshake is the only place to judge.
+  for img in "$BATS_FILE_TMPDIR/src.img" "$empty"; do
+    for value in "sha256:$(plain sha256 "$img")" \
+                 "blkhash:$(reference sha256 65536 "$img")"; do
+      for client in qemu-img nbdcopy; do
+        import file "$client" "$value" "$empty"
+        if [ "$img" = "$empty" ]; then
+          [ "$status" -eq 0 ]
+          ! grep -q "does not match" <<< "$output"
+        else
+          [ "$status" -ne 0 ]
+          grep -q "import does not match blkhash-expect: expected .*, got .* (the export is empty: the connection is refused)" <<< "$output"
+        fi
+      done
+    done
+  done
+}
+
 @test "import: blkhash-expect with blkhash-views-only is warned about at start" {
   run nbdkit -U - --filter="$BLKHASH_FILTER" memory 1M \
     blkhash-views-only=true blkhash-expect="sha256:$(printf '%064d' 0)" \
@@ -367,4 +389,76 @@ time.sleep(600)' \"\$uri\" \"$held\" & H=\$!
     ! grep -q "^read .* ok$" <<< "$output"
     grep -q "cannot verify what was sent" <<< "$output"
   done
+}
+
+@test "import from a hostile source: zeros its extents call zeros are judged as zeros, past a request's end and behind the cache filter too" {
+  local img="$BATS_FILE_TMPDIR/h8.img" holed="$BATS_TEST_TMPDIR/holed.img"
+  local value c cmd opt
+  # [1M, 2M) is data the source's extents call zeros; in holed.img it
+  # is zeros.  Clients believe them: qemu-img (one extent a request),
+  # nbdcopy, a client believing every extent of a reply (the one past
+  # its 1 MiB request), qemu-img with the cache filter behind blkhash.
+  "$MKIMAGE" '8M;d:0+1M:h;d:2M+6M:h' "$holed"
+  for value in "sha256:$(plain sha256 "$img")" \
+               "blkhash:$(reference sha256 65536 "$img")"; do
+    for c in "qemu-img convert -f raw -O raw \"\$uri\" \"\$out\"|" \
+             "nbdcopy \"\$uri\" \"\$out\"|" \
+             "$client extents 1048576|" \
+             "qemu-img convert -f raw -O raw \"\$uri\" \"\$out\"|--filter=cache"; do
+      IFS='|' read -r cmd opt <<< "$c"
+      hostile "$img" 0 none "$value" "$cmd" zero=1048576+1048576 $opt \
+        "${KILLED_CLIENT_OPTS[@]}"
+      [ "$status" -ne 0 ]
+      grep -q "import does not match blkhash-expect" <<< "$output"
+    done
+  done
+  # Where they are zeros, every client passes.
+  for value in "sha256:$(plain sha256 "$holed")" \
+               "blkhash:$(reference sha256 65536 "$holed")"; do
+    for c in "qemu-img convert -f raw -O raw \"\$uri\" \"\$out\"|" \
+             "nbdcopy \"\$uri\" \"\$out\"|" \
+             "$client extents 1048576|" \
+             "qemu-img convert -f raw -O raw \"\$uri\" \"\$out\"|--filter=cache"; do
+      IFS='|' read -r cmd opt <<< "$c"
+      hostile "$holed" 0 none "$value" "$cmd" zero=1048576+1048576 $opt -v
+      [ "$status" -eq 0 ]
+      grep -q "import matches blkhash-expect" <<< "$output"
+    done
+  done
+}
+
+@test "import from a hostile source: a connection told another size than the others is refused" {
+  local img="$BATS_FILE_TMPDIR/h8.img" value two
+  # Two connections, each read whole: the second is told 16 MiB (zeros
+  # past the image; nbdkit crashed reading past the record of 8 MiB).
+  two="\"\$NBD_PYTHON\" -c 'import nbd, sys
+hs = []
+for i in range(2):
+    h = nbd.NBD(); h.connect_uri(sys.argv[1]); hs.append(h)
+for h in hs:
+    for o in range(0, h.get_size(), 1 << 20):
+        h.pread(1 << 20, o)' \"\$uri\""
+  for value in "sha256:$(plain sha256 "$img")" \
+               "blkhash:$(reference sha256 65536 "$img")"; do
+    for cmd in "$two" "nbdcopy -C 2 \"\$uri\" \"\$out\""; do
+      hostile "$img" 0 none "$value" "$cmd" othersize=16777216 \
+        "${KILLED_CLIENT_OPTS[@]}"
+      [ "$status" -ne 0 ]
+      grep -q "the source has [0-9]* bytes for this connection, [0-9]* for the [0-9]* others: the connection is refused" <<< "$output"
+      ! grep -qi "signal\|segmentation\|abort" <<< "$output"
+    done
+  done
+}
+
+@test "import: a read whose data the gate cannot keep fails itself, not only the read completing the image" {
+  local img="$BATS_FILE_TMPDIR/h80.img"
+  # 1 MiB reads from the end: 64 MiB ahead of the sha256 digest fit in
+  # memory, the next needs the file, which TMPDIR cannot hold.
+  TMPDIR="$BATS_TEST_TMPDIR/none" run serve -r file "$img" \
+    blkhash-expect="sha256:$(plain sha256 "$img")" -- "$client reverse 1048576"
+  echo "$output" | head -n 20
+  [ "$status" -ne 0 ]
+  grep -q "cannot verify what was sent: cannot make a file in $BATS_TEST_TMPDIR/none" <<< "$output"
+  grep -q "^read $((15 * 1048576)) 1048576 failed EIO$" <<< "$output"
+  ! grep -q "^copied$" <<< "$output"
 }

@@ -12,7 +12,12 @@
  *                client's large reads get, not the filter's own
  *   mode=none    never (the honest source)
  *
- * and counts the fetches of that byte in nbdkit's debug log.  Built by
+ * and counts the fetches of that byte in nbdkit's debug log.  With
+ * zero=OFF+LEN its extents call that range zeros (whatever it holds)
+ * and the rest data, the whole image's list for every request: nbdkit
+ * keeps what it sends.  With othersize=SIZE every second connection is
+ * told the export has SIZE bytes (zeros past the file): a hostile HTTP
+ * server's answers to each connection's HEAD.  Built by
  * the suite: cc -shared -fPIC $(pkg-config --cflags nbdkit) hostile.c
  */
 #include <errno.h>
@@ -38,6 +43,9 @@ static int64_t badoff = -1;
 static int badbyte = 0xff;
 static enum mode mode = MODE_NONE;
 static int64_t big = 1024 * 1024;
+static int64_t zero_off = -1, zero_len;
+static int64_t othersize = -1;
+static unsigned opens;
 static unsigned fetches;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -57,6 +65,17 @@ hostile_config (const char *key, const char *value)
     badoff = strtoll (value, NULL, 0);
   else if (strcmp (key, "badbyte") == 0)
     badbyte = strtol (value, NULL, 0);
+  else if (strcmp (key, "zero") == 0) {
+    char *end;
+    zero_off = strtoll (value, &end, 0);
+    if (*end != '+') {
+      nbdkit_error ("zero=%s: OFF+LEN", value);
+      return -1;
+    }
+    zero_len = strtoll (end + 1, NULL, 0);
+  }
+  else if (strcmp (key, "othersize") == 0)
+    othersize = strtoll (value, NULL, 0);
   else if (strcmp (key, "big") == 0)
     big = strtoll (value, NULL, 0);
   else if (strcmp (key, "mode") == 0) {
@@ -86,16 +105,31 @@ hostile_config_complete (void)
   return 0;
 }
 
+static int64_t sizes[2];
+
+static int
+hostile_get_ready (void)
+{
+  sizes[0] = size;
+  sizes[1] = othersize >= 0 ? othersize : size;
+  return 0;
+}
+
 static void *
 hostile_open (int readonly)
 {
-  return &fd;
+  unsigned k;
+
+  pthread_mutex_lock (&lock);
+  k = opens++;
+  pthread_mutex_unlock (&lock);
+  return &sizes[k % 2];
 }
 
 static int64_t
 hostile_get_size (void *handle)
 {
-  return size;
+  return *(int64_t *) handle;
 }
 
 static int
@@ -111,6 +145,27 @@ hostile_can_multi_conn (void *handle)
 }
 
 static int
+hostile_can_extents (void *handle)
+{
+  return zero_off >= 0;
+}
+
+static int
+hostile_extents (void *handle, uint32_t count, uint64_t offset,
+                 uint32_t flags, struct nbdkit_extents *extents)
+{
+  const int64_t zero_end = zero_off + zero_len;
+
+  if ((zero_off > 0 && nbdkit_add_extent (extents, 0, zero_off, 0) == -1) ||
+      nbdkit_add_extent (extents, zero_off, zero_len,
+                         NBDKIT_EXTENT_HOLE | NBDKIT_EXTENT_ZERO) == -1 ||
+      (zero_end < size &&
+       nbdkit_add_extent (extents, zero_end, size - zero_end, 0) == -1))
+    return -1;
+  return 0;
+}
+
+static int
 hostile_pread (void *handle, void *buf, uint32_t count, uint64_t offset,
                uint32_t flags)
 {
@@ -118,6 +173,10 @@ hostile_pread (void *handle, void *buf, uint32_t count, uint64_t offset,
 
   while (done < count) {
     ssize_t r = pread (fd, (char *) buf + done, count - done, offset + done);
+    if (r == 0 && offset + done >= (uint64_t) size) {
+      memset ((char *) buf + done, 0, count - done);
+      break;
+    }
     if (r <= 0) {
       nbdkit_error ("pread: %s", r == 0 ? "end of file" : strerror (errno));
       nbdkit_set_error (EIO);
@@ -151,10 +210,13 @@ static struct nbdkit_plugin plugin = {
   .name = "hostile",
   .config = hostile_config,
   .config_complete = hostile_config_complete,
+  .get_ready = hostile_get_ready,
   .open = hostile_open,
   .get_size = hostile_get_size,
   .can_write = hostile_can_write,
   .can_multi_conn = hostile_can_multi_conn,
+  .can_extents = hostile_can_extents,
+  .extents = hostile_extents,
   .pread = hostile_pread,
 };
 

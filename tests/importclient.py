@@ -12,6 +12,12 @@ for the import gate's tests (filter-import.bats):
                                               even offsets backwards
     importclient.py URI OUT reread OFF:LEN... 1 MiB reads in order, then
                                               the reads OFF:LEN again
+    importclient.py URI OUT extents PIECE     block status of PIECE bytes
+                                              from the first byte not yet
+                                              known, every extent of the
+                                              reply believed (past PIECE
+                                              too, as NBD allows): zeros
+                                              skipped, data read
 
 OUT gets what the client was given.  Prints "read OFF LEN failed ERRNO"
 for a failed read ("ok" for each reread), "copied" if every read of the
@@ -28,6 +34,8 @@ def main():
     uri, out, how = sys.argv[1:4]
     args = sys.argv[4:]
     h = nbd.NBD()
+    if how == "extents":
+        h.add_meta_context(nbd.CONTEXT_BASE_ALLOCATION)
     h.connect_uri(uri)
     size = h.get_size()
     fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -91,6 +99,28 @@ def main():
         os.close(fd)
         h.shutdown()
         sys.exit(1 if failed else 0)
+    elif how == "extents":
+        piece, off = int(args[0]), 0
+        while off < size:
+            got = []
+
+            def extent(meta, start, entries, err):
+                for i in range(0, len(entries), 2):
+                    got.append((entries[i], entries[i + 1]))
+                return 0
+            try:
+                h.block_status(min(piece, size - off), off, extent)
+            except nbd.Error as e:
+                print("extents %d failed %s"
+                      % (off, errno.errorcode.get(e.errno, e.errno)))
+                failed += 1
+                break
+            for n, flags in got:
+                n = min(n, size - off)
+                for a in range(off, off + n, 1 << 20):
+                    if not flags & nbd.STATE_ZERO:
+                        read(a, min(1 << 20, off + n - a))
+                off += n
     else:
         sys.exit("importclient.py: unknown order " + how)
     os.close(fd)
