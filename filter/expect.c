@@ -761,7 +761,11 @@ blkhash_expect_session_end (nbdkit_next *next, struct blkhash_export *e)
     entered = g->entered;
     seen = expect_seen_bytes (g);
   }
-  if (!wrote && v == VERDICT_NONE)
+  if (!wrote && v == VERDICT_NONE && seen == g->size)
+    nbdkit_error ("blkhash: export '%s' was read whole but not judged "
+                  "against blkhash-expect: its judge failed (see above)",
+                  g->name);
+  else if (!wrote && v == VERDICT_NONE)
     nbdkit_error ("blkhash: export '%s' was read in part (%" PRIu64 " of %"
                   PRIu64 " bytes read or known zero) and not written: not "
                   "judged against blkhash-expect (a client that reads it "

@@ -253,13 +253,21 @@ held_drop (struct blkhash_held *h, struct held_gran *g)
     h->mem -= g->len;
     free (g->data);
   }
-  else if (h->nfree < h->free_cap ||
-           (h->free_slots = realloc (h->free_slots,
-                                     (h->free_cap = 2 * h->free_cap + 16) *
-                                     sizeof *h->free_slots)) != NULL)
-    h->free_slots[h->nfree++] = g->slot;
-  else
-    h->free_cap = h->nfree = 0;         /* slots leak into the file */
+  else {
+    if (h->nfree == h->free_cap) {
+      const size_t cap = 2 * h->free_cap + 16;
+      int64_t *v = realloc (h->free_slots, cap * sizeof *v);
+      if (v) {
+        h->free_slots = v;
+        h->free_cap = cap;
+      }
+    }
+    if (h->nfree < h->free_cap)
+      h->free_slots[h->nfree++] = g->slot;
+    /* else out of memory: the slot is not used again (the file's
+     * bound still holds: slots counts it).
+     */
+  }
   h->meta -= sizeof *g + g->cap * sizeof *g->r;
   h->count--;
   free (g->r);
