@@ -29,7 +29,9 @@
  * size: two partitions of one size at different offsets share bytes at
  * different block numbers.  Every export is marked changed.  Taking
  * the blkhash-file lines out is the caller's (passive.c), not this
- * file's.
+ * file's.  The write clock counts the writes through every export, so
+ * that a checksum computed with none begun or in flight since its
+ * stamp is known to be current (results.c's lines, plain.c's views).
  *
  * Locks, in this order: the gate (data writes hold it shared from
  * begin to end; changing the set of attached tables holds it
@@ -599,6 +601,42 @@ blkhash_write_end (struct blkhash_write *w, const struct blk_table *t,
     blk_table_forget_end (w->tables[i]);
   pthread_rwlock_unlock (&gate);
   write_free (w);
+}
+
+/* The write clock: data writes through any export that began, and
+ * that ended (every table saw them end): equal when none is in flight.
+ * results.c counts them, since when a write begins and ends matters to
+ * its lines; plain.c's views and results.c take stamps.
+ */
+static _Atomic uint64_t writes_begun, writes_ended;
+
+void
+blkhash_writes_count_begin (void)
+{
+  atomic_fetch_add (&writes_begun, 1);
+}
+
+void
+blkhash_writes_count_end (void)
+{
+  atomic_fetch_add (&writes_ended, 1);
+}
+
+bool
+blkhash_writes_stamp (uint64_t *stamp)
+{
+  *stamp = atomic_load (&writes_begun);
+  if (atomic_load (&writes_ended) == *stamp)
+    return true;
+  *stamp = UINT64_MAX;
+  return false;
+}
+
+bool
+blkhash_writes_since (uint64_t stamp)
+{
+  return atomic_load (&writes_begun) != stamp ||
+    atomic_load (&writes_ended) != stamp;
 }
 
 void

@@ -185,6 +185,19 @@ extern int blkhash_write_begin (struct blkhash_export *e,
 extern void blkhash_write_end (struct blkhash_write *w,
                                const struct blk_table *t,
                                const struct blk_written *done);
+/* The write clock: a data write through any export counted in as it
+ * begins (before blkhash-file lines are looked for), and out once every
+ * table saw it end.
+ */
+extern void blkhash_writes_count_begin (void);
+extern void blkhash_writes_count_end (void);
+/* A stamp of the data writes through any export so far in *stamp:
+ * false if one is in flight, and then a stamp that nothing matches
+ * (what is computed now may hold digests from before that write
+ * ended).  Whether any began or was in flight since a stamp.
+ */
+extern bool blkhash_writes_stamp (uint64_t *stamp);
+extern bool blkhash_writes_since (uint64_t stamp);
 
 /* results.c: blkhash-file (see the notes at the top of results.c). */
 /* Check blkhash-file=PATH (absolute) and lock it at start-up. */
@@ -215,12 +228,6 @@ extern void blkhash_results_flushed (nbdkit_next *next,
  */
 extern void blkhash_results_complete (struct blkhash_export *e,
                                       struct blk_table *t);
-/* A stamp of the data writes through any export so far (one that
- * nothing matches while a write is in flight), and whether any began
- * or was in flight since a stamp.
- */
-extern uint64_t blkhash_writes_stamp (void);
-extern bool blkhash_writes_since (uint64_t stamp);
 /* nbdkit is exiting: lines of exports still in use, then the file. */
 extern void blkhash_results_exit (void);
 extern void blkhash_results_free_all (void);

@@ -350,7 +350,7 @@ static struct blkhash_plain *
 view_run (struct blkhash_plain_view *v, int *err)
 {
   if (v->run == NULL) {
-    v->stamp = blkhash_writes_stamp ();
+    blkhash_writes_stamp (&v->stamp);
     v->run = blkhash_plain_new (&v->d, v->h.image_size);
     if (v->run == NULL)
       *err = ENOMEM;

@@ -26,11 +26,11 @@
  * write through any export takes every line out of the file before the
  * plugin sees it.  A checksum is recorded only if no write began since
  * before it was computed, nor was in flight then: writers count
- * themselves in (writes_begun) before they look for lines to take out,
- * and a line is put in before the count is checked again, so of a
- * writer and a line racing, one sees the other.  If the file cannot be
- * rewritten (no space, an I/O error), it is removed rather than left
- * with a stale line, and failing that emptied.
+ * themselves in (exports.c's write clock) before they look for lines
+ * to take out, and a line is put in before the count is checked again,
+ * so of a writer and a line racing, one sees the other.  If the file
+ * cannot be rewritten (no space, an I/O error), it is removed rather
+ * than left with a stale line, and failing that emptied.
  *
  * The file is replaced whole (written beside it, synced, renamed, the
  * directory synced), only when its lines changed: a server that served
@@ -87,10 +87,6 @@ static bool stale_on_disk;              /* ... and holds a line that is
                                            no longer current */
 static char *lock_path;
 static int lock_fd = -1;
-/* Data writes through any export that began, and that ended (every
- * table saw them end): equal when none is in flight.
- */
-static _Atomic uint64_t writes_begun, writes_ended;
 /* The file held lines at start that no write has taken out yet. */
 static atomic_bool old_lines;
 
@@ -118,30 +114,9 @@ drop_locked (struct file_line **rp)
   dirty = stale_on_disk = true;
 }
 
-/* A stamp of the writes before computing a checksum.  false if one
- * is in flight: then the stamp is one that nothing matches, as what is
- * computed now may hold digests from before that write ended.
- */
-static bool
-writes_stamp (uint64_t *stamp)
-{
-  *stamp = atomic_load (&writes_begun);
-  if (atomic_load (&writes_ended) == *stamp)
-    return true;
-  *stamp = UINT64_MAX;
-  return false;
-}
-
-static bool
-writes_since (uint64_t stamp)
-{
-  return atomic_load (&writes_begun) != stamp ||
-    atomic_load (&writes_ended) != stamp;
-}
-
-/* Record the checksum of name computed after stamp (writes_stamp was
- * true).  Returns 0, 1 when a write began since (nothing recorded), or
- * -1 (error printed).
+/* Record the checksum of name computed after stamp
+ * (blkhash_writes_stamp was true).  Returns 0, 1 when a write began
+ * since (nothing recorded), or -1 (error printed).
  */
 static int
 result_record (const char *name, uint64_t size, const struct blk_params *p,
@@ -153,7 +128,7 @@ result_record (const char *name, uint64_t size, const struct blk_params *p,
   {
     ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&results_lock);
     /* Before touching a line: it may be newer than this checksum. */
-    if (writes_since (stamp))
+    if (blkhash_writes_since (stamp))
       return 1;
     rp = find (name);
     if ((r = *rp) == NULL) {
@@ -182,7 +157,7 @@ result_record (const char *name, uint64_t size, const struct blk_params *p,
     /* Again, now that the line is counted: a writer that began
      * meanwhile either saw it, and will take it out, or is seen here.
      */
-    if (ret == 0 && writes_since (stamp)) {
+    if (ret == 0 && blkhash_writes_since (stamp)) {
       drop_locked (find (name));
       ret = 1;
     }
@@ -446,7 +421,7 @@ blkhash_results_write_begin (void)
   /* Counted in first: see result_record.  Counted without blkhash-file
    * too, for the plain-digest view (blkhash_writes_stamp).
    */
-  atomic_fetch_add (&writes_begun, 1);
+  blkhash_writes_count_begin ();
   if (blkhash_file == NULL)
     return;
   if (atomic_load (&nresults) == 0 && !atomic_load (&old_lines))
@@ -469,22 +444,7 @@ blkhash_results_write_begin (void)
 void
 blkhash_results_write_end (void)
 {
-  atomic_fetch_add (&writes_ended, 1);
-}
-
-uint64_t
-blkhash_writes_stamp (void)
-{
-  uint64_t stamp;
-
-  writes_stamp (&stamp);
-  return stamp;
-}
-
-bool
-blkhash_writes_since (uint64_t stamp)
-{
-  return writes_since (stamp);
+  blkhash_writes_count_end ();
 }
 
 /* Record a checksum computed after stamp, saying why not if a write
@@ -539,7 +499,7 @@ blkhash_results_session_end (nbdkit_next *next, struct blkhash_export *e)
     return;
   }
   /* Computed even with a write in flight: the digests serve later. */
-  writes_stamp (&stamp);
+  blkhash_writes_stamp (&stamp);
   blkhash_export_clear_changed (e);
   bt = blkhash_table_get (e, blkhash_default_params,
                           blkhash_export_since (e), &err);
@@ -585,7 +545,7 @@ blkhash_results_session_lost (struct blkhash_export *e)
   uint64_t stamp;
   int err = 0;
 
-  writes_stamp (&stamp);
+  blkhash_writes_stamp (&stamp);
   blkhash_export_clear_changed (e);
   bt = blkhash_table_get (e, blkhash_default_params,
                           blkhash_export_since (e), &err);
@@ -616,7 +576,7 @@ complete_from_table (struct blkhash_export *e, struct blk_table *t,
   uint8_t root[BLK_DIGEST_MAX];
   uint64_t stamp;
 
-  if (!writes_stamp (&stamp) || have_line (blkhash_export_name (e)))
+  if (!blkhash_writes_stamp (&stamp) || have_line (blkhash_export_name (e)))
     return true;
   if (!known_root (t, root))
     return false;
@@ -654,7 +614,7 @@ blkhash_results_flushed (nbdkit_next *next, struct blkhash_export *e,
   int err = 0;
 
   if (blkhash_file == NULL || t == NULL ||
-      !writes_stamp (&stamp) || have_line (name) ||
+      !blkhash_writes_stamp (&stamp) || have_line (name) ||
       blkhash_size_over (blkhash_export_size (e), blkhash_default_params,
                          NULL, 0))
     return;
