@@ -461,7 +461,8 @@ extern void blkhash_ranges_clear (struct blkhash_ranges *r);
 extern void blkhash_ranges_free (struct blkhash_ranges *r);
 
 /* sent.c: what an import was sent, the record the gate judges it by
- * (see sent.c).  _new: NULL with *err set and nbdkit_error called;
+ * (see sent.c; record.c makes, frees and counts readers in and out of
+ * it).  _new: NULL with *err set and nbdkit_error called;
  * name must outlive it.  A reader _enters before its plugin read and
  * ends with _read (its data: checked, recorded, and for a plain digest
  * hashed in its turn) or _leave (the read failed); _zero records zeros

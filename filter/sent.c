@@ -1,8 +1,9 @@
 /* Copyright (C) 2026 The nbdkit-blkhash developers
  * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
  */
-/* nbdkit-blkhash filter: what an import was sent, the record the gate
- * judges it by (expect.c keeps one per session and content).
+/* nbdkit-blkhash filter: what an import was sent, checked and kept in
+ * the record the gate judges it by (record.c; expect.c keeps one per
+ * session and content), and the value of it.
  *
  * An import is judged only from the bytes the filter returned to the
  * client in that session: never from bytes read again from the plugin,
@@ -37,11 +38,9 @@
 
 #include <errno.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "cleanup.h"
 #include "minmax.h"
@@ -50,141 +49,6 @@
 
 /* Granules looked up in the table at a time. */
 #define BATCH 256
-
-struct blkhash_sent *
-blkhash_sent_new (const char *name, uint64_t size, int *err)
-{
-  struct blkhash_sent *s = calloc (1, sizeof *s);
-  pthread_condattr_t attr;
-
-  if (s == NULL)
-    goto enomem;
-  s->name = name;
-  s->size = size;
-  s->p = blkhash_expected->sent_params;
-  s->gsize = s->p->block_size;
-  if ((s->t = blk_table_new (s->p, size)) == NULL) {
-    free (s);
-    goto enomem;
-  }
-  blk_table_lookup (s->t, 0, 0, NULL, NULL, &s->snapshot);
-  if (blkhash_expected->plain &&
-      (s->run = blkhash_plain_new (&blkhash_expected->digest, size)) == NULL) {
-    blk_table_free (s->t);
-    free (s);
-    *err = ENOMEM;
-    return NULL;
-  }
-  held_init (&s->held, s->gsize, size, blkhash_expected->spill);
-  pthread_mutex_init (&s->lock, NULL);
-  pthread_condattr_init (&attr);
-  pthread_condattr_setclock (&attr, CLOCK_MONOTONIC);
-  pthread_cond_init (&s->moved, &attr);
-  pthread_condattr_destroy (&attr);
-  return s;
-
- enomem:
-  nbdkit_error ("blkhash: export '%s': out of memory for the record of "
-                "the import", name);
-  *err = ENOMEM;
-  return NULL;
-}
-
-void
-blkhash_sent_free (struct blkhash_sent *s)
-{
-  if (s == NULL)
-    return;
-  if (s->held.peak)
-    nbdkit_debug ("blkhash: export '%s': the import kept at most %" PRIu64
-                  " blocks of %" PRIu32 " bytes read in part or ahead",
-                  s->name, s->held.peak, s->gsize);
-  held_fini (&s->held);
-  blkhash_plain_free (s->run);
-  blk_table_free (s->t);
-  pthread_cond_destroy (&s->moved);
-  pthread_mutex_destroy (&s->lock);
-  free (s);
-}
-
-void
-blkhash_sent_enter (struct blkhash_sent *s)
-{
-  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&s->lock);
-  /* Readers in flight together: waiting for one is worth it. */
-  if (++s->inflight > 1)
-    s->grace_misses = 0;
-  pthread_cond_broadcast (&s->moved);
-}
-
-/* A reader leaves; lock held. */
-static void
-sent_leave (struct blkhash_sent *s)
-{
-  s->inflight--;
-  pthread_cond_broadcast (&s->moved);
-}
-
-void
-blkhash_sent_leave (struct blkhash_sent *s)
-{
-  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&s->lock);
-  sent_leave (s);
-}
-
-uint64_t
-blkhash_sent_bytes (struct blkhash_sent *s)
-{
-  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&s->lock);
-  return s->got;
-}
-
-int
-sent_fail (struct blkhash_sent *s, int *err, const char *fmt, ...)
-{
-  char why[512];
-  va_list ap;
-
-  va_start (ap, fmt);
-  vsnprintf (why, sizeof why, fmt, ap);
-  va_end (ap);
-  nbdkit_error ("blkhash: export '%s': cannot verify what was sent: %s: "
-                "the request fails", s->name, why);
-  *err = EIO;
-  return -1;
-}
-
-static uint32_t
-gran_len (const struct blkhash_sent *s, uint64_t gi)
-{
-  return blk_block_len (s->size, s->gsize, gi);
-}
-
-/* The digest of granule gi as zeros into out. */
-static int
-zero_digest (struct blkhash_sent *s, uint64_t gi, uint8_t *out)
-{
-  struct blk_ctx *ctx;
-
-  if (gran_len (s, gi) == s->gsize) {
-    memcpy (out, s->p->zero_digest, s->p->digest.len);
-    return 0;
-  }
-  ctx = blkhash_thread_ctx ();
-  return ctx ? blk_zero_block_digest (s->p, ctx, gran_len (s, gi), out) : -1;
-}
-
-bool
-sent_gran_zero (struct blkhash_sent *s, uint64_t gi)
-{
-  uint8_t d[BLK_DIGEST_MAX], z[BLK_DIGEST_MAX];
-  bool need;
-  uint64_t snap;
-
-  blk_table_lookup (s->t, gi, 1, d, &need, &snap);
-  return !need && zero_digest (s, gi, z) == 0 &&
-    memcmp (d, z, s->p->digest.len) == 0;
-}
 
 /* Hash held granule g, now whole, and store its digest.  lock held;
  * 0, or -1 with *err set.
@@ -249,9 +113,9 @@ span_part (const struct blkhash_sent *s, const struct span *sp, uint64_t gi,
   const uint64_t ga = gi * s->gsize;
 
   *a = MAX (sp->offset, ga) - ga;
-  *b = MIN (sp->end, ga + gran_len (s, gi)) - ga;
+  *b = MIN (sp->end, ga + sent_gran_len (s, gi)) - ga;
   *src = sp->buf ? sp->buf + (ga + *a - sp->offset) : NULL;
-  return *a == 0 && *b == gran_len (s, gi);
+  return *a == 0 && *b == sent_gran_len (s, gi);
 }
 
 /* Check sp against what was sent before.  lock held.  0: it agrees;
@@ -290,7 +154,7 @@ span_check (struct blkhash_sent *s, struct span *sp, uint64_t *widen,
       if (whole && sp->buf)
         want = sp->dg + (gi - sp->first) * L;
       else if (whole) {
-        if (zero_digest (s, gi, z) == -1)
+        if (sent_zero_digest (s, gi, z) == -1)
           return sent_fail (s, err, "%s failed", s->p->digest.name);
         want = z;
       }
@@ -306,8 +170,8 @@ span_check (struct blkhash_sent *s, struct span *sp, uint64_t *widen,
       if (memcmp (want, d + (gi - b0) * L, L) != 0)
         return sent_fail (s, err, "the source served block %" PRIu64 " (%"
                           PRIu32 " bytes at offset %" PRIu64 ") other than "
-                          "this session sent it before", gi, gran_len (s, gi),
-                          gi * s->gsize);
+                          "this session sent it before", gi,
+                          sent_gran_len (s, gi), gi * s->gsize);
     }
   }
   return 0;
@@ -321,7 +185,8 @@ static int
 span_widen (nbdkit_next *next, struct blkhash_sent *s, const struct span *sp,
             uint64_t gi, int *err)
 {
-  const uint32_t len = gran_len (s, gi), piece = blkhash_read_most (next, len);
+  const uint32_t len = sent_gran_len (s, gi);
+  const uint32_t piece = blkhash_read_most (next, len);
   const uint64_t ga = gi * s->gsize;
   struct blk_ctx *ctx = blkhash_thread_ctx ();
   uint8_t d[BLK_DIGEST_MAX], want[BLK_DIGEST_MAX];
@@ -545,7 +410,7 @@ blkhash_sent_read (nbdkit_next *next, struct blkhash_sent *s,
     for (uint64_t i = 0; i < sp.n; i++) {
       const uint64_t gi = sp.first + i;
       if (blk_hash_block (s->p, ctx, sp.buf + (gi * s->gsize - offset),
-                          gran_len (s, gi), dg + i * L, &zero[i]) == -1) {
+                          sent_gran_len (s, gi), dg + i * L, &zero[i]) == -1) {
         r = sent_fail (s, err, "%s failed", s->p->digest.name);
         goto out;
       }

@@ -2,9 +2,10 @@
  * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
  */
 /* nbdkit-blkhash filter: the record of what an import was sent,
- * shared by sent.c (the record), held.c (the bytes it keeps) and
- * readfollow.c (a plain digest hashed in order from them).  Only those
- * three include it; the rest of the filter sees filter.h's interface.
+ * shared by record.c (the record), sent.c (each read checked and
+ * recorded), held.c (the bytes it keeps) and readfollow.c (a plain
+ * digest hashed in order from them).  Only those four include it; the
+ * rest of the filter sees filter.h's interface.
  */
 #ifndef NBDKIT_BLKHASH_SENT_H
 #define NBDKIT_BLKHASH_SENT_H
@@ -92,7 +93,7 @@ struct sent_waiter {
   struct sent_waiter *next;
 };
 
-/* sent.c: the record of one import (one content of one session). */
+/* record.c: the record of one import (one content of one session). */
 struct blkhash_sent {
   pthread_mutex_t lock;
   pthread_cond_t moved;         /* pos moved, busy, inflight, promised */
@@ -131,12 +132,19 @@ extern void follow_data (struct blkhash_sent *s, const uint8_t *buf,
                          uint64_t offset, uint32_t count, uint64_t reserved);
 extern void follow_drain (struct blkhash_sent *s);
 extern int follow_final (struct blkhash_sent *s, uint8_t *out, int *err);
-/* Fail the request, saying why what was sent cannot be verified: -1
- * with *err set.
+/* record.c: fail the request, saying why what was sent cannot be
+ * verified: -1 with *err set.
  */
 extern int sent_fail (struct blkhash_sent *s, int *err, const char *fmt, ...)
   __attribute__ ((format (printf, 3, 4)));
+/* The length of granule gi (the last may be short). */
+extern uint32_t sent_gran_len (const struct blkhash_sent *s, uint64_t gi);
+/* The digest of granule gi as zeros into out: 0, or -1. */
+extern int sent_zero_digest (struct blkhash_sent *s, uint64_t gi,
+                             uint8_t *out);
 /* Is granule gi known (from the table) to be all zeros? */
 extern bool sent_gran_zero (struct blkhash_sent *s, uint64_t gi);
+/* A reader leaves; lock held. */
+extern void sent_leave (struct blkhash_sent *s);
 
 #endif /* NBDKIT_BLKHASH_SENT_H */
