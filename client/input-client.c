@@ -238,6 +238,13 @@ client_close (struct input *in)
   client_free (container_of (in, struct client_side, in));
 }
 
+void
+client_input_close (struct input *in)
+{
+  if (in)
+    client_close (in);
+}
+
 /* For the bar: the data bytes, from the extents of connection 0. */
 static void
 client_scan (struct endpoint *ep)

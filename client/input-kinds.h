@@ -150,6 +150,10 @@ extern struct input *client_input_open (struct source *src,
                                         const struct hash_spec *spec,
                                         struct fallback *fb,
                                         const struct client_select *select);
+/* Close what client_input_open returned (NULL: nothing), as
+ * input_close does: for --since, which holds one.
+ */
+extern void client_input_close (struct input *in);
 /* Its connections, for --since to run them and to read its sample. */
 extern struct endpoint *client_input_endpoint (struct input *in);
 /* After a client-side run: the digests known of blocks [first,

@@ -487,7 +487,7 @@ check_server (struct incremental *inc)
 static void
 incremental_close (struct incremental *inc)
 {
-  input_close (inc->client);
+  client_input_close (inc->client);
   manifest_close (inc->m);
   blk_table_free (inc->zeros);
   since_sample_free (&inc->sample);
