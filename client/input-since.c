@@ -49,7 +49,7 @@
 #include "endpoint.h"
 #include "helpers.h"
 #include "input-kinds.h"
-#include "local.h"
+#include "local-command.h"
 #include "manifest.h"
 #include "messages.h"
 #include "minmax.h"

@@ -38,7 +38,7 @@
 #include "header.h"
 #include "helpers.h"
 #include "input-kinds.h"
-#include "local.h"
+#include "local-command.h"
 #include "messages.h"
 #include "minmax.h"
 #include "signals.h"

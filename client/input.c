@@ -14,6 +14,7 @@
 #include "helpers.h"
 #include "input-kinds.h"
 #include "input.h"
+#include "local-command.h"
 #include "local.h"
 #include "messages.h"
 #include "signals.h"

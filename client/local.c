@@ -14,8 +14,8 @@
  * it; what nbdsum cannot read as guest content (luks, encrypted qcow2
  * and qcow, a fixed-size VHD qemu takes for raw, any image without
  * qemu-nbd) is refused here, never hashed as its bytes.  The blkhash
- * filter comes from the build tree when nbdsum runs from it, and is
- * left out with --client-side.  The server has a process group of its
+ * filter comes from the build tree when nbdsum runs from it
+ * (local-command.c finds it), and is left out with --client-side.  The server has a process group of its
  * own: a terminal's ^C is for nbdsum, which disconnects before
  * stopping it.
  */
@@ -40,6 +40,7 @@
 
 #include "helpers.h"
 #include "imgformat.h"
+#include "local-command.h"
 #include "local.h"
 #include "messages.h"
 #include "options.h"
@@ -68,34 +69,6 @@ struct local_server {
   struct local_pins pins;       /* what its qemu-nbd may hold open */
   bool verified;                /* ... and it was checked once */
 };
-
-/* NBDSUM_FILTER, else the build tree's filter when this nbdsum is
- * client/nbdsum of a build tree, else the installed one.
- */
-static const char *
-find_filter (void)
-{
-  static const char build_tree[] = "/../filter/.libs/nbdkit-blkhash-filter.so";
-  static char path[PATH_MAX + sizeof build_tree];
-  const char *env = getenv ("NBDSUM_FILTER");
-  ssize_t n;
-
-  if (env && *env)
-    return env;
-  n = readlink ("/proc/self/exe", path, PATH_MAX - 1);
-  if (n > 0) {
-    path[n] = '\0';
-    char *slash = strrchr (path, '/');
-    if (slash) {
-      strcpy (slash, build_tree);
-      if (access (path, R_OK) == 0)
-        return path;
-    }
-  }
-  if (access (FILTERDIR "/nbdkit-blkhash-filter.so", R_OK) == 0)
-    return FILTERDIR "/nbdkit-blkhash-filter.so";
-  return "blkhash";
-}
 
 /* In the child: the listening socket as fd 3 for systemd-style socket
  * activation (LISTEN_PID, LISTEN_FDS), then argv; with path, argv[0]
@@ -172,45 +145,6 @@ static void __attribute__ ((noreturn))
 exec_command (int listen_fd, const void *opaque)
 {
   exec_activated (listen_fd, opaque, true);
-}
-
-/* Is arg nbdkit's --filter, spelt in full or as a prefix getopt takes
- * (--fi at least), with =VALUE (returned in *value) or without?
- */
-static bool
-is_filter_option (const char *arg, const char **value)
-{
-  const size_t n = strcspn (arg, "=");
-
-  *value = arg[n] == '=' ? &arg[n + 1] : NULL;
-  return n >= 4 && n <= 8 && strncmp (arg, "--filter", n) == 0;
-}
-
-/* In [ nbdkit ... --filter=blkhash ... ], blkhash is the filter this
- * nbdsum was installed with, as for its private nbdkit: with --prefix
- * it is not where nbdkit looks for filters.  false if out of memory.
- */
-static bool
-command_own_filter (char **argv, size_t n)
-{
-  const char *prog = strrchr (argv[0], '/'), *filter = find_filter (), *v;
-
-  prog = prog ? prog + 1 : argv[0];
-  if (strcmp (prog, "nbdkit") != 0 || strcmp (filter, "blkhash") == 0)
-    return true;
-  for (size_t i = 1; i < n; i++) {
-    if (strcmp (argv[i], "--") == 0)
-      break;
-    if (!is_filter_option (argv[i], &v))
-      continue;
-    if (v && strcmp (v, "blkhash") == 0) {
-      if (asprintf (&argv[i], "--filter=%s", filter) == -1)
-        return false;
-    }
-    else if (!v && i + 1 < n && strcmp (argv[i + 1], "blkhash") == 0)
-      argv[++i] = (char *) filter;
-  }
-  return true;
 }
 
 /* The URI of the Unix socket at path: every byte but unreserved ones
@@ -484,7 +418,7 @@ local_server_start (const char *name, const char *path, const char *format)
     return NULL;
   }
   /* Hashing client-side, the filter would only hash twice. */
-  f.filter = opts->client_side ? NULL : find_filter ();
+  f.filter = opts->client_side ? NULL : local_filter ();
   f.path = abs;
   s = serve (name, "private nbdkit", exec_nbdkit, &f, true);
   free (abs);
@@ -587,58 +521,6 @@ local_server_start_bitmap (const char *name, const char *path,
   free (spec);
   free (abs);
   return s;
-}
-
-/* The [ CMD ARGS... ] inputs, known by their names' addresses. */
-struct command {
-  char *name;
-  char **argv;
-};
-static struct command commands[MAX_COMMANDS];
-static size_t ncommands;
-
-const char *
-local_command_add (char **argv, size_t n)
-{
-  struct command *c;
-  size_t len = 2;
-
-  if (ncommands == MAX_COMMANDS || n == 0)
-    return NULL;
-  c = &commands[ncommands];
-  for (size_t i = 0; i < n; i++)
-    len += strlen (argv[i]) + 1;
-  c->name = malloc (len + 2);
-  c->argv = calloc (n + 1, sizeof *c->argv);
-  if (c->name == NULL || c->argv == NULL) {
-    free (c->name);
-    free (c->argv);
-    return NULL;
-  }
-  strcpy (c->name, "[");
-  for (size_t i = 0; i < n; i++) {
-    strcat (c->name, " ");
-    strcat (c->name, argv[i]);
-    c->argv[i] = argv[i];
-  }
-  strcat (c->name, " ]");
-  /* The name stays as the user wrote it. */
-  if (!command_own_filter (c->argv, n)) {
-    free (c->name);
-    free (c->argv);
-    return NULL;
-  }
-  ncommands++;
-  return c->name;
-}
-
-char **
-local_command_argv (const char *name)
-{
-  for (size_t i = 0; i < ncommands; i++)
-    if (name == commands[i].name)
-      return commands[i].argv;
-  return NULL;
 }
 
 /* waitpid (s->pid, flags), and once reaped (its pid may then be

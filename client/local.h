@@ -68,15 +68,6 @@ extern char *local_server_message (struct local_server *s);
 /* That limit for s, in seconds: 0 (none) for a [ CMD ]'s server. */
 extern double local_server_handshake_limit (const struct local_server *s);
 
-/* [ CMD ARGS... ] on the command line: its n words argv (kept, not
- * copied) become one input.  Returns its name, "[ CMD ARGS... ]", which
- * local_command_argv knows; NULL when out of memory or past
- * MAX_COMMANDS.
- */
-#define MAX_COMMANDS 256
-extern const char *local_command_add (char **argv, size_t n);
-/* The command of an input name local_command_add returned, or NULL. */
-extern char **local_command_argv (const char *name);
 /* What serves it: "private nbdkit", or the command's program. */
 extern const char *local_server_what (const struct local_server *s);
 /* Has the server exited (for a clearer error)?  nbdsum's own is

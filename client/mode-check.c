@@ -37,6 +37,7 @@
 #include "helpers.h"
 #include "jobs.h"
 #include "json.h"
+#include "local-command.h"
 #include "local.h"
 #include "messages.h"
 #include "modes.h"

@@ -22,6 +22,7 @@
 #include "helpers.h"
 #include "jobs.h"
 #include "json.h"
+#include "local-command.h"
 #include "local.h"
 #include "messages.h"
 #include "minmax.h"

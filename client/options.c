@@ -19,7 +19,7 @@
 #include "blkhash.h"
 #include "helpers.h"
 #include "imgformat.h"
-#include "local.h"
+#include "local-command.h"
 #include "messages.h"
 #include "options.h"
 #include "sumline.h"

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "helpers.h"
+#include "local-command.h"
 #include "local.h"
 #include "messages.h"
 #include "options.h"

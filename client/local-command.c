@@ -1,0 +1,134 @@
+/* Copyright (C) 2026 The nbdkit-blkhash developers
+ * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
+ */
+/* nbdsum: the [ CMD ARGS... ] inputs of the command line, known by
+ * their names (see local-command.h), and the blkhash filter nbdsum's
+ * nbdkit loads, its private one's and a [ nbdkit ... ]'s alike.
+ */
+#include <config.h>
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "local-command.h"
+#include "paths.h"
+
+const char *
+local_filter (void)
+{
+  static const char build_tree[] = "/../filter/.libs/nbdkit-blkhash-filter.so";
+  static char path[PATH_MAX + sizeof build_tree];
+  const char *env = getenv ("NBDSUM_FILTER");
+  ssize_t n;
+
+  if (env && *env)
+    return env;
+  n = readlink ("/proc/self/exe", path, PATH_MAX - 1);
+  if (n > 0) {
+    path[n] = '\0';
+    char *slash = strrchr (path, '/');
+    if (slash) {
+      strcpy (slash, build_tree);
+      if (access (path, R_OK) == 0)
+        return path;
+    }
+  }
+  if (access (FILTERDIR "/nbdkit-blkhash-filter.so", R_OK) == 0)
+    return FILTERDIR "/nbdkit-blkhash-filter.so";
+  return "blkhash";
+}
+
+/* Is arg nbdkit's --filter, spelt in full or as a prefix getopt takes
+ * (--fi at least), with =VALUE (returned in *value) or without?
+ */
+static bool
+is_filter_option (const char *arg, const char **value)
+{
+  const size_t n = strcspn (arg, "=");
+
+  *value = arg[n] == '=' ? &arg[n + 1] : NULL;
+  return n >= 4 && n <= 8 && strncmp (arg, "--filter", n) == 0;
+}
+
+/* In [ nbdkit ... --filter=blkhash ... ], blkhash is the filter this
+ * nbdsum was installed with, as for its private nbdkit: with --prefix
+ * it is not where nbdkit looks for filters.  false if out of memory.
+ */
+static bool
+command_own_filter (char **argv, size_t n)
+{
+  const char *prog = strrchr (argv[0], '/'), *filter = local_filter (), *v;
+
+  prog = prog ? prog + 1 : argv[0];
+  if (strcmp (prog, "nbdkit") != 0 || strcmp (filter, "blkhash") == 0)
+    return true;
+  for (size_t i = 1; i < n; i++) {
+    if (strcmp (argv[i], "--") == 0)
+      break;
+    if (!is_filter_option (argv[i], &v))
+      continue;
+    if (v && strcmp (v, "blkhash") == 0) {
+      if (asprintf (&argv[i], "--filter=%s", filter) == -1)
+        return false;
+    }
+    else if (!v && i + 1 < n && strcmp (argv[i + 1], "blkhash") == 0)
+      argv[++i] = (char *) filter;
+  }
+  return true;
+}
+
+/* The [ CMD ARGS... ] inputs, known by their names' addresses. */
+struct command {
+  char *name;
+  char **argv;
+};
+static struct command commands[MAX_COMMANDS];
+static size_t ncommands;
+
+const char *
+local_command_add (char **argv, size_t n)
+{
+  struct command *c;
+  size_t len = 2;
+
+  if (ncommands == MAX_COMMANDS || n == 0)
+    return NULL;
+  c = &commands[ncommands];
+  for (size_t i = 0; i < n; i++)
+    len += strlen (argv[i]) + 1;
+  c->name = malloc (len + 2);
+  c->argv = calloc (n + 1, sizeof *c->argv);
+  if (c->name == NULL || c->argv == NULL) {
+    free (c->name);
+    free (c->argv);
+    return NULL;
+  }
+  strcpy (c->name, "[");
+  for (size_t i = 0; i < n; i++) {
+    strcat (c->name, " ");
+    strcat (c->name, argv[i]);
+    c->argv[i] = argv[i];
+  }
+  strcat (c->name, " ]");
+  /* The name stays as the user wrote it. */
+  if (!command_own_filter (c->argv, n)) {
+    free (c->name);
+    free (c->argv);
+    return NULL;
+  }
+  ncommands++;
+  return c->name;
+}
+
+char **
+local_command_argv (const char *name)
+{
+  for (size_t i = 0; i < ncommands; i++)
+    if (name == commands[i].name)
+      return commands[i].argv;
+  return NULL;
+}
