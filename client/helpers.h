@@ -3,8 +3,9 @@
  */
 /* nbdsum: small helpers its files share, which belong to none of them:
  * what an argument is, where temporary files go, absolute paths,
- * standard output's errors, the clock, UTF-8, the digest and block
- * size a hash spec leaves to the defaults, and samples' random numbers.
+ * standard output's errors, the clock, UTF-8, a root checked against
+ * the server's, and samples' random numbers.  Beneath the options:
+ * nothing here reads them.
  */
 #ifndef NBDSUM_HELPERS_H
 #define NBDSUM_HELPERS_H
@@ -12,8 +13,6 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-
-#include "options.h"
 
 /* Is arg an NBD URI rather than a file name? */
 extern bool is_uri (const char *arg);
@@ -87,19 +86,6 @@ extern bool names_stdin (const char *name);
 /* Can execvp find program, as nbdkit's nbd plugin will? */
 extern bool in_path (const char *program);
 
-/* spec with what it leaves open filled with the defaults (sha256,
- * 64K): how nbdsum hashes where no server chooses.  The format is
- * left as it is.
- */
-extern struct hash_spec hash_spec_or_defaults (const struct hash_spec *spec);
-
-/* Is size, of the input name, over the limit (options_max_size) for
- * a plain digest (block_size 0) or a blkhash checksum in blocks of
- * block_size with digests of digest_len bytes (lib's blk_work_size)?
- * Then say so, what ("the image is") saying whose size it is.
- */
-extern bool size_refused (const char *name, const char *what, uint64_t size,
-                          uint64_t block_size, uint32_t digest_len);
 /* Is folded, the checksum a view's block digests give, the root the
  * server said (both p's digests)?  If not, say so for the input name
  * and return false.
@@ -107,16 +93,6 @@ extern bool size_refused (const char *name, const char *what, uint64_t size,
 struct blk_params;
 extern bool root_agrees (const char *name, const struct blk_params *p,
                          const uint8_t *said, const uint8_t *folded);
-/* How a refusal by size ends: the option that lifts the limit. */
-#define SIZE_LIFTS "--max-size=SIZE lifts it (0: no limit)"
-
-/* How nbdsum has manifests read (manifest.h): errors said on
- * standard error, stopped by a signal, copied to $TMPDIR, the image
- * they describe within --max-size.
- */
-struct manifest_env;
-extern const struct manifest_env *manifest_env (void);
-
 /* The struct of type type whose member member p points to. */
 #define container_of(p, type, member) \
   ((type *) ((char *) (p) - offsetof (type, member)))

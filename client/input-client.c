@@ -30,6 +30,7 @@
 #include "local.h"
 #include "messages.h"
 #include "minmax.h"
+#include "options.h"
 #include "signals.h"
 #include "table.h"
 #include "util.h"

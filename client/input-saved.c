@@ -17,6 +17,7 @@
 #include "manifest.h"
 #include "messages.h"
 #include "minmax.h"
+#include "options.h"
 #include "signals.h"
 
 /* Digests folded at a time, for a manifest without a checksum. */

@@ -53,6 +53,7 @@
 #include "manifest.h"
 #include "messages.h"
 #include "minmax.h"
+#include "options.h"
 #include "signals.h"
 #include "since-sample.h"
 #include "source.h"

@@ -23,6 +23,7 @@
 #include "imgformat.h"
 #include "input-kinds.h"
 #include "messages.h"
+#include "options.h"
 #include "progress.h"
 #include "signals.h"
 #include "util.h"

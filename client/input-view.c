@@ -41,6 +41,7 @@
 #include "local-command.h"
 #include "messages.h"
 #include "minmax.h"
+#include "options.h"
 #include "signals.h"
 #include "spot-check.h"
 #include "util.h"

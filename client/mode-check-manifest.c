@@ -15,6 +15,7 @@
 #include "manifest.h"
 #include "messages.h"
 #include "modes.h"
+#include "options.h"
 #include "signals.h"
 #include "sumline.h"
 

@@ -3,7 +3,9 @@
  */
 /* nbdsum: command line.  Options apply to every input wherever they
  * are, but --format, which applies to the local files after it: getopt
- * returns the inputs in order among the options.
+ * returns the inputs in order among the options.  Also what the others
+ * take from the options (see options.h): a hash spec's defaults, the
+ * size limit's refusal, and the environment manifests are read in.
  */
 #include <config.h>
 
@@ -20,8 +22,10 @@
 #include "helpers.h"
 #include "imgformat.h"
 #include "local-command.h"
+#include "manifest.h"
 #include "messages.h"
 #include "options.h"
+#include "signals.h"
 #include "sumline.h"
 #include "usage.h"
 #include "util.h"
@@ -179,6 +183,72 @@ options_max_size (bool plain)
   if (parsed.max_size_given)
     return parsed.max_size ? parsed.max_size : UINT64_MAX;
   return plain ? BLK_MAX_PLAIN_SIZE : BLK_MAX_SIZE;
+}
+
+struct hash_spec
+hash_spec_or_defaults (const struct hash_spec *spec)
+{
+  return (struct hash_spec) {
+    .digest = spec->digest ? spec->digest : BLK_DEFAULT_DIGEST,
+    .block_size = spec->block_size ? spec->block_size
+                  : BLK_DEFAULT_BLOCK_SIZE,
+    .format = spec->format,
+    .plain = spec->plain,
+  };
+}
+
+static void
+say_refused (const char *path, const char *msg)
+{
+  error_at (path, "%s", msg);
+}
+
+static bool
+signalled (void)
+{
+  return stop_signal () != 0;
+}
+
+const struct manifest_env *
+manifest_env (void)
+{
+  static struct manifest_env env = { say_refused, signalled, NULL, 0, NULL };
+  const uint64_t max = options_max_size (false);
+
+  /* Only main's thread reads manifests. */
+  if (env.temp_dir == NULL) {
+    env.temp_dir = temp_dir ();
+    env.max_size = max == UINT64_MAX ? 0 : max;
+    env.max_size_hint = SIZE_LIFTS;
+  }
+  return &env;
+}
+
+bool
+size_refused (const char *name, const char *what, uint64_t size,
+              uint64_t block_size, uint32_t digest_len)
+{
+  const bool plain = block_size == 0;
+  const uint64_t max = options_max_size (plain);
+  const uint64_t work = blk_work_size (size, block_size, digest_len);
+  char h[BLK_HUMAN_STR_MAX], w[BLK_HUMAN_STR_MAX], l[BLK_LIMIT_STR_MAX];
+  char bs[BLK_BLOCK_SIZE_STR_MAX];
+
+  if (work <= max)
+    return false;
+  if (plain || (block_size == 65536 && digest_len == 32))
+    error_at (name, "%s %" PRIu64 " bytes (%s), over the limit of %s for %s: "
+              SIZE_LIFTS, what, size, blk_format_human (size, h),
+              blk_format_limit (max, l),
+              plain ? "a plain digest" : "a blkhash checksum");
+  else
+    error_at (name, "%s %" PRIu64 " bytes (%s): in %s blocks of %" PRIu32
+              "-byte digests, as much hashing as %s in 64K blocks of "
+              "sha256, over the limit of %s for a blkhash checksum: "
+              SIZE_LIFTS, what, size, blk_format_human (size, h),
+              blk_format_block_size (block_size, bs), digest_len,
+              blk_format_human (work, w), blk_format_limit (max, l));
+  return true;
 }
 
 /* --plain=ALG: a digest with a tag sha256sum's family writes

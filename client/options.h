@@ -1,7 +1,11 @@
 /* Copyright (C) 2026 The nbdkit-blkhash developers
  * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
  */
-/* nbdsum: the command line, parsed once and read-only afterwards. */
+/* nbdsum: the command line, parsed once and read-only afterwards, and
+ * what the rest takes from it: how an input is hashed (a hash spec and
+ * its defaults), the size limit and its refusal, and how manifests are
+ * read.
+ */
 #ifndef NBDSUM_OPTIONS_H
 #define NBDSUM_OPTIONS_H
 
@@ -72,11 +76,32 @@ struct hash_spec {
    */
   bool plain;
 };
+/* spec with what it leaves open filled with the defaults (sha256,
+ * 64K): how nbdsum hashes where no server chooses.  The format is
+ * left as it is.
+ */
+extern struct hash_spec hash_spec_or_defaults (const struct hash_spec *spec);
 
 /* The largest image nbdsum hashes (--max-size, else the default for a
  * plain digest or a blkhash checksum); UINT64_MAX for no limit.
  */
 extern uint64_t options_max_size (bool plain);
+/* Is size, of the input name, over the limit (options_max_size) for
+ * a plain digest (block_size 0) or a blkhash checksum in blocks of
+ * block_size with digests of digest_len bytes (lib's blk_work_size)?
+ * Then say so, what ("the image is") saying whose size it is.
+ */
+extern bool size_refused (const char *name, const char *what, uint64_t size,
+                          uint64_t block_size, uint32_t digest_len);
+/* How a refusal by size ends: the option that lifts the limit. */
+#define SIZE_LIFTS "--max-size=SIZE lifts it (0: no limit)"
+
+/* How nbdsum has manifests read (manifest.h): errors said on
+ * standard error, stopped by a signal, copied to $TMPDIR, the image
+ * they describe within --max-size.
+ */
+struct manifest_env;
+extern const struct manifest_env *manifest_env (void);
 
 /* Parse argv (exits on errors, --help, --version, --list-digests);
  * *first_arg is the first input.
