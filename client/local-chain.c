@@ -442,7 +442,7 @@ walk_layer (struct chain *c, struct layer *l, int fd)
   return 0;
 }
 
-static void
+void
 chain_free (struct chain *c)
 {
   for (size_t i = 0; i < c->n; i++) {
@@ -470,58 +470,40 @@ local_pins_close (struct local_pins *p)
   p->n = 0;
 }
 
-char *
-local_chain_spec (const char *name, const char *path, const char *format,
-                  enum format_origin origin, char **alone,
-                  struct local_pins *pins)
+int
+chain_walk (struct chain *c, const char *path, const char *format)
 {
-  struct chain c = { .name = name, .origin = origin };
-  char *dir, *spec = NULL;
+  char *dir;
   struct stat st;
   int fd;
 
   if ((dir = dir_of (path)) == NULL) {
-    error_at (name, "out of memory");
-    return NULL;
+    error_at (c->name, "out of memory");
+    return -1;
   }
-  c.dir = realpath (dir, NULL);
+  c->dir = realpath (dir, NULL);
   free (dir);
-  if (c.dir == NULL) {
-    error_at (name, "its directory: %m");
-    return NULL;
+  if (c->dir == NULL) {
+    error_at (c->name, "its directory: %m");
+    return -1;
   }
-  c.n = 1;
-  c.l[0].path = strdup (path);
-  c.l[0].fd = -1;
-  c.l[0].format = format;
-  c.l[0].probed = origin != FORMAT_GIVEN;
-  if (c.l[0].path == NULL) {
-    error_at (name, "out of memory");
-    goto out;
+  c->n = 1;
+  c->l[0].path = strdup (path);
+  c->l[0].fd = -1;
+  c->l[0].format = format;
+  c->l[0].probed = c->origin != FORMAT_GIVEN;
+  if (c->l[0].path == NULL) {
+    error_at (c->name, "out of memory");
+    return -1;
   }
   /* The user named the image: its name is followed. */
   if ((fd = open (path, O_RDONLY | O_CLOEXEC | O_NOCTTY)) == -1) {
-    error_at (name, "%m");
-    goto out;
+    error_at (c->name, "%m");
+    return -1;
   }
   if (fstat (fd, &st) == 0 && S_ISBLK (st.st_mode))
-    c.l[0].block_device = true;
-  if (walk_layer (&c, &c.l[0], fd) == -1)
-    goto out;
-  for (size_t i = 0; i < c.n; i++)
-    if (strcmp (c.l[i].format, "raw") != 0 && chain_agree (&c, i) == -1)
-      goto out;
-  if ((spec = chain_spec (&c, 0, true)) == NULL ||
-      (alone && (*alone = chain_spec (&c, 0, false)) == NULL)) {
-    free (spec);
-    spec = NULL;
-  }
-
- out:
-  chain_free (&c);
-  if (spec)
-    *pins = c.pins;
-  else
-    local_pins_close (&c.pins);
-  return spec;
+    c->l[0].block_device = true;
+  if (walk_layer (c, &c->l[0], fd) == -1)
+    return -1;
+  return 0;
 }

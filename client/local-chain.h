@@ -3,8 +3,8 @@
  */
 /* nbdsum: a local image and the files it names, between the policy
  * that checks and pins them (local-chain.c) and the json: spec that
- * hands exactly those to qemu (local-spec.c).  Only those two files
- * include this.
+ * hands exactly those to qemu (local-spec.c, which builds on
+ * local-chain.c).  Only those two files include this.
  */
 #ifndef NBDSUM_LOCAL_CHAIN_H
 #define NBDSUM_LOCAL_CHAIN_H
@@ -53,15 +53,14 @@ struct chain {
  */
 extern int chain_pin (struct chain *c, int fd, char **qemu_path);
 
-/* local-spec.c: the json: spec of layer i, with the layers below it
- * (all) or no backing file.  Descriptor layers are handed on as
- * copies of the text checked, naming their extents' pins.  NULL if out
- * of memory, or after saying why (0 errors printed: out of memory).
+/* local-chain.c: walk the image at path (absolute, as given) read as
+ * format, c's name and origin set: each file it names checked against
+ * the policy and pinned, a layer each in c.  0, or -1 after saying why
+ * (chain_free then, as after 0).
  */
-extern char *chain_spec (struct chain *c, size_t i, bool all);
-/* local-spec.c: does qemu-img info, given layer i alone, read the
- * names nbdsum read?  0, or -1 after saying why not.
- */
-extern int chain_agree (struct chain *c, size_t i);
+extern int chain_walk (struct chain *c, const char *path,
+                       const char *format);
+/* local-chain.c: free what c holds but its pins. */
+extern void chain_free (struct chain *c);
 
 #endif /* NBDSUM_LOCAL_CHAIN_H */

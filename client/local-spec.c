@@ -7,10 +7,12 @@
  * descriptor by a copy of the text checked, so that qemu follows no
  * name itself.  qemu-img info, given each layer's spec, must read the
  * names nbdsum read, and for a descriptor the size its extents add up
- * to: where the two readings differ the image is refused.  Once the
- * private server runs, the files its processes hold open must be
- * those pinned (local_pins_verify): an image rewritten in place after
- * its check, to name another file, is caught there.
+ * to: where the two readings differ the image is refused
+ * (local_chain_spec: the chain walked and pinned by local-chain.c, each
+ * layer agreed with qemu-img, then the spec).  Once the private server
+ * runs, the files its processes hold open must be those pinned
+ * (local_pins_verify): an image rewritten in place after its check, to
+ * name another file, is caught there.
  */
 #include <config.h>
 
@@ -138,7 +140,12 @@ copy_descriptor (struct chain *c, struct layer *l)
   return chain_pin (c, fd, &l->copy);
 }
 
-char *
+/* The json: spec of layer i, with the layers below it (all) or no
+ * backing file.  Descriptor layers are handed on as copies of the text
+ * checked, naming their extents' pins.  NULL if out of memory, or
+ * after saying why (0 errors printed: out of memory).
+ */
+static char *
 chain_spec (struct chain *c, size_t i, bool all)
 {
   char *spec = NULL;
@@ -266,7 +273,10 @@ same (const char *a, const char *b)
   return strcmp (a ? a : "", b ? b : "") == 0;
 }
 
-int
+/* Does qemu-img info, given layer i alone, read the names nbdsum
+ * read?  0, or -1 after saying why not.
+ */
+static int
 chain_agree (struct chain *c, size_t i)
 {
   const struct layer *l = &c->l[i];
@@ -321,6 +331,34 @@ chain_agree (struct chain *c, size_t i)
   free (s.backing_format);
   free (s.data_file);
   return r;
+}
+
+char *
+local_chain_spec (const char *name, const char *path, const char *format,
+                  enum format_origin origin, char **alone,
+                  struct local_pins *pins)
+{
+  struct chain c = { .name = name, .origin = origin };
+  char *spec = NULL;
+
+  if (chain_walk (&c, path, format) == -1)
+    goto out;
+  for (size_t i = 0; i < c.n; i++)
+    if (strcmp (c.l[i].format, "raw") != 0 && chain_agree (&c, i) == -1)
+      goto out;
+  if ((spec = chain_spec (&c, 0, true)) == NULL ||
+      (alone && (*alone = chain_spec (&c, 0, false)) == NULL)) {
+    free (spec);
+    spec = NULL;
+  }
+
+ out:
+  chain_free (&c);
+  if (spec)
+    *pins = c.pins;
+  else
+    local_pins_close (&c.pins);
+  return spec;
 }
 
 

@@ -139,7 +139,7 @@ extern void local_pins_close (struct local_pins *p);
  */
 extern int local_pins_verify (const char *name, const struct local_pins *p,
                               pid_t pgid);
-/* local-chain.c: the image at path (absolute, as given) read as
+/* local-spec.c: the image at path (absolute, as given) read as
  * format (not raw), found as origin says: every file it names checked
  * against the policy (nbdsum(1), SECURITY; --allow-backing) and pinned
  * in *pins, then each layer read by qemu-img info, which must find
