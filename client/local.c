@@ -15,9 +15,9 @@
  * and qcow, a fixed-size VHD qemu takes for raw, any image without
  * qemu-nbd) is refused here, never hashed as its bytes.  The blkhash
  * filter comes from the build tree when nbdsum runs from it
- * (local-command.c finds it), and is left out with --client-side.  The server has a process group of its
- * own: a terminal's ^C is for nbdsum, which disconnects before
- * stopping it.
+ * (local-command.c finds it), and is left out with --client-side.  The
+ * server has a process group of its own: a terminal's ^C is for
+ * nbdsum, which disconnects before stopping it.
  */
 #include <config.h>
 
