@@ -20,12 +20,6 @@
 #include "messages.h"
 #include "util.h"
 
-bool
-is_uri (const char *arg)
-{
-  return strncmp (arg, "nbd", 3) == 0 && strstr (arg, "://") != NULL;
-}
-
 const char *
 temp_dir (void)
 {
@@ -252,18 +246,6 @@ strdup_or_exit (const char *s)
     exit (EXIT_FAILURE);
   }
   return p;
-}
-
-bool
-names_stdin (const char *name)
-{
-  struct stat in, st;
-
-  if (strcmp (name, "-") == 0)
-    return true;
-  return !is_uri (name) && fstat (STDIN_FILENO, &in) == 0 &&
-    stat (name, &st) == 0 &&
-    st.st_dev == in.st_dev && st.st_ino == in.st_ino;
 }
 
 bool

@@ -2,10 +2,11 @@
  * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
  */
 /* nbdsum: small helpers its files share, which belong to none of them:
- * what an argument is, where temporary files go, absolute paths,
- * standard output's errors, the clock, UTF-8, a root checked against
- * the server's, and samples' random numbers.  Beneath the options:
- * nothing here reads them.
+ * NBD URIs' export names, where temporary files go, absolute paths,
+ * standard output's errors, the clock, allocation a run needs, programs
+ * in PATH, a root checked against the server's, and samples' random
+ * numbers.  (What kind of thing a name is, names.h says.)  Beneath the
+ * options: nothing here reads them.
  */
 #ifndef NBDSUM_HELPERS_H
 #define NBDSUM_HELPERS_H
@@ -14,8 +15,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Is arg an NBD URI rather than a file name? */
-extern bool is_uri (const char *arg);
 /* The export name of an NBD URI as libnbd takes it (RFC 3986): the
  * path without its leading '/', percent-decoded.  NULL if out of
  * memory.
@@ -77,11 +76,6 @@ splitmix64 (uint64_t *state)
 extern void *calloc_or_exit (size_t n, size_t size)
   __attribute__ ((malloc));
 extern char *strdup_or_exit (const char *s) __attribute__ ((malloc));
-
-/* Does name stand for standard input: -, or another name of what it
- * is (/dev/stdin, /proc/self/fd/0)?
- */
-extern bool names_stdin (const char *name);
 
 /* Can execvp find program, as nbdkit's nbd plugin will? */
 extern bool in_path (const char *program);

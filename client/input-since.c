@@ -49,10 +49,10 @@
 #include "endpoint.h"
 #include "helpers.h"
 #include "input-kinds.h"
-#include "local-command.h"
 #include "manifest.h"
 #include "messages.h"
 #include "minmax.h"
+#include "names.h"
 #include "options.h"
 #include "signals.h"
 #include "since-sample.h"
@@ -560,7 +560,7 @@ since_input_open (const char *name, const struct hash_spec *spec)
     error_at (name, "out of memory");
     goto err;
   }
-  if (!is_uri (name) && !local_command_argv (name)) {
+  if (!name_is_uri (name) && !name_command (name)) {
     if ((inc->src = source_open_bitmap (name, opts->dirty_bitmap)) == NULL)
       goto err;
   }

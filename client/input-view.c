@@ -38,9 +38,9 @@
 #include "header.h"
 #include "helpers.h"
 #include "input-kinds.h"
-#include "local-command.h"
 #include "messages.h"
 #include "minmax.h"
+#include "names.h"
 #include "options.h"
 #include "signals.h"
 #include "spot-check.h"
@@ -161,7 +161,7 @@ span_limits (struct view_input *v)
 bool
 view_filterless_chosen (const char *name)
 {
-  char **argv = local_command_argv (name);
+  char **argv = name_command (name);
 
   if (argv == NULL)
     return false;

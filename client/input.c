@@ -14,9 +14,9 @@
 #include "helpers.h"
 #include "input-kinds.h"
 #include "input.h"
-#include "local-command.h"
 #include "local.h"
 #include "messages.h"
+#include "names.h"
 #include "signals.h"
 #include "source.h"
 #include "util.h"
@@ -30,7 +30,7 @@ input_format (const char *name, const struct hash_spec *spec,
               const char **format)
 {
   *format = spec->format ? spec->format : options_format (name);
-  if (*format && (is_uri (name) || local_command_argv (name))) {
+  if (*format && (name_is_uri (name) || name_command (name))) {
     error_at (name, "a format (%s) applies to local files only: this "
               "input is hashed as its server serves it", *format);
     return -1;
@@ -98,8 +98,8 @@ input_open (const char *name, const struct hash_spec *spec, unsigned flags)
    */
   if (strcmp (name, "-") == 0)
     fd = STDIN_FILENO;
-  else if (!opts->since && !(flags & INPUT_DIGESTS) && !is_uri (name) &&
-           !local_command_argv (name) &&
+  else if (!opts->since && !(flags & INPUT_DIGESTS) && !name_is_uri (name) &&
+           !name_command (name) &&
            (fd = local_stream_open (name)) == -2)
     return NULL;
   /* A plain digest of a stream is of its bytes, whatever they look

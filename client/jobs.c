@@ -51,6 +51,7 @@
 #include "job.h"
 #include "jobs.h"
 #include "messages.h"
+#include "names.h"
 #include "progress.h"
 #include "signals.h"
 

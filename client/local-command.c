@@ -1,9 +1,10 @@
 /* Copyright (C) 2026 The nbdkit-blkhash developers
  * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
  */
-/* nbdsum: the [ CMD ARGS... ] inputs of the command line, known by
- * their names (see local-command.h), and the blkhash filter nbdsum's
- * nbdkit loads, its private one's and a [ nbdkit ... ]'s alike.
+/* nbdsum: the [ CMD ARGS... ] inputs of the command line, made into
+ * names and commands (names.c knows them by those names), and the
+ * blkhash filter nbdsum's nbdkit loads, its private one's and a
+ * [ nbdkit ... ]'s alike.
  */
 #include <config.h>
 
@@ -15,6 +16,7 @@
 #include <unistd.h>
 
 #include "local-command.h"
+#include "names.h"
 #include "paths.h"
 
 const char *
@@ -81,54 +83,37 @@ command_own_filter (char **argv, size_t n)
   return true;
 }
 
-/* The [ CMD ARGS... ] inputs, known by their names' addresses. */
-struct command {
-  char *name;
-  char **argv;
-};
-static struct command commands[MAX_COMMANDS];
-static size_t ncommands;
-
 const char *
 local_command_add (char **argv, size_t n)
 {
-  struct command *c;
+  char *name, **cmd;
   size_t len = 2;
 
-  if (ncommands == MAX_COMMANDS || n == 0)
+  if (n == 0)
     return NULL;
-  c = &commands[ncommands];
   for (size_t i = 0; i < n; i++)
     len += strlen (argv[i]) + 1;
-  c->name = malloc (len + 2);
-  c->argv = calloc (n + 1, sizeof *c->argv);
-  if (c->name == NULL || c->argv == NULL) {
-    free (c->name);
-    free (c->argv);
+  name = malloc (len + 2);
+  cmd = calloc (n + 1, sizeof *cmd);
+  if (name == NULL || cmd == NULL) {
+    free (name);
+    free (cmd);
     return NULL;
   }
-  strcpy (c->name, "[");
+  strcpy (name, "[");
   for (size_t i = 0; i < n; i++) {
-    strcat (c->name, " ");
-    strcat (c->name, argv[i]);
-    c->argv[i] = argv[i];
+    strcat (name, " ");
+    strcat (name, argv[i]);
+    cmd[i] = argv[i];
   }
-  strcat (c->name, " ]");
-  /* The name stays as the user wrote it. */
-  if (!command_own_filter (c->argv, n)) {
-    free (c->name);
-    free (c->argv);
+  strcat (name, " ]");
+  /* The name stays as the user wrote it.  names.c knows it by its
+   * address from now on.
+   */
+  if (!command_own_filter (cmd, n) || !name_add_command (name, cmd)) {
+    free (name);
+    free (cmd);
     return NULL;
   }
-  ncommands++;
-  return c->name;
-}
-
-char **
-local_command_argv (const char *name)
-{
-  for (size_t i = 0; i < ncommands; i++)
-    if (name == commands[i].name)
-      return commands[i].argv;
-  return NULL;
+  return name;
 }

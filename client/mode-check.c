@@ -37,10 +37,10 @@
 #include "helpers.h"
 #include "jobs.h"
 #include "json.h"
-#include "local-command.h"
 #include "local.h"
 #include "messages.h"
 #include "modes.h"
+#include "names.h"
 #include "signals.h"
 #include "sumline.h"
 #include "unarmour.h"
@@ -93,7 +93,7 @@ file_error (const char *path, const char *msg)
 static bool
 missing (const char *name)
 {
-  return !is_uri (name) && strcmp (name, "-") != 0 &&
+  return !name_is_uri (name) && strcmp (name, "-") != 0 &&
     access (name, F_OK) == -1 && errno == ENOENT;
 }
 
@@ -354,7 +354,7 @@ names_file (const char *name, const struct stat *file)
 {
   struct stat st;
 
-  return !is_uri (name) && strcmp (name, "-") != 0 &&
+  return !name_is_uri (name) && strcmp (name, "-") != 0 &&
     stat (name, &st) == 0 &&
     st.st_dev == file->st_dev && st.st_ino == file->st_ino;
 }
@@ -372,7 +372,7 @@ not_regular (const char *name)
   bool hashable = true;         /* nbdsum NAME hashes it */
   char *msg;
 
-  if (is_uri (name) || stat (name, &st) == -1)
+  if (name_is_uri (name) || stat (name, &st) == -1)
     return NULL;
   if (S_ISREG (st.st_mode) && !local_kernel_file (name))
     return NULL;
@@ -407,7 +407,7 @@ static const struct hash_spec *
 line_spec (const struct check_run *run, const struct blk_sum_line *sl,
            struct hash_spec *spec)
 {
-  const bool local = !is_uri (sl->name) && !local_command_argv (sl->name);
+  const bool local = !name_is_uri (sl->name) && !name_command (sl->name);
 
   if (sl->tagged)
     *spec = (struct hash_spec) {

@@ -21,9 +21,9 @@
 #include "blkhash.h"
 #include "helpers.h"
 #include "imgformat.h"
-#include "local-command.h"
 #include "manifest.h"
 #include "messages.h"
+#include "names.h"
 #include "options.h"
 #include "signals.h"
 #include "sumline.h"
@@ -95,7 +95,7 @@ struct format_option {
 static bool
 is_local (const char *name)
 {
-  return !is_uri (name) && local_command_argv (name) == NULL;
+  return !name_is_uri (name) && name_command (name) == NULL;
 }
 
 /* Check each --format against the inputs it applies to (those after it

@@ -16,9 +16,9 @@
 #include <string.h>
 
 #include "helpers.h"
-#include "local-command.h"
 #include "local.h"
 #include "messages.h"
+#include "names.h"
 #include "options.h"
 #include "progress.h"
 #include "signals.h"
@@ -142,7 +142,7 @@ refuse_view (const char *name)
   char *export;
   bool refused;
 
-  if (!is_uri (name))
+  if (!name_is_uri (name))
     return false;
   if ((export = uri_export_name (name)) == NULL) {
     error_at (name, "out of memory");
@@ -168,11 +168,11 @@ open_source (const char *name, const char *format, const char *bitmap)
     return NULL;
   }
   src->name = name;
-  if (is_uri (name))
+  if (name_is_uri (name))
     src->uri = strdup (name);
-  else if (local_command_argv (name)) {
+  else if (name_command (name)) {
     src->server = local_server_start_command (name,
-                                              local_command_argv (name));
+                                              name_command (name));
     if (src->server == NULL)
       goto err;
     src->uri = strdup (local_server_uri (src->server));
