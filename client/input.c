@@ -30,7 +30,7 @@ input_format (const char *name, const struct hash_spec *spec,
               const char **format)
 {
   *format = spec->format ? spec->format : options_format (name);
-  if (*format && (name_is_uri (name) || name_command (name))) {
+  if (*format && !name_is_local (name)) {
     error_at (name, "a format (%s) applies to local files only: this "
               "input is hashed as its server serves it", *format);
     return -1;
@@ -87,6 +87,7 @@ input_open (const char *name, const struct hash_spec *spec, unsigned flags)
   struct hash_spec hs = *spec;
   struct input *in;
   int fd = -1;
+  enum name_kind kind;
 
   if (flags & INPUT_SAVED)
     return saved_input_open (name);
@@ -96,10 +97,10 @@ input_open (const char *name, const struct hash_spec *spec, unsigned flags)
    * streams, which have no block digests (--since, --diff and --blocks
    * refuse them).
    */
-  if (strcmp (name, "-") == 0)
+  kind = name_kind (name);
+  if (kind == NAME_STDIN)
     fd = STDIN_FILENO;
-  else if (!opts->since && !(flags & INPUT_DIGESTS) && !name_is_uri (name) &&
-           !name_command (name) &&
+  else if (kind == NAME_FILE && !opts->since && !(flags & INPUT_DIGESTS) &&
            (fd = local_stream_open (name)) == -2)
     return NULL;
   /* A plain digest of a stream is of its bytes, whatever they look

@@ -89,15 +89,6 @@ struct format_option {
   int first;                    /* the first input after it */
 };
 
-/* Is the input a local file (or standard input), which --format may
- * apply to, rather than a URI or a [ CMD ]?
- */
-static bool
-is_local (const char *name)
-{
-  return !name_is_uri (name) && name_command (name) == NULL;
-}
-
 /* Check each --format against the inputs it applies to (those after it
  * until the next) and keep the format of each local file given one.
  */
@@ -135,7 +126,7 @@ apply_formats (const struct format_option *fo, int nfo, char **inputs,
 
     for (int i = fo[k].first; i < end; i++) {
       /* A stream is its bytes (input-stream.c says so of other streams). */
-      if (strcmp (inputs[i], "-") == 0 && format &&
+      if (name_is_stdin (inputs[i]) && format &&
           strcmp (format, "raw") != 0) {
         if (implicit_stdin)
           fprintf (stderr, "%s: --format=%s applies to no local file (it "
@@ -148,7 +139,7 @@ apply_formats (const struct format_option *fo, int nfo, char **inputs,
                    progname, fo[k].arg);
         exit (usage_status);
       }
-      if (is_local (inputs[i])) {
+      if (name_is_local (inputs[i])) {
         local++;
         if (format)
           given[ngiven++] = (struct given_format) { inputs[i], format };
@@ -662,7 +653,7 @@ parse_options (int argc, char **argv, int *first_arg)
   /* Block digests need an image that can be read anywhere. */
   for (int i = 0;
        (parsed.diff || parsed.blocks || parsed.since) && i < nargs; i++)
-    if (strcmp (inputs[i], "-") == 0) {
+    if (name_is_stdin (inputs[i])) {
       fprintf (stderr, "%s: %s: standard input cannot be an image with "
                "%s (save it to a file first)\n", progname, inputs[i],
                parsed.diff ? "--diff" :
