@@ -93,7 +93,7 @@ file_error (const char *path, const char *msg)
 static bool
 missing (const char *name)
 {
-  return !name_is_uri (name) && strcmp (name, "-") != 0 &&
+  return name_kind (name) == NAME_FILE &&
     access (name, F_OK) == -1 && errno == ENOENT;
 }
 
@@ -338,7 +338,7 @@ reads_stdin (const char *name)
 {
   struct stat in;
 
-  if (strcmp (name, "-") == 0)
+  if (name_is_stdin (name))
     return true;
   return names_stdin (name) && fstat (STDIN_FILENO, &in) == 0 &&
     !S_ISREG (in.st_mode) && !S_ISBLK (in.st_mode);
@@ -354,8 +354,7 @@ names_file (const char *name, const struct stat *file)
 {
   struct stat st;
 
-  return !name_is_uri (name) && strcmp (name, "-") != 0 &&
-    stat (name, &st) == 0 &&
+  return name_kind (name) == NAME_FILE && stat (name, &st) == 0 &&
     st.st_dev == file->st_dev && st.st_ino == file->st_ino;
 }
 
@@ -372,7 +371,7 @@ not_regular (const char *name)
   bool hashable = true;         /* nbdsum NAME hashes it */
   char *msg;
 
-  if (name_is_uri (name) || stat (name, &st) == -1)
+  if (name_kind (name) != NAME_FILE || stat (name, &st) == -1)
     return NULL;
   if (S_ISREG (st.st_mode) && !local_kernel_file (name))
     return NULL;
@@ -407,7 +406,7 @@ static const struct hash_spec *
 line_spec (const struct check_run *run, const struct blk_sum_line *sl,
            struct hash_spec *spec)
 {
-  const bool local = !name_is_uri (sl->name) && !name_command (sl->name);
+  const bool local = name_is_local (sl->name);
 
   if (sl->tagged)
     *spec = (struct hash_spec) {
@@ -427,7 +426,7 @@ static void
 check_one_file (struct check_run *run, const char *path)
 {
   /* Not inherited by the servers nbdsum starts. */
-  const int fd = strcmp (path, "-") == 0 ? STDIN_FILENO
+  const int fd = name_is_stdin (path) ? STDIN_FILENO
     : stop_signals_open (path, O_RDONLY | O_CLOEXEC);
   FILE *fp = fd == STDIN_FILENO ? stdin : fd >= 0 ? fdopen (fd, "r") : NULL;
   int open_errno = errno;
