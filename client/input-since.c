@@ -560,7 +560,7 @@ since_input_open (const char *name, const struct hash_spec *spec)
     error_at (name, "out of memory");
     goto err;
   }
-  if (!name_is_uri (name) && !name_command (name)) {
+  if (name_is_local (name)) {
     if ((inc->src = source_open_bitmap (name, opts->dirty_bitmap)) == NULL)
       goto err;
   }

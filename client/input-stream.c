@@ -23,6 +23,7 @@
 #include "imgformat.h"
 #include "input-kinds.h"
 #include "messages.h"
+#include "names.h"
 #include "options.h"
 #include "progress.h"
 #include "signals.h"
@@ -86,7 +87,7 @@ sh_free (struct stream_hash *sh)
 static const char *
 stream_what (const char *name)
 {
-  return strcmp (name, "-") == 0 ? "standard input" : "the stream";
+  return name_is_stdin (name) ? "standard input" : "the stream";
 }
 
 /* Its size is known only at its end: refused as it passes the limit

@@ -160,6 +160,7 @@ static struct source *
 open_source (const char *name, const char *format, const char *bitmap)
 {
   struct source *src;
+  enum name_kind kind;
 
   if (refuse_view (name))
     return NULL;
@@ -168,11 +169,11 @@ open_source (const char *name, const char *format, const char *bitmap)
     return NULL;
   }
   src->name = name;
-  if (name_is_uri (name))
+  kind = name_kind (name);
+  if (kind == NAME_URI)
     src->uri = strdup (name);
-  else if (name_command (name)) {
-    src->server = local_server_start_command (name,
-                                              name_command (name));
+  else if (kind == NAME_COMMAND) {
+    src->server = local_server_start_command (name, name_command (name));
     if (src->server == NULL)
       goto err;
     src->uri = strdup (local_server_uri (src->server));
