@@ -27,6 +27,7 @@
 #include "messages.h"
 #include "minmax.h"
 #include "modes.h"
+#include "names.h"
 #include "options.h"
 #include "signals.h"
 
@@ -78,7 +79,7 @@ raise_fd_limit (void)
 static int
 collapse_commands (int argc, char **argv)
 {
-  int i, j, k, out = 0;
+  int i, j, k, out = 0, commands = 0;
 
   for (i = 0; i < argc; i++) {
     if (i == 0 || strcmp (argv[i], "[") != 0) {
@@ -90,6 +91,11 @@ collapse_commands (int argc, char **argv)
     if (j == argc || j == i + 1) {
       fprintf (stderr, "%s: '[' must be followed by a command and ']'\n",
                progname);
+      exit (EXIT_FAILURE);
+    }
+    if (++commands > MAX_COMMANDS) {
+      fprintf (stderr, "%s: at most %d [ CMD ] inputs\n", progname,
+               MAX_COMMANDS);
       exit (EXIT_FAILURE);
     }
     argv[out++] = (char *) local_command_add (&argv[i + 1], j - i - 1);

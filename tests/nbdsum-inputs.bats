@@ -616,6 +616,14 @@ oracle () {
   run "$NBDSUM" [ qemu-nbd -r "$disk"
   [ "$status" -eq 1 ]
   [[ "$output" = *"'[' must be followed by a command and ']'"* ]]
+  # More [ CMD ] inputs than nbdsum keeps: the limit is named, nothing
+  # runs.
+  local many=() i
+  for ((i = 0; i < 257; i++)); do many+=("[" false "]"); done
+  run "$NBDSUM" "${many[@]}"
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"at most 256 [ CMD ] inputs"* ]]
+  [[ "$output" != *"out of memory"* ]]
 }
 
 @test "nbdsum-inputs: an export that fails is an error, not a missing view" {
