@@ -350,10 +350,16 @@ qcow" ]
   echo "$output"
   [ "$status" -eq 1 ]
   [[ "$output" = *"the image is 659706976665600 bytes (600 TiB): in 64K blocks of 64-byte digests, as much hashing as 1.2 PiB in 64K blocks of sha256"* ]]
-  # The same images at 64K blocks of sha256 pass the check.
-  run timeout 120 "$NBDSUM" --max-size=2P --block-size=4K \
-    [ nbdkit --filter=blkhash null 4T ]
+  # At the boundary, small enough to compute at once on a loaded
+  # machine: 64 MiB in 4K blocks is 1 GiB's work in 64K blocks, 65 MiB
+  # is past it.
+  run timeout 60 "$NBDSUM" --max-size=1G --block-size=4K \
+    [ nbdkit --filter=blkhash null 64M ]
   [ "$status" -eq 0 ]
+  run timeout 60 "$NBDSUM" --max-size=1G --block-size=4K \
+    [ nbdkit --filter=blkhash null 65M ]
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"is 68157440 bytes (65 MiB): in 4K blocks of 32-byte digests"*"over the limit of 1 GiB"* ]]
 }
 
 @test "nbdsum-options: --max-size lowers and lifts the limit on sizes" {
