@@ -402,7 +402,16 @@ PY
       sleep 0.1
     done
     kill -TERM "$p"
-    wait_exit "$p" 60
+    # Once seen still running 60 s after SIGTERM (Debian 13, under
+    # load, not repeated since): say where it waits if it does again.
+    wait_exit "$p" 60 || {
+      echo "$o: its standard error:"; cat err
+      for t in /proc/"$p"/task/*; do
+        echo "$t: $(cat "$t/comm") $(cat "$t/wchan"; echo) $(grep -E '^(State|SigBlk|SigCgt|SigPnd|ShdPnd)' "$t/status" | tr '\n' ' ')"
+      done
+      pstree -p "$p" 2>/dev/null || true
+      kill -KILL "$p"; false
+    }
     [ "$rc" -eq 143 ] || { echo "$o: $rc"; cat err; false; }
     [ ! -s out ]
   done
