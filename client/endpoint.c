@@ -107,8 +107,8 @@ endpoint_close (struct endpoint *ep)
 int
 endpoint_connect_rest (struct endpoint *ep, const char *export_name)
 {
-  const unsigned want = nbd_can_multi_conn (ep->conns[0].h) == 1
-    ? opts->connections : 1;
+  const unsigned want = nbd_can_multi_conn (ep->conns[0].h) == 1 &&
+    !ep->src->single ? opts->connections : 1;
 
   for (ep->nconns = 1; ep->nconns < want; ep->nconns++) {
     struct conn *c = &ep->conns[ep->nconns];

@@ -13,6 +13,8 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "minmax.h"
 #include <sys/stat.h>
 
 #include "blkhash.h"
@@ -147,15 +149,14 @@ uri_path (const char *uri, size_t *start, size_t *end)
   *end = *start + strcspn (uri + *start, "?#");
 }
 
-char *
-uri_export_name (const char *uri)
+/* uri[start, end) percent-decoded (as libxml2's xmlURIUnescapeString,
+ * which libnbd uses).  NULL if out of memory.
+ */
+static char *
+uri_decode (const char *uri, size_t start, size_t end)
 {
-  size_t start, end;
   char *name, *q;
 
-  uri_path (uri, &start, &end);
-  if (start < end && uri[start] == '/')
-    start++;
   if ((q = name = malloc (end - start + 1)) == NULL)
     return NULL;
   for (size_t i = start; i < end; i++) {
@@ -169,6 +170,83 @@ uri_export_name (const char *uri)
   }
   *q = '\0';
   return name;
+}
+
+char *
+uri_export_name (const char *uri)
+{
+  size_t start, end;
+
+  uri_path (uri, &start, &end);
+  if (start < end && uri[start] == '/')
+    start++;
+  return uri_decode (uri, start, end);
+}
+
+/* libnbd reads a query as parse_uri_queries does: a parameter ends at
+ * the first '&' after it, else at the first ';', else at the end.
+ */
+static size_t
+query_param_len (const char *q)
+{
+  const char *end = strchr (q, '&');
+
+  if (end == NULL)
+    end = strchr (q, ';');
+  return end ? (size_t) (end - q) : strlen (q);
+}
+
+char *
+uri_take_tls_files (const char *uri, char **psk_file, char **certificates)
+{
+  const char *query = strchr (uri, '?');
+  const size_t qend = query ? strcspn (uri, "#") : 0;
+  char *out = malloc (strlen (uri) + 1), *o;
+
+  *psk_file = *certificates = NULL;
+  if (out == NULL)
+    return NULL;
+  if (query == NULL || (size_t) (query - uri) > qend) {
+    strcpy (out, uri);
+    return out;
+  }
+  o = stpncpy (out, uri, query - uri + 1);
+  for (size_t i = query - uri + 1; i < qend; ) {
+    const size_t len = MIN (query_param_len (uri + i), qend - i);
+    const size_t eq = strcspn (uri + i, "=");
+    char *name = uri_decode (uri, i, i + MIN (eq, len)), **take = NULL;
+
+    if (name == NULL)
+      goto nomem;
+    if (strcmp (name, "tls-psk-file") == 0)
+      take = psk_file;
+    else if (strcmp (name, "tls-certificates") == 0)
+      take = certificates;
+    free (name);
+    if (take) {
+      free (*take);
+      if ((*take = uri_decode (uri, i + MIN (eq + 1, len), i + len))
+          == NULL)
+        goto nomem;
+    }
+    else {
+      /* Kept, with the separator that ends it. */
+      o = stpncpy (o, uri + i, len + (i + len < qend));
+    }
+    i += len + (i + len < qend);
+  }
+  /* No separator or '?' left dangling. */
+  while (o > out && (o[-1] == '&' || o[-1] == ';' || o[-1] == '?'))
+    o--;
+  strcpy (o, uri + qend);
+  return out;
+
+ nomem:
+  free (out);
+  free (*psk_file);
+  free (*certificates);
+  *psk_file = *certificates = NULL;
+  return NULL;
 }
 
 char *

@@ -25,6 +25,13 @@ extern char *uri_export_name (const char *uri);
  * the end of dst, its '\0'.
  */
 extern char *uri_encode (char *dst, const char *src);
+/* uri without the query parameters tls-psk-file and tls-certificates,
+ * their values percent-decoded in *psk_file and *certificates (NULL:
+ * none; malloc'd): for nbdkit's nbd plugin, whose libnbd may not read
+ * local files named in a URI.  NULL if out of memory.
+ */
+extern char *uri_take_tls_files (const char *uri, char **psk_file,
+                                 char **certificates);
 /* uri with its export name replaced, percent-encoded.  NULL if out of
  * memory.
  */

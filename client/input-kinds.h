@@ -6,10 +6,9 @@
  * else includes this.
  *
  *   input-view.c    the server hashes: its blkhash view
- *   input-client.c  nbdsum hashes what the server serves
  *   input-plain-view.c    --plain: the server hashes: its plain-digest
  *                         view
- *   input-plain-client.c  --plain: nbdsum hashes the bytes in order
+ *   input-front.c   a private filter in front of a server without one
  *   input-since.c   --since: a manifest, and the blocks changed since
  *   input-saved.c   a saved --blocks manifest (--diff, --check-manifest)
  *   input-stream.c  bytes read to their end (standard input, a pipe),
@@ -111,12 +110,14 @@ extern int plain_view_input_open (struct source *src,
                                   const struct hash_spec *spec,
                                   struct input **in, struct fallback *fb);
 
-/* input-plain-client.c: as client_input_open, for --plain: the bytes
- * read in order, holes hashed as zeros without reading.
+/* input-front.c: a private nbdkit --filter=blkhash in front of src's
+ * server, for the views its server does not have (fb: what
+ * view_input_open left, or empty with --client-side), once the image
+ * is checked (it opens; under the size limit) and fb's notice said.
+ * Takes src and what fb holds; NULL on error (printed, src closed).
  */
-extern struct input *plain_client_input_open (struct source *src,
-                                              const struct hash_spec *spec,
-                                              struct fallback *fb);
+extern struct source *front_open (struct source *src, struct fallback *fb,
+                                  const struct hash_spec *spec);
 
 /* Client-side, the blocks whose digests come from elsewhere (--since:
  * a manifest) are not hashed.

@@ -122,7 +122,8 @@ plain_view_input_open (struct source *src, const struct hash_spec *spec,
   if (r == 1 && !view_echoes (&vg, &hdr, "plain-digest view", fb))
     r = 0;
   if (r == 1 && (view_size_refused (src, vg.shown, &hdr, true) ||
-                 view_check_image (src, base, vg.shown, &hdr) == -1))
+                 (!src->behind &&
+                  view_check_image (src, base, vg.shown, &hdr) == -1)))
     r = -1;
   free (base);
   /* One connection: the name on the wire is not needed again. */

@@ -38,9 +38,30 @@ input_format (const char *name, const struct hash_spec *spec,
   return 0;
 }
 
+/* The views of src: 1 with *in open, 0 when it has none (*fb filled
+ * in), -1 on error (printed).
+ */
+static int
+views_open (struct source *src, const struct hash_spec *spec,
+            struct input **in, struct fallback *fb)
+{
+  return spec->plain ? plain_view_input_open (src, spec, in, fb)
+    : view_input_open (src, spec, in, fb);
+}
+
+static void
+fallback_free (struct fallback *fb)
+{
+  nbd_close (fb->h);
+  free (fb->export_name);
+  free (fb->notice);
+  *fb = (struct fallback) { NULL, NULL, 0, NULL };
+}
+
 /* Where name is served from: the server hashes if it can; otherwise
- * nbdsum does, going on with the connection the server left (it said
- * so).
+ * (or with --client-side) a private filter on this machine does, in
+ * front of it (input-front.c; the server left a notice to say why).
+ * A local file's private nbdkit has the filter already.
  */
 static struct input *
 served_input_open (const char *name, const struct hash_spec *spec)
@@ -49,6 +70,7 @@ served_input_open (const char *name, const struct hash_spec *spec)
   struct input *in = NULL;
   struct source *src;
   char format[sizeof in->about.format] = "";
+  bool local, front = false;
   int r = 0;
 
   if ((src = source_open_as (name, spec->format)) == NULL)
@@ -67,16 +89,28 @@ served_input_open (const char *name, const struct hash_spec *spec)
     source_close (src);
     return NULL;
   }
-  if (!opts->client_side)
-    r = spec->plain ? plain_view_input_open (src, spec, &in, &fb)
-      : view_input_open (src, spec, &in, &fb);
-  if (r == 0)
-    in = spec->plain ? plain_client_input_open (src, spec, &fb)
-      : client_input_open (src, spec, &fb, NULL);
-  if (r == -1)
+  local = src->server && local_server_format (src->server);
+  if (!opts->client_side || local)
+    r = views_open (src, spec, &in, &fb);
+  if (r == 0) {
+    /* front_open takes src. */
+    front = true;
+    if ((src = front_open (src, &fb, spec)) == NULL)
+      return NULL;
+    r = views_open (src, spec, &in, &fb);
+    if (r == 0) {
+      error_at (name, "nbdsum's private nbdkit --filter=blkhash has no "
+                "view of it (%s)", fb.notice ? fb.notice : "?");
+      fallback_free (&fb);
+      r = -1;
+    }
+  }
+  if (r == -1) {
     source_close (src);
-  if (in)
-    memcpy (in->about.format, format, sizeof format);
+    return NULL;
+  }
+  memcpy (in->about.format, format, sizeof format);
+  in->here = front || opts->client_side;
   return in;
 }
 
@@ -132,7 +166,8 @@ input_checksum (struct input *in, struct result *res)
   res->name = in->name;
   blk_hex (root, in->params->digest.len, res->hex);
   snprintf (res->digest, sizeof res->digest, "%s", in->params->digest.name);
-  snprintf (res->method, sizeof res->method, "%s", in->ops->method);
+  snprintf (res->method, sizeof res->method, "%s",
+            in->here ? "client-side" : in->ops->method);
   res->plain = in->plain;
   res->block_size = in->plain ? 0 : in->params->block_size;
   res->size = in->size;

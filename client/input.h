@@ -54,6 +54,10 @@ struct input {
    * name the digest, and there are no blocks.
    */
   bool plain;
+  /* Hashed on this machine, by nbdsum's private filter (--client-side,
+   * or a server without the filter): its method is client-side.
+   */
+  bool here;
   /* What its result says besides the checksum: the format a local
    * file was read as, and for --since what was hashed.
    */

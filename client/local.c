@@ -15,7 +15,9 @@
  * and qcow, a fixed-size VHD qemu takes for raw, any image without
  * qemu-nbd) is refused here, never hashed as its bytes.  The blkhash
  * filter comes from the build tree when nbdsum runs from it
- * (local-command.c finds it), and is left out with --client-side.  The
+ * (local-command.c finds it).  In front of a server without the
+ * filter, or with --client-side, nbdsum runs a private nbdkit
+ * --filter=blkhash nbd uri=... (local_server_start_front).  The
  * server has a process group of its own: a terminal's ^C is for
  * nbdsum, which disconnects before stopping it.
  */
@@ -97,24 +99,36 @@ exec_activated (int listen_fd, const char *const *argv, bool path)
 }
 
 /* What a private server for a local file runs: nbdkit's file plugin
- * for a raw file, else qemu-nbd given spec, local_chain_spec's.
+ * for a raw file, else qemu-nbd given spec, local_chain_spec's; or,
+ * in front of another server, nbdkit's nbd plugin given uri (and the
+ * TLS files the URI named, which its libnbd may not read from it).
  */
 struct file_server {
   const char *filter, *format, *path, *spec;
+  const char *uri, *tls_psk, *tls_certificates;
 };
 
 static void __attribute__ ((noreturn))
 exec_nbdkit (int listen_fd, const void *opaque)
 {
   const struct file_server *f = opaque;
-  char *filter_arg, *spec_arg = NULL, *max_arg;
-  const char *argv[16];
+  char *filter_arg, *spec_arg = NULL, *max_arg, *uri_arg = NULL;
+  char *psk_arg = NULL, *certs_arg = NULL;
+  const char *argv[20];
   int i = 0;
 
-  /* nbdsum has no other thread yet: allocating here is safe. */
+  /* nbdsum has no other thread yet: allocating here is safe.  Each
+   * value is an argument of its own: nbdkit splits a parameter at its
+   * first '=' only.
+   */
   if (asprintf (&filter_arg, "--filter=%s", f->filter ? f->filter : "")
       == -1 ||
       (f->spec && asprintf (&spec_arg, "arg=%s", f->spec) == -1) ||
+      (f->uri && asprintf (&uri_arg, "uri=%s", f->uri) == -1) ||
+      (f->tls_psk && asprintf (&psk_arg, "tls-psk=%s", f->tls_psk) == -1) ||
+      (f->tls_certificates &&
+       asprintf (&certs_arg, "tls-certificates=%s",
+                 f->tls_certificates) == -1) ||
       asprintf (&max_arg, "blkhash-max-size=%" PRIu64, opts->max_size) == -1)
     _exit (126);
 
@@ -123,7 +137,20 @@ exec_nbdkit (int listen_fd, const void *opaque)
   argv[i++] = "--readonly";
   if (f->filter)
     argv[i++] = filter_arg;
-  if (f->spec == NULL) {
+  if (f->uri) {
+    /* One connection to the server for each of nbdsum's (shared=false,
+     * the default for uri=); TLS as the URI's scheme says, as in
+     * nbdsum's own libnbd.
+     */
+    argv[i++] = "nbd";
+    argv[i++] = uri_arg;
+    argv[i++] = "tls=off";
+    if (psk_arg)
+      argv[i++] = psk_arg;
+    if (certs_arg)
+      argv[i++] = certs_arg;
+  }
+  else if (f->spec == NULL) {
     argv[i++] = "file";
     argv[i++] = f->path;
   }
@@ -417,9 +444,10 @@ local_server_start (const char *name, const char *path, const char *format)
     free (abs);
     return NULL;
   }
-  /* Hashing client-side, the filter would only hash twice. */
-  f.filter = opts->client_side ? NULL : local_filter ();
+  /* --client-side too: this filter is nbdsum's own, on this machine. */
+  f.filter = local_filter ();
   f.path = abs;
+  f.uri = f.tls_psk = f.tls_certificates = NULL;
   s = serve (name, "private nbdkit", exec_nbdkit, &f, true);
   free (abs);
   free ((char *) f.spec);
@@ -434,6 +462,35 @@ local_server_start (const char *name, const char *path, const char *format)
                 "private nbdkit and qemu-nbd -f %s", f.format);
       s->what = s->what_buf;
     }
+  }
+  return s;
+}
+
+struct local_server *
+local_server_start_front (const char *name, const char *uri)
+{
+  struct file_server f = { .filter = local_filter () };
+  char *psk, *certs, *plain_uri = uri_take_tls_files (uri, &psk, &certs);
+  struct local_server *s;
+
+  if (plain_uri == NULL) {
+    error_at (name, "out of memory");
+    return NULL;
+  }
+  f.uri = plain_uri;
+  f.tls_psk = psk;
+  f.tls_certificates = certs;
+  s = serve (name, "private nbdkit --filter=blkhash nbd", exec_nbdkit, &f,
+             true);
+  free (plain_uri);
+  free (psk);
+  free (certs);
+  if (s) {
+    /* The user's server is as slow to answer as it is, as before;
+     * nbdkit holds no file to check, only sockets.
+     */
+    s->handshake_limit = 0;
+    s->verified = true;
   }
   return s;
 }

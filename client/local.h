@@ -23,6 +23,13 @@ struct local_server;
 extern struct local_server *local_server_start (const char *name,
                                                 const char *path,
                                                 const char *format);
+/* A private nbdkit --filter=blkhash in front of the server at uri (a
+ * URI's, or a [ CMD ]'s socket), by its nbd plugin: nbdsum's one engine
+ * for a server without the filter, or --client-side.  Each connection
+ * to it is one to the server.  NULL on error (printed).
+ */
+extern struct local_server *local_server_start_front (const char *name,
+                                                      const char *uri);
 /* The format a file is served as; NULL for a [ CMD ]'s server. */
 extern const char *local_server_format (const struct local_server *s);
 /* local-file.c: a local file nbdkit cannot serve but a read can

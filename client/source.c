@@ -214,12 +214,41 @@ source_open_bitmap (const char *name, const char *bitmap)
   return open_source (name, NULL, bitmap);
 }
 
+struct source *
+source_open_front (struct source *behind)
+{
+  struct source *src = calloc (1, sizeof *src);
+
+  if (src == NULL) {
+    error_at (behind->name, "out of memory");
+    source_close (behind);
+    return NULL;
+  }
+  src->name = behind->name;
+  src->behind = behind;
+  src->single = behind->single;
+  if ((src->server = local_server_start_front (src->name, behind->uri))
+      == NULL)
+    goto err;
+  if ((src->uri = strdup (local_server_uri (src->server))) == NULL) {
+    error_at (src->name, "out of memory");
+    goto err;
+  }
+  return src;
+
+ err:
+  source_close (src);
+  return NULL;
+}
+
 void
 source_close (struct source *src)
 {
   if (src == NULL)
     return;
+  /* The filter first: it is a client of the server behind. */
   local_server_stop (src->server);
+  source_close (src->behind);
   free (src->uri);
   free (src);
 }

@@ -20,6 +20,14 @@ struct source {
   const char *name;             /* as given on the command line */
   char *uri;                    /* the input's, or the private server's */
   struct local_server *server;  /* private nbdkit, or NULL */
+  /* The source a private filter is in front of (source_open_front),
+   * owned; NULL if none.
+   */
+  struct source *behind;
+  /* Its server admits only one connection at a time (no multi-conn):
+   * so does the filter in front of it.
+   */
+  bool single;
   /* Other metadata contexts every connection asks for (--since: the
    * dirty bitmap's and the allocation depth), up to a NULL.
    */
@@ -45,6 +53,11 @@ extern struct source *source_open_bitmap (const char *name,
  */
 extern struct source *source_open_as (const char *name,
                                       const char *format);
+/* A private nbdkit --filter=blkhash in front of behind's server (a
+ * URI's, or a [ CMD ]'s), which it takes: closed with it, or now on
+ * error (printed; NULL).
+ */
+extern struct source *source_open_front (struct source *behind);
 /* Stop the private server, if any. */
 extern void source_close (struct source *src);
 /* source_connect's flags. */
