@@ -26,34 +26,46 @@
 #include "util.h"
 
 /* The image on the server, checked before the filter is put in front
- * of it: the export must open (its own error, not a missing view's),
- * and its size must be under the limit.  fb's connection (still
- * negotiating, after the server refused a view) goes on to it, or a new
- * one is made.  Returns 0 (*multi_conn set), or -1 (error printed).
+ * of it: the export must be there (its own error, not a missing
+ * view's), and its size under the limit.  fb's connection (still
+ * negotiating, after the server refused a view) asks, or a new one.
+ * NBD_OPT_INFO, not GO: a server that exits when its first client
+ * leaves (qemu-nbd without --persistent) does so only after one went
+ * to an export; and one that admits a client at a time (qemu-nbd's
+ * --shared=1) must be free when the filter connects.  Returns 0
+ * (*multi_conn set), or -1 (error printed).
  */
 static int
-check_image (struct source *src, struct fallback *fb, const char *export,
-             uint64_t block_size, const char *digest, bool *multi_conn)
+check_image (struct source *src, struct fallback *fb, uint64_t block_size,
+             const char *digest, bool *multi_conn)
 {
   const bool plain = block_size == 0;
   const uint64_t def = plain ? BLK_MAX_PLAIN_SIZE : BLK_MAX_SIZE;
   struct nbd_handle *h = fb->h;
+  double deadline = fb->deadline;
+  CLEANUP_FREE char *export = NULL;
   uint32_t digest_len = 32;
   struct blk_digest d;
   int64_t size;
 
   fb->h = NULL;
-  if (h && (nbd_set_export_name (h, export) == -1 ||
-            source_go (h, fb->deadline) == -1)) {
-    if (!stop_signal ())
-      error_at (src->name, "%s%s%s: %s",
-                export[0] ? "export '" : "the default export",
-                export, export[0] ? "'" : "", source_error ());
+  if (h == NULL && (h = source_connect (src, NULL, 0, &deadline)) == NULL)
+    return -1;
+  if ((fb->export_name && nbd_set_export_name (h, fb->export_name) == -1) ||
+      (export = nbd_get_export_name (h)) == NULL) {
+    error_at (src->name, "%s", nbd_get_error ());
     nbd_close (h);
     return -1;
   }
-  if (h == NULL && (h = source_connect (src, NULL, SOURCE_GO, NULL)) == NULL)
+  if (source_info (h, deadline) == -1) {
+    if (!stop_signal ())
+      error_at (src->name, "%s%s%s: %s%s",
+                export[0] ? "export '" : "the default export",
+                export, export[0] ? "'" : "", source_error (),
+                source_hint (h));
+    nbd_close (h);
     return -1;
+  }
   size = MAX (nbd_get_size (h), INT64_C (0));
   *multi_conn = nbd_can_multi_conn (h) == 1;
   source_shutdown (h);
@@ -79,18 +91,38 @@ front_open (struct source *src, struct fallback *fb,
             const struct hash_spec *spec)
 {
   const struct hash_spec hs = hash_spec_or_defaults (spec);
-  CLEANUP_FREE char *export = fb->export_name;
-  CLEANUP_FREE char *notice = fb->notice;
   bool multi_conn = false;
+  int r;
 
-  fb->export_name = fb->notice = NULL;
-  if (check_image (src, fb, export ? export : "", spec->plain ? 0
-                   : hs.block_size, hs.digest, &multi_conn) == -1) {
+  r = check_image (src, fb, spec->plain ? 0 : hs.block_size, hs.digest,
+                   &multi_conn);
+  if (r == 0 && fb->notice)
+    notice_at (src->name, "%s", fb->notice);
+  free (fb->export_name);
+  free (fb->notice);
+  *fb = (struct fallback) { NULL, NULL, 0, NULL };
+  if (r == -1) {
     source_close (src);
     return NULL;
   }
-  if (notice)
-    notice_at (src->name, "%s", notice);
   src->single = !multi_conn;
   return source_open_front (src);
+}
+
+void
+front_failed (struct source *src, struct fallback *fb)
+{
+  char *why = local_server_message (src->server);
+
+  /* What nbdkit said (its nbd plugin's connection failed), else why
+   * the view was not found.
+   */
+  error_at (src->name, "nbdsum's private nbdkit --filter=blkhash has no "
+            "view of it: %s", why ? why : fb->notice ? fb->notice
+            : "unknown error");
+  free (why);
+  nbd_close (fb->h);
+  free (fb->export_name);
+  free (fb->notice);
+  *fb = (struct fallback) { NULL, NULL, 0, NULL };
 }

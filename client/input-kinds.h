@@ -2,7 +2,7 @@
  * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
  */
 /* nbdsum: the kinds of input, for input_open (input.c) to choose
- * among, and for --since to build on hashing client-side.  Nothing
+ * among, and for --since to build on a view's connections.  Nothing
  * else includes this.
  *
  *   input-view.c    the server hashes: its blkhash view
@@ -118,52 +118,16 @@ extern int plain_view_input_open (struct source *src,
  */
 extern struct source *front_open (struct source *src, struct fallback *fb,
                                   const struct hash_spec *spec);
+/* The front src has no view after all (its server went?): say why,
+ * and free what fb holds.
+ */
+extern void front_failed (struct source *src, struct fallback *fb);
 
-/* Client-side, the blocks whose digests come from elsewhere (--since:
- * a manifest) are not hashed.
+/* input-view.c: the connections of a view input view_input_open
+ * opened, for --since to run with a refill of its own (conns' priv are
+ * its own) and to read its sample's digests from.
  */
-struct client_select {
-  /* Called in connection h's thread for each segment of blocks
-   * [first, first+count): set skip[i] for each block not to hash
-   * (skip is all false on entry).  Returns 0, or -1 after
-   * endpoint_fail.
-   */
-  int (*select) (void *opaque, struct endpoint *ep, struct nbd_handle *h,
-                 uint64_t first, uint64_t count, bool *skip);
-  void *opaque;
-};
-
-/* input-client.c: the connection client-side inputs hash through:
- * fb's, gone on to the image's export, or a new one (fb NULL or
- * empty); fb's notice said, unless the image is over the size limit
- * for a plain digest or a blkhash checksum (refused: nothing is
- * hashed).  Takes what fb holds; NULL on error (printed, src closed).
- */
-extern struct nbd_handle *fallback_go (struct source *src,
-                                       struct fallback *fb,
-                                       uint64_t block_size,
-                                       const char *digest);
-/* input-client.c: takes src (closed on error) and what fb holds (NULL
- * or empty: connect anew).  select may be NULL: every block.  NULL on
- * error (printed).
- */
-extern struct input *client_input_open (struct source *src,
-                                        const struct hash_spec *spec,
-                                        struct fallback *fb,
-                                        const struct client_select *select);
-/* Close what client_input_open returned (NULL: nothing), as
- * input_close does: for --since, which holds one.
- */
-extern void client_input_close (struct input *in);
-/* Its connections, for --since to run them and to read its sample. */
-extern struct endpoint *client_input_endpoint (struct input *in);
-/* After a client-side run: the digests known of blocks [first,
- * first+count) in out, need[i] set for each block not hashed.  Returns
- * the count of those.
- */
-extern uint64_t client_input_lookup (struct input *in, uint64_t first,
-                                     uint64_t count, uint8_t *out,
-                                     bool *need);
+extern struct endpoint *view_input_endpoint (struct input *in);
 
 /* input-since.c: name now, from the manifest opts->since and the
  * blocks the bitmap opts->dirty_bitmap says were written.  NULL on

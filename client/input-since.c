@@ -8,8 +8,11 @@
  * that changed need hashing.  What changed comes from a dirty bitmap
  * the server exports as the metadata context qemu:dirty-bitmap:NAME
  * (qemu-nbd -B NAME, qemu's NBD server); nbdkit exports none, so the
- * blocks are hashed client-side (input-client.c, its connections and
- * queue depth), and among them holes are not read.  A block is hashed
+ * blocks are hashed by nbdsum's private nbdkit --filter=blkhash nbd in
+ * front of the server (input-front.c): the digests of the blocks to
+ * hash are read from its view, C connections with R requests in flight
+ * (the filter does not read holes), while one connection of nbdsum's
+ * own asks the server for the bitmap, segment by segment.  A block is hashed
  * when it overlaps a dirty extent, when its data comes from a backing
  * file (qemu:allocation-depth 2 or more: the bitmap does not see
  * writes there), or when its length is not the one it had in the
@@ -22,7 +25,8 @@
  * that differs from the manifest, fail the run.  The sample is drawn
  * uniformly among the blocks whose digest is taken from the manifest
  * and that are data there or on the server now, as the root is
- * folded, then read and hashed in a second round (since-sample.c: the
+ * folded, then their digests read from the filter's view in a second
+ * round (since-sample.c: the
  * probability that it catches a change).  These catch a shrink and
  * regrowth, a disabled bitmap, the manifest of another image or a
  * snapshot served with the image's bitmap; what they cannot catch is
@@ -58,6 +62,7 @@
 #include "since-sample.h"
 #include "source.h"
 #include "table.h"
+#include "util.h"
 
 /* qemu's dirty bitmap context: flag 1 marks dirty extents. */
 #define DIRTY_BITMAP_PREFIX "qemu:dirty-bitmap:"
@@ -70,17 +75,26 @@
 
 /* Blocks merged per round. */
 #define WINDOW 65536
+/* Image bytes whose digests one request of the view asks for at most:
+ * enough requests in flight to keep the filter's threads busy.
+ */
+#define VIEW_READ_BYTES (1024 * 1024)
 
 struct incremental {
   struct input in;
   const char *name;
   struct manifest *m;
-  struct source *src;
-  struct input *client;         /* hashing client-side, what changed */
+  struct source *src;           /* the server, with the bitmap */
+  struct nbd_handle *status;    /* on it: block status, for every thread */
+  pthread_mutex_t status_lock;
+  struct input *view;           /* the private filter's view of it */
   struct endpoint *ep;          /* its connections */
+  struct blk_table *table;      /* digests of the blocks hashed */
+  uint64_t snapshot;
+  uint64_t seg_blocks, nsegs, read_blocks;
+  atomic_uint_fast64_t next_seg;
   char *context;                /* qemu:dirty-bitmap:NAME */
   const char *depth_context;    /* DEPTH_CONTEXT, or NULL: not asked */
-  struct client_select select;
   uint64_t old_size, old_nblocks;
   /* The digest of the manifest's short last block if it were zeros. */
   uint8_t short_zero[BLK_DIGEST_MAX];
@@ -228,9 +242,10 @@ describe (struct endpoint *ep, struct nbd_handle *h, struct status_walk *w)
   }
 }
 
-/* client_select: skip the blocks the manifest has and the server says are
- * clean (not dirty, not from a backing file); note those that read as
- * zeros.
+/* Set skip[i] for the blocks the manifest has and the server says are
+ * clean (not dirty, not from a backing file) among [first,
+ * first+count); note those that read as zeros.  Returns 0, or -1 after
+ * endpoint_fail.
  */
 static int
 select_clean (void *opaque, struct endpoint *ep, struct nbd_handle *h,
@@ -305,7 +320,7 @@ incremental_digests (struct incremental *inc, uint64_t first,
       error_at (inc->name, "blocks asked out of order");
       return -1;
     }
-    client_input_lookup (inc->client, first, n, out, inc->need);
+    blk_table_lookup (inc->table, first, n, out, inc->need, &snapshot);
     blk_table_lookup (inc->zeros, first, n, NULL, inc->not_zero, &snapshot);
     if (old_n && manifest_digests (inc->m, first, old_n, inc->old) == -1)
       return -1;
@@ -442,11 +457,11 @@ open_manifest (struct incremental *inc, const struct hash_spec *spec,
   return 0;
 }
 
-/* Connected: the contexts --since needs, and sizes it can trust. */
+/* Connected: the contexts --since needs. */
 static int
-check_server (struct incremental *inc)
+check_contexts (struct incremental *inc)
 {
-  struct nbd_handle *h = inc->ep->conns[0].h;
+  struct nbd_handle *h = inc->status;
 
   if (nbd_can_meta_context (h, inc->context) != 1) {
     error_at (inc->name, "the server exports no dirty bitmap '%s' (%s): "
@@ -470,6 +485,13 @@ check_server (struct incremental *inc)
               LIBNBD_CONTEXT_BASE_ALLOCATION);
     return -1;
   }
+  return 0;
+}
+
+/* The image's size, as the view says: one nbdsum can trust. */
+static int
+check_size (struct incremental *inc)
+{
   if (inc->ep->size < inc->old_size) {
     error_at (inc->name, "%" PRIu64 " bytes, fewer than the %" PRIu64 " of "
               "the manifest: a dirty bitmap does not record what a shrink "
@@ -485,10 +507,181 @@ check_server (struct incremental *inc)
   return 0;
 }
 
+/* A connection's segment of blocks, and which of them to hash. */
+struct since_conn {
+  struct incremental *inc;
+  uint64_t first, count, pos;   /* blocks; pos is the next to ask */
+  bool skip[];                  /* per block of the segment: clean */
+};
+
+/* Take the next segment, and find its clean blocks (one thread at a
+ * time on the status connection).  1, 0 when none is left, or -1
+ * after endpoint_fail.
+ */
+static int
+next_segment (struct endpoint *ep, struct since_conn *sc)
+{
+  struct incremental *inc = sc->inc;
+  const uint64_t seg = atomic_fetch_add (&inc->next_seg, 1);
+  uint64_t skipped = 0;
+  int r;
+
+  if (seg >= inc->nsegs)
+    return 0;
+  sc->first = seg * inc->seg_blocks;
+  sc->count = MIN (inc->seg_blocks, ep->nblocks - sc->first);
+  sc->pos = 0;
+  memset (sc->skip, 0, sc->count * sizeof *sc->skip);
+  pthread_mutex_lock (&inc->status_lock);
+  r = select_clean (inc, ep, inc->status, sc->first, sc->count, sc->skip);
+  pthread_mutex_unlock (&inc->status_lock);
+  if (r == -1)
+    return -1;
+  for (uint64_t i = 0; i < sc->count; i++)
+    if (sc->skip[i])
+      skipped += blk_block_len (ep->size, ep->params->block_size,
+                                sc->first + i);
+  progress_add (&ep->progress, skipped, 0);
+  return 1;
+}
+
+static int
+digests_done (void *opaque, int *error)
+{
+  struct request *r = opaque;
+  struct endpoint *ep = r->ep;
+  struct incremental *inc = ((struct since_conn *) r->c->priv)->inc;
+  const uint32_t bs = ep->params->block_size;
+  uint64_t bytes = 0;
+
+  r->c->in_flight--;
+  if (*error) {
+    endpoint_fail (ep, "server failed to hash image bytes from %" PRIu64
+                   ": %s", r->first * bs, strerror (*error));
+    return 1;
+  }
+  blk_table_store (inc->table, r->first, r->count, r->buf, NULL, NULL,
+                   inc->snapshot);
+  for (uint64_t b = r->first; b < r->first + r->count; b++)
+    bytes += blk_block_len (ep->size, bs, b);
+  progress_add (&ep->progress, bytes, bytes);
+  return 1;
+}
+
+/* endpoint_refill_fn: the digests of the next run of blocks to hash,
+ * read from the view.
+ */
+static int
+since_refill (struct endpoint *ep, unsigned i)
+{
+  struct conn *c = &ep->conns[i];
+  struct since_conn *sc = c->priv;
+  const size_t len = ep->params->digest.len;
+  struct request *r;
+  uint64_t n = 0;
+
+  for (;;) {
+    while (sc->pos < sc->count && sc->skip[sc->pos])
+      sc->pos++;
+    if (sc->pos < sc->count)
+      break;
+    const int s = next_segment (ep, sc);
+    if (s <= 0)
+      return s;
+  }
+  while (sc->pos + n < sc->count && n < sc->inc->read_blocks &&
+         !sc->skip[sc->pos + n])
+    n++;
+  if ((r = request_new (c, sc->first + sc->pos, n, n * len)) == NULL)
+    return -1;
+  if (nbd_aio_pread (c->h, r->buf, n * len,
+                     BLK_VIEW_DIGESTS_OFFSET + r->first * len,
+                     (nbd_completion_callback) {
+                       .callback = digests_done, .user_data = r,
+                       .free = request_free }, 0) == -1) {
+    endpoint_fail (ep, "%s", nbd_get_error ());
+    return -1;
+  }
+  sc->pos += n;
+  c->in_flight++;
+  return 1;
+}
+
+/* The server, with the bitmap, on inc->status; then nbdsum's private
+ * filter in front of it, and its view on inc->ep.
+ */
+static int
+open_view (struct incremental *inc, const struct hash_spec *hs)
+{
+  struct fallback fb = { NULL, NULL, 0, NULL };
+  struct source *front;
+  struct endpoint *ep;
+  int r;
+
+  if ((inc->status = source_connect (inc->src, NULL, SOURCE_GO, NULL))
+      == NULL)
+    return -1;
+  pthread_mutex_init (&inc->status_lock, NULL);
+  if (check_contexts (inc) == -1)
+    return -1;
+  inc->src->single = nbd_can_multi_conn (inc->status) != 1;
+  /* It takes the source. */
+  front = source_open_front (inc->src);
+  inc->src = NULL;
+  if (front == NULL)
+    return -1;
+  r = view_input_open (front, hs, &inc->view, &fb);
+  if (r <= 0) {
+    if (r == 0)
+      front_failed (front, &fb);
+    source_close (front);
+    return -1;
+  }
+  inc->ep = ep = view_input_endpoint (inc->view);
+  ep->scan = NULL;
+  ep->refill = since_refill;
+  if (check_size (inc) == -1)
+    return -1;
+  if ((inc->table = blk_table_new (ep->params, ep->size)) == NULL) {
+    error_at (inc->name, "out of memory");
+    return -1;
+  }
+  /* Nothing writes to our table: any snapshot will do. */
+  blk_table_lookup (inc->table, 0, 0, NULL, NULL, &inc->snapshot);
+  inc->seg_blocks = blk_blocks_per (SPAN_BYTES, ep->params->block_size);
+  inc->nsegs = (ep->nblocks + inc->seg_blocks - 1) / inc->seg_blocks;
+  inc->read_blocks = blk_blocks_per (VIEW_READ_BYTES,
+                                     ep->params->block_size);
+  for (unsigned i = 0; i < ep->nconns; i++) {
+    struct since_conn *sc = calloc (1, sizeof *sc +
+                                    inc->seg_blocks * sizeof *sc->skip);
+    if (sc == NULL) {
+      error_at (inc->name, "out of memory");
+      return -1;
+    }
+    sc->inc = inc;
+    ep->conns[i].priv = sc;
+  }
+  return 0;
+}
+
 static void
 incremental_close (struct incremental *inc)
 {
-  client_input_close (inc->client);
+  if (inc->ep)
+    for (unsigned i = 0; i < MAX_CONNECTIONS; i++) {
+      free (inc->ep->conns[i].priv);
+      inc->ep->conns[i].priv = NULL;
+    }
+  nbd_close (inc->status);
+  if (inc->status)
+    pthread_mutex_destroy (&inc->status_lock);
+  /* It closes the filter, and the server behind it; else the server. */
+  if (inc->view)
+    input_close (inc->view);
+  else
+    source_close (inc->src);
+  blk_table_free (inc->table);
   manifest_close (inc->m);
   blk_table_free (inc->zeros);
   since_sample_free (&inc->sample);
@@ -568,13 +761,7 @@ since_input_open (const char *name, const struct hash_spec *spec)
     goto err;
   inc->src->meta_contexts[0] = inc->context;
   inc->src->meta_contexts[1] = inc->depth_context;
-  inc->select = (struct client_select) { select_clean, inc };
-  /* It takes src, and closes it on error. */
-  if ((inc->client = client_input_open (inc->src, &hs, NULL,
-                                        &inc->select)) == NULL)
-    goto err;
-  inc->ep = client_input_endpoint (inc->client);
-  if (check_server (inc) == -1)
+  if (open_view (inc, &hs) == -1)
     goto err;
   if ((inc->zeros = blk_table_new (inc->ep->params, inc->ep->size)) == NULL) {
     error_at (name, "out of memory");

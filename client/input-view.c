@@ -405,6 +405,12 @@ view_input_open (struct source *src, const struct hash_spec *spec,
    */
   if (hdr.flags & BLK_VIEW_FLAG_VIEWS_ONLY)
     ep->scan = NULL;
+  /* Nor is it asked through nbdsum's filter in front of a server: that
+   * would be a connection to the server more than -C says (and one a
+   * server admitting a client at a time would never answer).
+   */
+  if (src->behind)
+    ep->scan = NULL;
   ep->scan_always = true;
   pthread_mutex_init (&v->lock, NULL);
   ep->size = hdr.image_size;
@@ -599,6 +605,12 @@ view_digests (struct input *in, uint64_t first, uint64_t count,
     }
   }
   return 0;
+}
+
+struct endpoint *
+view_input_endpoint (struct input *in)
+{
+  return &container_of (in, struct view_input, in)->ep;
 }
 
 static const struct input_ops view_input_ops = {

@@ -49,15 +49,6 @@ views_open (struct source *src, const struct hash_spec *spec,
     : view_input_open (src, spec, in, fb);
 }
 
-static void
-fallback_free (struct fallback *fb)
-{
-  nbd_close (fb->h);
-  free (fb->export_name);
-  free (fb->notice);
-  *fb = (struct fallback) { NULL, NULL, 0, NULL };
-}
-
 /* Where name is served from: the server hashes if it can; otherwise
  * (or with --client-side) a private filter on this machine does, in
  * front of it (input-front.c; the server left a notice to say why).
@@ -99,9 +90,7 @@ served_input_open (const char *name, const struct hash_spec *spec)
       return NULL;
     r = views_open (src, spec, &in, &fb);
     if (r == 0) {
-      error_at (name, "nbdsum's private nbdkit --filter=blkhash has no "
-                "view of it (%s)", fb.notice ? fb.notice : "?");
-      fallback_free (&fb);
+      front_failed (src, &fb);
       r = -1;
     }
   }

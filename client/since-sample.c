@@ -9,8 +9,8 @@
  * were zeros and are zeros again), however the regrown blocks read.
  * The others are a reservoir: the i-th block offered replaces a random
  * one of the SAMPLE_MAX - 1 with probability (SAMPLE_MAX - 1)/i.  Then
- * the blocks are read in block order and hashed in the main thread as
- * they come.  If a fraction f of the blocks offered changed behind the
+ * their digests are read in block order from the view of nbdsum's
+ * private filter, which reads and hashes each block.  If a fraction f of the blocks offered changed behind the
  * bitmap's back, a run finds one with probability at least
  * 1-(1-f)^(SAMPLE_MAX - 1), as nbdsum(1) says, and surely when
  * SAMPLE_MAX or fewer were offered.
@@ -25,7 +25,7 @@
 #include <unistd.h>
 #include <sys/random.h>
 
-#include "digest.h"
+#include "header.h"
 #include "helpers.h"
 #include "messages.h"
 #include "minmax.h"
@@ -33,12 +33,11 @@
 #include "since-sample.h"
 #include "source.h"
 
-/* A read of a block of the sample, in flight. */
+/* A read of a block's digest, in flight. */
 struct sample_read {
   struct since_sample *s;
   struct sample_block *b;
-  uint32_t len;
-  uint8_t buf[];
+  uint32_t len;                 /* the block's */
 };
 
 void
@@ -83,21 +82,14 @@ compare_blocks (const void *a, const void *b)
   return x->block < y->block ? -1 : x->block > y->block;
 }
 
-/* A read of the sample done: hash the block (in the main thread, in
- * source_poll).
- */
+/* A digest of the sample read (in the main thread, in source_poll). */
 static int
 read_done (void *opaque, int *error)
 {
   struct sample_read *r = opaque;
   struct since_sample *s = r->s;
-  bool zero;
 
   s->in_flight--;
-  if (*error == 0 &&
-      blk_hash_block (s->params, s->ctx, r->buf, r->len, r->b->now,
-                      &zero) == -1)
-    *error = EIO;
   if (*error) {
     if (s->read_error == 0) {
       s->read_error = *error;
@@ -125,12 +117,7 @@ since_sample_check (struct since_sample *s, struct endpoint *ep,
   s->n = MIN (s->seen - 1, (uint64_t) SAMPLE_MAX - 1);
   s->blocks[s->n++] = s->last;
   qsort (s->blocks, s->n, sizeof *s->blocks, compare_blocks);
-  s->params = p;
   s->progress = &ep->progress;
-  if ((s->ctx = blk_ctx_new ()) == NULL) {
-    error_at (name, "out of memory");
-    return -1;
-  }
   for (;;) {
     int timeout;
 
@@ -138,7 +125,7 @@ since_sample_check (struct since_sample *s, struct endpoint *ep,
            s->read_error == 0 && !stop_signal ()) {
       struct sample_block *b = &s->blocks[next];
       const uint32_t len = blk_block_len (ep->size, p->block_size, b->block);
-      struct sample_read *r = malloc (sizeof *r + len);
+      struct sample_read *r = malloc (sizeof *r);
 
       if (r == NULL) {
         error_at (name, "out of memory");
@@ -146,7 +133,8 @@ since_sample_check (struct since_sample *s, struct endpoint *ep,
       }
       *r = (struct sample_read) { s, b, len };
       /* libnbd frees r, also when the request cannot be issued. */
-      if (nbd_aio_pread (h, r->buf, len, b->block * p->block_size,
+      if (nbd_aio_pread (h, b->now, p->digest.len,
+                         BLK_VIEW_DIGESTS_OFFSET + b->block * p->digest.len,
                          (nbd_completion_callback) {
                            .callback = read_done, .user_data = r,
                            .free = free }, 0) == -1) {
@@ -168,8 +156,9 @@ since_sample_check (struct since_sample *s, struct endpoint *ep,
   if (stop_signal ())
     return -1;
   if (s->read_error) {
-    error_at (name, "reading the sample: read at offset %" PRIu64 ": %s",
-              s->error_block * p->block_size, strerror (s->read_error));
+    error_at (name, "reading the sample: the digest of the block at "
+              "offset %" PRIu64 ": %s", s->error_block * p->block_size,
+              strerror (s->read_error));
     return -1;
   }
   for (size_t k = 0; k < s->n; k++)
@@ -184,6 +173,5 @@ since_sample_check (struct since_sample *s, struct endpoint *ep,
 void
 since_sample_free (struct since_sample *s)
 {
-  blk_ctx_free (s->ctx);
-  s->ctx = NULL;
+  (void) s;
 }

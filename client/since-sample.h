@@ -30,8 +30,6 @@ struct since_sample {
   /* The last block offered, held out of the draw until the next. */
   struct sample_block last;
   /* Reading it: the requests in flight, and the first failure. */
-  struct blk_ctx *ctx;
-  const struct blk_params *params;
   struct progress *progress;
   unsigned in_flight;
   int read_error;
@@ -46,8 +44,8 @@ extern void since_sample_init (struct since_sample *s);
  */
 extern void since_sample_offer (struct since_sample *s, uint64_t b,
                                 const uint8_t *old, size_t len);
-/* Read and hash the sample over ep's first connection, with ep's
- * requests in flight (a signal stops it as it stops endpoint_run).
+/* Read the sample's digests from the blkhash view on ep's first
+ * connection (nbdsum's private filter), with ep's requests in flight (a signal stops it as it stops endpoint_run).
  * Returns 0 with *differs set to whether a block differs from the
  * manifest (and *block the first that does), or -1 (error printed,
  * name's).
