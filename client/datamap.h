@@ -3,9 +3,9 @@
  */
 /* nbdsum: where an image's data is, from its extents, so that
  * progress can count data bytes and not holes, which cost nothing to
- * hash.  The inputs that hash over NBD scan their image once before
- * they start (input-view.c over its image's export, input-client.c
- * over its first connection).
+ * hash.  A view input scans its image's export once before it starts
+ * (input-view.c; not through nbdsum's own filter in front of a
+ * server).
  */
 #ifndef NBDSUM_DATAMAP_H
 #define NBDSUM_DATAMAP_H

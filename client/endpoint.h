@@ -4,7 +4,7 @@
 /* nbdsum: the connections of an input hashed over NBD, and the loop
  * that keeps each connection busy.
  *
- * The inputs that hash over NBD (input-view.c, input-client.c) embed
+ * The inputs that hash over NBD (input-view.c, input-plain-view.c) embed
  * struct endpoint in their state.  endpoint_run gives each connection
  * a thread with its own poll loop keeping up to R requests in flight,
  * asking the input to refill it as requests complete.

@@ -31,12 +31,12 @@
 /* Hex digits of the nonce nbdsum puts in view names (16 bytes). */
 #define BLK_VIEW_NONCE_LEN 32
 
-/* What view_input_open hands to client_input_open when the server has
- * no view of the image.
+/* What view_input_open hands to front_open when the server has no
+ * view of the image.
  */
 struct fallback {
   /* The first connection, still negotiating (option mode) after the
-   * server refused the view, or NULL: client-side connects anew.
+   * server refused the view, or NULL: front_open connects anew.
    */
   struct nbd_handle *h;
   /* The image's export name as libnbd had it, to go to with h. */
@@ -128,6 +128,33 @@ extern void front_failed (struct source *src, struct fallback *fb);
  * its own) and to read its sample's digests from.
  */
 extern struct endpoint *view_input_endpoint (struct input *in);
+
+/* input-client.c, for --since on a server that admits one client at a
+ * time: which blocks to hash, and the digests of those.
+ */
+struct client_select {
+  /* Called in connection h's thread for each segment of blocks
+   * [first, first+count): set skip[i] for each block not to hash
+   * (skip is all false on entry).  Returns 0, or -1 after
+   * endpoint_fail.
+   */
+  int (*select) (void *opaque, struct endpoint *ep, struct nbd_handle *h,
+                 uint64_t first, uint64_t count, bool *skip);
+  void *opaque;
+};
+/* Takes src (closed on error).  NULL on error (printed). */
+extern struct input *client_input_open (struct source *src,
+                                        const struct hash_spec *spec,
+                                        const struct client_select *select);
+extern void client_input_close (struct input *in);
+/* Its connections, to run them and to read its sample from. */
+extern struct endpoint *client_input_endpoint (struct input *in);
+/* After the run: the digests of blocks [first, first+count) in out,
+ * need[i] set for each block not hashed.  Returns the count of those.
+ */
+extern uint64_t client_input_lookup (struct input *in, uint64_t first,
+                                     uint64_t count, uint8_t *out,
+                                     bool *need);
 
 /* input-since.c: name now, from the manifest opts->since and the
  * blocks the bitmap opts->dirty_bitmap says were written.  NULL on

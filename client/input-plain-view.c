@@ -131,6 +131,9 @@ plain_view_input_open (struct source *src, const struct hash_spec *spec,
   view_name = vg.shown;
   if (r <= 0) {
     free (view_name);
+    /* Gone before a filter in front connects (see input-view.c). */
+    if (r == 0)
+      source_shutdown (h);
     nbd_close (h);
     return r;
   }

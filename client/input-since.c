@@ -12,7 +12,10 @@
  * front of the server (input-front.c): the digests of the blocks to
  * hash are read from its view, C connections with R requests in flight
  * (the filter does not read holes), while one connection of nbdsum's
- * own asks the server for the bitmap, segment by segment.  A block is hashed
+ * own asks the server for the bitmap, segment by segment (a server
+ * that admits one client at a time, without multi-conn, as qemu-nbd
+ * without --shared, is hashed here on the bitmap's connection:
+ * input-client.c).  A block is hashed
  * when it overlaps a dirty extent, when its data comes from a backing
  * file (qemu:allocation-depth 2 or more: the bitmap does not see
  * writes there), or when its length is not the one it had in the
@@ -88,6 +91,11 @@ struct incremental {
   struct nbd_handle *status;    /* on it: block status, for every thread */
   pthread_mutex_t status_lock;
   struct input *view;           /* the private filter's view of it */
+  /* Or, on a server that admits one client at a time, hashing here on
+   * the connection that reads the bitmap (input-client.c).
+   */
+  struct input *client;
+  struct client_select select;
   struct endpoint *ep;          /* its connections */
   struct blk_table *table;      /* digests of the blocks hashed */
   uint64_t snapshot;
@@ -320,7 +328,10 @@ incremental_digests (struct incremental *inc, uint64_t first,
       error_at (inc->name, "blocks asked out of order");
       return -1;
     }
-    blk_table_lookup (inc->table, first, n, out, inc->need, &snapshot);
+    if (inc->client)
+      client_input_lookup (inc->client, first, n, out, inc->need);
+    else
+      blk_table_lookup (inc->table, first, n, out, inc->need, &snapshot);
     blk_table_lookup (inc->zeros, first, n, NULL, inc->not_zero, &snapshot);
     if (old_n && manifest_digests (inc->m, first, old_n, inc->old) == -1)
       return -1;
@@ -407,8 +418,8 @@ check_sample (struct incremental *inc)
   bool differs;
   uint64_t b;
 
-  if (since_sample_check (&inc->sample, inc->ep, inc->name, &differs,
-                          &b) == -1)
+  if (since_sample_check (&inc->sample, inc->ep, inc->client == NULL,
+                          inc->name, &differs, &b) == -1)
     return -1;
   if (differs)
     return missed (inc, b, "differs from the manifest (it was hashed as "
@@ -457,12 +468,10 @@ open_manifest (struct incremental *inc, const struct hash_spec *spec,
   return 0;
 }
 
-/* Connected: the contexts --since needs. */
+/* Connected on h: the contexts --since needs. */
 static int
-check_contexts (struct incremental *inc)
+check_contexts (struct incremental *inc, struct nbd_handle *h)
 {
-  struct nbd_handle *h = inc->status;
-
   if (nbd_can_meta_context (h, inc->context) != 1) {
     error_at (inc->name, "the server exports no dirty bitmap '%s' (%s): "
               "serve the image with qemu-nbd -A -B %s, or export the "
@@ -607,8 +616,52 @@ since_refill (struct endpoint *ep, unsigned i)
   return 1;
 }
 
+/* A server that admits one client at a time: hashing here, on the
+ * connection that reads the bitmap.
+ */
+static int
+open_client (struct incremental *inc, const struct hash_spec *hs)
+{
+  inc->select = (struct client_select) { select_clean, inc };
+  /* It takes the source. */
+  inc->client = client_input_open (inc->src, hs, &inc->select);
+  inc->src = NULL;
+  if (inc->client == NULL)
+    return -1;
+  inc->ep = client_input_endpoint (inc->client);
+  return check_contexts (inc, inc->ep->conns[0].h) == -1 ||
+    check_size (inc) == -1 ? -1 : 0;
+}
+
+/* Does the server admit more than one client (multi-conn)?  Asked
+ * with NBD_OPT_INFO, not GO: qemu-nbd without --persistent exits when
+ * a client that went to the export leaves.  1, 0, or -1 (error
+ * printed).
+ */
+static int
+multi_conn (struct incremental *inc)
+{
+  double deadline;
+  struct nbd_handle *h = source_connect (inc->src, NULL, 0, &deadline);
+  int r = -1;
+
+  if (h == NULL)
+    return -1;
+  if (source_info (h, deadline) == -1) {
+    if (!stop_signal ())
+      error_at (inc->name, "%s%s", source_error (), source_hint (h));
+  }
+  else
+    r = nbd_can_multi_conn (h) == 1;
+  source_shutdown (h);
+  nbd_close (h);
+  return r;
+}
+
 /* The server, with the bitmap, on inc->status; then nbdsum's private
- * filter in front of it, and its view on inc->ep.
+ * filter in front of it, and its view on inc->ep.  A server that
+ * admits one client at a time would never admit the filter's
+ * connection while inc->status reads the bitmap: open_client then.
  */
 static int
 open_view (struct incremental *inc, const struct hash_spec *hs)
@@ -618,11 +671,14 @@ open_view (struct incremental *inc, const struct hash_spec *hs)
   struct endpoint *ep;
   int r;
 
+  if ((r = multi_conn (inc)) != 1)
+    return r == 0 ? open_client (inc, hs) : -1;
+
   if ((inc->status = source_connect (inc->src, NULL, SOURCE_GO, NULL))
       == NULL)
     return -1;
   pthread_mutex_init (&inc->status_lock, NULL);
-  if (check_contexts (inc) == -1)
+  if (check_contexts (inc, inc->status) == -1)
     return -1;
   inc->src->single = nbd_can_multi_conn (inc->status) != 1;
   /* It takes the source. */
@@ -668,7 +724,7 @@ open_view (struct incremental *inc, const struct hash_spec *hs)
 static void
 incremental_close (struct incremental *inc)
 {
-  if (inc->ep)
+  if (inc->ep && inc->view)
     for (unsigned i = 0; i < MAX_CONNECTIONS; i++) {
       free (inc->ep->conns[i].priv);
       inc->ep->conns[i].priv = NULL;
@@ -679,6 +735,8 @@ incremental_close (struct incremental *inc)
   /* It closes the filter, and the server behind it; else the server. */
   if (inc->view)
     input_close (inc->view);
+  else if (inc->client)
+    client_input_close (inc->client);
   else
     source_close (inc->src);
   blk_table_free (inc->table);

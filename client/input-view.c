@@ -381,6 +381,11 @@ view_input_open (struct source *src, const struct hash_spec *spec,
   if (r <= 0) {
     free (base);
     free (view_name);
+    /* Not a view: gone before a filter in front connects, so that a
+     * server admitting a client at a time is free for it.
+     */
+    if (r == 0)
+      source_shutdown (h);
     nbd_close (h);
     return r;
   }

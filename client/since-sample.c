@@ -10,7 +10,9 @@
  * The others are a reservoir: the i-th block offered replaces a random
  * one of the SAMPLE_MAX - 1 with probability (SAMPLE_MAX - 1)/i.  Then
  * their digests are read in block order from the view of nbdsum's
- * private filter, which reads and hashes each block.  If a fraction f of the blocks offered changed behind the
+ * private filter, which reads and hashes each block (or, on a server
+ * that admits one client at a time, the blocks are read and hashed
+ * here, in the main thread as they come).  If a fraction f of the blocks offered changed behind the
  * bitmap's back, a run finds one with probability at least
  * 1-(1-f)^(SAMPLE_MAX - 1), as nbdsum(1) says, and surely when
  * SAMPLE_MAX or fewer were offered.
@@ -25,6 +27,7 @@
 #include <unistd.h>
 #include <sys/random.h>
 
+#include "digest.h"
 #include "header.h"
 #include "helpers.h"
 #include "messages.h"
@@ -33,11 +36,12 @@
 #include "since-sample.h"
 #include "source.h"
 
-/* A read of a block's digest, in flight. */
+/* A read of a block's digest (or of the block), in flight. */
 struct sample_read {
   struct since_sample *s;
   struct sample_block *b;
   uint32_t len;                 /* the block's */
+  uint8_t buf[];                /* the block, to hash here */
 };
 
 void
@@ -82,14 +86,21 @@ compare_blocks (const void *a, const void *b)
   return x->block < y->block ? -1 : x->block > y->block;
 }
 
-/* A digest of the sample read (in the main thread, in source_poll). */
+/* A digest of the sample read, or a block to hash (in the main
+ * thread, in source_poll).
+ */
 static int
 read_done (void *opaque, int *error)
 {
   struct sample_read *r = opaque;
   struct since_sample *s = r->s;
+  bool zero;
 
   s->in_flight--;
+  if (*error == 0 && s->ctx &&
+      blk_hash_block (s->params, s->ctx, r->buf, r->len, r->b->now,
+                      &zero) == -1)
+    *error = EIO;
   if (*error) {
     if (s->read_error == 0) {
       s->read_error = *error;
@@ -104,7 +115,8 @@ read_done (void *opaque, int *error)
 
 int
 since_sample_check (struct since_sample *s, struct endpoint *ep,
-                    const char *name, bool *differs, uint64_t *block)
+                    bool view, const char *name, bool *differs,
+                    uint64_t *block)
 {
   const struct blk_params *p = ep->params;
   struct nbd_handle *h = ep->conns[0].h;
@@ -118,6 +130,11 @@ since_sample_check (struct since_sample *s, struct endpoint *ep,
   s->blocks[s->n++] = s->last;
   qsort (s->blocks, s->n, sizeof *s->blocks, compare_blocks);
   s->progress = &ep->progress;
+  s->params = p;
+  if (!view && (s->ctx = blk_ctx_new ()) == NULL) {
+    error_at (name, "out of memory");
+    return -1;
+  }
   for (;;) {
     int timeout;
 
@@ -125,7 +142,7 @@ since_sample_check (struct since_sample *s, struct endpoint *ep,
            s->read_error == 0 && !stop_signal ()) {
       struct sample_block *b = &s->blocks[next];
       const uint32_t len = blk_block_len (ep->size, p->block_size, b->block);
-      struct sample_read *r = malloc (sizeof *r);
+      struct sample_read *r = malloc (sizeof *r + (view ? 0 : len));
 
       if (r == NULL) {
         error_at (name, "out of memory");
@@ -133,8 +150,10 @@ since_sample_check (struct since_sample *s, struct endpoint *ep,
       }
       *r = (struct sample_read) { s, b, len };
       /* libnbd frees r, also when the request cannot be issued. */
-      if (nbd_aio_pread (h, b->now, p->digest.len,
-                         BLK_VIEW_DIGESTS_OFFSET + b->block * p->digest.len,
+      if (nbd_aio_pread (h, view ? b->now : r->buf,
+                         view ? p->digest.len : len,
+                         view ? BLK_VIEW_DIGESTS_OFFSET +
+                         b->block * p->digest.len : b->block * p->block_size,
                          (nbd_completion_callback) {
                            .callback = read_done, .user_data = r,
                            .free = free }, 0) == -1) {
@@ -156,9 +175,9 @@ since_sample_check (struct since_sample *s, struct endpoint *ep,
   if (stop_signal ())
     return -1;
   if (s->read_error) {
-    error_at (name, "reading the sample: the digest of the block at "
-              "offset %" PRIu64 ": %s", s->error_block * p->block_size,
-              strerror (s->read_error));
+    error_at (name, "reading the sample: %s at offset %" PRIu64 ": %s",
+              view ? "the digest of the block" : "read",
+              s->error_block * p->block_size, strerror (s->read_error));
     return -1;
   }
   for (size_t k = 0; k < s->n; k++)
@@ -173,5 +192,6 @@ since_sample_check (struct since_sample *s, struct endpoint *ep,
 void
 since_sample_free (struct since_sample *s)
 {
-  (void) s;
+  blk_ctx_free (s->ctx);
+  s->ctx = NULL;
 }

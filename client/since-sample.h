@@ -29,7 +29,12 @@ struct since_sample {
   uint64_t rng;                 /* splitmix64 state */
   /* The last block offered, held out of the draw until the next. */
   struct sample_block last;
-  /* Reading it: the requests in flight, and the first failure. */
+  /* Reading it: the requests in flight, and the first failure; the
+   * blocks are hashed here with ctx when they are read (not their
+   * digests).
+   */
+  struct blk_ctx *ctx;
+  const struct blk_params *params;
   struct progress *progress;
   unsigned in_flight;
   int read_error;
@@ -45,13 +50,14 @@ extern void since_sample_init (struct since_sample *s);
 extern void since_sample_offer (struct since_sample *s, uint64_t b,
                                 const uint8_t *old, size_t len);
 /* Read the sample's digests from the blkhash view on ep's first
- * connection (nbdsum's private filter), with ep's requests in flight (a signal stops it as it stops endpoint_run).
+ * connection (nbdsum's private filter; unless view is false: read the
+ * blocks from the image and hash them), with ep's requests in flight (a signal stops it as it stops endpoint_run).
  * Returns 0 with *differs set to whether a block differs from the
  * manifest (and *block the first that does), or -1 (error printed,
  * name's).
  */
 extern int since_sample_check (struct since_sample *s, struct endpoint *ep,
-                               const char *name, bool *differs,
+                               bool view, const char *name, bool *differs,
                                uint64_t *block);
 extern void since_sample_free (struct since_sample *s);
 

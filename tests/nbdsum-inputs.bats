@@ -426,6 +426,61 @@ luks_create () {
   done
 }
 
+# The most connections nbdkit's log filter saw open at once in log $1.
+most_open () {
+  awk '/ Connect export=/ { if (++n > most) most = n }
+       / Disconnect / { n-- }
+       END { print most + 0 }' "$1"
+}
+
+@test "nbdsum-inputs: without the filter, -C N is N connections to the server (the private filter's nbd plugin)" {
+  local n
+  head -c 48M /dev/urandom > full.img
+  want=$(reference sha256 65536 full.img)
+  start_nbdkit plain --filter=log file full.img logfile="$PWD/log"
+  for n in 1 3 4; do
+    : > log
+    run "$NBDSUM" -C "$n" -R 2 "$uri"
+    echo "-C $n: $output"
+    [ "$status" -eq 0 ]
+    [ "$(sums)" = "$want" ]
+    [[ "$output" = *"hashing client-side"* ]]
+    # The two asking for a view and the export came and went first.
+    [ "$(most_open log)" -eq "$n" ]
+    [ "$(grep -ac ' Connect export=' log)" -eq $((n + 2)) ]
+    run "$NBDSUM" --client-side -C "$n" "$uri"
+    [ "$(sums)" = "$want" ]
+  done
+}
+
+@test "nbdsum-inputs: a hostile export name reaches the server unchanged through the private filter, and opens nothing else" {
+  local name enc
+  start_nbdkit plain --filter=log file "$disk" logfile="$PWD/log"
+  for name in 'a,b=c d?socket=/tmp/x&tls-psk-file=/tmp/y;z' \
+      'x, y=1 @blkhash?socket=/tmp/x' 'file=/etc/passwd export=e'; do
+    : > log
+    enc=$("$PYTHON" -c 'import sys, urllib.parse as u
+print(u.quote(sys.argv[1], safe=""))' "$name")
+    run "$NBDSUM" --client-side "nbd+unix:///$enc?socket=$sock"
+    echo "$name: $output"
+    [ "$status" -eq 0 ]
+    [ "$(sums)" = "$want" ]
+    # Every connection the server saw was to that name, and no other
+    # server or file was reached (nbdkit's stderr: no error).
+    grep -a ' Connect export=' log | sed 's/.* export="//; s/" tls=.*//' \
+      | sort -u > names
+    cat names
+    [ "$(cat names)" = "$name" ]
+    [ ! -s "$err" ]
+  done
+  # A name whose end reads as a view is refused before any connection.
+  : > log
+  run "$NBDSUM" --client-side "nbd+unix:///a%2Cb%40blkhash?socket=$sock"
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"is a blkhash view, not a disk image"* ]]
+  [ "$(grep -ac ' Connect export=' log)" -eq 0 ]
+}
+
 @test "nbdsum-inputs: --client-side with the filter present gives the same" {
   run serve file "$disk" -- '"$NBDSUM" --client-side -C 3 -R 5 "$uri"'
   echo "$output"
