@@ -156,7 +156,7 @@ input_checksum (struct input *in, struct result *res)
   blk_hex (root, in->params->digest.len, res->hex);
   snprintf (res->digest, sizeof res->digest, "%s", in->params->digest.name);
   snprintf (res->method, sizeof res->method, "%s",
-            in->here ? "client-side" : in->ops->method);
+            input_method (in));
   res->plain = in->plain;
   res->block_size = in->plain ? 0 : in->params->block_size;
   res->size = in->size;

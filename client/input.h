@@ -82,6 +82,13 @@ extern struct input *input_open (const char *name,
  */
 extern int input_checksum (struct input *in, struct result *res);
 
+/* How it is hashed, as --json says (see input_ops). */
+static inline const char *
+input_method (const struct input *in)
+{
+  return in->here ? "client-side" : in->ops->method;
+}
+
 static inline void
 input_close (struct input *in)
 {

@@ -101,7 +101,7 @@ mode_blocks (char **args, int nargs, const struct hash_spec *spec)
   }
   in = input_open (name, spec, INPUT_DIGESTS);
   if (in && in->ops->checksum (in, root) == 0 &&
-      print_blocks (in, root, in->ops->method) == 0)
+      print_blocks (in, root, input_method (in)) == 0)
     status = EXIT_SUCCESS;
   if (opts->json) {
     error = messages_captured ();

@@ -39,7 +39,7 @@ json_side (const char *key, const char *name, const struct input *in,
   if (in == NULL)
     json_string ("error", error ? error : "failed");
   else {
-    json_string ("method", in->ops->method);
+    json_string ("method", input_method (in));
     json_uint ("size", in->size);
   }
   json_end ();
