@@ -74,8 +74,12 @@ check_image (struct source *src, struct fallback *fb, uint64_t block_size,
     digest_len = d.len;
     blk_digest_free (&d);
   }
-  if (size_refused (src->name, "the image is", size, block_size, digest_len))
+  if (size_refused (src->name, "the image is", size, block_size, digest_len)) {
+    /* A private nbdkit's filter (given this limit) said the same. */
+    if (src->server)
+      free (local_server_message (src->server));
     return -1;
+  }
   /* --max-size lifted nbdsum's limit, not the server's. */
   if (fb->notice && (uint64_t) size > def) {
     char l[BLK_LIMIT_STR_MAX];
@@ -91,13 +95,19 @@ front_open (struct source *src, struct fallback *fb,
             const struct hash_spec *spec)
 {
   const struct hash_spec hs = hash_spec_or_defaults (spec);
+  const bool local = src->server && local_server_format (src->server);
   bool multi_conn = false;
   int r;
 
   r = check_image (src, fb, spec->plain ? 0 : hs.block_size, hs.digest,
                    &multi_conn);
-  if (r == 0 && fb->notice)
+  if (r == 0 && fb->notice && !local)
     notice_at (src->name, "%s", fb->notice);
+  if (r == 0 && local) {
+    /* A local file's private nbdkit has the filter already. */
+    front_failed (src, fb);
+    r = -1;
+  }
   free (fb->export_name);
   free (fb->notice);
   *fb = (struct fallback) { NULL, NULL, 0, NULL };
