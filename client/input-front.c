@@ -11,6 +11,7 @@
  */
 #include <config.h>
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,6 +59,16 @@ check_image (struct source *src, struct fallback *fb, uint64_t block_size,
     return -1;
   }
   if (source_info (h, deadline) == -1) {
+    /* A server without NBD_OPT_INFO: the filter finds out (the view's
+     * header has the size), over one connection.
+     */
+    if (source_errno () == ENOTSUP && nbd_aio_is_negotiating (h) &&
+        !stop_signal ()) {
+      source_shutdown (h);
+      nbd_close (h);
+      *multi_conn = false;
+      return 0;
+    }
     if (!stop_signal ())
       error_at (src->name, "%s%s%s: %s%s",
                 export[0] ? "export '" : "the default export",
