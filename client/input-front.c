@@ -59,11 +59,12 @@ check_image (struct source *src, struct fallback *fb, uint64_t block_size,
     return -1;
   }
   if (source_info (h, deadline) == -1) {
-    /* A server without NBD_OPT_INFO: the filter finds out (the view's
-     * header has the size), over one connection.
+    /* A server without NBD_OPT_INFO (not one requiring TLS, which
+     * refuses it too): the view's header has the size, and one
+     * connection is safe.
      */
     if (source_errno () == ENOTSUP && nbd_aio_is_negotiating (h) &&
-        !stop_signal ()) {
+        !stop_signal () && source_hint (h)[0] == '\0') {
       source_shutdown (h);
       nbd_close (h);
       *multi_conn = false;
