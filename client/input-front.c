@@ -70,7 +70,12 @@ check_image (struct source *src, struct fallback *fb, uint64_t block_size,
       *multi_conn = false;
       return 0;
     }
-    if (!stop_signal ())
+    /* A refusal names the export; a timeout says where it was. */
+    if (stop_signal ())
+      local_server_end (src->server);   /* as in view_go */
+    else if (source_errno () == ETIMEDOUT)
+      error_at (src->name, "%s", source_error ());
+    else
       error_at (src->name, "%s%s%s: %s%s",
                 export[0] ? "export '" : "the default export",
                 export, export[0] ? "'" : "", source_error (),

@@ -56,6 +56,7 @@
 #include "endpoint.h"
 #include "helpers.h"
 #include "input-kinds.h"
+#include "local.h"
 #include "manifest.h"
 #include "messages.h"
 #include "minmax.h"
@@ -650,6 +651,8 @@ multi_conn (struct incremental *inc)
   if (source_info (h, deadline) == -1) {
     if (!stop_signal ())
       error_at (inc->name, "%s%s", source_error (), source_hint (h));
+    else
+      local_server_end (inc->src->server);      /* as in view_go */
   }
   else
     r = nbd_can_multi_conn (h) == 1;

@@ -38,6 +38,7 @@
 #include "header.h"
 #include "helpers.h"
 #include "input-kinds.h"
+#include "local.h"
 #include "messages.h"
 #include "minmax.h"
 #include "names.h"
@@ -220,6 +221,8 @@ view_check_image (struct source *src, const char *base,
       notice_at (src->name, "cannot check the blkhash view '%s' against "
                  "its image (%s); trusting its header", view_name,
                  source_error ());
+    else
+      local_server_end (src->server);   /* as in view_go */
     nbd_close (h);
     return missing || stopped ? -1 : 0;
   }
@@ -293,6 +296,11 @@ view_go (struct source *src, const struct hash_spec *spec,
     if (stop_signal () || (err != ENOENT && err != EINVAL)) {
       if (!stop_signal ())
         error_at (src->name, "%s%s", source_error (), source_hint (h));
+      /* Cut mid-handshake: our own server goes first (as in
+       * source_connect), or it complains of the client that vanished.
+       */
+      else
+        local_server_end (src->server);
       free (base);
       free (view_name);
       nbd_close (h);
@@ -410,13 +418,16 @@ view_input_open (struct source *src, const struct hash_spec *spec,
    */
   if (hdr.flags & BLK_VIEW_FLAG_VIEWS_ONLY)
     ep->scan = NULL;
-  /* Nor is it asked through nbdsum's filter in front of a server: that
-   * would be a connection to the server more than -C says (and one a
-   * server admitting a client at a time would never answer).
-   */
-  if (src->behind)
-    ep->scan = NULL;
   ep->scan_always = true;
+  /* Through nbdsum's filter in front of a server, only for the bar: it
+   * is a connection to the server more than -C says (and one a server
+   * admitting a client at a time would never answer).
+   */
+  if (src->behind) {
+    ep->scan_always = false;
+    if (src->single)
+      ep->scan = NULL;
+  }
   pthread_mutex_init (&v->lock, NULL);
   ep->size = hdr.image_size;
   ep->nblocks = hdr.block_count;
