@@ -7,7 +7,7 @@ chosen paths that misbehave.
 
     httpserver.py DIR [--log FILE] [--status PATH=CODE]...
                       [--no-range PATH]... [--redirect PATH=LOCATION]...
-                      [--length PATH=BYTES]...
+                      [--length PATH=BYTES]... [--need-header PATH=HEADER]...
 
 listens on 127.0.0.1 at a free port, prints the port on standard
 output once it listens, and serves until killed or its parent dies.
@@ -15,8 +15,11 @@ output once it listens, and serves until killed or its parent dies.
   --status PATH=CODE     PATH answers CODE (404, 403, 500...) to all
   --no-range PATH        PATH is served whole, without Accept-Ranges
                          and ignoring Range (a server without ranges)
-  --redirect PATH=LOC    PATH answers 302 with Location: LOC
+  --redirect PATH=LOC    PATH answers 302 with Location: LOC ({port} in
+                         LOC: this server's port)
   --length PATH=BYTES    HEAD of PATH claims Content-Length BYTES
+  --need-header PATH=H   PATH answers 401 unless the request has header
+                         H ("Name: value") exactly
   --log FILE             each connection and request appended to FILE,
                          one line each ("connection", "HEAD /x", ...)
 
@@ -48,8 +51,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
         key = self.path.split("?", 1)[0]
         srv.record("%s %s %s" % (self.command, key,
                                  self.headers.get("Range", "-")))
-        if key in srv.status:
-            self.send_response(srv.status[key])
+        status = srv.status.get(key)
+        if key in srv.need:
+            name, _, value = srv.need[key].partition(":")
+            if self.headers.get(name.strip()) != value.strip():
+                status = 401
+        if status is not None:
+            self.send_response(status)
             body = b"no\n"
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
@@ -58,7 +66,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return None, False
         if key in srv.redirect:
             self.send_response(302)
-            self.send_header("Location", srv.redirect[key])
+            self.send_header("Location", srv.redirect[key].replace(
+                "{port}", str(srv.server_address[1])))
             self.send_header("Content-Length", "0")
             self.end_headers()
             return None, False
@@ -133,7 +142,7 @@ def main():
         sys.exit(__doc__)
     root = args.pop(0)
     opts = {"--log": [], "--status": [], "--no-range": [], "--redirect": [],
-            "--length": []}
+            "--length": [], "--need-header": []}
     while args:
         o = args.pop(0)
         if o not in opts or not args:
@@ -154,6 +163,7 @@ def main():
     server.redirect = pairs(opts["--redirect"], str)
     server.length = pairs(opts["--length"], int)
     server.no_range = set(opts["--no-range"])
+    server.need = pairs(opts["--need-header"], str)
     log = open(opts["--log"][-1], "a", buffering=1) if opts["--log"] else None
     server.record = (lambda line: log.write(line + "\n")) if log \
         else (lambda line: None)
