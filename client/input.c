@@ -30,7 +30,7 @@ input_format (const char *name, const struct hash_spec *spec,
               const char **format)
 {
   *format = spec->format ? spec->format : options_format (name);
-  if (*format && !name_is_local (name)) {
+  if (*format && !name_is_local (name) && !name_is_http (name)) {
     error_at (name, "a format (%s) applies to local files only: this "
               "input is hashed as its server serves it", *format);
     return -1;

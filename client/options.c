@@ -139,10 +139,17 @@ apply_formats (const struct format_option *fo, int nfo, char **inputs,
                    progname, fo[k].arg);
         exit (usage_status);
       }
-      if (name_is_local (inputs[i])) {
+      if (name_is_local (inputs[i]) ||
+          (name_is_http (inputs[i]) && format && strcmp (format, "raw") == 0)) {
         local++;
         if (format)
           given[ngiven++] = (struct given_format) { inputs[i], format };
+      }
+      else if (format && name_is_http (inputs[i])) {
+        fprintf (stderr, "%s: --format=%s does not apply to %s: a URL is "
+                 "hashed as its bytes (raw), never read as an image format "
+                 "(download it first)\n", progname, fo[k].arg, inputs[i]);
+        exit (usage_status);
       }
       else if (format) {
         fprintf (stderr, "%s: --format=%s does not apply to %s: it is "
@@ -314,6 +321,27 @@ parse_seconds (const char *opt, const char *arg, unsigned max)
   return v;
 }
 
+/* --http-header=NAME: VALUE, as curl sends it: one line (no control
+ * character but a tab could end it and start another header), and a
+ * name.  Its value may be a secret: never printed.
+ */
+static void
+check_http_header (const char *arg)
+{
+  const size_t name = strcspn (arg, ":");
+  bool bad = name == 0 || arg[name] != ':';
+
+  for (size_t i = 0; !bad && arg[i]; i++)
+    bad = ((unsigned char) arg[i] < ' ' && arg[i] != '\t') ||
+      arg[i] == 0x7f || (i < name && strchr (" \t\"(),/;<=>?@[\\]{}", arg[i]));
+  if (bad) {
+    fprintf (stderr, "%s: --http-header: a header is NAME: VALUE on one "
+             "line, its name a token (one is not; its value is not "
+             "shown)\n", progname);
+    exit (usage_status);
+  }
+}
+
 void
 parse_options (int argc, char **argv, int *first_arg)
 {
@@ -324,7 +352,7 @@ parse_options (int argc, char **argv, int *first_arg)
     OPT_CONNECT_TIMEOUT, OPT_NO_NAMES, OPT_BATS_HELPER, OPT_SINCE,
     OPT_DIRTY_BITMAP, OPT_IMMUTABLE_BACKING, OPT_CHECK_MANIFEST,
     OPT_PLAIN, OPT_ALLOW_BACKING, OPT_MAX_SIZE, OPT_SPOT_CHECK,
-    OPT_NO_SPOT_CHECK,
+    OPT_NO_SPOT_CHECK, OPT_HTTP_HEADER, OPT_HTTP_INSECURE,
   };
   static const struct option long_options[] = {
     { "connections", required_argument, NULL, 'C' },
@@ -337,6 +365,8 @@ parse_options (int argc, char **argv, int *first_arg)
     { "format", required_argument, NULL, OPT_FORMAT },
     { "allow-backing", no_argument, NULL, OPT_ALLOW_BACKING },
     { "max-size", required_argument, NULL, OPT_MAX_SIZE },
+    { "http-header", required_argument, NULL, OPT_HTTP_HEADER },
+    { "http-insecure", no_argument, NULL, OPT_HTTP_INSECURE },
     { "client-side", no_argument, NULL, OPT_CLIENT_SIDE },
     { "spot-check", required_argument, NULL, OPT_SPOT_CHECK },
     { "no-spot-check", no_argument, NULL, OPT_NO_SPOT_CHECK },
@@ -377,6 +407,8 @@ parse_options (int argc, char **argv, int *first_arg)
    * to report.
    */
   static void *volatile held[2];
+  /* --http-header's, kept for the run. */
+  static const char **headers;
 
   if (inputs == NULL || fo == NULL) {
     fprintf (stderr, "%s: out of memory\n", progname);
@@ -384,6 +416,11 @@ parse_options (int argc, char **argv, int *first_arg)
   }
   held[0] = inputs;
   held[1] = fo;
+  if (headers == NULL && (headers = calloc (argc, sizeof *headers)) == NULL) {
+    fprintf (stderr, "%s: out of memory\n", progname);
+    exit (EXIT_FAILURE);
+  }
+  parsed.http_headers = headers;
   set_usage_status (argc, argv);
   /* getopt names the program from argv[0]: nbdsum, not its path. */
   argv[0] = (char *) progname;
@@ -448,6 +485,13 @@ parse_options (int argc, char **argv, int *first_arg)
       break;
     case OPT_ALLOW_BACKING:
       parsed.allow_backing = true;
+      break;
+    case OPT_HTTP_HEADER:
+      check_http_header (optarg);
+      headers[parsed.nhttp_headers++] = optarg;
+      break;
+    case OPT_HTTP_INSECURE:
+      parsed.http_insecure = true;
       break;
     case OPT_CLIENT_SIDE:
       parsed.client_side = true;
@@ -660,6 +704,23 @@ parse_options (int argc, char **argv, int *first_arg)
                parsed.since ? "--since" : "--blocks");
       exit (usage_status);
     }
+  /* A URL has no dirty bitmap; --http-* apply to URLs (or -c's). */
+  {
+    int urls = 0;
+    for (int i = 0; i < nargs; i++)
+      urls += name_is_http (inputs[i]);
+    if (parsed.since && urls) {
+      fprintf (stderr, "%s: --since needs a dirty bitmap, and a URL has "
+               "none\n", progname);
+      exit (usage_status);
+    }
+    if ((parsed.nhttp_headers || parsed.http_insecure) && urls == 0 &&
+        !parsed.check) {
+      fprintf (stderr, "%s: --http-header and --http-insecure apply to "
+               "http:// and https:// inputs only\n", progname);
+      exit (usage_status);
+    }
+  }
   /* No input is standard input (main): a --format=raw is for it. */
   implicit_stdin = nargs == 0 && nfo > 0 && !parsed.check &&
     !parsed.check_manifest;

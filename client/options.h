@@ -56,6 +56,9 @@ struct options {
   unsigned jobs;                /* -j: inputs hashed at once, default 1 */
   uint64_t max_size;            /* --max-size, if max_size_given; 0: none */
   bool max_size_given;
+  const char *const *http_headers;      /* --http-header, in order */
+  unsigned nhttp_headers;
+  bool http_insecure;           /* --http-insecure: curl's sslverify=false */
 };
 
 /* Set by parse_options, before anything else runs. */
