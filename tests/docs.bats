@@ -237,14 +237,15 @@ start_standins () {
     --tls-psk="$si/keys.psk" --filter="$BLKHASH_FILTER" file dir="$si/dir"
   # http://server/: this directory's files, with ranges (a session of
   # its own, as the nbdkit daemons: nbdsum -j ends its process group).
-  setsid "$PYTHON" "$top_srcdir/tests/httprange.py" "$PWD" "$si/http.port" \
+  setsid "$PYTHON" "$top_srcdir/tests/httpserver.py" "$PWD" \
+    --port-file "$si/http.port" \
     </dev/null >/dev/null 2>&1 3>&- 4>&- &
   echo $! > "$si/http.standin"
   for name in $(seq 100); do
     [ -s "$si/http.port" ] && return 0
     sleep 0.1
   done
-  echo "tests/httprange.py did not start"
+  echo "tests/httpserver.py did not start"
   return 1
 }
 
@@ -349,7 +350,7 @@ export -f stop_standins
   qemu-io -f raw -c 'write -P 7 1M 2M' -c 'write -P 9 7M 4K' \
     www/disk.img >/dev/null
   (cd www && sha256sum disk.img > SHA256SUMS)
-  start_http
+  start_http www
   script=$(sed -n '/^=head1 VERIFYING AN IMPORT/,/^=head1 INCREMENTAL/p' \
              "$top_srcdir/man/nbdsum-workflows.pod" | sed -n 's/^ //p' |
            sed -e ':a' -e '/\\$/N; s/\\\n//; ta' |
