@@ -128,7 +128,9 @@ blk_view_name_parse (const char *name, struct blk_view_name *v,
       goto bad;
     }
     if (!blk_nonce_valid (after + strlen (BLK_NONCE_OPTION))) {
-      msg = "a nonce is 1 to 64 lower-case hex digits";
+      msg = strstr (after, BLK_RANGE_OPTION)
+        ? BLK_RANGE_OPTION " comes before " BLK_NONCE_OPTION
+        : "a nonce is 1 to 64 lower-case hex digits";
       goto bad;
     }
     if ((v->nonce = strdup (after + strlen (BLK_NONCE_OPTION))) == NULL)
