@@ -25,6 +25,7 @@
 #include <config.h>
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
