@@ -30,18 +30,6 @@ teardown () {
   kill_servers
 }
 
-# start_http [httpserver.py OPTIONS...]: serve www/, logging to
-# http.log; sets port and url (http://127.0.0.1:PORT).
-start_http () {
-  rm -f http.port
-  "$PYTHON" "$top_srcdir/tests/httpserver.py" www --log http.log "$@" \
-    </dev/null >http.port 2>http.err 3>&- &
-  servers+=("$!")
-  wait_until 10 test -s http.port
-  port=$(cat http.port)
-  url="http://127.0.0.1:$port"
-}
-
 # fails_naming NAME WORDS [NBDSUM-ARGS...]: nbdsum exits 1, prints no
 # checksum, and says WORDS on a line naming NAME.
 fails_naming () {

@@ -171,3 +171,16 @@ start_http () {
   echo "tests/httprange.py did not start"
   return 1
 }
+
+# start_http [httpserver.py OPTIONS...]: serve www/ from loopback
+# (tests/httpserver.py: ranges, chosen failures), logging to
+# http.log; sets port and url (http://127.0.0.1:PORT).
+start_http () {
+  rm -f http.port
+  "$PYTHON" "$top_srcdir/tests/httpserver.py" www --log http.log "$@" \
+    </dev/null >http.port 2>http.err 3>&- &
+  servers+=("$!")
+  wait_until 10 test -s http.port
+  port=$(cat http.port)
+  url="http://127.0.0.1:$port"
+}
