@@ -1,0 +1,274 @@
+/* Copyright (C) 2026 The nbdkit-blkhash developers
+ * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
+ */
+/* nbdsum --bmap: the server's bmap view NAME@bmap (see
+ * nbdkit-blkhash-filter(1), lib/bmap.h).  The server scans the image
+ * in order and hashes each mapped range next to the storage; here one
+ * connection drives it with NBD_CMD_CACHE of the span bytes, BMAP_SPANS
+ * spans (MiB of image) per request, then reads the summary and the
+ * table: only the ranges cross the network.
+ *
+ * The view's name carries a fresh nonce that its header must echo (a
+ * file named like the view is not believed), and every range is
+ * checked: in order, apart, inside the image, counted as the summary
+ * says.  A server without the view is refused: a bmap needs the
+ * filter next to the storage (a local file always has it).
+ */
+#include <config.h>
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "header.h"
+#include "helpers.h"
+#include "input-bmap.h"
+#include "input-kinds.h"
+#include "messages.h"
+#include "minmax.h"
+#include "names.h"
+#include "signals.h"
+#include "source.h"
+#include "util.h"
+#include "viewname.h"
+
+/* Spans per NBD_CMD_CACHE: at most 64 MiB of work per request. */
+#define BMAP_SPANS 64
+/* Table bytes read at a time (a multiple of the entry size). */
+#define TABLE_READ (21845 * BLK_BMAP_ENTRY_SIZE)
+
+static char *
+bmap_name_of (const char *base, const struct hash_spec *spec,
+              const char *nonce)
+{
+  return blk_bmap_view_name_build (base, nonce);
+}
+
+/* NBD_CMD_CACHE, waiting for its reply (a signal ends the wait). */
+static int
+cache_wait (struct nbd_handle *h, uint64_t count, uint64_t offset)
+{
+  int64_t cookie = nbd_aio_cache (h, count, offset, NBD_NULL_COMPLETION, 0);
+  int r;
+
+  if (cookie == -1)
+    return -1;
+  while ((r = nbd_aio_command_completed (h, cookie)) == 0)
+    if (stop_signal () || source_poll (h, -1) == -1)
+      return -1;
+  return r == 1 ? 0 : -1;
+}
+
+/* Read and check the header: 1 if it is this request's bmap view,
+ * 0 if not (said), -1 on error (printed).
+ */
+static int
+read_header (const char *name, const struct view_go *vg,
+             struct blk_header *hdr)
+{
+  uint8_t buf[BLK_VIEW_HEADER_SIZE];
+  const int64_t view_size = nbd_get_size (vg->h);
+  const char *msg = NULL;
+
+  if (view_size == -1) {
+    error_at (name, "%s", nbd_get_error ());
+    return -1;
+  }
+  if (view_size < BLK_VIEW_DIGESTS_OFFSET)
+    msg = "too small";
+  else if (source_pread (vg->h, buf, sizeof buf, 0) == -1) {
+    if (!stop_signal ())
+      error_at (name, "reading the bmap view's header: %s", source_error ());
+    return -1;
+  }
+  /* The nonce first: without its echo nothing else is the filter's. */
+  if (msg == NULL && !blk_header_echoes (buf, sizeof buf, vg->nonce))
+    msg = "it did not echo the nonce in its name: not made for this "
+      "request by nbdkit --filter=blkhash (a file named like the view?)";
+  if (msg == NULL)
+    msg = blk_bmap_header_decode (buf, sizeof buf, hdr);
+  if (msg == NULL &&
+      (!blk_digest_same (hdr->digest_name, BLK_BMAP_DIGEST) ||
+       hdr->digest_len != BLK_BMAP_DIGEST_LEN ||
+       hdr->block_size != BLK_PLAIN_SPAN_SIZE))
+    msg = "not sha256 in 1 MiB spans";
+  if (msg == NULL && (uint64_t) view_size != blk_bmap_view_size (hdr))
+    msg = "its size does not match its header";
+  if (msg) {
+    error_at (name, "the bmap view '%s' is not believed: %s", vg->shown,
+              msg);
+    return 0;
+  }
+  return 1;
+}
+
+/* Drive the scan, then read the summary and the table into bm. */
+static int
+read_bmap (const char *name, const struct view_go *vg,
+           const struct blk_header *hdr, struct bmap *bm)
+{
+  struct nbd_handle *h = vg->h;
+  const uint64_t table = blk_bmap_table_offset (hdr);
+  const uint64_t entries = blk_bmap_table_entries (hdr);
+  uint8_t sbuf[BLK_BMAP_SUMMARY_SIZE];
+  struct blk_bmap_summary sum;
+  uint8_t *buf = NULL;
+  uint64_t mapped = 0;
+
+  if (nbd_can_cache (h) == 1)
+    for (uint64_t s = 0; s < hdr->block_count; s += BMAP_SPANS) {
+      const uint64_t n = MIN ((uint64_t) BMAP_SPANS, hdr->block_count - s);
+      if (cache_wait (h, n, BLK_VIEW_DIGESTS_OFFSET + s) == -1) {
+        if (!stop_signal ())
+          error_at (name, "the server failed to map image bytes from %"
+                    PRIu64 ": %s", s * hdr->block_size, nbd_get_error ());
+        return -1;
+      }
+    }
+  if (source_pread (h, sbuf, sizeof sbuf, BLK_BMAP_SUMMARY_OFFSET) == -1) {
+    if (!stop_signal ())
+      error_at (name, "reading the bmap: %s", source_error ());
+    return -1;
+  }
+  blk_bmap_summary_decode (sbuf, &sum);
+  if (sum.status == BLK_BMAP_TOO_MANY) {
+    error_at (name, "the image has more than %" PRIu64 " mapped ranges "
+              "(the bmap view's limit; the last that fits ends before "
+              "byte %" PRIu64 "): too fragmented for a bmap",
+              sum.max_ranges, sum.stopped_at);
+    return -1;
+  }
+  if (sum.status != BLK_BMAP_COMPLETE || sum.max_ranges != entries ||
+      sum.ranges > entries) {
+    error_at (name, "the bmap view '%s' has a bad summary (status %" PRIu32
+              ", %" PRIu64 " ranges of %" PRIu64 "): not trusting it",
+              vg->shown, sum.status, sum.ranges, sum.max_ranges);
+    return -1;
+  }
+  bm->image_size = hdr->image_size;
+  bm->blocks = blk_bmap_blocks (hdr->image_size);
+  bm->nranges = sum.ranges;
+  if (sum.ranges &&
+      ((bm->ranges = calloc (sum.ranges, sizeof *bm->ranges)) == NULL ||
+       (buf = malloc (TABLE_READ)) == NULL)) {
+    error_at (name, "out of memory for %" PRIu64 " ranges", sum.ranges);
+    return -1;
+  }
+  for (uint64_t k = 0; k < sum.ranges; ) {
+    const uint64_t n = MIN (sum.ranges - k,
+                            (uint64_t) TABLE_READ / BLK_BMAP_ENTRY_SIZE);
+    if (source_pread (h, buf, n * BLK_BMAP_ENTRY_SIZE,
+                      table + k * BLK_BMAP_ENTRY_SIZE) == -1) {
+      if (!stop_signal ())
+        error_at (name, "reading the bmap: %s", source_error ());
+      free (buf);
+      return -1;
+    }
+    for (uint64_t i = 0; i < n; i++, k++) {
+      struct blk_bmap_range *r = &bm->ranges[k];
+      blk_bmap_range_decode (buf + i * BLK_BMAP_ENTRY_SIZE, r);
+      /* In order, apart (merged otherwise), inside the image. */
+      if (r->first > r->last || r->last >= bm->blocks ||
+          (k > 0 && r->first <= bm->ranges[k - 1].last + 1)) {
+        error_at (name, "the bmap view '%s' has a bad range %" PRIu64
+                  "-%" PRIu64 " (of %" PRIu64 " blocks): not trusting it",
+                  vg->shown, r->first, r->last, bm->blocks);
+        free (buf);
+        return -1;
+      }
+      mapped += r->last - r->first + 1;
+    }
+  }
+  free (buf);
+  if (mapped != sum.mapped_blocks) {
+    error_at (name, "the bmap view '%s' counts %" PRIu64 " mapped blocks "
+              "but its ranges hold %" PRIu64 ": not trusting it", vg->shown,
+              sum.mapped_blocks, mapped);
+    return -1;
+  }
+  bm->mapped_blocks = mapped;
+  return 0;
+}
+
+/* The largest image mapped: the limit of a plain digest (the scan is
+ * in order, as one).
+ */
+static bool
+bmap_size_refused (const char *name, const char *shown, uint64_t size)
+{
+  const uint64_t max = options_max_size (true);
+  char l[BLK_LIMIT_STR_MAX];
+
+  if (size <= max)
+    return false;
+  error_at (name, "the view '%s' says the image is %" PRIu64 " bytes, "
+            "over the limit of %s for a bmap: " SIZE_LIFTS, shown, size,
+            blk_format_limit (max, l));
+  return true;
+}
+
+int
+bmap_fetch (const char *name, const struct hash_spec *spec_in,
+            struct bmap *bm)
+{
+  struct hash_spec spec = *spec_in;
+  struct fallback fb = { NULL, NULL, 0, NULL };
+  struct view_go vg = { 0 };
+  struct blk_header hdr;
+  struct source *src;
+  int r;
+
+  memset (bm, 0, sizeof *bm);
+  spec.format = options_format (name);
+  if (spec.format && !name_is_local (name) && !name_is_http (name)) {
+    error_at (name, "a format (%s) applies to local files only: this "
+              "input is mapped as its server serves it", spec.format);
+    return -1;
+  }
+  if ((src = source_open_as (name, spec.format)) == NULL)
+    return -1;
+  r = view_go (src, &spec, bmap_name_of, "bmap view", &vg, &fb);
+  if (r == 0) {
+    error_at (name, "the server has no bmap view (%s): --bmap needs "
+              "nbdkit --filter=blkhash (of a version with --bmap) next to "
+              "the storage; give the image's file, or serve it through "
+              "the filter", fb.notice ? fb.notice : "no such export");
+    if (fb.h) {
+      source_shutdown (fb.h);
+      nbd_close (fb.h);
+    }
+    free (fb.export_name);
+    free (fb.notice);
+  }
+  if (r == 1) {
+    r = read_header (name, &vg, &hdr);
+    if (r == 1 && hdr.image_size == 0) {
+      error_at (name, "the image is empty: a bmap maps blocks, and it has "
+                "none (bmaptool create refuses one too)");
+      r = -1;
+    }
+    if (r == 1 && (bmap_size_refused (name, vg.shown, hdr.image_size) ||
+                   view_check_image (src, vg.base, vg.shown, &hdr) == -1))
+      r = -1;
+    if (r == 1 && read_bmap (name, &vg, &hdr, bm) == -1)
+      r = -1;
+    source_shutdown (vg.h);
+    nbd_close (vg.h);
+    free (vg.base);
+    free (vg.view_name);
+    free (vg.shown);
+  }
+  source_close (src);
+  if (r != 1)
+    bmap_free (bm);
+  return r == 1 ? 0 : -1;
+}
+
+void
+bmap_free (struct bmap *bm)
+{
+  free (bm->ranges);
+  bm->ranges = NULL;
+}
