@@ -86,7 +86,9 @@ read_header (const char *name, const struct view_go *vg,
   /* The nonce first: without its echo nothing else is the filter's. */
   if (msg == NULL && !blk_header_echoes (buf, sizeof buf, vg->nonce))
     msg = "it did not echo the nonce in its name: not made for this "
-      "request by nbdkit --filter=blkhash (a file named like the view?)";
+      "request by nbdkit --filter=blkhash (a server without the filter "
+      "answers every name with the image; or a file named like the "
+      "view); --bmap needs the filter next to the storage";
   if (msg == NULL)
     msg = blk_bmap_header_decode (buf, sizeof buf, hdr);
   if (msg == NULL &&
@@ -140,7 +142,7 @@ read_bmap (const char *name, const struct view_go *vg,
               sum.max_ranges, sum.stopped_at);
     return -1;
   }
-  if (sum.status != BLK_BMAP_COMPLETE || sum.max_ranges != entries ||
+  if (sum.status != BLK_BMAP_COMPLETE || sum.max_ranges > entries ||
       sum.ranges > entries) {
     error_at (name, "the bmap view '%s' has a bad summary (status %" PRIu32
               ", %" PRIu64 " ranges of %" PRIu64 "): not trusting it",

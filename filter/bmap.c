@@ -51,6 +51,9 @@
 
 static const uint8_t zeros[PIECE_SIZE];
 
+/* nbdkit -D blkhash.bmap_max_ranges=N: a lower limit on ranges (tests). */
+NBDKIT_DLL_PUBLIC int blkhash_debug_bmap_max_ranges;
+
 /* One connection's scan, from byte 0. */
 struct bmap_run {
   uint64_t pos;                 /* [0, pos) scanned: 4K aligned, or size */
@@ -71,6 +74,7 @@ struct blkhash_bmap_view {
   uint8_t header[BLK_VIEW_HEADER_SIZE];
   struct blk_digest d;
   uint64_t table, entries;      /* the table's offset and entries */
+  uint64_t max_ranges;          /* entries, or fewer (-D) */
   pthread_mutex_t lock;         /* one request at a time on the run */
   struct bmap_run *run;
   uint64_t stamp;               /* writes before the run began */
@@ -106,7 +110,7 @@ range_close (struct blkhash_bmap_view *v, struct bmap_run *r, int *err)
     return 0;
   r->open = false;
   r->gap = 0;
-  if (r->nranges == v->entries) {
+  if (r->nranges == v->max_ranges) {
     /* Too fragmented: the summary says so, and where. */
     r->sum.status = BLK_BMAP_TOO_MANY;
     r->sum.stopped_at = r->first * BS;
@@ -300,7 +304,7 @@ view_run (struct blkhash_bmap_view *v, int *err)
     *err = ENOMEM;
     return NULL;
   }
-  r->sum.max_ranges = v->entries;
+  r->sum.max_ranges = v->max_ranges;
   blkhash_writes_stamp (&v->stamp);
   v->run = r;
   return r;
@@ -391,6 +395,10 @@ blkhash_bmap_view_new (const char *name, uint64_t size, uint32_t flags,
   blk_header_encode (&v->h, v->header);
   v->table = blk_bmap_table_offset (&v->h);
   v->entries = blk_bmap_table_entries (&v->h);
+  v->max_ranges = v->entries;
+  if (blkhash_debug_bmap_max_ranges > 0)
+    v->max_ranges = MIN (v->max_ranges,
+                         (uint64_t) blkhash_debug_bmap_max_ranges);
   return v;
 }
 
