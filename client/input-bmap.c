@@ -3,10 +3,10 @@
  */
 /* nbdsum --bmap: the server's bmap view NAME@bmap (see
  * nbdkit-blkhash-filter(1), lib/bmap.h).  The server scans the image
- * in order and hashes each mapped range next to the storage; here one
+ * and hashes each mapped range next to the storage; here one
  * connection drives it with NBD_CMD_CACHE of the span bytes, BMAP_SPANS
- * spans (MiB of image) per request, then reads the summary and the
- * table: only the ranges cross the network.
+ * spans (MiB of image) per request, several in flight, then reads the
+ * summary and the table: only the ranges cross the network.
  *
  * The view's name carries a fresh nonce that its header must echo (a
  * file named like the view is not believed), and every range is
@@ -34,8 +34,12 @@
 #include "util.h"
 #include "viewname.h"
 
-/* Spans per NBD_CMD_CACHE: at most 64 MiB of work per request. */
+/* Spans per NBD_CMD_CACHE, one segment of the server's: at most 64
+ * MiB of work per request; and requests in flight, segments scanned
+ * at once.
+ */
 #define BMAP_SPANS 64
+#define BMAP_REQUESTS 4
 /* Table bytes read at a time (a multiple of the entry size). */
 #define TABLE_READ (21845 * BLK_BMAP_ENTRY_SIZE)
 
@@ -46,19 +50,75 @@ bmap_name_of (const char *base, const struct hash_spec *spec,
   return blk_bmap_view_name_build (base, nonce);
 }
 
-/* NBD_CMD_CACHE, waiting for its reply (a signal ends the wait). */
-static int
-cache_wait (struct nbd_handle *h, uint64_t count, uint64_t offset)
-{
-  int64_t cookie = nbd_aio_cache (h, count, offset, NBD_NULL_COMPLETION, 0);
-  int r;
+struct cache_req {
+  uint64_t first;               /* span */
+  int error;                    /* errno of the reply */
+  bool done;
+};
 
-  if (cookie == -1)
-    return -1;
-  while ((r = nbd_aio_command_completed (h, cookie)) == 0)
-    if (stop_signal () || source_poll (h, -1) == -1)
+static int
+cache_done (void *opaque, int *error)
+{
+  struct cache_req *r = opaque;
+
+  r->error = *error;
+  r->done = true;
+  return 1;
+}
+
+/* NBD_CMD_CACHE over every span, BMAP_SPANS each (one segment of the
+ * server's), BMAP_REQUESTS in flight: the server scans that many
+ * segments at once.  0, or -1 (error printed).
+ */
+static int
+cache_all (const char *name, struct nbd_handle *h, uint64_t nspans)
+{
+  struct cache_req reqs[BMAP_REQUESTS];
+  uint64_t next = 0;
+  unsigned busy = 0;
+
+  for (unsigned i = 0; i < BMAP_REQUESTS; i++)
+    reqs[i] = (struct cache_req) { .done = true };
+  while (next < nspans || busy) {
+    for (unsigned i = 0; i < BMAP_REQUESTS; i++) {
+      struct cache_req *r = &reqs[i];
+      if (!r->done)
+        continue;
+      if (r->error) {
+        error_at (name, "the server failed to map image bytes from %"
+                  PRIu64 ": %s", r->first * BLK_PLAIN_SPAN_SIZE,
+                  strerror (r->error));
+        return -1;
+      }
+      if (next >= nspans)
+        continue;
+      *r = (struct cache_req) { .first = next };
+      if (nbd_aio_cache (h, MIN ((uint64_t) BMAP_SPANS, nspans - next),
+                         BLK_VIEW_DIGESTS_OFFSET + next,
+                         (nbd_completion_callback) {
+                           .callback = cache_done, .user_data = r }, 0)
+          == -1) {
+        error_at (name, "%s", nbd_get_error ());
+        return -1;
+      }
+      next += MIN ((uint64_t) BMAP_SPANS, nspans - next);
+    }
+    busy = nbd_aio_in_flight (h);
+    if (busy && (stop_signal () || source_poll (h, -1) == -1)) {
+      if (!stop_signal ())
+        error_at (name, "%s", source_error ());
       return -1;
-  return r == 1 ? 0 : -1;
+    }
+  }
+  /* The replies that came with the last poll. */
+  for (unsigned i = 0; i < BMAP_REQUESTS; i++)
+    if (reqs[i].error) {
+      error_at (name, "the server failed to map image bytes from %" PRIu64
+                ": %s", reqs[i].first * BLK_PLAIN_SPAN_SIZE,
+                strerror (reqs[i].error));
+      return -1;
+    }
+  return 0;
 }
 
 /* Read and check the header: 1 if it is this request's bmap view,
@@ -119,16 +179,8 @@ read_bmap (const char *name, const struct view_go *vg,
   uint8_t *buf = NULL;
   uint64_t mapped = 0;
 
-  if (nbd_can_cache (h) == 1)
-    for (uint64_t s = 0; s < hdr->block_count; s += BMAP_SPANS) {
-      const uint64_t n = MIN ((uint64_t) BMAP_SPANS, hdr->block_count - s);
-      if (cache_wait (h, n, BLK_VIEW_DIGESTS_OFFSET + s) == -1) {
-        if (!stop_signal ())
-          error_at (name, "the server failed to map image bytes from %"
-                    PRIu64 ": %s", s * hdr->block_size, nbd_get_error ());
-        return -1;
-      }
-    }
+  if (nbd_can_cache (h) == 1 && cache_all (name, h, hdr->block_count) == -1)
+    return -1;
   if (source_pread (h, sbuf, sizeof sbuf, BLK_BMAP_SUMMARY_OFFSET) == -1) {
     if (!stop_signal ())
       error_at (name, "reading the bmap: %s", source_error ());
@@ -171,9 +223,9 @@ read_bmap (const char *name, const struct view_go *vg,
     for (uint64_t i = 0; i < n; i++, k++) {
       struct blk_bmap_range *r = &bm->ranges[k];
       blk_bmap_range_decode (buf + i * BLK_BMAP_ENTRY_SIZE, r);
-      /* In order, apart (merged otherwise), inside the image. */
+      /* In order, not overlapping, inside the image. */
       if (r->first > r->last || r->last >= bm->blocks ||
-          (k > 0 && r->first <= bm->ranges[k - 1].last + 1)) {
+          (k > 0 && r->first <= bm->ranges[k - 1].last)) {
         error_at (name, "the bmap view '%s' has a bad range %" PRIu64
                   "-%" PRIu64 " (of %" PRIu64 " blocks): not trusting it",
                   vg->shown, r->first, r->last, bm->blocks);

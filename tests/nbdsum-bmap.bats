@@ -63,6 +63,16 @@ mapped_within () {
   mapped_within disk.bmap disk.img
 }
 
+@test "segments scanned at once: a range across 64 MiB is cut there, the copy equal" {
+  "$MKIMAGE" '300M;d:60M+10M:a;d:127M+2M:b;d:200M+4K:c;d:299M+1M:d' disk.img
+  start_server s file disk.img
+  "$NBDSUM" --bmap "$uri" > disk.bmap
+  copy_ok disk.bmap disk.img
+  grep -q '> 15360-16383 </Range>' disk.bmap
+  grep -q '> 16384-17919 </Range>' disk.bmap
+  [ "$(mapped_of disk.bmap)" -eq "$(data_blocks disk.img)" ]
+}
+
 @test "one byte changed in a mapped block: bmaptool copy fails its checksum" {
   "$MKIMAGE" '16M;d:1M+2M:a;d:10M+100K:b' disk.img
   "$NBDSUM" --bmap disk.img > disk.bmap
@@ -119,6 +129,31 @@ mapped_within () {
   cmp img0.bmap ref0.bmap
 }
 
+@test "written while mapped: the view fails with EIO, then maps the new content" {
+  "$MKIMAGE" '200M;d:0+1M:a;d:100M+1M:b' disk.img
+  start_server s file disk.img
+  "$NBD_PYTHON" -c '
+import nbd, struct, sys
+v = nbd.NBD()
+v.connect_uri(sys.argv[2])
+v.cache(64, 8192)                       # the first segment, scanned
+d = nbd.NBD()
+d.connect_uri(sys.argv[1])
+d.pwrite(b"\x11" * 4096, 150 * 1048576)
+d.flush()
+try:
+    v.pread(40, 4096)
+    sys.exit("a bmap of what was written over was served")
+except nbd.Error as e:
+    assert e.errno == "EIO", e
+ranges = struct.unpack("<Q", v.pread(40, 4096)[:8])[0]
+print("ranges after", ranges)
+assert ranges == 3, ranges' "$uri" "$(uri_of @bmap)"
+  grep -q "was written while its bmap was computed" "$err"
+  "$NBDSUM" --bmap "$uri" > disk.bmap
+  copy_ok disk.bmap disk.img
+}
+
 @test "an empty image: refused, as bmaptool create refuses it, nothing printed" {
   : > empty.img
   run -1 --separate-stderr "$NBDSUM" --bmap empty.img
@@ -161,10 +196,11 @@ mapped_within () {
   "$NBD_PYTHON" -c '
 import nbd, sys
 h = nbd.NBD()
-h.set_export_name("@bmap,nonce=1234")
 h.connect_uri(sys.argv[1])
 h.cache(8, 8192)
-open(sys.argv[2], "wb").write(h.pread(h.get_size(), 0))' "$uri" forged
+assert h.pread(8, 0) == b"BLKBMAP1"
+open(sys.argv[2], "wb").write(h.pread(h.get_size(), 0))' \
+    "$(uri_of @bmap,nonce=1234)" forged
   kill_servers
   mkdir dir
   cp disk dir/disk
