@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 
 #include "header.h"
 #include "helpers.h"
@@ -33,6 +34,7 @@
 #include "source.h"
 #include "util.h"
 #include "viewname.h"
+#include "zero.h"
 
 /* Spans per NBD_CMD_CACHE, one segment of the server's: at most 64
  * MiB of work per request; and requests in flight, segments scanned
@@ -246,6 +248,145 @@ read_bmap (const char *name, const struct view_go *vg,
   return 0;
 }
 
+/* The spot check's draw: xorshift64*, seeded by getrandom (or, for
+ * tests, NBDSUM_SPOT_SEED).
+ */
+static uint64_t
+draw (uint64_t *rng, uint64_t n)
+{
+  *rng ^= *rng >> 12;
+  *rng ^= *rng << 25;
+  *rng ^= *rng >> 27;
+  return (*rng * UINT64_C (2685821657736338717)) % n;
+}
+
+/* Is block b in a range of bm? */
+static bool
+block_mapped (const struct bmap *bm, uint64_t b)
+{
+  uint64_t lo = 0, hi = bm->nranges;
+
+  while (lo < hi) {
+    const uint64_t mid = lo + (hi - lo) / 2;
+    if (bm->ranges[mid].last < b)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo < bm->nranges && bm->ranges[lo].first <= b;
+}
+
+/* The server's word checked here, on a connection to the image: of
+ * --spot-check's N draws, half are ranges read and hashed (those of
+ * SPOT_RANGE_MAX bytes or fewer), half blocks outside every range,
+ * which must read as zeros (a bmap that leaves out data would copy
+ * without an error: bmaptool checks only the ranges it has).  0, or
+ * -1 (error printed).
+ */
+#define SPOT_RANGE_MAX (UINT64_C (4) * 1024 * 1024)
+static int
+spot_check_bmap (const char *name, struct source *src, const char *base,
+                 const char *shown, const struct bmap *bm)
+{
+  const char *seed = getenv ("NBDSUM_SPOT_SEED");
+  const unsigned count = opts->spot_check;
+  const uint64_t size = bm->image_size;
+  struct nbd_handle *h = NULL;
+  struct blk_ctx *ctx = NULL;
+  struct blk_digest d = { 0 };
+  uint8_t *buf = NULL, sum[BLK_DIGEST_MAX];
+  uint64_t rng;
+  int r = -1;
+
+  if (count == 0 || bm->blocks == 0)
+    return 0;
+  if (seed && *seed)
+    rng = strtoull (seed, NULL, 0) | 1;
+  else if (getrandom (&rng, sizeof rng, 0) != sizeof rng) {
+    error_at (name, "getrandom: %m");
+    return -1;
+  }
+  rng |= 1;
+  if (blk_digest_init (&d, BLK_BMAP_DIGEST) != NULL ||
+      (ctx = blk_ctx_new ()) == NULL ||
+      (buf = malloc (SPOT_RANGE_MAX)) == NULL) {
+    error_at (name, "out of memory");
+    goto out;
+  }
+  h = source_connect (src, base, SOURCE_GO | SOURCE_QUIET, NULL);
+  if (h == NULL) {
+    if (!stop_signal ())
+      error_at (name, "spot-checking the bmap: connecting to its image: %s",
+                source_error ());
+    goto out;
+  }
+  if (nbd_get_size (h) != (int64_t) size) {
+    error_at (name, "spot-checking the bmap: its image now has %" PRIi64
+              " bytes, not %" PRIu64 ": not trusting it", nbd_get_size (h),
+              size);
+    goto out;
+  }
+  for (unsigned i = 0; i < count; i++) {
+    const bool range = i % 2 == 0;
+    const struct blk_bmap_range *e = NULL;
+    uint64_t first, last, off, len;
+
+    if (range) {
+      if (bm->nranges == 0)
+        continue;
+      e = &bm->ranges[draw (&rng, bm->nranges)];
+      first = e->first;
+      last = e->last;
+    }
+    else {
+      first = last = draw (&rng, bm->blocks);
+      if (block_mapped (bm, first))
+        continue;
+    }
+    off = first * BLK_BMAP_BLOCK_SIZE;
+    len = MIN ((last + 1) * BLK_BMAP_BLOCK_SIZE, size) - off;
+    if (len > SPOT_RANGE_MAX)
+      continue;
+    if (source_pread (h, buf, len, off) == -1) {
+      if (!stop_signal ())
+        error_at (name, "spot-checking the bmap: reading %" PRIu64
+                  " bytes at %" PRIu64 ": %s", len, off, source_error ());
+      goto out;
+    }
+    if (!range && !blk_is_zero (buf, len)) {
+      error_at (name, "the bmap view '%s' leaves out data at block %"
+                PRIu64 " (offset %" PRIu64 "): not trusting it; or the "
+                "image changed during the run", shown, first, off);
+      goto out;
+    }
+    if (range) {
+      if (blk_ctx_init (ctx, &d) == -1 ||
+          blk_ctx_update (ctx, buf, len) == -1 ||
+          blk_ctx_final (ctx, sum) == -1) {
+        error_at (name, "sha256 failed");
+        goto out;
+      }
+      if (memcmp (sum, e->digest, BLK_BMAP_DIGEST_LEN) != 0) {
+        error_at (name, "the bmap view '%s' disagrees with its data at "
+                  "blocks %" PRIu64 "-%" PRIu64 " (offset %" PRIu64 "): "
+                  "not trusting it; or the image changed during the run",
+                  shown, first, last, off);
+        goto out;
+      }
+    }
+  }
+  r = 0;
+ out:
+  if (h) {
+    source_shutdown (h);
+    nbd_close (h);
+  }
+  free (buf);
+  blk_ctx_free (ctx);
+  blk_digest_free (&d);
+  return r;
+}
+
 /* The largest image mapped: the limit of a plain digest (the scan is
  * in order, as one).
  */
@@ -307,6 +448,9 @@ bmap_fetch (const char *name, const struct hash_spec *spec_in,
                    view_check_image (src, vg.base, vg.shown, &hdr) == -1))
       r = -1;
     if (r == 1 && read_bmap (name, &vg, &hdr, bm) == -1)
+      r = -1;
+    if (r == 1 &&
+        spot_check_bmap (name, src, vg.base, vg.shown, bm) == -1)
       r = -1;
     source_shutdown (vg.h);
     nbd_close (vg.h);

@@ -221,6 +221,59 @@ open(sys.argv[2], "wb").write(h.pread(h.get_size(), 0))' \
   copy_ok disk.bmap dir/disk
 }
 
+# start_echo NAME DIR: tests/echonbd.py serving DIR (crafted views
+# that answer the nonce), as start_nbdkit sets pid, sock, uri and err.
+start_echo () {
+  local i
+  sock="$BATS_TEST_TMPDIR/$1.sock"
+  err="$BATS_TEST_TMPDIR/$1.err"
+  uri="nbd+unix:///?socket=$sock"
+  rm -f "$sock"
+  "$NBD_PYTHON" "$top_srcdir/tests/echonbd.py" "$sock" "$2" \
+    </dev/null >"$err" 2>&1 3>&- &
+  servers+=("$!")
+  wait_until 10 test -S "$sock"
+}
+
+# view_of IMAGE FILE: the filter's true bmap view of IMAGE, into FILE.
+view_of () {
+  start_server "view-$2" file "$1"
+  "$NBD_PYTHON" -c '
+import nbd, sys
+h = nbd.NBD()
+h.connect_uri(sys.argv[1])
+h.cache(64, 8192)
+open(sys.argv[2], "wb").write(h.pread(h.get_size(), 0))' \
+    "$(uri_of @bmap)" "$2"
+}
+
+@test "a view that lies, answering the nonce: the spot check catches it" {
+  "$MKIMAGE" '8M;d:1M+1M:a;d:5M+1M:b' disk
+  # The same ranges over other bytes; and one that leaves out 5M+1M.
+  "$MKIMAGE" '8M;d:1M+1M:c;d:5M+1M:d' other
+  "$MKIMAGE" '8M;d:1M+1M:a' less
+  view_of other other.view
+  view_of less less.view
+  kill_servers
+  mkdir lie1 lie2
+  cp disk lie1/disk
+  cp disk lie2/disk
+  cp other.view lie1/disk@bmap
+  cp less.view lie2/disk@bmap
+  start_echo lie1 lie1
+  run -1 --separate-stderr "$NBDSUM" --bmap "$(uri_of disk)"
+  [ -z "$output" ]
+  [[ $stderr == *"disagrees with its data at blocks"* ]]
+  # Its word alone, without the check: what it says.
+  NBDSUM_SPOT_SEED=7 "$NBDSUM" --bmap --no-spot-check "$(uri_of disk)" \
+    > lie.bmap
+  start_echo lie2 lie2
+  NBDSUM_SPOT_SEED=7 run -1 --separate-stderr "$NBDSUM" --bmap \
+    --spot-check=64 "$(uri_of disk)"
+  [ -z "$output" ]
+  [[ $stderr == *"leaves out data at block"* ]]
+}
+
 @test "--bmap goes alone" {
   "$MKIMAGE" '1M;d:0+4K:a' disk.img
   for o in --json --plain -c --blocks --client-side -d\ sha1; do
