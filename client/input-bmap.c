@@ -191,7 +191,7 @@ read_bmap (const char *name, const struct view_go *vg,
   blk_bmap_summary_decode (sbuf, &sum);
   if (sum.status == BLK_BMAP_TOO_MANY) {
     error_at (name, "the image has more than %" PRIu64 " mapped ranges "
-              "(the bmap view's limit; the last that fits ends before "
+              "(the bmap view's limit; one that did not fit starts at "
               "byte %" PRIu64 "): too fragmented for a bmap",
               sum.max_ranges, sum.stopped_at);
     return -1;

@@ -6,7 +6,8 @@
  * its bytes, what bmaptool's block map holds.  All integers
  * little-endian.
  *
- *   0     header (header.h, magic BLKBMAP1), spans of 1 MiB
+ *   0     header (header.h, magic BLKBMAP1), spans of 1 MiB; no
+ *         range crosses a 64 MiB segment (filter/bmap.c)
  *   4096  summary: the range count, mapped blocks, the table's
  *         entries, a status; reading it finishes the scan
  *   8192  one byte per span: 1 once scanned on this connection
@@ -37,14 +38,15 @@
 
 /* The summary's status. */
 #define BLK_BMAP_COMPLETE 0
-#define BLK_BMAP_TOO_MANY 1     /* over max_ranges: stopped at stopped_at */
+#define BLK_BMAP_TOO_MANY 1     /* over max_ranges: the scan stopped */
 
 struct blk_bmap_summary {
   uint64_t ranges;              /* entries used */
   uint64_t mapped_blocks;       /* the ranges' blocks, in all */
   uint64_t max_ranges;          /* entries in the table */
   uint32_t status;              /* BLK_BMAP_* */
-  uint64_t stopped_at;          /* BLK_BMAP_TOO_MANY: the image byte */
+  uint64_t stopped_at;          /* BLK_BMAP_TOO_MANY: where a range
+                                   that did not fit starts */
 };
 
 struct blk_bmap_range {
