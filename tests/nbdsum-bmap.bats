@@ -63,6 +63,19 @@ mapped_within () {
   mapped_within disk.bmap disk.img
 }
 
+@test "an http URL: its bytes mapped (no extents: zero blocks found), bmaptool copies it" {
+  mkdir www
+  "$MKIMAGE" '12M;d:1M+2M:a;d:9M+5:b' www/disk.img
+  rm -f http.port
+  "$PYTHON" "$top_srcdir/tests/httpserver.py" www --log http.log \
+    </dev/null >http.port 2>http.err 3>&- &
+  servers+=("$!")
+  wait_until 10 test -s http.port
+  "$NBDSUM" --bmap "http://127.0.0.1:$(cat http.port)/disk.img" > disk.bmap
+  copy_ok disk.bmap www/disk.img
+  [ "$(mapped_of disk.bmap)" -eq "$(data_blocks www/disk.img)" ]
+}
+
 @test "segments scanned at once: a range across 64 MiB is cut there, the copy equal" {
   "$MKIMAGE" '300M;d:60M+10M:a;d:127M+2M:b;d:200M+4K:c;d:299M+1M:d' disk.img
   start_server s file disk.img
