@@ -416,6 +416,8 @@ bmap_fetch (const char *name, const struct hash_spec *spec_in,
   int r;
 
   memset (bm, 0, sizeof *bm);
+  /* The whole image, always. */
+  memset (&spec.range, 0, sizeof spec.range);
   spec.format = options_format (name);
   if (spec.format && !name_is_local (name) && !name_is_http (name)) {
     error_at (name, "a format (%s) applies to local files only: this "
@@ -445,7 +447,8 @@ bmap_fetch (const char *name, const struct hash_spec *spec_in,
       r = -1;
     }
     if (r == 1 && (bmap_size_refused (name, vg.shown, hdr.image_size) ||
-                   view_check_image (src, vg.base, vg.shown, &hdr) == -1))
+                   view_check_image (src, vg.base, vg.shown, &hdr,
+                                     &spec.range) == -1))
       r = -1;
     if (r == 1 && read_bmap (name, &vg, &hdr, bm) == -1)
       r = -1;

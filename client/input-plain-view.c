@@ -92,7 +92,8 @@ static char *
 plain_view_name_of (const char *base, const struct hash_spec *spec,
                     const char *nonce)
 {
-  return blk_plain_view_name_build (base, spec->digest, nonce);
+  return blk_plain_view_name_build_range (base, spec->digest, &spec->range,
+                                         nonce);
 }
 
 int
@@ -122,7 +123,8 @@ plain_view_input_open (struct source *src, const struct hash_spec *spec,
   if (r == 1 && !view_echoes (&vg, &hdr, "plain-digest view", fb))
     r = 0;
   if (r == 1 && (view_size_refused (src, vg.shown, &hdr, true) ||
-                 view_check_image (src, base, vg.shown, &hdr) == -1))
+                 view_check_image (src, base, vg.shown, &hdr,
+                                   &spec->range) == -1))
     r = -1;
   free (base);
   /* One connection: the name on the wire is not needed again. */

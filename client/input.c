@@ -6,6 +6,7 @@
  */
 #include <config.h>
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +37,45 @@ input_format (const char *name, const struct hash_spec *spec,
     return -1;
   }
   return 0;
+}
+
+/* Part of an image is hashed by the server's filter alone: a server
+ * without a view of the range refuses it, saying why (a range past the
+ * image's end, or no filter).  Takes fb's and closes src; NULL.
+ */
+static struct input *
+range_refused (struct source *src, const struct hash_spec *spec,
+               struct fallback *fb)
+{
+  struct nbd_handle *h = fb->h;
+  char r[BLK_RANGE_STR_MAX];
+  int64_t size = -1;
+
+  blk_format_range (&spec->range, r);
+  if (h && nbd_set_export_name (h, fb->export_name) != -1 &&
+      source_go (h, fb->deadline) != -1)
+    size = nbd_get_size (h);
+  if (stop_signal ())
+    ;
+  else if (size >= 0 &&
+           spec->range.offset + spec->range.length > (uint64_t) size) {
+    error_at (src->name, "--range=%s ends past the end of the image (%"
+              PRIi64 " bytes)", r, size);
+    /* A private nbdkit's filter said the same. */
+    if (src->server)
+      free (local_server_message (src->server));
+  }
+  else
+    error_at (src->name, "--range=%s needs the server's nbdkit "
+              "--filter=blkhash (this version or later): the server has no "
+              "view of part of this image, and nbdsum hashes part of an "
+              "image only through the filter", r);
+  nbd_close (h);
+  free (fb->export_name);
+  free (fb->notice);
+  *fb = (struct fallback) { NULL, NULL, 0, NULL };
+  source_close (src);
+  return NULL;
 }
 
 /* Where name is served from: the server hashes if it can; otherwise
@@ -70,6 +110,8 @@ served_input_open (const char *name, const struct hash_spec *spec)
   if (!opts->client_side)
     r = spec->plain ? plain_view_input_open (src, spec, &in, &fb)
       : view_input_open (src, spec, &in, &fb);
+  if (r == 0 && spec->range.length)
+    return range_refused (src, spec, &fb);
   if (r == 0)
     in = spec->plain ? plain_client_input_open (src, spec, &fb)
       : client_input_open (src, spec, &fb, NULL);
@@ -108,6 +150,14 @@ input_open (const char *name, const struct hash_spec *spec, unsigned flags)
    */
   if (fd >= 0 && hs.plain && hs.format == NULL)
     hs.format = "raw";
+  if (fd >= 0 && hs.range.length) {
+    char r[BLK_RANGE_STR_MAX];
+    error_at (name, "--range=%s: a stream is hashed as it is read, whole: "
+              "save it to a file first", blk_format_range (&hs.range, r));
+    if (fd != STDIN_FILENO)
+      close (fd);
+    return NULL;
+  }
   if (fd >= 0)
     in = stream_input_open (name, fd, &hs);
   else if (opts->since)
@@ -117,6 +167,7 @@ input_open (const char *name, const struct hash_spec *spec, unsigned flags)
   if (in == NULL)
     return NULL;
   in->about.format_given = hs.format != NULL;
+  in->about.range = hs.range;
   in->opened = start;
   return in;
 }

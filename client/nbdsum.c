@@ -163,7 +163,7 @@ main (int argc, char **argv)
   /* Inputs are hashed as the options say (--diff: B as A was). */
   const struct hash_spec spec = {
     opts->plain ? opts->plain_digest : opts->digest, opts->block_size, NULL,
-    opts->plain,
+    opts->plain, opts->range,
   };
 
   /* No input: standard input, as sha256sum does. */

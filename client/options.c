@@ -192,6 +192,7 @@ hash_spec_or_defaults (const struct hash_spec *spec)
                   : BLK_DEFAULT_BLOCK_SIZE,
     .format = spec->format,
     .plain = spec->plain,
+    .range = spec->range,
   };
 }
 
@@ -352,7 +353,8 @@ parse_options (int argc, char **argv, int *first_arg)
     OPT_CONNECT_TIMEOUT, OPT_NO_NAMES, OPT_BATS_HELPER, OPT_SINCE,
     OPT_DIRTY_BITMAP, OPT_IMMUTABLE_BACKING, OPT_CHECK_MANIFEST,
     OPT_PLAIN, OPT_ALLOW_BACKING, OPT_MAX_SIZE, OPT_SPOT_CHECK,
-    OPT_NO_SPOT_CHECK, OPT_HTTP_HEADER, OPT_HTTP_INSECURE, OPT_BMAP,
+    OPT_NO_SPOT_CHECK, OPT_HTTP_HEADER, OPT_HTTP_INSECURE, OPT_RANGE,
+    OPT_BMAP,
   };
   static const struct option long_options[] = {
     { "connections", required_argument, NULL, 'C' },
@@ -368,6 +370,7 @@ parse_options (int argc, char **argv, int *first_arg)
     { "http-header", required_argument, NULL, OPT_HTTP_HEADER },
     { "http-insecure", no_argument, NULL, OPT_HTTP_INSECURE },
     { "client-side", no_argument, NULL, OPT_CLIENT_SIDE },
+    { "range", required_argument, NULL, OPT_RANGE },
     { "spot-check", required_argument, NULL, OPT_SPOT_CHECK },
     { "no-spot-check", no_argument, NULL, OPT_NO_SPOT_CHECK },
     { "tag", no_argument, NULL, OPT_TAG },
@@ -493,6 +496,12 @@ parse_options (int argc, char **argv, int *first_arg)
       break;
     case OPT_HTTP_INSECURE:
       parsed.http_insecure = true;
+      break;
+    case OPT_RANGE:
+      if ((msg = blk_parse_range (optarg, &parsed.range)) != NULL) {
+        fprintf (stderr, "%s: --range=%s: %s\n", progname, optarg, msg);
+        exit (usage_status);
+      }
       break;
     case OPT_CLIENT_SIDE:
       parsed.client_side = true;
@@ -620,12 +629,31 @@ parse_options (int argc, char **argv, int *first_arg)
        parsed.check_manifest || parsed.plain || parsed.json ||
        parsed.client_side || parsed.digest || parsed.block_size ||
        parsed.no_names || parsed.tag != TAG_AUTO || parsed.zero ||
-       parsed.jobs > 1 || nargs != 1 || name_is_stdin (inputs[0]))) {
+       parsed.jobs > 1 || parsed.range.length || nargs != 1 ||
+       name_is_stdin (inputs[0]))) {
     fprintf (stderr, "%s: --bmap needs one image (not standard input), "
              "and goes with no other mode, nor with --plain, --json, "
-             "--client-side, -d, --block-size, -j or the line options: "
-             "a bmap is bmaptool's, sha256 of 4K blocks\n", progname);
+             "--client-side, -d, --block-size, -j, --range or the line "
+             "options: a bmap is bmaptool's, sha256 of 4K blocks\n",
+             progname);
     exit (usage_status);
+  }
+  /* Part of an image is hashed by the server's filter, and its line
+   * says which part (-c reads it there).
+   */
+  if (parsed.range.length) {
+    const char *other = parsed.check ? "--check (a checksum line carries "
+      "its range)"
+      : parsed.blocks ? "--blocks" : parsed.diff ? "--diff"
+      : parsed.since ? "--since" : parsed.check_manifest ? "--check-manifest"
+      : parsed.client_side ? "--client-side (only the server's filter "
+      "hashes part of an image)"
+      : parsed.tag == TAG_NEVER ? "--untagged (an untagged line cannot say "
+      "the range, and -c would check the whole image)" : NULL;
+    if (other) {
+      fprintf (stderr, "%s: --range does not go with %s\n", progname, other);
+      exit (usage_status);
+    }
   }
   if ((parsed.diff && (parsed.check || parsed.blocks)) ||
       (parsed.check && parsed.blocks)) {

@@ -28,7 +28,7 @@ forged-view   tests/echonbd.py echoing the nonce in crafted views of an
               checksum.
 import        blkhash-expect= of the true or a wrong value (plain and
               blkhash) on an image served read-only by the file plugin
-              or the curl plugin (tests/httprange.py), read by nbdcopy
+              or the curl plugin (tests/httpserver.py), read by nbdcopy
               (-C, -R), qemu-img convert, or in pieces, whole or in
               part.  A wrong image read whole fails its reader (in
               pieces: the completing read and every read after it); the
@@ -490,15 +490,16 @@ class Word(Phase):
         if os.path.exists(portfile):
             os.unlink(portfile)
         self.http = subprocess.Popen(
-            [sys.executable, os.path.join(HERE, "httprange.py"),
-             self.http_dir, portfile], stdin=subprocess.DEVNULL,
+            [sys.executable, os.path.join(HERE, "httpserver.py"),
+             self.http_dir, "--port-file", portfile],
+            stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             start_new_session=True)
         deadline = time.monotonic() + 20
         while not os.path.exists(portfile):
             if self.http.poll() is not None or time.monotonic() > deadline:
                 self.stop_http()
-                raise SetupFailed("tests/httprange.py did not start")
+                raise SetupFailed("tests/httpserver.py did not start")
             time.sleep(0.02)
         with open(portfile) as f:
             self.http_port = int(f.read())
@@ -1120,7 +1121,7 @@ class Word(Phase):
             self.start_http()
             name = "c%d-%s" % (self.i, os.path.basename(served))
             shutil.copyfile(served, os.path.join(self.http_dir, name))
-            c.cur_cmds.append("cp %s %s  # served by tests/httprange.py %s "
+            c.cur_cmds.append("cp %s %s  # served by tests/httpserver.py %s "
                               "on 127.0.0.1:%d" % (
                                   served, os.path.join(self.http_dir, name),
                                   self.http_dir, self.http_port))

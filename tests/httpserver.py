@@ -5,12 +5,15 @@
 curl plugin): the files of a directory with HEAD and byte ranges, and
 chosen paths that misbehave.
 
-    httpserver.py DIR [--log FILE] [--status PATH=CODE]...
+    httpserver.py DIR [--log FILE] [--port-file FILE] [--status PATH=CODE]...
                       [--no-range PATH]... [--redirect PATH=LOCATION]...
                       [--length PATH=BYTES]... [--need-header PATH=HEADER]...
 
 listens on 127.0.0.1 at a free port, prints the port on standard
-output once it listens, and serves until killed or its parent dies.
+output (and to --port-file's FILE, whole at once) once it listens, and
+serves until killed or its parent dies.  The one HTTP server of the
+tests: nbdsum's URLs, the filter's curl imports, the campaign, the
+man pages' recipes.
 
   --status PATH=CODE     PATH answers CODE (404, 403, 500...) to all
   --no-range PATH        PATH is served whole, without Accept-Ranges
@@ -141,7 +144,7 @@ def main():
     if not args:
         sys.exit(__doc__)
     root = args.pop(0)
-    opts = {"--log": [], "--status": [], "--no-range": [], "--redirect": [],
+    opts = {"--log": [], "--port-file": [], "--status": [], "--no-range": [], "--redirect": [],
             "--length": [], "--need-header": []}
     while args:
         o = args.pop(0)
@@ -167,7 +170,12 @@ def main():
     log = open(opts["--log"][-1], "a", buffering=1) if opts["--log"] else None
     server.record = (lambda line: log.write(line + "\n")) if log \
         else (lambda line: None)
-    print(server.server_address[1], flush=True)
+    port = str(server.server_address[1])
+    for f in opts["--port-file"]:
+        with open(f + ".tmp", "w") as out:
+            out.write(port + "\n")
+        os.rename(f + ".tmp", f)
+    print(port, flush=True)
     server.serve_forever()
 
 

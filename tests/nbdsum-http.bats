@@ -30,18 +30,6 @@ teardown () {
   kill_servers
 }
 
-# start_http [httpserver.py OPTIONS...]: serve www/, logging to
-# http.log; sets port and url (http://127.0.0.1:PORT).
-start_http () {
-  rm -f http.port
-  "$PYTHON" "$top_srcdir/tests/httpserver.py" www --log http.log "$@" \
-    </dev/null >http.port 2>http.err 3>&- &
-  servers+=("$!")
-  wait_until 10 test -s http.port
-  port=$(cat http.port)
-  url="http://127.0.0.1:$port"
-}
-
 # fails_naming NAME WORDS [NBDSUM-ARGS...]: nbdsum exits 1, prints no
 # checksum, and says WORDS on a line naming NAME.
 fails_naming () {
@@ -65,7 +53,7 @@ no_connection () {
 
 @test "nbdsum-http: full, sparse and odd-sized images hash as their bytes, blkhash and --plain, as the name was given" {
   local f
-  start_http
+  start_http www
   for f in full sparse odd; do
     run --separate-stderr "$NBDSUM" "$url/$f.img"
     echo "$f: $status: $output; $stderr"
@@ -87,7 +75,7 @@ no_connection () {
 
 @test "nbdsum-http: a qcow2 over HTTP is its bytes, never probed; --format=qcow2 and a qcow2 tag are refused unfetched" {
   qemu-img create -q -f qcow2 -b /etc/passwd -F raw www/disk.qcow2
-  start_http
+  start_http www
   run --separate-stderr "$NBDSUM" "$url/disk.qcow2"
   [ "$status" -eq 0 ]
   [ "$(sum_hex "$output")" = "$(reference sha256 65536 www/disk.qcow2)" ]
@@ -108,7 +96,7 @@ no_connection () {
 
 @test "nbdsum-http: -c checks tagged and untagged URL lines: OK, then FAILED once the served file changes" {
   local sha
-  start_http
+  start_http www
   sha=$(sha256sum < www/full.img | cut -d' ' -f1)
   {
     echo "$(reference sha256 65536 www/full.img)  $url/full.img"
@@ -139,7 +127,7 @@ $url/full.img: FAILED" ]
 }
 
 @test "nbdsum-http: 404, 403, 500, 401, no ranges and a length past --max-size fail naming the URL, with no checksum" {
-  start_http --status /gone.img=404 --status /forbidden.img=403 \
+  start_http www --status /gone.img=404 --status /forbidden.img=403 \
     --status /broken.img=500 --no-range /noranges/full.img \
     --need-header /full.img='X-Token: open' \
     --length /huge/full.img=99999999999999999
@@ -164,7 +152,7 @@ $url/full.img: FAILED" ]
 }
 
 @test "nbdsum-http: a redirect, to another host serving the image or to file://, is not followed" {
-  start_http --redirect /moved.img='http://localhost:{port}/target.img' \
+  start_http www --redirect /moved.img='http://localhost:{port}/target.img' \
     --redirect /file.img=file:///etc/passwd \
     --redirect /same.img=/target.img
   # Where it leads serves the image.
@@ -182,7 +170,7 @@ $url/full.img: FAILED" ]
 
 @test "nbdsum-http: hostile URLs are refused before any connection; a comma stays in the URL" {
   local name
-  start_http
+  start_http www
   for name in "$url/a b.img" "$url/full.img
 url=file:///etc/passwd" "$url/full.img	protocols=file" "http:///etc/passwd" \
       "http://"; do
@@ -209,7 +197,7 @@ url=file:///etc/passwd" "$url/full.img	protocols=file" "http:///etc/passwd" \
 }
 
 @test "nbdsum-http: --http-header reaches the server and its value shows nowhere; --http-insecure goes to curl" {
-  start_http --need-header /full.img='X-Token: s3cr3t-value'
+  start_http www --need-header /full.img='X-Token: s3cr3t-value'
   run --separate-stderr "$NBDSUM" --json -p --http-header='X-Token: s3cr3t-value' \
     "$url/full.img"
   echo "$status: $output; $stderr"
@@ -242,7 +230,7 @@ url=file:///etc/passwd" "$url/full.img	protocols=file" "http:///etc/passwd" \
 }
 
 @test "nbdsum-http: -j, --json and -p name URLs as given; a failed one is an error in the document" {
-  start_http --status /gone.img=404
+  start_http www --status /gone.img=404
   run --separate-stderr "$NBDSUM" -j 3 --json "$url/full.img" \
     "$url/gone.img" "$url/sparse.img"
   echo "$status: $output; $stderr"
