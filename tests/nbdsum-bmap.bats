@@ -66,12 +66,8 @@ mapped_within () {
 @test "an http URL: its bytes mapped (no extents: zero blocks found), bmaptool copies it" {
   mkdir www
   "$MKIMAGE" '12M;d:1M+2M:a;d:9M+5:b' www/disk.img
-  rm -f http.port
-  "$PYTHON" "$top_srcdir/tests/httpserver.py" www --log http.log \
-    </dev/null >http.port 2>http.err 3>&- &
-  servers+=("$!")
-  wait_until 10 test -s http.port
-  "$NBDSUM" --bmap "http://127.0.0.1:$(cat http.port)/disk.img" > disk.bmap
+  start_http www
+  "$NBDSUM" --bmap "$url/disk.img" > disk.bmap
   copy_ok disk.bmap www/disk.img
   [ "$(mapped_of disk.bmap)" -eq "$(data_blocks www/disk.img)" ]
 }
