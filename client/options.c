@@ -354,6 +354,7 @@ parse_options (int argc, char **argv, int *first_arg)
     OPT_DIRTY_BITMAP, OPT_IMMUTABLE_BACKING, OPT_CHECK_MANIFEST,
     OPT_PLAIN, OPT_ALLOW_BACKING, OPT_MAX_SIZE, OPT_SPOT_CHECK,
     OPT_NO_SPOT_CHECK, OPT_HTTP_HEADER, OPT_HTTP_INSECURE, OPT_RANGE,
+    OPT_BMAP,
   };
   static const struct option long_options[] = {
     { "connections", required_argument, NULL, 'C' },
@@ -387,6 +388,7 @@ parse_options (int argc, char **argv, int *first_arg)
     { "diff", no_argument, NULL, OPT_DIFF },
     { "manifest", required_argument, NULL, OPT_MANIFEST },
     { "blocks", no_argument, NULL, OPT_BLOCKS },
+    { "bmap", no_argument, NULL, OPT_BMAP },
     { "since", required_argument, NULL, OPT_SINCE },
     { "dirty-bitmap", required_argument, NULL, OPT_DIRTY_BITMAP },
     { "immutable-backing", no_argument, NULL, OPT_IMMUTABLE_BACKING },
@@ -569,6 +571,9 @@ parse_options (int argc, char **argv, int *first_arg)
     case OPT_BLOCKS:
       parsed.blocks = true;
       break;
+    case OPT_BMAP:
+      parsed.bmap = true;
+      break;
     case OPT_SINCE:
       parsed.since = optarg;
       break;
@@ -617,6 +622,21 @@ parse_options (int argc, char **argv, int *first_arg)
                "--plain=ALG)\n", progname, other);
       exit (usage_status);
     }
+  }
+  /* A bmap is sha256 of 4K blocks, of one image, on standard output. */
+  if (parsed.bmap &&
+      (parsed.check || parsed.diff || parsed.blocks || parsed.since ||
+       parsed.check_manifest || parsed.plain || parsed.json ||
+       parsed.client_side || parsed.digest || parsed.block_size ||
+       parsed.no_names || parsed.tag != TAG_AUTO || parsed.zero ||
+       parsed.jobs > 1 || parsed.range.length || nargs != 1 ||
+       name_is_stdin (inputs[0]))) {
+    fprintf (stderr, "%s: --bmap needs one image (not standard input), "
+             "and goes with no other mode, nor with --plain, --json, "
+             "--client-side, -d, --block-size, -j, --range or the line "
+             "options: a bmap is bmaptool's, sha256 of 4K blocks\n",
+             progname);
+    exit (usage_status);
   }
   /* Part of an image is hashed by the server's filter, and its line
    * says which part (-c reads it there).

@@ -52,6 +52,7 @@ struct options {
   bool diff;                    /* --diff A B */
   const char *manifest;         /* --diff --manifest=FILE B */
   bool blocks;                  /* --blocks */
+  bool bmap;                    /* --bmap */
   const char *since;            /* --since=MANIFEST URI */
   const char *dirty_bitmap;     /* --dirty-bitmap=NAME, with --since */
   bool immutable_backing;       /* --immutable-backing, with --since */

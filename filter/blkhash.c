@@ -11,7 +11,8 @@
  * (hasher.c) and shared with what data clients read and write
  * (passive.c) through per-export block tables (exports.c); blkhash-file
  * is results.c's, the upload gate (blkhash-expect) expect.c's.
- * NAME@digest[:DIGEST] serves a plain digest of its content (plain.c).
+ * NAME@digest[:DIGEST] serves a plain digest of its content (plain.c),
+ * NAME@bmap its mapped ranges and their sha256 (bmap.c).
  */
 #include <config.h>
 
@@ -63,6 +64,8 @@ struct handle {
   struct blkhash_view *view;            /* view: from prepare */
   char *plain_digest;                   /* NAME@digest: its digest */
   struct blkhash_plain_view *plain;     /* NAME@digest: from prepare */
+  bool is_bmap;                         /* NAME@bmap */
+  struct blkhash_bmap_view *bmap;       /* NAME@bmap: from prepare */
   char *nonce;                          /* view: its name's, echoed */
   struct blk_range range;               /* view: its part (length 0: all) */
   struct blkhash_table *stable;         /* range view: the export's, whose
@@ -356,7 +359,15 @@ blkhash_open (nbdkit_next_open *next, nbdkit_context *context,
     vn.nonce = NULL;
     h->range = vn.range;
   }
-  if (view && vn.plain) {
+  if (view && vn.bmap) {
+    h->name = vn.base;
+    vn.base = NULL;
+    blk_view_name_free (&vn);
+    h->is_view = h->is_bmap = true;
+    if (next (context, 1, h->name) == -1)
+      goto err;
+  }
+  else if (view && vn.plain) {
     h->name = vn.base;
     h->plain_digest = vn.digest ? vn.digest
       : strdup (BLK_PLAIN_DEFAULT_DIGEST);
@@ -474,6 +485,7 @@ blkhash_close (void *handle)
   blkhash_leave (NULL, h);
   blkhash_view_free (h->view);
   blkhash_plain_view_free (h->plain);
+  blkhash_bmap_view_free (h->bmap);
   pthread_mutex_destroy (&h->lock);
   free (h->plain_digest);
   free (h->nonce);
@@ -491,6 +503,12 @@ static bool
 is_plain (const struct handle *h)
 {
   return h->plain_digest != NULL;
+}
+
+static bool
+is_bmap (const struct handle *h)
+{
+  return h->is_bmap;
 }
 
 /* What a view's header says of the server. */
@@ -523,11 +541,12 @@ blkhash_prepare (nbdkit_next *next, void *handle, int readonly)
     size = h->range.length;
   /* A view of a huge export would hash for days before it answers. */
   if ((is_plain (h) || is_view (h)) &&
-      blkhash_size_over (size, is_plain (h) ? NULL : h->params, msg,
-                         sizeof msg)) {
+      blkhash_size_over (size, is_plain (h) || is_bmap (h) ? NULL
+                         : h->params, msg, sizeof msg)) {
     nbdkit_error ("blkhash: export '%s': %s for a %s view: "
                   BLKHASH_MAX_SIZE_LIFTS, h->name, msg,
-                  is_plain (h) ? "plain-digest" : "blkhash");
+                  is_bmap (h) ? "bmap" : is_plain (h) ? "plain-digest"
+                  : "blkhash");
     return -1;
   }
   h->e = blkhash_export_get (h->name, export_size);
@@ -546,6 +565,13 @@ blkhash_prepare (nbdkit_next *next, void *handle, int readonly)
     h->plain = blkhash_plain_view_new (h->name, h->plain_digest, size,
                                        view_flags (), h->nonce);
     if (h->plain == NULL) {
+      blkhash_leave (NULL, h);
+      return -1;
+    }
+  }
+  else if (is_bmap (h)) {
+    h->bmap = blkhash_bmap_view_new (h->name, size, view_flags (), h->nonce);
+    if (h->bmap == NULL) {
       blkhash_leave (NULL, h);
       return -1;
     }
@@ -664,6 +690,8 @@ blkhash_get_size (nbdkit_next *next, void *handle)
 
   if (is_plain (h))
     return blkhash_plain_view_size (h->plain);
+  if (is_bmap (h))
+    return blkhash_bmap_view_size (h->bmap);
   return is_view (h) ? blkhash_view_size (h->view) : next->get_size (next);
 }
 
@@ -676,7 +704,14 @@ blkhash_export_description (nbdkit_next *next, void *handle)
 
   if (!is_view (h))
     return next->export_description (next);
-  if (is_plain (h)) {
+  if (is_bmap (h)) {
+    if (asprintf (&s, "bmap of %s",
+                  h->name[0] ? h->name : "the default export") == -1) {
+      nbdkit_error ("asprintf: %m");
+      return NULL;
+    }
+  }
+  else if (is_plain (h)) {
     if (asprintf (&s, "%s of %s", blkhash_plain_view_digest (h->plain),
                   h->name[0] ? h->name : "the default export") == -1) {
       nbdkit_error ("asprintf: %m");
@@ -757,7 +792,7 @@ blkhash_can_fua (nbdkit_next *next, void *handle)
 static int
 blkhash_can_multi_conn (nbdkit_next *next, void *handle)
 {
-  if (is_plain (handle))
+  if (is_plain (handle) || is_bmap (handle))
     return 0;
   return is_view (handle) ? 1 : next->can_multi_conn (next);
 }
@@ -780,6 +815,8 @@ blkhash_pread (nbdkit_next *next, void *handle, void *buf, uint32_t count,
   if (is_plain (h))
     return blkhash_plain_view_pread (view_next (next, h, &rn), h->plain, buf,
                                      count, offset, err);
+  if (is_bmap (h))
+    return blkhash_bmap_view_pread (next, h->bmap, buf, count, offset, err);
   if (is_view (h)) {
     struct blk_table *t;
     if (view_table (h, count, offset, &t, err) == -1)
@@ -918,6 +955,8 @@ blkhash_cache_request (nbdkit_next *next, void *handle, uint32_t count,
   if (is_plain (h))
     return blkhash_plain_view_cache (view_next (next, h, &rn), h->plain,
                                      count, offset, err);
+  if (is_bmap (h))
+    return blkhash_bmap_view_cache (next, h->bmap, count, offset, err);
   if (is_view (h)) {
     struct blk_table *t;
     if (view_table (h, count, offset, &t, err) == -1)

@@ -315,6 +315,26 @@ extern int blkhash_plain_view_cache (nbdkit_next *next,
                                      uint32_t count, uint64_t offset,
                                      int *err);
 
+/* bmap.c: the NAME@bmap view of one connection: mapped ranges and
+ * their sha256.  NULL with nbdkit_error called; name is the export's,
+ * kept; flags and nonce (or NULL) the header's.
+ */
+struct blkhash_bmap_view;
+extern struct blkhash_bmap_view *blkhash_bmap_view_new (const char *name,
+                                                        uint64_t size,
+                                                        uint32_t flags,
+                                                        const char *nonce);
+extern void blkhash_bmap_view_free (struct blkhash_bmap_view *v);
+extern int64_t blkhash_bmap_view_size (const struct blkhash_bmap_view *v);
+extern int blkhash_bmap_view_pread (nbdkit_next *next,
+                                    struct blkhash_bmap_view *v, void *buf,
+                                    uint32_t count, uint64_t offset,
+                                    int *err);
+extern int blkhash_bmap_view_cache (nbdkit_next *next,
+                                    struct blkhash_bmap_view *v,
+                                    uint32_t count, uint64_t offset,
+                                    int *err);
+
 /* readahead.c: a pool of readers that read the next piece of a run
  * while its requester reads and hashes the current one.
  */

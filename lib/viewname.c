@@ -28,13 +28,21 @@ find_one (const char *name, const char *marker)
   return found;
 }
 
-/* The last marker of either kind; *plain says which. */
+/* The last marker of any kind; *plain says which (and *bmap, for
+ * @bmap, which has *plain set too: no block size).
+ */
 static const char *
-find_marker (const char *name, bool *plain)
+find_marker (const char *name, bool *plain, bool *bmap)
 {
   const char *v = find_one (name, BLK_VIEW_MARKER);
   const char *d = find_one (name, BLK_PLAIN_MARKER);
+  const char *b = find_one (name, BLK_BMAP_MARKER);
 
+  *bmap = b && (v == NULL || b > v) && (d == NULL || b > d);
+  if (*bmap) {
+    *plain = true;
+    return b;
+  }
   *plain = d && (v == NULL || d > v);
   return *plain ? d : v;
 }
@@ -82,8 +90,8 @@ blk_view_name_parse (const char *name, struct blk_view_name *v,
                      bool *is_view)
 {
   const char *slash, *msg, *comma, *after;
-  bool plain, inner_plain;
-  const char *m = find_marker (name, &plain);
+  bool plain, inner_plain, bmap, inner_bmap;
+  const char *m = find_marker (name, &plain, &bmap);
   char *opts_buf = NULL, *opts;
 
   memset (v, 0, sizeof *v);
@@ -97,16 +105,18 @@ blk_view_name_parse (const char *name, struct blk_view_name *v,
   /* "a@blkhash@blkhash" would be the view of a view: refused, so that
    * no name can mean the data of another view's base.
    */
-  if (find_marker (v->base, &inner_plain)) {
-    msg = "more than one " BLK_VIEW_MARKER " or " BLK_PLAIN_MARKER
-      " marker (a view has no view)";
+  if (find_marker (v->base, &inner_plain, &inner_bmap)) {
+    msg = "more than one " BLK_VIEW_MARKER ", " BLK_PLAIN_MARKER " or "
+      BLK_BMAP_MARKER " marker (a view has no view)";
     goto bad;
   }
   v->plain = plain;
+  v->bmap = bmap;
   /* The options, then ",range=OFFSET+LENGTH", then ",nonce=HEX", in
    * this order, each at most once, and nothing else.
    */
-  m += strlen (plain ? BLK_PLAIN_MARKER : BLK_VIEW_MARKER);
+  m += strlen (bmap ? BLK_BMAP_MARKER
+               : plain ? BLK_PLAIN_MARKER : BLK_VIEW_MARKER);
   comma = strchr (m, ',');
   if (comma &&
       strncmp (comma, BLK_RANGE_OPTION, strlen (BLK_RANGE_OPTION)) == 0) {
@@ -140,6 +150,14 @@ blk_view_name_parse (const char *name, struct blk_view_name *v,
       == NULL)
     goto enomem;
   opts = opts_buf;
+  if (bmap && *opts != '\0') {
+    msg = "a bmap view has no options (sha256 of 4K blocks)";
+    goto bad;
+  }
+  if (bmap && v->range.length) {
+    msg = "a bmap view maps the whole image (no " BLK_RANGE_OPTION ")";
+    goto bad;
+  }
   if (plain && *opts == ':') {
     opts++;
     if (*opts == '\0') {
@@ -267,6 +285,17 @@ blk_plain_view_name_build_range (const char *base, const char *digest,
   if (asprintf (&s, "%s" BLK_PLAIN_MARKER "%s%s%s%s%s", base,
                 digest ? ":" : "", digest ? digest : "",
                 range_part (range, rp),
+                nonce ? BLK_NONCE_OPTION : "", nonce ? nonce : "") == -1)
+    return NULL;
+  return s;
+}
+
+char *
+blk_bmap_view_name_build (const char *base, const char *nonce)
+{
+  char *s = NULL;
+
+  if (asprintf (&s, "%s" BLK_BMAP_MARKER "%s%s", base,
                 nonce ? BLK_NONCE_OPTION : "", nonce ? nonce : "") == -1)
     return NULL;
   return s;

@@ -24,6 +24,8 @@
  */
 #define BLK_VIEW_MARKER "@blkhash"
 #define BLK_PLAIN_MARKER "@digest"
+/* "@bmap": NAME@bmap, its mapped ranges and their sha256 (lib/bmap.h). */
+#define BLK_BMAP_MARKER "@bmap"
 /* ",nonce=": what follows the view's options; at most BLK_NONCE_MAX
  * lower-case hex digits.
  */
@@ -43,6 +45,7 @@ struct blk_view_name {
   char *digest;                 /* DIGEST or NULL (default), malloc'd */
   uint64_t block_size;          /* 0 = default */
   bool plain;                   /* NAME@digest: no block size */
+  bool bmap;                    /* NAME@bmap: no options */
   char *nonce;                  /* HEX or NULL, malloc'd */
   struct blk_range range;       /* length 0: the whole export */
 };
@@ -66,6 +69,9 @@ extern char *blk_view_name_build (const char *base, const char *digest,
 /* Build NAME@digest[:DIGEST][,nonce=HEX] (malloc'd, NULL on ENOMEM). */
 extern char *blk_plain_view_name_build (const char *base, const char *digest,
                                         const char *nonce);
+
+/* Build NAME@bmap[,nonce=HEX] (malloc'd, NULL on ENOMEM). */
+extern char *blk_bmap_view_name_build (const char *base, const char *nonce);
 
 /* The same with ",range=OFFSET+LENGTH" before the nonce when range is
  * not NULL and its length not 0.

@@ -159,6 +159,28 @@ main (void)
   ok (blk_view_name_shown_len ("x,nonce=zz") == strlen ("x,nonce=zz"),
       "no nonce: all is shown");
 
+  /* The bmap view: no options, a nonce, no view of it. */
+  ok (blk_view_name_parse ("d@bmap,nonce=0a", &nv, &nview) == NULL && nview &&
+      nv.bmap && nv.plain && nv.digest == NULL &&
+      strcmp (nv.base, "d") == 0 && strcmp (nv.nonce, "0a") == 0,
+      "NAME@bmap,nonce=HEX");
+  blk_view_name_free (&nv);
+  ok (view_result ("@bmap") == 1, "@bmap: the default export's");
+  ok (view_result ("d@bmap:sha1") == -1 && view_result ("d@bmap:/4K") == -1,
+      "a bmap view has no options");
+  ok (view_result ("a@bmap@blkhash") == -1 &&
+      view_result ("a@blkhash@bmap") == -1 &&
+      view_result ("a@digest@bmap") == -1, "a bmap view has no view");
+  ok (view_result ("d@bmaps") == 0, "@bmap must end the name");
+  ok (blk_view_name_parse ("d@blkhash", &nv, &nview) == NULL && !nv.bmap,
+      "NAME@blkhash is no bmap view");
+  blk_view_name_free (&nv);
+  s = blk_bmap_view_name_build ("disk", "9f");
+  ok (s && strcmp (s, "disk@bmap,nonce=9f") == 0, "build NAME@bmap");
+  free (s);
+  ok (view_result ("d@bmap,range=0+4K") == -1 && strstr (last_msg, "whole"),
+      "a bmap view has no range (%s)", last_msg);
+
   /* A range: after the options, before the nonce; never empty. */
   ok (blk_view_name_parse ("d@blkhash:sha1/4K,range=1M+4097,nonce=ab", &nv,
                            &nview) == NULL && nview &&
