@@ -12,6 +12,7 @@
 #include <config.h>
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,7 +39,8 @@
  */
 static int
 check_image (struct source *src, struct fallback *fb, uint64_t block_size,
-             const char *digest, bool *multi_conn)
+             const char *digest, const struct blk_range *range,
+             bool *multi_conn)
 {
   const bool plain = block_size == 0;
   const uint64_t def = plain ? BLK_MAX_PLAIN_SIZE : BLK_MAX_SIZE;
@@ -97,6 +99,15 @@ check_image (struct source *src, struct fallback *fb, uint64_t block_size,
       free (local_server_message (src->server));
     return -1;
   }
+  if (range->length && range->offset + range->length > (uint64_t) size) {
+    char r[BLK_RANGE_STR_MAX];
+    error_at (src->name, "--range=%s ends past the end of the image (%"
+              PRIi64 " bytes)", blk_format_range (range, r), size);
+    /* A private nbdkit's filter said the same. */
+    if (src->server)
+      free (local_server_message (src->server));
+    return -1;
+  }
   /* --max-size lifted nbdsum's limit, not the server's. */
   if (fb->notice && (uint64_t) size > def) {
     char l[BLK_LIMIT_STR_MAX];
@@ -117,7 +128,7 @@ front_open (struct source *src, struct fallback *fb,
   int r;
 
   r = check_image (src, fb, spec->plain ? 0 : hs.block_size, hs.digest,
-                   &multi_conn);
+                   &spec->range, &multi_conn);
   if (r == 0 && fb->notice && !local)
     notice_at (src->name, "%s", fb->notice);
   if (r == 0 && local) {

@@ -88,14 +88,16 @@ extern int view_go (struct source *src, const struct hash_spec *spec,
  */
 extern bool view_filterless_chosen (const char *name);
 /* Does export base, asked on a connection of its own, have the size
- * the view view_name's header hdr describes?  1 if so, 0 if the server
- * will not say (a notice); -1 if not (error printed).  A header
- * that says the server serves only views: 0 if the export is refused,
- * -1 if it is served.
+ * the view view_name's header hdr describes (with a range: is hdr of
+ * the range's size, and the export long enough to hold it)?  1 if so,
+ * 0 if the server will not say (a notice); -1 if not (error printed).
+ * A header that says the server serves only views: 0 if the export is
+ * refused, -1 if it is served.
  */
 extern int view_check_image (struct source *src, const char *base,
                              const char *view_name,
-                             const struct blk_header *hdr);
+                             const struct blk_header *hdr,
+                             const struct blk_range *range);
 
 /* Is the image a view's header hdr describes over the size limit
  * (options_max_size)?  Then say so.

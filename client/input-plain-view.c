@@ -92,7 +92,8 @@ static char *
 plain_view_name_of (const char *base, const struct hash_spec *spec,
                     const char *nonce)
 {
-  return blk_plain_view_name_build (base, spec->digest, nonce);
+  return blk_plain_view_name_build_range (base, spec->digest, &spec->range,
+                                         nonce);
 }
 
 int
@@ -123,7 +124,8 @@ plain_view_input_open (struct source *src, const struct hash_spec *spec,
     r = 0;
   if (r == 1 && (view_size_refused (src, vg.shown, &hdr, true) ||
                  (!src->behind &&
-                  view_check_image (src, base, vg.shown, &hdr) == -1)))
+                  view_check_image (src, base, vg.shown, &hdr,
+                                    &spec->range) == -1)))
     r = -1;
   free (base);
   /* One connection: the name on the wire is not needed again. */

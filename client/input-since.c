@@ -465,7 +465,8 @@ open_manifest (struct incremental *inc, const struct hash_spec *spec,
   }
   if (manifest_check_made (inc->m, spec->digest, spec->block_size) == -1)
     return -1;
-  *out = (struct hash_spec) { p->digest.name, p->block_size, NULL, false };
+  *out = (struct hash_spec) { p->digest.name, p->block_size, NULL, false,
+                             { 0, 0 } };
   return 0;
 }
 

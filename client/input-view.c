@@ -63,6 +63,7 @@ struct view_input {
   uint64_t span[MAX_CONNECTIONS]; /* each connection's, in its thread */
   bool use_cache;               /* else drive the server with reads */
   bool spot;                    /* its image is there to spot-check */
+  struct blk_range range;       /* of the image; length 0: all of it */
 };
 
 static const struct input_ops view_input_ops;
@@ -184,7 +185,8 @@ view_filterless_chosen (const char *name)
  */
 int
 view_check_image (struct source *src, const char *base,
-                  const char *view_name, const struct blk_header *hdr)
+                  const char *view_name, const struct blk_header *hdr,
+                  const struct blk_range *range)
 {
   const uint64_t image_size = hdr->image_size;
   const bool views_only = hdr->flags & BLK_VIEW_FLAG_VIEWS_ONLY;
@@ -228,6 +230,22 @@ view_check_image (struct source *src, const char *base,
   }
   source_shutdown (h);
   nbd_close (h);
+  if (range->length) {
+    char r[BLK_RANGE_STR_MAX];
+    blk_format_range (range, r);
+    if (image_size != range->length) {
+      error_at (src->name, "the blkhash view '%s' describes a %" PRIu64
+                " byte image, not the %" PRIu64 " bytes of --range=%s: "
+                "not trusting it", view_name, image_size, range->length, r);
+      return -1;
+    }
+    if (range->offset + range->length > (uint64_t) size) {
+      error_at (src->name, "--range=%s ends past the end of the image (%"
+                PRIi64 " bytes)", r, size);
+      return -1;
+    }
+    return 1;
+  }
   if ((uint64_t) size != image_size) {
     error_at (src->name, "the blkhash view '%s' describes a %" PRIu64
               " byte image, but %s%s%s has %" PRIi64 " bytes: not "
@@ -344,7 +362,8 @@ static char *
 blkhash_view_name_of (const char *base, const struct hash_spec *spec,
                       const char *nonce)
 {
-  return blk_view_name_build (base, spec->digest, spec->block_size, nonce);
+  return blk_view_name_build_range (base, spec->digest, spec->block_size,
+                                    &spec->range, nonce);
 }
 
 int
@@ -379,7 +398,8 @@ view_input_open (struct source *src, const struct hash_spec *spec,
     r = -1;
   /* nbdsum's own filter in front of a server: nothing to check. */
   if (r == 1 && !src->behind) {
-    const int checked = view_check_image (src, base, vg.shown, &hdr);
+    const int checked = view_check_image (src, base, vg.shown, &hdr,
+                                          &spec->range);
     if (checked == -1)
       r = -1;
     /* Not where the image was not there to ask (said so already). */
@@ -412,6 +432,7 @@ view_input_open (struct source *src, const struct hash_spec *spec,
   v->view_name = view_name;
   v->image_export = base;
   v->spot = spot && opts->spot_check > 0;
+  v->range = spec->range;
   ep->scan = view_scan;
   /* Not only for the bar: the spans are sized by data.  A views-only
    * server serves no extents.
@@ -588,8 +609,8 @@ view_checksum (struct input *in, uint8_t *root)
   /* The spot check's connection needs a descriptor of its own. */
   if (v->spot)
     endpoint_keep_one (ep);
-  if (v->spot && spot_check (ep, v->image_export, &v->map, opts->spot_check,
-                             &in->about.spot_checked) == -1)
+  if (v->spot && spot_check (ep, v->image_export, &v->range, &v->map,
+                             opts->spot_check, &in->about.spot_checked) == -1)
     return -1;
   /* With the spot check: its root must be what its digests give. */
   if (v->spot && root_check (ep, root, &in->about.root_checked) == -1)

@@ -6,6 +6,7 @@
  */
 #include <config.h>
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,7 +31,7 @@ input_format (const char *name, const struct hash_spec *spec,
               const char **format)
 {
   *format = spec->format ? spec->format : options_format (name);
-  if (*format && !name_is_local (name)) {
+  if (*format && !name_is_local (name) && !name_is_http (name)) {
     error_at (name, "a format (%s) applies to local files only: this "
               "input is hashed as its server serves it", *format);
     return -1;
@@ -131,6 +132,14 @@ input_open (const char *name, const struct hash_spec *spec, unsigned flags)
    */
   if (fd >= 0 && hs.plain && hs.format == NULL)
     hs.format = "raw";
+  if (fd >= 0 && hs.range.length) {
+    char r[BLK_RANGE_STR_MAX];
+    error_at (name, "--range=%s: a stream is hashed as it is read, whole: "
+              "save it to a file first", blk_format_range (&hs.range, r));
+    if (fd != STDIN_FILENO)
+      close (fd);
+    return NULL;
+  }
   if (fd >= 0)
     in = stream_input_open (name, fd, &hs);
   else if (opts->since)
@@ -140,6 +149,7 @@ input_open (const char *name, const struct hash_spec *spec, unsigned flags)
   if (in == NULL)
     return NULL;
   in->about.format_given = hs.format != NULL;
+  in->about.range = hs.range;
   in->opened = start;
   return in;
 }

@@ -508,6 +508,20 @@ local_server_start_command (const char *name, char **argv)
 }
 
 struct local_server *
+local_server_start_private (const char *name, const char *format,
+                            char **argv)
+{
+  struct local_server *s = serve (name, "private nbdkit", exec_command,
+                                  argv, true);
+
+  if (s) {
+    s->format = format;
+    s->handshake_limit = LOCAL_HANDSHAKE_SECONDS;
+  }
+  return s;
+}
+
+struct local_server *
 local_server_start_bitmap (const char *name, const char *path,
                            const char *bitmap)
 {

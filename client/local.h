@@ -45,6 +45,29 @@ extern int local_stream_open (const char *path);
  * (qemu-nbd, nbdkit, ...), as nbdinfo and nbdcopy do for [ CMD ]. */
 extern struct local_server *local_server_start_command (const char *name,
                                                         char **argv);
+/* A private nbdkit (argv, kept until it returns: argv[0] a path) for
+ * name, its stderr taken as local_server_start's, serving format.
+ */
+extern struct local_server *local_server_start_private (const char *name,
+                                                        const char *format,
+                                                        char **argv);
+/* local-http.c: an http:// or https:// URL read by nbdkit's curl
+ * plugin as its bytes (format NULL or "raw"; any other refused), behind
+ * the blkhash filter.  NULL on error (printed).
+ */
+extern struct local_server *local_server_start_http (const char *name,
+                                                     const char *format);
+/* local-http.c: why the private nbdkit of a URL failed a connection,
+ * in nbdsum's words (the HTTP status, no ranges...), or NULL if it
+ * said nothing.  The caller frees it.
+ */
+extern char *local_http_message (struct local_server *s);
+/* local-http.c: does the server of src's URL serve it (asked once
+ * before its views, so that a 404 reads as one, not as a missing
+ * view)?  0, or -1 (error printed).
+ */
+struct source;
+extern int local_http_check (const struct source *src);
 /* --since of a local qcow2 file: qemu-nbd with the dirty bitmap and
  * the allocation depth, for as many connections as nbdsum makes
  * (input-since.c checked the bitmap first).

@@ -410,7 +410,7 @@ line_spec (const struct check_run *run, const struct blk_sum_line *sl,
 
   if (sl->tagged)
     *spec = (struct hash_spec) {
-      sl->digest, sl->block_size, sl->format, sl->plain
+      sl->digest, sl->block_size, sl->format, sl->plain, sl->range
     };
   else
     *spec = *run->untagged;

@@ -228,7 +228,7 @@ mode_diff (char **args, int nargs, const struct hash_spec *spec)
     free (messages_captured ());
   /* B must be hashed the same way as A (whatever A's server chose). */
   spec_b = (struct hash_spec) {
-    a->params->digest.name, a->params->block_size, NULL, false,
+    a->params->digest.name, a->params->block_size, NULL, false, { 0, 0 },
   };
   if ((b = open_side ("b", args[nargs - 1], &spec_b, 0)) == NULL)
     goto out;

@@ -22,7 +22,8 @@
 /* A checksum line says how to verify it: tagged with its digest and
  * block size unless they are the defaults (or as --tag, --untagged),
  * and with the format a file was given, which probing might not find
- * again (--untagged: not even that, as sha256sum's lines).
+ * again (--untagged: not even that, as sha256sum's lines), and the
+ * range of --range (always tagged: --untagged refuses it).
  */
 static void
 print_sum_line (const struct result *res)
@@ -41,18 +42,21 @@ print_sum_line (const struct result *res)
   if (res->plain) {
     if (opts->tag != TAG_NEVER)
       flags |= BLK_SUM_TAGGED;
-    blk_fput_plain_line (stdout, flags, res->digest,
-                         res->format[0] && strcmp (res->format, "raw") != 0
-                         ? res->format : NULL, res->hex, res->name);
+    blk_fput_plain_line_range (stdout, flags, res->digest,
+                               res->format[0] &&
+                               strcmp (res->format, "raw") != 0
+                               ? res->format : NULL, &res->range, res->hex,
+                               res->name);
     return;
   }
   if (opts->tag == TAG_ALWAYS ||
       (opts->tag == TAG_AUTO &&
        blk_sum_needs_tag (res->digest, res->block_size)))
     flags |= BLK_SUM_TAGGED;
-  blk_fput_sum_line (stdout, flags, res->digest, res->block_size,
-                     res->format_given && opts->tag != TAG_NEVER
-                     ? res->format : NULL, res->hex, res->name);
+  blk_fput_sum_line_range (stdout, flags, res->digest, res->block_size,
+                           res->format_given && opts->tag != TAG_NEVER
+                           ? res->format : NULL, &res->range, res->hex,
+                           res->name);
 }
 
 /* --json: an input without a checksum, and why. */

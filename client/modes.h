@@ -14,6 +14,7 @@
  *                          --diff --manifest=M B
  *   mode-blocks.c          --blocks NAME    its manifest
  *   mode-check-manifest.c  --check-manifest FILE...
+ *   mode-bmap.c            --bmap NAME      its bmaptool block map
  */
 #ifndef NBDSUM_MODES_H
 #define NBDSUM_MODES_H
@@ -27,5 +28,6 @@ extern mode_fn mode_check;
 extern mode_fn mode_diff;
 extern mode_fn mode_blocks;
 extern mode_fn mode_check_manifest;
+extern mode_fn mode_bmap;
 
 #endif /* NBDSUM_MODES_H */

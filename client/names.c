@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 #include <sys/stat.h>
 
@@ -39,8 +40,9 @@ name_command (const char *name)
   return NULL;
 }
 
-/* A command's name is "[ ... ]": never "-" nor a URI, so the order of
- * the tests does not matter.
+/* A command's name is "[ ... ]": never "-" nor a URI or URL, so the
+ * order of the tests does not matter.  Only the two schemes the curl
+ * plugin is allowed (local-http.c): any other "x://" is a file's name.
  */
 enum name_kind
 name_kind (const char *name)
@@ -51,6 +53,9 @@ name_kind (const char *name)
     return NAME_COMMAND;
   if (strncmp (name, "nbd", 3) == 0 && strstr (name, "://") != NULL)
     return NAME_URI;
+  if (strncasecmp (name, "http://", 7) == 0 ||
+      strncasecmp (name, "https://", 8) == 0)
+    return NAME_HTTP;
   return NAME_FILE;
 }
 
@@ -75,13 +80,19 @@ name_is_local (const char *name)
 }
 
 bool
+name_is_http (const char *name)
+{
+  return name_kind (name) == NAME_HTTP;
+}
+
+bool
 names_stdin (const char *name)
 {
   struct stat in, st;
 
   if (name_is_stdin (name))
     return true;
-  return !name_is_uri (name) && fstat (STDIN_FILENO, &in) == 0 &&
+  return name_kind (name) == NAME_FILE && fstat (STDIN_FILENO, &in) == 0 &&
     stat (name, &st) == 0 &&
     st.st_dev == in.st_dev && st.st_ino == in.st_ino;
 }

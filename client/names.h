@@ -2,7 +2,8 @@
  * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
  */
 /* nbdsum: what kind of thing an input name is (standard input, an NBD
- * URI, a [ CMD ARGS... ] input, a local file), decided here only, and
+ * URI, an http(s) URL, a [ CMD ARGS... ] input, a local file), decided
+ * here only, and
  * the table of the [ CMD ] inputs that decides it for them.  At the
  * bottom: libc only.
  */
@@ -14,6 +15,7 @@
 enum name_kind {
   NAME_STDIN,                   /* "-" */
   NAME_URI,                     /* nbd...://... */
+  NAME_HTTP,                    /* http://... or https://... */
   NAME_COMMAND,                 /* a name name_add_command was given */
   NAME_FILE,                    /* anything else: a local path */
 };
@@ -28,9 +30,13 @@ extern bool name_is_stdin (const char *name);
 /* name_kind (name) is NAME_URI: it starts "nbd" and has "://". */
 extern bool name_is_uri (const char *name);
 /* A local file or standard input (which --format applies to), rather
- * than a URI or a [ CMD ] input, which are hashed as served.
+ * than a URI, a URL or a [ CMD ] input, which are hashed as served.
  */
 extern bool name_is_local (const char *name);
+/* name_kind (name) is NAME_HTTP: it starts http:// or https:// (the
+ * scheme in any case), and is read by nbdkit's curl plugin.
+ */
+extern bool name_is_http (const char *name);
 
 /* Does name stand for standard input: -, or another name of what it
  * is (/dev/stdin, /proc/self/fd/0)?

@@ -120,6 +120,7 @@ static const struct mode {
   { mode_check_manifest, EXIT_FAILURE },
   { mode_diff, 2 },             /* as diff(1): 1 says they differ */
   { mode_blocks, EXIT_FAILURE },
+  { mode_bmap, EXIT_FAILURE },
 };
 
 /* The mode the options chose (parse_options allows one). */
@@ -134,6 +135,8 @@ chosen_mode (void)
     return &modes[3];
   if (opts->blocks)
     return &modes[4];
+  if (opts->bmap)
+    return &modes[5];
   return &modes[0];
 }
 
@@ -160,7 +163,7 @@ main (int argc, char **argv)
   /* Inputs are hashed as the options say (--diff: B as A was). */
   const struct hash_spec spec = {
     opts->plain ? opts->plain_digest : opts->digest, opts->block_size, NULL,
-    opts->plain,
+    opts->plain, opts->range,
   };
 
   /* No input: standard input, as sha256sum does. */

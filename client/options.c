@@ -139,10 +139,17 @@ apply_formats (const struct format_option *fo, int nfo, char **inputs,
                    progname, fo[k].arg);
         exit (usage_status);
       }
-      if (name_is_local (inputs[i])) {
+      if (name_is_local (inputs[i]) ||
+          (name_is_http (inputs[i]) && format && strcmp (format, "raw") == 0)) {
         local++;
         if (format)
           given[ngiven++] = (struct given_format) { inputs[i], format };
+      }
+      else if (format && name_is_http (inputs[i])) {
+        fprintf (stderr, "%s: --format=%s does not apply to %s: a URL is "
+                 "hashed as its bytes (raw), never read as an image format "
+                 "(download it first)\n", progname, fo[k].arg, inputs[i]);
+        exit (usage_status);
       }
       else if (format) {
         fprintf (stderr, "%s: --format=%s does not apply to %s: it is "
@@ -185,6 +192,7 @@ hash_spec_or_defaults (const struct hash_spec *spec)
                   : BLK_DEFAULT_BLOCK_SIZE,
     .format = spec->format,
     .plain = spec->plain,
+    .range = spec->range,
   };
 }
 
@@ -314,6 +322,27 @@ parse_seconds (const char *opt, const char *arg, unsigned max)
   return v;
 }
 
+/* --http-header=NAME: VALUE, as curl sends it: one line (no control
+ * character but a tab could end it and start another header), and a
+ * name.  Its value may be a secret: never printed.
+ */
+static void
+check_http_header (const char *arg)
+{
+  const size_t name = strcspn (arg, ":");
+  bool bad = name == 0 || arg[name] != ':';
+
+  for (size_t i = 0; !bad && arg[i]; i++)
+    bad = ((unsigned char) arg[i] < ' ' && arg[i] != '\t') ||
+      arg[i] == 0x7f || (i < name && strchr (" \t\"(),/;<=>?@[\\]{}", arg[i]));
+  if (bad) {
+    fprintf (stderr, "%s: --http-header: a header is NAME: VALUE on one "
+             "line, its name a token (one is not; its value is not "
+             "shown)\n", progname);
+    exit (usage_status);
+  }
+}
+
 void
 parse_options (int argc, char **argv, int *first_arg)
 {
@@ -324,7 +353,8 @@ parse_options (int argc, char **argv, int *first_arg)
     OPT_CONNECT_TIMEOUT, OPT_NO_NAMES, OPT_BATS_HELPER, OPT_SINCE,
     OPT_DIRTY_BITMAP, OPT_IMMUTABLE_BACKING, OPT_CHECK_MANIFEST,
     OPT_PLAIN, OPT_ALLOW_BACKING, OPT_MAX_SIZE, OPT_SPOT_CHECK,
-    OPT_NO_SPOT_CHECK,
+    OPT_NO_SPOT_CHECK, OPT_HTTP_HEADER, OPT_HTTP_INSECURE, OPT_RANGE,
+    OPT_BMAP,
   };
   static const struct option long_options[] = {
     { "connections", required_argument, NULL, 'C' },
@@ -337,7 +367,10 @@ parse_options (int argc, char **argv, int *first_arg)
     { "format", required_argument, NULL, OPT_FORMAT },
     { "allow-backing", no_argument, NULL, OPT_ALLOW_BACKING },
     { "max-size", required_argument, NULL, OPT_MAX_SIZE },
+    { "http-header", required_argument, NULL, OPT_HTTP_HEADER },
+    { "http-insecure", no_argument, NULL, OPT_HTTP_INSECURE },
     { "client-side", no_argument, NULL, OPT_CLIENT_SIDE },
+    { "range", required_argument, NULL, OPT_RANGE },
     { "spot-check", required_argument, NULL, OPT_SPOT_CHECK },
     { "no-spot-check", no_argument, NULL, OPT_NO_SPOT_CHECK },
     { "tag", no_argument, NULL, OPT_TAG },
@@ -355,6 +388,7 @@ parse_options (int argc, char **argv, int *first_arg)
     { "diff", no_argument, NULL, OPT_DIFF },
     { "manifest", required_argument, NULL, OPT_MANIFEST },
     { "blocks", no_argument, NULL, OPT_BLOCKS },
+    { "bmap", no_argument, NULL, OPT_BMAP },
     { "since", required_argument, NULL, OPT_SINCE },
     { "dirty-bitmap", required_argument, NULL, OPT_DIRTY_BITMAP },
     { "immutable-backing", no_argument, NULL, OPT_IMMUTABLE_BACKING },
@@ -377,6 +411,8 @@ parse_options (int argc, char **argv, int *first_arg)
    * to report.
    */
   static void *volatile held[2];
+  /* --http-header's, kept for the run. */
+  static const char **headers;
 
   if (inputs == NULL || fo == NULL) {
     fprintf (stderr, "%s: out of memory\n", progname);
@@ -384,6 +420,11 @@ parse_options (int argc, char **argv, int *first_arg)
   }
   held[0] = inputs;
   held[1] = fo;
+  if (headers == NULL && (headers = calloc (argc, sizeof *headers)) == NULL) {
+    fprintf (stderr, "%s: out of memory\n", progname);
+    exit (EXIT_FAILURE);
+  }
+  parsed.http_headers = headers;
   set_usage_status (argc, argv);
   /* getopt names the program from argv[0]: nbdsum, not its path. */
   argv[0] = (char *) progname;
@@ -448,6 +489,19 @@ parse_options (int argc, char **argv, int *first_arg)
       break;
     case OPT_ALLOW_BACKING:
       parsed.allow_backing = true;
+      break;
+    case OPT_HTTP_HEADER:
+      check_http_header (optarg);
+      headers[parsed.nhttp_headers++] = optarg;
+      break;
+    case OPT_HTTP_INSECURE:
+      parsed.http_insecure = true;
+      break;
+    case OPT_RANGE:
+      if ((msg = blk_parse_range (optarg, &parsed.range)) != NULL) {
+        fprintf (stderr, "%s: --range=%s: %s\n", progname, optarg, msg);
+        exit (usage_status);
+      }
       break;
     case OPT_CLIENT_SIDE:
       parsed.client_side = true;
@@ -517,6 +571,9 @@ parse_options (int argc, char **argv, int *first_arg)
     case OPT_BLOCKS:
       parsed.blocks = true;
       break;
+    case OPT_BMAP:
+      parsed.bmap = true;
+      break;
     case OPT_SINCE:
       parsed.since = optarg;
       break;
@@ -563,6 +620,38 @@ parse_options (int argc, char **argv, int *first_arg)
       fprintf (stderr, "%s: --plain does not go with %s: a plain digest "
                "is of the whole image's bytes (give its digest as "
                "--plain=ALG)\n", progname, other);
+      exit (usage_status);
+    }
+  }
+  /* A bmap is sha256 of 4K blocks, of one image, on standard output. */
+  if (parsed.bmap &&
+      (parsed.check || parsed.diff || parsed.blocks || parsed.since ||
+       parsed.check_manifest || parsed.plain || parsed.json ||
+       parsed.client_side || parsed.digest || parsed.block_size ||
+       parsed.no_names || parsed.tag != TAG_AUTO || parsed.zero ||
+       parsed.jobs > 1 || parsed.range.length || nargs != 1 ||
+       name_is_stdin (inputs[0]))) {
+    fprintf (stderr, "%s: --bmap needs one image (not standard input), "
+             "and goes with no other mode, nor with --plain, --json, "
+             "--client-side, -d, --block-size, -j, --range or the line "
+             "options: a bmap is bmaptool's, sha256 of 4K blocks\n",
+             progname);
+    exit (usage_status);
+  }
+  /* Part of an image is hashed by the server's filter, and its line
+   * says which part (-c reads it there).
+   */
+  if (parsed.range.length) {
+    const char *other = parsed.check ? "--check (a checksum line carries "
+      "its range)"
+      : parsed.blocks ? "--blocks" : parsed.diff ? "--diff"
+      : parsed.since ? "--since" : parsed.check_manifest ? "--check-manifest"
+      : parsed.client_side ? "--client-side (only the server's filter "
+      "hashes part of an image)"
+      : parsed.tag == TAG_NEVER ? "--untagged (an untagged line cannot say "
+      "the range, and -c would check the whole image)" : NULL;
+    if (other) {
+      fprintf (stderr, "%s: --range does not go with %s\n", progname, other);
       exit (usage_status);
     }
   }
@@ -660,6 +749,23 @@ parse_options (int argc, char **argv, int *first_arg)
                parsed.since ? "--since" : "--blocks");
       exit (usage_status);
     }
+  /* A URL has no dirty bitmap; --http-* apply to URLs (or -c's). */
+  {
+    int urls = 0;
+    for (int i = 0; i < nargs; i++)
+      urls += name_is_http (inputs[i]);
+    if (parsed.since && urls) {
+      fprintf (stderr, "%s: --since needs a dirty bitmap, and a URL has "
+               "none\n", progname);
+      exit (usage_status);
+    }
+    if ((parsed.nhttp_headers || parsed.http_insecure) && urls == 0 &&
+        !parsed.check) {
+      fprintf (stderr, "%s: --http-header and --http-insecure apply to "
+               "http:// and https:// inputs only\n", progname);
+      exit (usage_status);
+    }
+  }
   /* No input is standard input (main): a --format=raw is for it. */
   implicit_stdin = nargs == 0 && nfo > 0 && !parsed.check &&
     !parsed.check_manifest;

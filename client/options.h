@@ -12,6 +12,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "util.h"
+
 #define MAX_CONNECTIONS 64
 #define MAX_REQUESTS 1024
 #define MAX_CONNECT_TIMEOUT 86400
@@ -28,6 +30,7 @@ struct options {
   const char *plain_digest;     /* --plain=ALG, canonical; sha256 */
   uint64_t block_size;          /* --block-size, 0: the server's default */
   bool client_side;             /* --client-side */
+  struct blk_range range;       /* --range=OFFSET+LENGTH; length 0: none */
   unsigned spot_check;          /* --spot-check=N, 0: --no-spot-check */
   bool allow_backing;           /* --allow-backing: files anywhere */
   bool json;                    /* --json */
@@ -49,6 +52,7 @@ struct options {
   bool diff;                    /* --diff A B */
   const char *manifest;         /* --diff --manifest=FILE B */
   bool blocks;                  /* --blocks */
+  bool bmap;                    /* --bmap */
   const char *since;            /* --since=MANIFEST URI */
   const char *dirty_bitmap;     /* --dirty-bitmap=NAME, with --since */
   bool immutable_backing;       /* --immutable-backing, with --since */
@@ -56,6 +60,9 @@ struct options {
   unsigned jobs;                /* -j: inputs hashed at once, default 1 */
   uint64_t max_size;            /* --max-size, if max_size_given; 0: none */
   bool max_size_given;
+  const char *const *http_headers;      /* --http-header, in order */
+  unsigned nhttp_headers;
+  bool http_insecure;           /* --http-insecure: curl's sslverify=false */
 };
 
 /* Set by parse_options, before anything else runs. */
@@ -75,6 +82,11 @@ struct hash_spec {
    * not a blkhash checksum.
    */
   bool plain;
+  /* Of these bytes only, as an image of their own (--range, a
+   * line's); length 0: the whole image.  Only the server's filter
+   * hashes part of an image.
+   */
+  struct blk_range range;
 };
 /* spec with what it leaves open filled with the defaults (sha256,
  * 64K): how nbdsum hashes where no server chooses.  The format is

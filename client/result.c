@@ -23,6 +23,10 @@ result_json_members (const struct result *res)
   else
     json_uint ("block-size", res->block_size);
   json_uint ("size", res->size);
+  if (res->range.length) {
+    json_uint ("range-offset", res->range.offset);
+    json_uint ("range-length", res->range.length);
+  }
   json_string ("method", res->method);
   /* 0 too: a plain view, a server that serves only views. */
   if (strcmp (res->method, "server-side") == 0) {

@@ -13,6 +13,7 @@
 
 #include "blkhash.h"
 #include "imgformat.h"
+#include "util.h"
 
 struct result {
   const char *name;
@@ -40,6 +41,7 @@ struct result {
    */
   uint64_t spot_checked;
   bool root_checked;            /* the view's root folded from its digests */
+  struct blk_range range;       /* --range, a line's; length 0: all */
 };
 
 /* --json: res's members, as nbdsum and nbdsum -c write them. */

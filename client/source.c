@@ -172,6 +172,11 @@ open_source (const char *name, const char *format, const char *bitmap)
   kind = name_kind (name);
   if (kind == NAME_URI)
     src->uri = strdup (name);
+  else if (kind == NAME_HTTP) {
+    if ((src->server = local_server_start_http (name, format)) == NULL)
+      goto err;
+    src->uri = strdup (local_server_uri (src->server));
+  }
   else if (kind == NAME_COMMAND) {
     src->server = local_server_start_command (name, name_command (name));
     if (src->server == NULL)
@@ -189,6 +194,8 @@ open_source (const char *name, const char *format, const char *bitmap)
     error_at (name, "out of memory");
     goto err;
   }
+  if (kind == NAME_HTTP && local_http_check (src) == -1)
+    goto err;
   return src;
 
  err:
@@ -579,9 +586,16 @@ source_connect (const struct source *src, const char *export_name,
   else if (stop_signal ())
     local_server_end (src->server);
   if (!(flags & SOURCE_QUIET) && !stop_signal ()) {
+    char *said;
     if (timed_out)
       error_at (src->name, "%s: killed the %s serving it (stuck)",
                 source_error (), local_server_what (src->server));
+    /* The curl plugin fails connections, not nbdkit: it says why. */
+    else if (src->server && name_is_http (src->name) &&
+             (said = local_http_message (src->server)) != NULL) {
+      error_at (src->name, "%s", said);
+      free (said);
+    }
     else if (src->server && local_server_exited (src->server)) {
       char *why = local_server_message (src->server);
       if (why)

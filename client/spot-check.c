@@ -35,6 +35,7 @@
 struct spot {
   const struct blk_params *p;
   uint64_t size;
+  uint64_t base;                /* where block 0 is in the image */
   uint64_t *blocks;             /* chosen, in order */
   size_t n;
   uint8_t *said, *now;          /* n digests each: the view's, ours */
@@ -182,7 +183,7 @@ read_all (struct spot *s, struct nbd_handle *h, bool data, unsigned most,
        * request cannot be issued.
        */
       for (uint32_t off = 0, i = 0; i < r->pieces; i++, off += piece) {
-        const uint64_t at = data ? b * bs + off
+        const uint64_t at = data ? s->base + b * bs + off
           : BLK_VIEW_DIGESTS_OFFSET + b * dlen + off;
         if (nbd_aio_pread (h, r->buf + off, MIN (piece, len - off), at,
                            (nbd_completion_callback) {
@@ -212,7 +213,8 @@ read_all (struct spot *s, struct nbd_handle *h, bool data, unsigned most,
 
 int
 spot_check (struct endpoint *ep, const char *image_export,
-            const struct data_map *map, unsigned count, uint64_t *checked)
+            const struct blk_range *range, const struct data_map *map,
+            unsigned count, uint64_t *checked)
 {
   const char *name = ep->src->name, *seed = getenv ("NBDSUM_SPOT_SEED");
   const struct blk_params *p = ep->params;
@@ -220,7 +222,7 @@ spot_check (struct endpoint *ep, const char *image_export,
   const unsigned most = MIN ((uint64_t) ep->requests,
                              blk_blocks_per (SPOT_BYTES_IN_FLIGHT,
                                              p->block_size));
-  struct spot s = { .p = p, .size = ep->size };
+  struct spot s = { .p = p, .size = ep->size, .base = range->offset };
   struct nbd_handle *h = NULL;
   uint64_t rng;
   int r = -1;
@@ -256,10 +258,14 @@ spot_check (struct endpoint *ep, const char *image_export,
                 source_error ());
     goto out;
   }
-  if (nbd_get_size (h) != (int64_t) ep->size) {
+  /* A range's blocks lie in an image at least as long as its end. */
+  if (range->length
+      ? nbd_get_size (h) < (int64_t) (range->offset + range->length)
+      : nbd_get_size (h) != (int64_t) ep->size) {
     error_at (name, "spot-checking the view: its image now has %" PRIi64
-              " bytes, not %" PRIu64 ": the image changed during the run",
-              nbd_get_size (h), ep->size);
+              " bytes, not %" PRIu64 "%s: the image changed during the run",
+              nbd_get_size (h), range->length ? range->offset + range->length
+              : ep->size, range->length ? " or more" : "");
     goto out;
   }
   if (read_all (&s, h, true, most, name) == -1)
@@ -269,7 +275,7 @@ spot_check (struct endpoint *ep, const char *image_export,
       error_at (name, "the server's view disagrees with its data at block "
                 "%" PRIu64 " (offset %" PRIu64 "): not trusting it; or the "
                 "image changed during the run", s.blocks[k],
-                s.blocks[k] * p->block_size);
+                s.base + s.blocks[k] * p->block_size);
       goto out;
     }
   *checked = s.n;

@@ -14,10 +14,11 @@
 
 #include "datamap.h"
 #include "endpoint.h"
+#include "util.h"
 
 /* Check about count blocks of ep's view (read on its first connection)
- * against export image_export of the same server, on a connection of
- * its own: the last block, and others drawn from the data map where it
+ * against export image_export of the same server (its bytes of range,
+ * when range's length is not 0), on a connection of its own: the last block, and others drawn from the data map where it
  * is known (half of them from anywhere: the extents are the server's
  * word), uniformly otherwise.
  * Returns 0 with *checked the blocks found equal, or -1 (error
@@ -25,6 +26,7 @@
  * a signal.
  */
 extern int spot_check (struct endpoint *ep, const char *image_export,
+                       const struct blk_range *range,
                        const struct data_map *map, unsigned count,
                        uint64_t *checked);
 

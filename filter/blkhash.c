@@ -11,7 +11,8 @@
  * (hasher.c) and shared with what data clients read and write
  * (passive.c) through per-export block tables (exports.c); blkhash-file
  * is results.c's, the upload gate (blkhash-expect) expect.c's.
- * NAME@digest[:DIGEST] serves a plain digest of its content (plain.c).
+ * NAME@digest[:DIGEST] serves a plain digest of its content (plain.c),
+ * NAME@bmap its mapped ranges and their sha256 (bmap.c).
  */
 #include <config.h>
 
@@ -63,7 +64,13 @@ struct handle {
   struct blkhash_view *view;            /* view: from prepare */
   char *plain_digest;                   /* NAME@digest: its digest */
   struct blkhash_plain_view *plain;     /* NAME@digest: from prepare */
+  bool is_bmap;                         /* NAME@bmap */
+  struct blkhash_bmap_view *bmap;       /* NAME@bmap: from prepare */
   char *nonce;                          /* view: its name's, echoed */
+  struct blk_range range;               /* view: its part (length 0: all) */
+  struct blkhash_table *stable;         /* range view: the export's, whose
+                                           blocks are its own (range.c) */
+  uint64_t shared;                      /* range view: how many */
   pthread_mutex_t lock;                 /* view: getting the table */
   bool joined;                          /* data: counted by the gate */
 };
@@ -350,8 +357,17 @@ blkhash_open (nbdkit_next_open *next, nbdkit_context *context,
   if (view) {
     h->nonce = vn.nonce;
     vn.nonce = NULL;
+    h->range = vn.range;
   }
-  if (view && vn.plain) {
+  if (view && vn.bmap) {
+    h->name = vn.base;
+    vn.base = NULL;
+    blk_view_name_free (&vn);
+    h->is_view = h->is_bmap = true;
+    if (next (context, 1, h->name) == -1)
+      goto err;
+  }
+  else if (view && vn.plain) {
     h->name = vn.base;
     h->plain_digest = vn.digest ? vn.digest
       : strdup (BLK_PLAIN_DEFAULT_DIGEST);
@@ -437,7 +453,8 @@ blkhash_leave (nbdkit_next *next, struct handle *h)
     return;
   blkhash_table_put (h->e, h->table);
   blkhash_table_put (h->e, h->gtable);
-  h->table = h->gtable = NULL;
+  blkhash_table_put (h->e, h->stable);
+  h->table = h->gtable = h->stable = NULL;
   users = next ? blkhash_export_put (h->e)
     : blkhash_export_abandon (h->e, &line_owed);
   if (users == 0) {
@@ -468,6 +485,7 @@ blkhash_close (void *handle)
   blkhash_leave (NULL, h);
   blkhash_view_free (h->view);
   blkhash_plain_view_free (h->plain);
+  blkhash_bmap_view_free (h->bmap);
   pthread_mutex_destroy (&h->lock);
   free (h->plain_digest);
   free (h->nonce);
@@ -487,6 +505,12 @@ is_plain (const struct handle *h)
   return h->plain_digest != NULL;
 }
 
+static bool
+is_bmap (const struct handle *h)
+{
+  return h->is_bmap;
+}
+
 /* What a view's header says of the server. */
 static uint32_t
 view_flags (void)
@@ -504,16 +528,28 @@ blkhash_prepare (nbdkit_next *next, void *handle, int readonly)
 
   if (size == -1)
     return -1;
-  /* A view of a huge export would hash for days before it answers. */
-  if ((is_plain (h) || is_view (h)) &&
-      blkhash_size_over (size, is_plain (h) ? NULL : h->params, msg,
-                         sizeof msg)) {
-    nbdkit_error ("blkhash: export '%s': %s for a %s view: "
-                  BLKHASH_MAX_SIZE_LIFTS, h->name, msg,
-                  is_plain (h) ? "plain-digest" : "blkhash");
+  if (h->range.length && h->range.offset + h->range.length > (uint64_t) size) {
+    char r[BLK_RANGE_STR_MAX];
+    nbdkit_error ("blkhash: export '%s': range=%s ends past its end (%"
+                  PRIi64 " bytes)", h->name,
+                  blk_format_range (&h->range, r), size);
     return -1;
   }
-  h->e = blkhash_export_get (h->name, size);
+  /* From here on a range view is of an image of the range's size. */
+  const int64_t export_size = size;
+  if (h->range.length)
+    size = h->range.length;
+  /* A view of a huge export would hash for days before it answers. */
+  if ((is_plain (h) || is_view (h)) &&
+      blkhash_size_over (size, is_plain (h) || is_bmap (h) ? NULL
+                         : h->params, msg, sizeof msg)) {
+    nbdkit_error ("blkhash: export '%s': %s for a %s view: "
+                  BLKHASH_MAX_SIZE_LIFTS, h->name, msg,
+                  is_bmap (h) ? "bmap" : is_plain (h) ? "plain-digest"
+                  : "blkhash");
+    return -1;
+  }
+  h->e = blkhash_export_get (h->name, export_size);
   if (h->e == NULL)
     return -1;
   /* The gate judges one content of one size (an empty one now). */
@@ -533,6 +569,13 @@ blkhash_prepare (nbdkit_next *next, void *handle, int readonly)
       return -1;
     }
   }
+  else if (is_bmap (h)) {
+    h->bmap = blkhash_bmap_view_new (h->name, size, view_flags (), h->nonce);
+    if (h->bmap == NULL) {
+      blkhash_leave (NULL, h);
+      return -1;
+    }
+  }
   else if (is_view (h)) {
     /* Its table comes with the first request that needs it, so that
      * running out of memory is that request's ENOMEM.  Its answers
@@ -544,6 +587,10 @@ blkhash_prepare (nbdkit_next *next, void *handle, int readonly)
       blkhash_leave (NULL, h);  /* served nothing, as if gone */
       return -1;
     }
+    if (h->range.length)
+      h->shared = blkhash_range_shared_blocks (&h->range,
+                                               h->params->block_size,
+                                               export_size);
   }
   else if (blkhash_cache || blkhash_file || blkhash_expect_passive ()) {
     /* Passive hashing only saves work later (for blkhash-file at the
@@ -582,12 +629,37 @@ view_table (struct handle *h, uint32_t count, uint64_t offset,
   if (offset + count <= BLK_VIEW_HEADER_SIZE)
     return 0;
   ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&h->lock);
-  if (h->table == NULL)
+  if (h->table == NULL && h->range.length)
+    h->table = blkhash_table_get_range (h->e, h->params, &h->range, h->since,
+                                        err);
+  else if (h->table == NULL)
     h->table = blkhash_table_get (h->e, h->params, h->since, err);
   if (h->table == NULL)
     return -1;
+  /* A block-aligned range's blocks are the export's: reused. */
+  if (h->shared && h->stable == NULL) {
+    h->stable = blkhash_table_get (h->e, h->params, h->since, err);
+    if (h->stable == NULL)
+      return -1;
+    blkhash_view_set_source (h->view, blkhash_table_blocks (h->stable),
+                             h->range.offset / h->params->block_size,
+                             h->shared);
+  }
   *t = blkhash_table_blocks (h->table);
   return 0;
+}
+
+/* The layer a view's hashers read: next, or for a range view its
+ * bytes shown at 0 (range.c), in *rn.
+ */
+static nbdkit_next *
+view_next (nbdkit_next *next, const struct handle *h,
+           struct blkhash_range_next *rn)
+{
+  if (h->range.length == 0)
+    return next;
+  blkhash_range_next_init (rn, next, &h->range);
+  return blkhash_range_next (rn);
 }
 
 /* A data export's passive table, or NULL. */
@@ -618,6 +690,8 @@ blkhash_get_size (nbdkit_next *next, void *handle)
 
   if (is_plain (h))
     return blkhash_plain_view_size (h->plain);
+  if (is_bmap (h))
+    return blkhash_bmap_view_size (h->bmap);
   return is_view (h) ? blkhash_view_size (h->view) : next->get_size (next);
 }
 
@@ -630,7 +704,14 @@ blkhash_export_description (nbdkit_next *next, void *handle)
 
   if (!is_view (h))
     return next->export_description (next);
-  if (is_plain (h)) {
+  if (is_bmap (h)) {
+    if (asprintf (&s, "bmap of %s",
+                  h->name[0] ? h->name : "the default export") == -1) {
+      nbdkit_error ("asprintf: %m");
+      return NULL;
+    }
+  }
+  else if (is_plain (h)) {
     if (asprintf (&s, "%s of %s", blkhash_plain_view_digest (h->plain),
                   h->name[0] ? h->name : "the default export") == -1) {
       nbdkit_error ("asprintf: %m");
@@ -711,7 +792,7 @@ blkhash_can_fua (nbdkit_next *next, void *handle)
 static int
 blkhash_can_multi_conn (nbdkit_next *next, void *handle)
 {
-  if (is_plain (handle))
+  if (is_plain (handle) || is_bmap (handle))
     return 0;
   return is_view (handle) ? 1 : next->can_multi_conn (next);
 }
@@ -727,16 +808,21 @@ blkhash_pread (nbdkit_next *next, void *handle, void *buf, uint32_t count,
                uint64_t offset, uint32_t flags, int *err)
 {
   struct handle *h = handle;
+  struct blkhash_range_next rn;
   struct blkhash_expect_io io;
   int r;
 
   if (is_plain (h))
-    return blkhash_plain_view_pread (next, h->plain, buf, count, offset, err);
+    return blkhash_plain_view_pread (view_next (next, h, &rn), h->plain, buf,
+                                     count, offset, err);
+  if (is_bmap (h))
+    return blkhash_bmap_view_pread (next, h->bmap, buf, count, offset, err);
   if (is_view (h)) {
     struct blk_table *t;
     if (view_table (h, count, offset, &t, err) == -1)
       return -1;
-    return blkhash_view_pread (next, h->view, t, buf, count, offset, err);
+    return blkhash_view_pread (view_next (next, h, &rn), h->view, t, buf,
+                               count, offset, err);
   }
   /* The gate judges an import at the read that completes it. */
   if (blkhash_expect_read_begin (h->e, &io, true, err) == -1)
@@ -864,14 +950,19 @@ blkhash_cache_request (nbdkit_next *next, void *handle, uint32_t count,
                        uint64_t offset, uint32_t flags, int *err)
 {
   struct handle *h = handle;
+  struct blkhash_range_next rn;
 
   if (is_plain (h))
-    return blkhash_plain_view_cache (next, h->plain, count, offset, err);
+    return blkhash_plain_view_cache (view_next (next, h, &rn), h->plain,
+                                     count, offset, err);
+  if (is_bmap (h))
+    return blkhash_bmap_view_cache (next, h->bmap, count, offset, err);
   if (is_view (h)) {
     struct blk_table *t;
     if (view_table (h, count, offset, &t, err) == -1)
       return -1;
-    return blkhash_view_cache (next, h->view, t, count, offset, err);
+    return blkhash_view_cache (view_next (next, h, &rn), h->view, t, count,
+                               offset, err);
   }
   return next->cache (next, count, offset, flags, err);
 }

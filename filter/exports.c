@@ -8,7 +8,9 @@
  * An export (name and size) lives while handles use it, and after
  * that only with blkhash-cache=true, at most IDLE_EXPORTS idle ones
  * holding at most IDLE_MEMORY of tables, least recently used out
- * first.  It has one table per digest and block size in use.
+ * first.  It has one table per digest and block size in use, and one
+ * per digest, block size and range for views of part of it (range.c),
+ * kept as other view tables are.
  *
  * Sessions.  Digests must not outlive what the filter can vouch for.
  * A table records the session clock when its digests began (since);
@@ -58,6 +60,7 @@
 struct blkhash_table {
   struct blk_table *t;
   const struct blk_params *p;
+  struct blk_range range;       /* length 0: the whole export */
   unsigned refs;                /* users holding it */
   bool attached;                /* writes bracket it, users find it */
   uint64_t last_used;
@@ -249,7 +252,8 @@ detach (struct blkhash_export *e, size_t i)
   e->ntables--;
   bt->attached = false;
   nbdkit_debug ("blkhash: export '%s': dropping the %s/%" PRIu32
-                " table%s", e->name, bt->p->digest.name, bt->p->block_size,
+                " table%s%s", e->name, bt->p->digest.name, bt->p->block_size,
+                bt->range.length ? " of a range" : "",
                 bt->refs ? " when its users leave" : "");
   return bt->refs ? NULL : bt;
 }
@@ -279,7 +283,7 @@ lru_idle_view (struct blkhash_export *e, size_t *idle, uint64_t *memory)
   for (size_t i = 0; i < e->ntables; i++) {
     const struct blkhash_table *bt = e->tables[i];
     struct blk_table_stats st;
-    if (bt->refs || bt->p == blkhash_default_params)
+    if (bt->refs || (bt->p == blkhash_default_params && !bt->range.length))
       continue;
     blk_table_stats (bt->t, &st);
     ++*idle;
@@ -307,14 +311,23 @@ evict_views (struct blkhash_export *e, struct blkhash_table **evicted,
   return n;
 }
 
+static bool
+same_range (const struct blk_range *a, const struct blk_range *b)
+{
+  return a->offset == b->offset && a->length == b->length;
+}
+
 static struct blkhash_table *
-find_table (struct blkhash_export *e, const struct blk_params *p)
+find_table (struct blkhash_export *e, const struct blk_params *p,
+            const struct blk_range *r)
 {
   for (size_t i = 0; i < e->ntables; i++)
-    if (e->tables[i]->p == p)
+    if (e->tables[i]->p == p && same_range (&e->tables[i]->range, r))
       return e->tables[i];
   return NULL;
 }
+
+static const struct blk_range whole = { 0, 0 };
 
 /* Take a reference to bt for a user that began at session clock
  * since, first resetting bt if it holds digests from before.
@@ -340,7 +353,7 @@ blkhash_table_find (struct blkhash_export *e, const struct blk_params *p)
   struct blkhash_table *bt;
 
   ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&exports_lock);
-  bt = find_table (e, p);
+  bt = find_table (e, p, &whole);
   if (bt)
     take (e, bt, 0);
   return bt;
@@ -359,7 +372,8 @@ attach (struct blkhash_export *e, const struct blk_params *p,
   struct blkhash_table *bt;
 
   ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&exports_lock);
-  bt = find_table (e, p);       /* another thread was quicker */
+  /* Another thread was quicker. */
+  bt = find_table (e, p, &(*fresh)->range);
   if (bt == NULL && e->ntables == e->alloc) {
     const size_t n = e->alloc ? 2 * e->alloc : 4;
     struct blkhash_table **tables = realloc (e->tables, n * sizeof *tables);
@@ -386,12 +400,19 @@ struct blkhash_table *
 blkhash_table_get (struct blkhash_export *e, const struct blk_params *p,
                    uint64_t since, int *err)
 {
+  return blkhash_table_get_range (e, p, &whole, since, err);
+}
+
+struct blkhash_table *
+blkhash_table_get_range (struct blkhash_export *e, const struct blk_params *p,
+                         const struct blk_range *r, uint64_t since, int *err)
+{
   struct blkhash_table *bt, *fresh, *evicted[IDLE_VIEW_TABLES + 2];
   size_t nevicted = 0;
 
   {
     ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&exports_lock);
-    bt = find_table (e, p);
+    bt = find_table (e, p, r);
     if (bt) {
       take (e, bt, since);
       return bt;
@@ -400,7 +421,9 @@ blkhash_table_get (struct blkhash_export *e, const struct blk_params *p,
 
   /* Built outside the locks; the gate is only for attaching it. */
   fresh = calloc (1, sizeof *fresh);
-  if (fresh == NULL || (fresh->t = blk_table_new (p, e->size)) == NULL) {
+  if (fresh == NULL ||
+      (fresh->t = blk_table_new (p, r->length ? r->length : e->size))
+      == NULL) {
     free (fresh);
     nbdkit_error ("blkhash: export '%s': cannot allocate a block table "
                   "for %s/%" PRIu32 ": %m", e->name, p->digest.name,
@@ -409,6 +432,7 @@ blkhash_table_get (struct blkhash_export *e, const struct blk_params *p,
     return NULL;
   }
   fresh->p = p;
+  fresh->range = *r;
 
   {
     ACQUIRE_WRLOCK_FOR_CURRENT_SCOPE (&gate);
@@ -528,8 +552,10 @@ write_free (struct blkhash_write *w)
     free (w->writes);
 }
 
-/* The tables a write through e brackets: its own by range, then every
- * table of every other export whole; every export is marked changed.
+/* The tables a write through e brackets: its own by range, then its
+ * tables of ranges and every table of every other export whole (a
+ * range's blocks are not the export's: see range.c); every export is
+ * marked changed.
  * The caller holds the gate shared.  -1 when out of memory.
  */
 static int
@@ -552,8 +578,12 @@ write_tables (struct blkhash_export *e, struct blkhash_write *w)
       return -1;
   }
   for (size_t i = 0; i < e->ntables; i++)
-    w->tables[w->ntables++] = e->tables[i]->t;
+    if (e->tables[i]->range.length == 0)
+      w->tables[w->ntables++] = e->tables[i]->t;
   w->nown = w->ntables;
+  for (size_t i = 0; i < e->ntables; i++)
+    if (e->tables[i]->range.length)
+      w->tables[w->ntables++] = e->tables[i]->t;
   for (x = exports; x; x = x->next)
     for (size_t i = 0; x != e && i < x->ntables; i++)
       w->tables[w->ntables++] = x->tables[i]->t;

@@ -17,6 +17,7 @@
 #include "blkhash.h"
 #include "header.h"
 #include "table.h"
+#include "util.h"
 
 /* Work counters, logged at each disconnect with -D blkhash.stats=1. */
 struct blkhash_stats {
@@ -155,6 +156,12 @@ extern void blkhash_exports_free_all (void);
 extern struct blkhash_table *blkhash_table_get (struct blkhash_export *e,
                                                 const struct blk_params *p,
                                                 uint64_t since, int *err);
+/* The same for the table of the range r of the export (its blocks
+ * those of r: see range.c).
+ */
+extern struct blkhash_table *blkhash_table_get_range
+  (struct blkhash_export *e, const struct blk_params *p,
+   const struct blk_range *r, uint64_t since, int *err);
 /* The same, as it is, but NULL when the export has no such table. */
 extern struct blkhash_table *blkhash_table_find (struct blkhash_export *e,
                                                  const struct blk_params *p);
@@ -308,6 +315,26 @@ extern int blkhash_plain_view_cache (nbdkit_next *next,
                                      uint32_t count, uint64_t offset,
                                      int *err);
 
+/* bmap.c: the NAME@bmap view of one connection: mapped ranges and
+ * their sha256.  NULL with nbdkit_error called; name is the export's,
+ * kept; flags and nonce (or NULL) the header's.
+ */
+struct blkhash_bmap_view;
+extern struct blkhash_bmap_view *blkhash_bmap_view_new (const char *name,
+                                                        uint64_t size,
+                                                        uint32_t flags,
+                                                        const char *nonce);
+extern void blkhash_bmap_view_free (struct blkhash_bmap_view *v);
+extern int64_t blkhash_bmap_view_size (const struct blkhash_bmap_view *v);
+extern int blkhash_bmap_view_pread (nbdkit_next *next,
+                                    struct blkhash_bmap_view *v, void *buf,
+                                    uint32_t count, uint64_t offset,
+                                    int *err);
+extern int blkhash_bmap_view_cache (nbdkit_next *next,
+                                    struct blkhash_bmap_view *v,
+                                    uint32_t count, uint64_t offset,
+                                    int *err);
+
 /* readahead.c: a pool of readers that read the next piece of a run
  * while its requester reads and hashes the current one.
  */
@@ -381,6 +408,38 @@ extern int blkhash_compute_root_detached (nbdkit_next *next,
 /* Largest share of the root fold done by one request, in digest bytes. */
 #define BLKHASH_FOLD_BUDGET (32 * 1024 * 1024)
 
+/* range.c: views of part of an export.  A range next shows the
+ * bytes of range of next at 0, read-only, for the hashers.
+ */
+struct blkhash_range_next {
+  struct nbdkit_next_ops ops;   /* first: it is the nbdkit_next */
+  nbdkit_next *next;
+  uint64_t offset, length;
+};
+extern void blkhash_range_next_init (struct blkhash_range_next *rn,
+                                     nbdkit_next *next,
+                                     const struct blk_range *range);
+static inline nbdkit_next *
+blkhash_range_next (struct blkhash_range_next *rn)
+{
+  return &rn->ops;
+}
+/* How many blocks of range (from its first) are blocks of the export
+ * of export_size bytes: 0 unless its offset is a multiple of
+ * block_size.
+ */
+extern uint64_t blkhash_range_shared_blocks (const struct blk_range *range,
+                                             uint32_t block_size,
+                                             uint64_t export_size);
+/* Copy to t, the table of a range, the digests of its blocks [first,
+ * first+count) below shared that src, the export's table, knows
+ * (range block b is src's block src_first+b).  0, or -1 with *err set
+ * and nbdkit_error called.
+ */
+extern int blkhash_range_prefill (struct blk_table *t, struct blk_table *src,
+                                  uint64_t src_first, uint64_t shared,
+                                  uint64_t first, uint64_t count, int *err);
+
 /* view.c: the read-only NAME@blkhash export.  t may be NULL until the
  * first request needs it.
  */
@@ -400,6 +459,12 @@ extern int blkhash_view_pread (nbdkit_next *next, struct blkhash_view *v,
 extern int blkhash_view_cache (nbdkit_next *next, struct blkhash_view *v,
                                struct blk_table *t, uint32_t count,
                                uint64_t offset, int *err);
+/* A range view's blocks [0, shared) are src's from src_first on:
+ * copied from there before they are computed (range.c).
+ */
+extern void blkhash_view_set_source (struct blkhash_view *v,
+                                     struct blk_table *src,
+                                     uint64_t src_first, uint64_t shared);
 
 /* passive.c: hashing what passes through a data export.  t is the
  * table that keeps passive digests, or NULL when there is none.

@@ -26,7 +26,30 @@
 struct blkhash_view {
   struct blk_header h;
   uint8_t header[BLK_VIEW_HEADER_SIZE];
+  /* A block-aligned range's: the export's table (see range.c). */
+  struct blk_table *src;
+  uint64_t src_first, shared;
 };
+
+void
+blkhash_view_set_source (struct blkhash_view *v, struct blk_table *src,
+                         uint64_t src_first, uint64_t shared)
+{
+  v->src = src;
+  v->src_first = src_first;
+  v->shared = shared;
+}
+
+/* What the export's table knows of blocks [first, first+count), first. */
+static int
+prefill (struct blkhash_view *v, struct blk_table *t, uint64_t first,
+         uint64_t count, int *err)
+{
+  if (v->src == NULL)
+    return 0;
+  return blkhash_range_prefill (t, v->src, v->src_first, v->shared, first,
+                                count, err);
+}
 
 struct blkhash_view *
 blkhash_view_new (uint64_t size, const struct blk_params *p, uint32_t flags,
@@ -79,6 +102,7 @@ view_digests (nbdkit_next *next, struct blkhash_view *v, struct blk_table *t,
   for (uint64_t b = first; b < first + count; ) {
     const uint64_t n = MIN (first + count - b, step);
     if ((b > first && blkhash_should_stop (err)) ||
+        prefill (v, t, b, n, err) == -1 ||
         blkhash_compute (next, t, b, n, buf, err) == -1)
       return -1;
     if (dst) {
@@ -135,7 +159,8 @@ blkhash_view_pread (nbdkit_next *next, struct blkhash_view *v,
 
   if (offset < root_end && end > BLK_VIEW_ROOT_OFFSET) {
     uint8_t root[BLK_DIGEST_MAX];
-    if (blkhash_compute_root (next, t, root, err) == -1)
+    if (prefill (v, t, 0, v->h.block_count, err) == -1 ||
+        blkhash_compute_root (next, t, root, err) == -1)
       return -1;
     const uint64_t from = MAX (offset, (uint64_t) BLK_VIEW_ROOT_OFFSET);
     const uint64_t to = MIN (end, root_end);
@@ -169,7 +194,8 @@ blkhash_view_cache (nbdkit_next *next, struct blkhash_view *v,
   }
   if (offset < root_end && end > BLK_VIEW_ROOT_OFFSET) {
     uint8_t root[BLK_DIGEST_MAX];
-    if (blkhash_compute_root (next, t, root, err) == -1)
+    if (prefill (v, t, 0, v->h.block_count, err) == -1 ||
+        blkhash_compute_root (next, t, root, err) == -1)
       return -1;
   }
   return 0;

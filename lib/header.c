@@ -58,10 +58,25 @@ blk_plain_header_init (struct blk_header *h, uint64_t image_size,
 }
 
 void
+blk_bmap_header_init (struct blk_header *h, uint64_t image_size,
+                      const char *digest_name, uint32_t digest_len)
+{
+  blk_plain_header_init (h, image_size, digest_name, digest_len);
+  h->bmap = true;
+}
+
+/* The magic of h's kind of view. */
+static const char *
+magic_of (bool plain, bool bmap)
+{
+  return bmap ? BLK_BMAP_MAGIC : plain ? BLK_PLAIN_MAGIC : BLK_VIEW_MAGIC;
+}
+
+void
 blk_header_encode (const struct blk_header *h, uint8_t *buf)
 {
   memset (buf, 0, BLK_VIEW_HEADER_SIZE);
-  memcpy (buf + OFF_MAGIC, h->plain ? BLK_PLAIN_MAGIC : BLK_VIEW_MAGIC, 8);
+  memcpy (buf + OFF_MAGIC, magic_of (h->plain, h->bmap), 8);
   put_le (buf + OFF_VERSION, BLK_VIEW_VERSION, 4);
   put_le (buf + OFF_HEADER_SIZE, BLK_VIEW_HEADER_SIZE, 4);
   put_le (buf + OFF_IMAGE_SIZE, h->image_size, 8);
@@ -95,7 +110,8 @@ blk_header_has_magic (const uint8_t *buf, size_t len)
 }
 
 static const char *
-decode (const uint8_t *buf, size_t len, struct blk_header *h, bool plain)
+decode (const uint8_t *buf, size_t len, struct blk_header *h, bool plain,
+        bool bmap)
 {
   const char *name = (const char *) buf + OFF_NAME;
   size_t name_len;
@@ -103,8 +119,9 @@ decode (const uint8_t *buf, size_t len, struct blk_header *h, bool plain)
   memset (h, 0, sizeof *h);
   if (len < HEADER_USED)
     return "view header is truncated";
-  if (memcmp (buf, plain ? BLK_PLAIN_MAGIC : BLK_VIEW_MAGIC, 8) != 0)
-    return plain ? "bad magic: not a plain-digest view"
+  if (memcmp (buf, magic_of (plain, bmap), 8) != 0)
+    return bmap ? "bad magic: not a bmap view"
+      : plain ? "bad magic: not a plain-digest view"
       : "bad magic: not a blkhash view";
   if (get_le (buf + OFF_VERSION, 4) != BLK_VIEW_VERSION)
     return "unsupported view format version";
@@ -119,6 +136,7 @@ decode (const uint8_t *buf, size_t len, struct blk_header *h, bool plain)
   h->block_size = get_le (buf + OFF_BLOCK_SIZE, 4);
   h->digest_len = get_le (buf + OFF_DIGEST_LEN, 4);
   h->plain = plain;
+  h->bmap = bmap;
   /* Read only from a buffer that holds them (120 bytes suffice). */
   if (len >= OFF_FLAGS + 4)
     h->flags = get_le (buf + OFF_FLAGS, 4);
@@ -162,11 +180,17 @@ decode (const uint8_t *buf, size_t len, struct blk_header *h, bool plain)
 const char *
 blk_header_decode (const uint8_t *buf, size_t len, struct blk_header *h)
 {
-  return decode (buf, len, h, false);
+  return decode (buf, len, h, false, false);
 }
 
 const char *
 blk_plain_header_decode (const uint8_t *buf, size_t len, struct blk_header *h)
 {
-  return decode (buf, len, h, true);
+  return decode (buf, len, h, true, false);
+}
+
+const char *
+blk_bmap_header_decode (const uint8_t *buf, size_t len, struct blk_header *h)
+{
+  return decode (buf, len, h, true, true);
 }

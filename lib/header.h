@@ -25,6 +25,11 @@
 #define BLK_PLAIN_MAGIC "BLKPLAN1"
 #define BLK_PLAIN_SPAN_SIZE (1024 * 1024)
 
+/* The bmap view NAME@bmap: the same header with its own magic and
+ * spans as the plain-digest view's; the rest is lib/bmap.h's.
+ */
+#define BLK_BMAP_MAGIC "BLKBMAP1"
+
 /* Flags at 120 (older headers: zero there).  At 128, 64 bytes: the
  * nonce the view's name carried (",nonce=HEX"), its hex digits, NUL
  * padded; zeros for a name without one.
@@ -41,6 +46,7 @@ struct blk_header {
   uint32_t digest_len;
   char digest_name[BLK_DIGEST_NAME_MAX + 1];
   bool plain;                   /* BLKPLAN1: block_size is the span */
+  bool bmap;                    /* BLKBMAP1: the same (and plain) */
   uint32_t flags;               /* BLK_VIEW_FLAG_* */
   char nonce[BLK_HEADER_NONCE_MAX + 1];   /* "" when none */
 };
@@ -57,6 +63,11 @@ extern void blk_plain_header_init (struct blk_header *h, uint64_t image_size,
                                    const char *digest_name,
                                    uint32_t digest_len);
 
+/* Fill h for the bmap view of an image (spans as the plain view's). */
+extern void blk_bmap_header_init (struct blk_header *h, uint64_t image_size,
+                                  const char *digest_name,
+                                  uint32_t digest_len);
+
 /* Encode into BLK_VIEW_HEADER_SIZE bytes. */
 extern void blk_header_encode (const struct blk_header *h, uint8_t *buf);
 
@@ -69,6 +80,10 @@ extern const char *blk_header_decode (const uint8_t *buf, size_t len,
 /* The same for a plain-digest view's header (BLKPLAN1). */
 extern const char *blk_plain_header_decode (const uint8_t *buf, size_t len,
                                             struct blk_header *h);
+
+/* The same for a bmap view's header (BLKBMAP1). */
+extern const char *blk_bmap_header_decode (const uint8_t *buf, size_t len,
+                                           struct blk_header *h);
 
 /* Does the header in buf (len bytes) echo nonce, before anything else
  * in it is believed?

@@ -74,12 +74,13 @@ blk_sum_needs_tag (const char *digest, uint64_t block_size)
     block_size != BLK_DEFAULT_BLOCK_SIZE;
 }
 
-/* One line, tagged 'TAG[:FORMAT] (NAME) = HEX' when tagged is true,
- * else 'HEX  NAME'.
+/* One line, tagged 'TAG[:FORMAT][@RANGE] (NAME) = HEX' when tagged is
+ * true, else 'HEX  NAME'.
  */
 static void
 fput_line (FILE *fp, unsigned flags, bool tagged, const char *tag,
-           const char *format, const char *hex, const char *name)
+           const char *format, const struct blk_range *range,
+           const char *hex, const char *name)
 {
   /* -z: a NUL ends the line, so names go out as they are. */
   const bool zero = flags & BLK_SUM_ZERO;
@@ -91,6 +92,10 @@ fput_line (FILE *fp, unsigned flags, bool tagged, const char *tag,
     fputs (tag, fp);
     if (format)
       fprintf (fp, ":%s", format);
+    if (range && range->length) {
+      char r[BLK_RANGE_STR_MAX];
+      fprintf (fp, "@%s", blk_format_range (range, r));
+    }
     fputs (" (", fp);
     blk_fput_name (fp, name, escape);
     fprintf (fp, ") = %s", hex);
@@ -107,7 +112,18 @@ blk_fput_sum_line (FILE *fp, unsigned flags, const char *digest,
                    uint64_t block_size, const char *format, const char *hex,
                    const char *name)
 {
-  const bool tagged = (flags & BLK_SUM_TAGGED) || format;
+  blk_fput_sum_line_range (fp, flags, digest, block_size, format, NULL, hex,
+                           name);
+}
+
+void
+blk_fput_sum_line_range (FILE *fp, unsigned flags, const char *digest,
+                         uint64_t block_size, const char *format,
+                         const struct blk_range *range, const char *hex,
+                         const char *name)
+{
+  const bool tagged = (flags & BLK_SUM_TAGGED) || format ||
+    (range && range->length);
   char tag[sizeof BLK_SUM_TAG_PREFIX + BLK_DIGEST_NAME_MAX +
            BLK_BLOCK_SIZE_STR_MAX];
   char bs[BLK_BLOCK_SIZE_STR_MAX];
@@ -115,7 +131,7 @@ blk_fput_sum_line (FILE *fp, unsigned flags, const char *digest,
 
   /* An untagged line names no digest (it may be NULL). */
   if (!tagged) {
-    fput_line (fp, flags, false, NULL, NULL, hex, name);
+    fput_line (fp, flags, false, NULL, NULL, NULL, hex, name);
     return;
   }
   memcpy (tag, BLK_SUM_TAG_PREFIX, n);
@@ -124,7 +140,7 @@ blk_fput_sum_line (FILE *fp, unsigned flags, const char *digest,
     tag[n++] = toupper ((unsigned char) *p);
   snprintf (tag + n, sizeof tag - n, "/%s",
             blk_format_block_size (block_size, bs));
-  fput_line (fp, flags, true, tag, format, hex, name);
+  fput_line (fp, flags, true, tag, format, range, hex, name);
 }
 
 /* The BSD tags coreutils (sha256sum --tag, cksum -a) and b3sum write. */
@@ -151,10 +167,19 @@ void
 blk_fput_plain_line (FILE *fp, unsigned flags, const char *digest,
                      const char *format, const char *hex, const char *name)
 {
+  blk_fput_plain_line_range (fp, flags, digest, format, NULL, hex, name);
+}
+
+void
+blk_fput_plain_line_range (FILE *fp, unsigned flags, const char *digest,
+                           const char *format, const struct blk_range *range,
+                           const char *hex, const char *name)
+{
   const char *tag = blk_plain_tag (digest);
 
-  fput_line (fp, flags, (flags & BLK_SUM_TAGGED) || format,
-             tag ? tag : digest, format, hex, name);
+  fput_line (fp, flags,
+             (flags & BLK_SUM_TAGGED) || format || (range && range->length),
+             tag ? tag : digest, format, range, hex, name);
 }
 
 void
@@ -231,7 +256,7 @@ parse_untagged (char *p, size_t hexlen, struct blk_sum_line *sl)
   return NULL;
 }
 
-/* What follows a tag: "[:FORMAT] (NAME) = HEX", from fmt, HEX of
+/* What follows a tag: "[:FORMAT][@RANGE] (NAME) = HEX", from fmt, HEX of
  * hexlen digits.  NULL, or why not.
  */
 static const char *
@@ -247,6 +272,15 @@ parse_tag_end (char *fmt, size_t hexlen, struct blk_sum_line *sl)
     if ((sl->format = blk_image_format_n (fmt, n)) == NULL)
       return "the image format after ':' is not one nbdsum reads ("
         BLK_IMAGE_FORMATS_LIST ")";
+    fmt += n;
+  }
+  /* "@OFFSET+LENGTH": the checksum is of those bytes. */
+  if (*fmt == '@') {
+    const char *msg;
+    fmt++;
+    n = strcspn (fmt, " ");
+    if ((msg = blk_parse_range_n (fmt, n, &sl->range)) != NULL)
+      return msg;
     fmt += n;
   }
   if (fmt[0] != ' ' || fmt[1] != '(')
@@ -277,8 +311,8 @@ parse_tag_end (char *fmt, size_t hexlen, struct blk_sum_line *sl)
   return NULL;
 }
 
-/* "BLKHASH-DIGEST/BLOCKSIZE[:FORMAT] (NAME) = HEX", from p.  NULL, or
- * why not.
+/* "BLKHASH-DIGEST/BLOCKSIZE[:FORMAT][@RANGE] (NAME) = HEX", from p.
+ * NULL, or why not.
  */
 static const char *
 parse_tagged (char *p, struct blk_sum_line *sl)
@@ -305,7 +339,7 @@ parse_tagged (char *p, struct blk_sum_line *sl)
   size = digest + n + 1;
   n = strspn (size, DIGEST_CHARS);
   fmt = size + n;
-  if (n == 0 || (*fmt != ' ' && *fmt != ':'))
+  if (n == 0 || (*fmt != ' ' && *fmt != ':' && *fmt != '@'))
     return "the tag is not followed by ' (NAME) = '";
   if (n >= sizeof size_str)
     return "block size is too long";
@@ -319,7 +353,7 @@ parse_tagged (char *p, struct blk_sum_line *sl)
   return parse_tag_end (fmt, hexlen, sl);
 }
 
-/* "TAG[:FORMAT] (NAME) = HEX" of a plain digest, from p, where the
+/* "TAG[:FORMAT][@RANGE] (NAME) = HEX" of a plain digest, from p, where the
  * tag is known to end at n.  NULL, or why not.
  */
 static const char *
@@ -339,14 +373,17 @@ parse_plain (char *p, size_t n, const struct plain_tag *pt,
   return parse_tag_end (p + n, hexlen, sl);
 }
 
-/* A plain tag at p ("SHA256 (" or "SHA256:"), any case, or NULL. */
+/* A plain tag at p ("SHA256 (", "SHA256:" or "SHA256@"), any case, or
+ * NULL.
+ */
 static const struct plain_tag *
 plain_tag_at (const char *p, size_t *n)
 {
   for (size_t i = 0; i < NR_PLAIN_TAGS; i++) {
     const size_t len = strlen (plain_tags[i].tag);
     if (strncasecmp (p, plain_tags[i].tag, len) == 0 &&
-        (strncmp (p + len, " (", 2) == 0 || p[len] == ':')) {
+        (strncmp (p + len, " (", 2) == 0 || p[len] == ':' ||
+         p[len] == '@')) {
       *n = len;
       return &plain_tags[i];
     }

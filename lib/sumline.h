@@ -17,6 +17,12 @@
  *   SHA256 (NAME) = HEX                        plain, tagged
  *   SHA256:FORMAT (NAME) = HEX
  *
+ * A checksum of part of the image (nbdsum --range) says which after
+ * '@', in either kind of tagged line (which sha256sum -c refuses):
+ *
+ *   BLKHASH-DIGEST/BLOCKSIZE[:FORMAT]@OFFSET+LENGTH (NAME) = HEX
+ *   SHA256[:FORMAT]@OFFSET+LENGTH (NAME) = HEX
+ *
  * An untagged line says nothing of how it was made: it means the
  * default digest and block size (sha256, 64K) unless the reader is
  * told otherwise, and a local file read as its bytes probe.  A tagged
@@ -33,6 +39,7 @@
 
 #include "digest.h"
 #include "imgformat.h"
+#include "util.h"
 
 /* The start of a tagged line, any case when read. */
 #define BLK_SUM_TAG_PREFIX "BLKHASH-"
@@ -73,6 +80,15 @@ extern void blk_fput_sum_line (FILE *fp, unsigned flags, const char *digest,
                                uint64_t block_size, const char *format,
                                const char *hex, const char *name);
 
+/* The same with "@OFFSET+LENGTH" after the format when range is not
+ * NULL and its length not 0; a range makes the line tagged.
+ */
+extern void blk_fput_sum_line_range (FILE *fp, unsigned flags,
+                                     const char *digest, uint64_t block_size,
+                                     const char *format,
+                                     const struct blk_range *range,
+                                     const char *hex, const char *name);
+
 /* The BSD tag of a plain digest (canonical name: md5, sha1, sha224,
  * sha256, sha384, sha512, blake3), upper-case as sha256sum --tag
  * writes it; NULL for a digest that has none.
@@ -86,6 +102,11 @@ extern const char *blk_plain_tag (const char *digest);
 extern void blk_fput_plain_line (FILE *fp, unsigned flags,
                                  const char *digest, const char *format,
                                  const char *hex, const char *name);
+
+extern void blk_fput_plain_line_range (FILE *fp, unsigned flags,
+                                       const char *digest, const char *format,
+                                       const struct blk_range *range,
+                                       const char *hex, const char *name);
 
 /* Write a verdict on NAME as sha256sum -c does: "NAME: VERDICT",
  * escaped as a line's NAME (with a '\\' first).
@@ -108,6 +129,10 @@ struct blk_sum_line {
    * name, or NULL: none (the file is probed).
    */
   const char *format;
+  /* After the format, "@OFFSET+LENGTH" (tagged lines only): the
+   * checksum is of those bytes; length 0: of the whole image.
+   */
+  struct blk_range range;
 };
 
 /* Parse one line of a checksum file in place.  line is NUL-terminated;
@@ -121,7 +146,9 @@ struct blk_sum_line {
  * and HEX has the digest's length; BLOCKSIZE may be followed by ':' and
  * a FORMAT blk_image_format knows, in any case.  Plain: "TAG (NAME) =
  * HEX" where TAG is one of blk_plain_tag's, in any case, optionally
- * followed by ':' and a FORMAT, and HEX has the digest's length.  In
+ * followed by ':' and a FORMAT, and HEX has the digest's length.  Both
+ * tagged kinds may have '@' and a range blk_parse_range reads (up to
+ * the space) after the tag and format.  In
  * all, a line
  * starting with '\\' has "\\\\", "\\n" and "\\r" escapes in NAME, and
  * NAME is not empty.

@@ -129,6 +129,11 @@ collapse (struct blk_table *t, void **sp, uint64_t *gp, unsigned l,
     : (valid_chunks + span - 1) / span;
   uint64_t gen = 0;
 
+  /* A node filled in order differs at its end until it is full: say
+   * so at once, not after comparing every slot before it.
+   */
+  if (n->slot[nvalid - 1] != n->slot[0])
+    return false;
   for (unsigned i = 0; i < nvalid; i++) {
     if (!IS_MARKER (n->slot[i]) || n->slot[i] != n->slot[0])
       return false;

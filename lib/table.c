@@ -84,13 +84,31 @@ blk_table_lookup (struct blk_table *t, uint64_t first, uint64_t count,
 
   ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&t->lock);
   *snapshot = t->clock;
-  for (uint64_t i = 0; i < count; i++) {
-    const uint8_t *d = blk_tree_get_digest (t, first + i);
-    need[i] = d == NULL;
-    if (d == NULL)
-      unknown++;
-    else if (out)
-      memcpy (out + i * t->len, d, t->len);
+  for (uint64_t i = 0; i < count; ) {
+    const uint64_t ci = (first + i) / CHUNK_BLOCKS;
+    uint64_t span, end;
+    const void *s = blk_tree_find (t, ci, NULL, &span);
+
+    /* A marker answers for its whole subtree with one look (an empty
+     * terabyte is 16 M blocks); a chunk, block by block.
+     */
+    end = MIN (count, ci * CHUNK_BLOCKS + blk_tree_chunk_blocks (t, ci, span)
+               - first);
+    if (s == NULL || (s == ALL_ZERO && out == NULL)) {
+      memset (need + i, s == NULL, (end - i) * sizeof *need);
+      if (s == NULL)
+        unknown += end - i;
+      i = end;
+      continue;
+    }
+    for (; i < end; i++) {
+      const uint8_t *d = blk_tree_get_digest (t, first + i);
+      need[i] = d == NULL;
+      if (d == NULL)
+        unknown++;
+      else if (out)
+        memcpy (out + i * t->len, d, t->len);
+    }
   }
   return unknown;
 }

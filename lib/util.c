@@ -49,6 +49,48 @@ blk_parse_size (const char *s, uint64_t *out)
   return NULL;
 }
 
+const char *
+blk_parse_range_n (const char *s, size_t n, struct blk_range *r)
+{
+  char buf[2 * BLK_BLOCK_SIZE_STR_MAX + 16];
+  const char *msg;
+  char *plus;
+
+  if (n >= sizeof buf)
+    return "a range is OFFSET+LENGTH: too long";
+  memcpy (buf, s, n);
+  buf[n] = '\0';
+  if ((plus = strchr (buf, '+')) == NULL)
+    return "a range is OFFSET+LENGTH: no '+'";
+  *plus = '\0';
+  if ((msg = blk_parse_size (buf, &r->offset)) != NULL ||
+      (msg = blk_parse_size (plus + 1, &r->length)) != NULL)
+    return strchr (plus + 1, '+') ? "a range is OFFSET+LENGTH: more than "
+      "one '+'" : msg;
+  if (r->length == 0)
+    return "a range of LENGTH 0 is empty";
+  if (r->offset > INT64_MAX - r->length)
+    return "a range's end (OFFSET+LENGTH) is past 2^63-1 bytes";
+  return NULL;
+}
+
+const char *
+blk_parse_range (const char *s, struct blk_range *r)
+{
+  return blk_parse_range_n (s, strlen (s), r);
+}
+
+char *
+blk_format_range (const struct blk_range *r, char out[BLK_RANGE_STR_MAX])
+{
+  char a[BLK_BLOCK_SIZE_STR_MAX], b[BLK_BLOCK_SIZE_STR_MAX];
+
+  snprintf (out, BLK_RANGE_STR_MAX, "%s+%s",
+            blk_format_block_size (r->offset, a),
+            blk_format_block_size (r->length, b));
+  return out;
+}
+
 char *
 blk_format_block_size (uint64_t size, char out[BLK_BLOCK_SIZE_STR_MAX])
 {

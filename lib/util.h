@@ -34,6 +34,28 @@ extern char *blk_format_block_size (uint64_t size,
  */
 extern char *blk_format_human (uint64_t size, char out[BLK_HUMAN_STR_MAX]);
 
+/* A part of an image, OFFSET+LENGTH: nbdsum's --range, a view name's
+ * ",range=" and a checksum line's "@" (see nbdsum(1)).  length 0: the
+ * whole image (no range).
+ */
+struct blk_range {
+  uint64_t offset, length;
+};
+/* Longest spelling by blk_format_range, with its NUL. */
+#define BLK_RANGE_STR_MAX (2 * BLK_BLOCK_SIZE_STR_MAX)
+/* Parse "OFFSET+LENGTH", each as blk_parse_size reads it: a length of
+ * 0, or an end past INT64_MAX, is refused.  NULL, or a static message.
+ */
+extern const char *blk_parse_range (const char *s, struct blk_range *r);
+/* The same for the n bytes at s (not NUL-terminated). */
+extern const char *blk_parse_range_n (const char *s, size_t n,
+                                      struct blk_range *r);
+/* "OFFSET+LENGTH", each spelt as blk_format_block_size spells sizes
+ * (exact, shortest).  Returns out.
+ */
+extern char *blk_format_range (const struct blk_range *r,
+                               char out[BLK_RANGE_STR_MAX]);
+
 /* A limit in messages: as blk_format_human spells it where that is
  * exact ("1 PiB", "1023 bytes"), else its bytes and that ("999999
  * bytes (976.6 KiB)").  Returns out.

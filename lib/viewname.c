@@ -28,13 +28,21 @@ find_one (const char *name, const char *marker)
   return found;
 }
 
-/* The last marker of either kind; *plain says which. */
+/* The last marker of any kind; *plain says which (and *bmap, for
+ * @bmap, which has *plain set too: no block size).
+ */
 static const char *
-find_marker (const char *name, bool *plain)
+find_marker (const char *name, bool *plain, bool *bmap)
 {
   const char *v = find_one (name, BLK_VIEW_MARKER);
   const char *d = find_one (name, BLK_PLAIN_MARKER);
+  const char *b = find_one (name, BLK_BMAP_MARKER);
 
+  *bmap = b && (v == NULL || b > v) && (d == NULL || b > d);
+  if (*bmap) {
+    *plain = true;
+    return b;
+  }
   *plain = d && (v == NULL || d > v);
   return *plain ? d : v;
 }
@@ -60,13 +68,30 @@ blk_view_name_shown_len (const char *name)
   return strlen (name);
 }
 
+/* A range's message, as a view name's: which part was wrong. */
+static const char *
+range_message (const char *msg)
+{
+  static const struct { const char *from, *to; } said[] = {
+    { "a range of LENGTH 0 is empty",
+      "range=: a range of LENGTH 0 is empty" },
+    { "a range's end (OFFSET+LENGTH) is past 2^63-1 bytes",
+      "range=: its end (OFFSET+LENGTH) is past 2^63-1 bytes" },
+  };
+
+  for (size_t i = 0; i < sizeof said / sizeof said[0]; i++)
+    if (strcmp (msg, said[i].from) == 0)
+      return said[i].to;
+  return "range= is not OFFSET+LENGTH (sizes with K, M, G... suffixes)";
+}
+
 const char *
 blk_view_name_parse (const char *name, struct blk_view_name *v,
                      bool *is_view)
 {
-  const char *slash, *msg, *comma;
-  bool plain, inner_plain;
-  const char *m = find_marker (name, &plain);
+  const char *slash, *msg, *comma, *after;
+  bool plain, inner_plain, bmap, inner_bmap;
+  const char *m = find_marker (name, &plain, &bmap);
   char *opts_buf = NULL, *opts;
 
   memset (v, 0, sizeof *v);
@@ -80,31 +105,59 @@ blk_view_name_parse (const char *name, struct blk_view_name *v,
   /* "a@blkhash@blkhash" would be the view of a view: refused, so that
    * no name can mean the data of another view's base.
    */
-  if (find_marker (v->base, &inner_plain)) {
-    msg = "more than one " BLK_VIEW_MARKER " or " BLK_PLAIN_MARKER
-      " marker (a view has no view)";
+  if (find_marker (v->base, &inner_plain, &inner_bmap)) {
+    msg = "more than one " BLK_VIEW_MARKER ", " BLK_PLAIN_MARKER " or "
+      BLK_BMAP_MARKER " marker (a view has no view)";
     goto bad;
   }
   v->plain = plain;
-  /* The options, then the nonce: ",nonce=HEX" and nothing else. */
-  m += strlen (plain ? BLK_PLAIN_MARKER : BLK_VIEW_MARKER);
-  if ((comma = strchr (m, ',')) != NULL) {
-    if (strncmp (comma, BLK_NONCE_OPTION, strlen (BLK_NONCE_OPTION)) != 0) {
-      msg = "unknown view option after ',' (only " BLK_NONCE_OPTION
-        "HEX)";
+  v->bmap = bmap;
+  /* The options, then ",range=OFFSET+LENGTH", then ",nonce=HEX", in
+   * this order, each at most once, and nothing else.
+   */
+  m += strlen (bmap ? BLK_BMAP_MARKER
+               : plain ? BLK_PLAIN_MARKER : BLK_VIEW_MARKER);
+  comma = strchr (m, ',');
+  if (comma &&
+      strncmp (comma, BLK_RANGE_OPTION, strlen (BLK_RANGE_OPTION)) == 0) {
+    const char *r = comma + strlen (BLK_RANGE_OPTION);
+    const char *rend = strchr (r, ',');
+    const size_t rlen = rend ? (size_t) (rend - r) : strlen (r);
+    if ((msg = blk_parse_range_n (r, rlen, &v->range)) != NULL) {
+      msg = range_message (msg);
       goto bad;
     }
-    if (!blk_nonce_valid (comma + strlen (BLK_NONCE_OPTION))) {
-      msg = "a nonce is 1 to 64 lower-case hex digits";
+    after = rend;
+  }
+  else
+    after = comma;
+  if (after) {
+    if (strncmp (after, BLK_NONCE_OPTION, strlen (BLK_NONCE_OPTION)) != 0) {
+      msg = "unknown view option after ',' (only " BLK_RANGE_OPTION
+        "OFFSET+LENGTH, then " BLK_NONCE_OPTION "HEX)";
       goto bad;
     }
-    if ((v->nonce = strdup (comma + strlen (BLK_NONCE_OPTION))) == NULL)
+    if (!blk_nonce_valid (after + strlen (BLK_NONCE_OPTION))) {
+      msg = strstr (after, BLK_RANGE_OPTION)
+        ? BLK_RANGE_OPTION " comes before " BLK_NONCE_OPTION
+        : "a nonce is 1 to 64 lower-case hex digits";
+      goto bad;
+    }
+    if ((v->nonce = strdup (after + strlen (BLK_NONCE_OPTION))) == NULL)
       goto enomem;
   }
   if ((opts_buf = strndup (m, comma ? (size_t) (comma - m) : strlen (m)))
       == NULL)
     goto enomem;
   opts = opts_buf;
+  if (bmap && *opts != '\0') {
+    msg = "a bmap view has no options (sha256 of 4K blocks)";
+    goto bad;
+  }
+  if (bmap && v->range.length) {
+    msg = "a bmap view maps the whole image (no " BLK_RANGE_OPTION ")";
+    goto bad;
+  }
   if (plain && *opts == ':') {
     opts++;
     if (*opts == '\0') {
@@ -171,32 +224,78 @@ blk_view_name_free (struct blk_view_name *v)
   free (v->digest);
   free (v->nonce);
   v->base = v->digest = v->nonce = NULL;
+  v->range.offset = v->range.length = 0;
 }
 
 char *
 blk_view_name_build (const char *base, const char *digest,
                      uint64_t block_size, const char *nonce)
 {
-  char *s = NULL;
-  char bs[BLK_BLOCK_SIZE_STR_MAX];
-  int r;
-
-  r = asprintf (&s, "%s" BLK_VIEW_MARKER "%s%s%s%s%s%s", base,
-                digest || block_size ? ":" : "", digest ? digest : "",
-                block_size ? "/" : "",
-                block_size ? blk_format_block_size (block_size, bs) : "",
-                nonce ? BLK_NONCE_OPTION : "", nonce ? nonce : "");
-  return r == -1 ? NULL : s;
+  return blk_view_name_build_range (base, digest, block_size, NULL, nonce);
 }
 
 char *
 blk_plain_view_name_build (const char *base, const char *digest,
                            const char *nonce)
 {
+  return blk_plain_view_name_build_range (base, digest, NULL, nonce);
+}
+
+/* ",range=OFFSET+LENGTH" into out, or "" for no range. */
+static const char *
+range_part (const struct blk_range *range,
+            char out[sizeof BLK_RANGE_OPTION + BLK_RANGE_STR_MAX])
+{
+  char r[BLK_RANGE_STR_MAX];
+
+  out[0] = '\0';
+  if (range && range->length)
+    snprintf (out, sizeof BLK_RANGE_OPTION + BLK_RANGE_STR_MAX,
+              BLK_RANGE_OPTION "%s", blk_format_range (range, r));
+  return out;
+}
+
+char *
+blk_view_name_build_range (const char *base, const char *digest,
+                           uint64_t block_size,
+                           const struct blk_range *range, const char *nonce)
+{
+  char *s = NULL;
+  char bs[BLK_BLOCK_SIZE_STR_MAX];
+  char rp[sizeof BLK_RANGE_OPTION + BLK_RANGE_STR_MAX];
+  int r;
+
+  r = asprintf (&s, "%s" BLK_VIEW_MARKER "%s%s%s%s%s%s%s", base,
+                digest || block_size ? ":" : "", digest ? digest : "",
+                block_size ? "/" : "",
+                block_size ? blk_format_block_size (block_size, bs) : "",
+                range_part (range, rp),
+                nonce ? BLK_NONCE_OPTION : "", nonce ? nonce : "");
+  return r == -1 ? NULL : s;
+}
+
+char *
+blk_plain_view_name_build_range (const char *base, const char *digest,
+                                 const struct blk_range *range,
+                                 const char *nonce)
+{
+  char rp[sizeof BLK_RANGE_OPTION + BLK_RANGE_STR_MAX];
   char *s = NULL;
 
-  if (asprintf (&s, "%s" BLK_PLAIN_MARKER "%s%s%s%s", base,
+  if (asprintf (&s, "%s" BLK_PLAIN_MARKER "%s%s%s%s%s", base,
                 digest ? ":" : "", digest ? digest : "",
+                range_part (range, rp),
+                nonce ? BLK_NONCE_OPTION : "", nonce ? nonce : "") == -1)
+    return NULL;
+  return s;
+}
+
+char *
+blk_bmap_view_name_build (const char *base, const char *nonce)
+{
+  char *s = NULL;
+
+  if (asprintf (&s, "%s" BLK_BMAP_MARKER "%s%s", base,
                 nonce ? BLK_NONCE_OPTION : "", nonce ? nonce : "") == -1)
     return NULL;
   return s;

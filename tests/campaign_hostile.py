@@ -46,9 +46,9 @@ import struct
 import subprocess
 import sys
 import time
-import traceback
 
 import reference
+from campaign_phase import Phase, SetupFailed
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MiB = 1 << 20
@@ -85,10 +85,6 @@ FAMILIES = ["backing-outside", "datafile-outside", "extent-outside",
 # embedded descriptor or in a descriptor file.
 BACKING_REFERRERS = ["qcow2", "qcow2-nofmt", "qcow", "qed-raw", "qed-probe",
                      "vmdk-sparse", "vmdk-desc"]
-
-
-class SetupFailed(Exception):
-    pass
 
 
 def usable(opts):
@@ -139,7 +135,11 @@ class MultiTry:
         self.items, self.opts, self.note = items, usable(opts), note
 
 
-class Hostile:
+class Hostile(Phase):
+    name = "hostile"
+    families = FAMILIES
+    replay = "--ops 0 --seed %d%s --hostile-case %d"
+
     def __init__(self, c, nbdsum, mkimage):
         self.c, self.nbdsum, self.mkimage = c, nbdsum, mkimage
         self.timeout = c.args.hostile_timeout or c.timeout
@@ -213,66 +213,34 @@ class Hostile:
         return new
 
     # ---------------------------------------------------------- the phase
-    def family_of(self, i):
-        cycle, pos = divmod(i, len(FAMILIES))
-        order = list(FAMILIES)
-        random.Random("hostile-order:%d:%d" % (self.c.seed, cycle)).shuffle(
-            order)
-        return order[pos]
-
     def phase(self, n, only=None):
         self.start()
         try:
             for i in ([only] if only is not None else range(n)):
-                self.case(i)
+                self.elsewhere = os.path.join(self.root, "elsewhere",
+                                              "c%d" % i)
+                self.run_case(i, self.c.args.ops + i, self.case,
+                              dirs=(self.elsewhere,))
         finally:
             self.stop()
 
-    def case(self, i):
-        c = self.c
-        fam = self.family_of(i)
-        c.cur_cmds, c.cur_touch = [], {"hostile-c%d" % i}
-        c.op = c.args.ops + i
-        self.i, self.fam = i, fam
-        self.rng = random.Random("hostile:%d:%d" % (c.seed, i))
-        self.dir = os.path.join(self.root, "c%d" % i)
-        self.elsewhere = os.path.join(self.root, "elsewhere", "c%d" % i)
-        os.makedirs(self.dir)
-        os.makedirs(self.elsewhere)
-        self.n = 0
+    def case(self):
         self.images = set()
-        c.cur_cmds.append("# hostile case %d (%s), seed %d: canaries in %s "
-                          "(tests/canary.py), tcp 127.0.0.1:%d, unix %s"
-                          % (i, fam, c.seed, self.files, self.port,
-                             self.sock))
-        nfail = len(c.failures)
-        t0 = time.monotonic()
-        self.stats[fam]["cases"] += 1
+        self.c.cur_cmds.append(
+            "# hostile case %d (%s), seed %d: canaries in %s "
+            "(tests/canary.py), tcp 127.0.0.1:%d, unix %s"
+            % (self.i, self.fam, self.c.seed, self.files, self.port,
+               self.sock))
         try:
-            tries = getattr(self, "f_" + fam.replace("-", "_"))()
-            for t in tries:
+            for t in getattr(self, "f_" + self.fam.replace("-", "_"))():
                 if isinstance(t, CheckTry):
                     self.run_check(t)
                 elif isinstance(t, MultiTry):
                     self.run_multi(t)
                 else:
                     self.run_sum(t)
-        except SetupFailed as e:
-            c.skip("hostile %s: setup failed (%s)" % (fam, e))
-        except Exception:
-            c.fail("campaign-error", "hostile %s: %s" % (
-                fam, traceback.format_exc()[-800:]))
-        self.stats[fam]["images"] += len(self.images)
-        for f in c.failures[nfail:]:
-            f["tags"] = ["hostile", fam] + list(f.get("tags", ()))
-            f["msg"] += " [replay: tests/campaign.py --ops 0 --seed %d%s " \
-                "--hostile-case %d]" % (c.seed, " --small" if c.args.small
-                                        else "", i)
-        self.stats[fam]["failures"] += len(c.failures) - nfail
-        c.end_op("hostile:" + fam, t0, case=i)
-        if not c.failures[nfail:]:
-            shutil.rmtree(self.dir, ignore_errors=True)
-            shutil.rmtree(self.elsewhere, ignore_errors=True)
+        finally:
+            self.stats[self.fam]["images"] += len(self.images)
 
     # ------------------------------------------------------------- runs
     def input_name(self, name):

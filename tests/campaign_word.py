@@ -28,7 +28,7 @@ forged-view   tests/echonbd.py echoing the nonce in crafted views of an
               checksum.
 import        blkhash-expect= of the true or a wrong value (plain and
               blkhash) on an image served read-only by the file plugin
-              or the curl plugin (tests/httprange.py), read by nbdcopy
+              or the curl plugin (tests/httpserver.py), read by nbdcopy
               (-C, -R), qemu-img convert, or in pieces, whole or in
               part.  A wrong image read whole fails its reader (in
               pieces: the completing read and every read after it); the
@@ -73,9 +73,9 @@ import struct
 import subprocess
 import sys
 import time
-import traceback
 
 import reference
+from campaign_phase import Phase, SetupFailed
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SELF = os.path.abspath(__file__)
@@ -96,10 +96,6 @@ PTAGGED = re.compile(r"^([A-Z0-9-]+) \((.*)\) = ([0-9a-f]+)$")
 UNTAGGED = re.compile(r"^([0-9a-f]{32,128})  (.*)$")
 VERDICT = re.compile(r"^(.*): (OK|FAILED open or read|FAILED)$")
 CAUGHT = "disagrees with its data"
-
-
-class SetupFailed(Exception):
-    pass
 
 
 def spell_bs(bs):
@@ -293,7 +289,11 @@ class Model:
         return "either"
 
 
-class Word:
+class Word(Phase):
+    name = "word"
+    families = FAMILIES
+    replay = "--ops 0 --hostile 0 --seed %d%s --word-case %d"
+
     def __init__(self, c, nbdsum, mkimage, filt):
         self.c, self.nbdsum, self.mkimage_path, self.filter = c, nbdsum, \
             mkimage, filt
@@ -315,53 +315,20 @@ class Word:
         self.base_op = 0
 
     # ---------------------------------------------------------- the phase
-    def family_of(self, i):
-        cycle, pos = divmod(i, len(FAMILIES))
-        order = list(FAMILIES)
-        random.Random("word-order:%d:%d" % (self.c.seed, cycle)).shuffle(order)
-        return order[pos]
-
     def phase(self, n, only=None, base_op=0):
         self.base_op = base_op
         shutil.rmtree(self.root, ignore_errors=True)
         os.makedirs(self.root)
         try:
             for i in ([only] if only is not None else range(n)):
-                self.case(i)
+                self.run_case(i, self.base_op + i, self.case)
         finally:
             self.stop_http()
 
-    def case(self, i):
-        c = self.c
-        fam = self.family_of(i)
-        c.cur_cmds, c.cur_touch = [], {"word-c%d" % i}
-        c.op = self.base_op + i
-        self.i, self.fam = i, fam
-        self.rng = random.Random("word:%d:%d" % (c.seed, i))
-        self.dir = os.path.join(self.root, "c%d" % i)
-        os.makedirs(self.dir)
-        self.n = 0
-        c.cur_cmds.append("# word case %d (%s), seed %d, in %s"
-                          % (i, fam, c.seed, self.dir))
-        nfail = len(c.failures)
-        t0 = time.monotonic()
-        self.stats[fam]["cases"] += 1
-        try:
-            getattr(self, "f_" + fam.replace("-", "_"))()
-        except SetupFailed as e:
-            c.skip("word %s: setup failed (%s)" % (fam, e))
-        except Exception:
-            c.fail("campaign-error", "word %s: %s" % (
-                fam, traceback.format_exc()[-800:]))
-        for f in c.failures[nfail:]:
-            f["tags"] = ["word", fam] + list(f.get("tags", ()))
-            f["msg"] += " [replay: tests/campaign.py --ops 0 --hostile 0 " \
-                "--seed %d%s --word-case %d]" % (
-                    c.seed, " --small" if c.args.small else "", i)
-        self.stats[fam]["failures"] += len(c.failures) - nfail
-        c.end_op("word:" + fam, t0, case=i)
-        if not c.failures[nfail:]:
-            shutil.rmtree(self.dir, ignore_errors=True)
+    def case(self):
+        self.c.cur_cmds.append("# word case %d (%s), seed %d, in %s"
+                               % (self.i, self.fam, self.c.seed, self.dir))
+        getattr(self, "f_" + self.fam.replace("-", "_"))()
 
     # ------------------------------------------------------------ helpers
     def path(self, name):
@@ -523,15 +490,16 @@ class Word:
         if os.path.exists(portfile):
             os.unlink(portfile)
         self.http = subprocess.Popen(
-            [sys.executable, os.path.join(HERE, "httprange.py"),
-             self.http_dir, portfile], stdin=subprocess.DEVNULL,
+            [sys.executable, os.path.join(HERE, "httpserver.py"),
+             self.http_dir, "--port-file", portfile],
+            stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             start_new_session=True)
         deadline = time.monotonic() + 20
         while not os.path.exists(portfile):
             if self.http.poll() is not None or time.monotonic() > deadline:
                 self.stop_http()
-                raise SetupFailed("tests/httprange.py did not start")
+                raise SetupFailed("tests/httpserver.py did not start")
             time.sleep(0.02)
         with open(portfile) as f:
             self.http_port = int(f.read())
@@ -1153,7 +1121,7 @@ class Word:
             self.start_http()
             name = "c%d-%s" % (self.i, os.path.basename(served))
             shutil.copyfile(served, os.path.join(self.http_dir, name))
-            c.cur_cmds.append("cp %s %s  # served by tests/httprange.py %s "
+            c.cur_cmds.append("cp %s %s  # served by tests/httpserver.py %s "
                               "on 127.0.0.1:%d" % (
                                   served, os.path.join(self.http_dir, name),
                                   self.http_dir, self.http_port))

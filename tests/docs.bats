@@ -138,9 +138,9 @@ bats_example () {
     t && $0 == p "}" { exit }' "$1"
 }
 
-@test "docs: README's and nbdsum(1)'s bats example is one, the helpers' own, and runs" {
+@test "docs: README's and nbdsum-workflows(1)'s bats example is one, the helpers' own, and runs" {
   local man readme helper
-  man=$(bats_example "$top_srcdir/man/nbdsum.pod" " ")
+  man=$(bats_example "$top_srcdir/man/nbdsum-workflows.pod" " ")
   readme=$(bats_example "$top_srcdir/README.md" "    ")
   helper=$(bats_example "$top_srcdir/bats/blkhash.bash.in" "#   ")
   echo "$man"
@@ -237,14 +237,15 @@ start_standins () {
     --tls-psk="$si/keys.psk" --filter="$BLKHASH_FILTER" file dir="$si/dir"
   # http://server/: this directory's files, with ranges (a session of
   # its own, as the nbdkit daemons: nbdsum -j ends its process group).
-  setsid "$PYTHON" "$top_srcdir/tests/httprange.py" "$PWD" "$si/http.port" \
+  setsid "$PYTHON" "$top_srcdir/tests/httpserver.py" "$PWD" \
+    --port-file "$si/http.port" \
     </dev/null >/dev/null 2>&1 3>&- 4>&- &
   echo $! > "$si/http.standin"
   for name in $(seq 100); do
     [ -s "$si/http.port" ] && return 0
     sleep 0.1
   done
-  echo "tests/httprange.py did not start"
+  echo "tests/httpserver.py did not start"
   return 1
 }
 
@@ -283,12 +284,12 @@ export -f stop_standins
   [ "${#bad[@]}" -eq 0 ]
 }
 
-# nbdsum(1), "With a running VM (QMP)", as written: its shell lines run
+# nbdsum-workflows(1), "With a running VM (QMP)", as written: its shell lines run
 # in a directory with a vm.qcow2, each line starting with { goes to the
 # monitor as one QMP command (tests/qmp.py), and where the page says
 # the VM writes, the test writes through an export of the disk.  Both
 # manifests' checksums are the reference's of the disk at that moment.
-@test "docs: the QMP incremental workflow of nbdsum(1) runs as written against qemu-storage-daemon" {
+@test "docs: the QMP incremental workflow of nbdsum-workflows(1) runs as written against qemu-storage-daemon" {
   command -v qemu-storage-daemon >/dev/null ||
     skip "qemu-storage-daemon is not installed (Debian package qemu-system-common)"
   local script="$BATS_TEST_TMPDIR/qmp.sh" monday tuesday
@@ -301,7 +302,7 @@ export -f stop_standins
     printf 'PATH=%q:$PATH\n' "$(dirname "$NBDSUM")"
     printf 'qmp () { "$PYTHON" %q qmp.sock "$1"; }\n' "$top_srcdir/tests/qmp.py"
     sed -n '/^=head2 With a running VM (QMP)/,/^Wait for the/p' \
-      "$top_srcdir/man/nbdsum.pod" | sed -n 's/^ //p' |
+      "$top_srcdir/man/nbdsum-workflows.pod" | sed -n 's/^ //p' |
       sed -e ':a' -e '/\\$/N; s/\\\n//; ta' |
       while IFS= read -r line; do
         case $line in
@@ -335,4 +336,47 @@ export -f stop_standins
   # The next run's bitmap is there, Monday's gone.
   qemu-img info vm.qcow2 | grep -q 'name: since-tuesday'
   ! qemu-img info vm.qcow2 | grep -q 'name: since-monday' || false
+}
+
+# nbdsum-workflows(1), "VERIFYING AN IMPORT", as written: its shell
+# lines run against a loopback HTTP server, the published image's
+# line passes, and another image under that name is refused.
+@test "docs: nbdsum-workflows(1)'s import takes the published image and refuses another" {
+  local script
+  load "$top_srcdir/tests/servers"
+  cd "$BATS_TEST_TMPDIR"
+  mkdir www
+  qemu-img create -q -f raw www/disk.img 8M
+  qemu-io -f raw -c 'write -P 7 1M 2M' -c 'write -P 9 7M 4K' \
+    www/disk.img >/dev/null
+  (cd www && sha256sum disk.img > SHA256SUMS)
+  start_http www
+  script=$(sed -n '/^=head1 VERIFYING AN IMPORT/,/^=head1 INCREMENTAL/p' \
+             "$top_srcdir/man/nbdsum-workflows.pod" | sed -n 's/^ //p' |
+           sed -e ':a' -e '/\\$/N; s/\\\n//; ta' |
+           sed -e "s|https://example.com/images|$url|g" \
+               -e 's|^curl -sO .*|cp www/SHA256SUMS .|' \
+               -e 's|--filter=blkhash|--filter="$BLKHASH_FILTER"|')
+  echo "$script"
+  [[ $script = *blkhash-expect=sha256* ]]
+  printf 'set -euo pipefail\nPATH=%q:$PATH\n%s\n' "$(dirname "$NBDSUM")" \
+    "$script" > import.sh
+  run bash import.sh
+  echo "$output"
+  [ "$status" -eq 0 ]
+  cmp www/disk.img disk.img
+  # The server now serves another image under the published name: the
+  # remote check says FAILED and the import fails.
+  qemu-io -f raw -c 'write -P 8 2M 4K' www/disk.img >/dev/null
+  rm disk.img
+  run bash import.sh
+  echo "$output"
+  [ "$status" -ne 0 ]
+  [[ $output = *"disk.img: FAILED"* ]]
+  sed -i '/^nbdsum --plain -c --ignore-missing remote.sums$/d' import.sh
+  run bash import.sh
+  echo "$output"
+  [ "$status" -ne 0 ]
+  [[ $output = *blkhash-expect* ]]
+  kill_servers
 }

@@ -6,7 +6,7 @@
 # image out of the export passes, of a wrong one fails at the read that
 # completes it, before its data goes out, so that qemu-img convert and
 # nbdcopy exit non-zero; for the file and curl plugins (the curl one
-# through tests/httprange.py), plain sha256 and blkhash values, images
+# through tests/httpserver.py), plain sha256 and blkhash values, images
 # ending in data and in a hole.  Clients that read out of order, in
 # pieces that are not whole blocks, twice, over several connections and
 # 128 MiB slices; extents that call data zeros; a read-only session

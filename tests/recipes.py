@@ -2,8 +2,8 @@
 # Copyright (C) 2026 The nbdkit-blkhash developers
 # SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
 """The shell recipes of README.md (its Usage section) and of the man
-pages' EXAMPLES and MORE EXAMPLES (and the filter's DESCRIPTION, up to
-its first subsection, and GATE), as scripts
+pages' EXAMPLES (nbdsum-workflows(1)'s MORE EXAMPLES; the filter's
+DESCRIPTION, up to its first subsection, and GATE), as scripts
 to run on this machine: hosts become local stand-in servers (an HTTP
 server's port in STANDIN/http.port), nbdsum and the filter those of
 the build tree, servers a recipe starts in the background are stopped
@@ -112,7 +112,8 @@ def stand_in(line, si, n):
 def main():
     top, si, outdir = sys.argv[1:4]
     recipes = readme_blocks(top)
-    recipes += pod_blocks(top, "nbdsum", ["EXAMPLES", "MORE EXAMPLES"])
+    recipes += pod_blocks(top, "nbdsum", ["EXAMPLES"])
+    recipes += pod_blocks(top, "nbdsum-workflows", ["MORE EXAMPLES"])
     recipes += pod_blocks(top, "nbdkit-blkhash-filter",
                           ["DESCRIPTION", "EXAMPLES", "GATE"],
                           lead_only=["DESCRIPTION"])

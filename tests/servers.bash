@@ -152,22 +152,22 @@ s.close()
 PY
 }
 
-# start_http DIR: tests/httprange.py serving the files of DIR over
-# HTTP with byte ranges (for nbdkit's curl plugin), as a background job
-# of the test.  Sets http_port.
+# start_http DIR [httpserver.py OPTIONS...]: tests/httpserver.py
+# serving the files of DIR from loopback (byte ranges, chosen
+# failures), logging each request to $BATS_TEST_TMPDIR/http.log, as a
+# background job of the test.  Sets port, http_port and url
+# (http://127.0.0.1:PORT).
 start_http () {
-  local portfile="$BATS_TEST_TMPDIR/http.port" i
+  local dir=$1 portfile="$BATS_TEST_TMPDIR/http.port"
+  shift
   rm -f "$portfile"
-  "$PYTHON" "$top_srcdir/tests/httprange.py" "$1" "$portfile" \
-    </dev/null >/dev/null 2>&1 3>&- &
-  servers+=($!)
-  for ((i = 0; i < 200; i++)); do
-    if [ -s "$portfile" ]; then
-      http_port=$(cat "$portfile")
-      return 0
-    fi
-    sleep 0.05
-  done
-  echo "tests/httprange.py did not start"
-  return 1
+  "$PYTHON" "$top_srcdir/tests/httpserver.py" "$dir" \
+    --log "$BATS_TEST_TMPDIR/http.log" --port-file "$portfile" "$@" \
+    </dev/null >/dev/null 2>"$BATS_TEST_TMPDIR/http.err" 3>&- &
+  servers+=("$!")
+  wait_until 10 test -s "$portfile" ||
+    { echo "tests/httpserver.py did not start"; cat "$BATS_TEST_TMPDIR/http.err"; return 1; }
+  port=$(cat "$portfile")
+  http_port=$port
+  url="http://127.0.0.1:$port"
 }

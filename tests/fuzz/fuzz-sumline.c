@@ -16,7 +16,10 @@
  * round-trips through blk_fput_plain_line the same way.  The input
  * encoded as a client's export name (blk_name_encode) is of
  * [A-Za-z0-9._+-%] only, starts with neither '.' nor '-', decodes
- * back to the input, and is a line's name unescaped.
+ * back to the input, and is a line's name unescaped.  A range
+ * ("@OFFSET+LENGTH", nbdsum --range) is only in tagged lines, is never
+ * empty nor ends past 2^63-1, makes a written line tagged, and round-
+ * trips in both kinds.
  */
 #include <config.h>
 
@@ -24,6 +27,7 @@
 
 #include "blkhash.h"
 #include "imgformat.h"
+#include "minmax.h"
 #include "sumline.h"
 #include "fuzz.h"
 
@@ -38,21 +42,40 @@ writable (const char *name)
   return len > 0;
 }
 
+static bool
+has_range (const struct blk_range *r)
+{
+  return r && r->length;
+}
+
+/* The line read back has the range written (none: length 0). */
+static void
+same_range (const struct blk_sum_line *sl, const struct blk_range *range)
+{
+  if (has_range (range))
+    PROPERTY (sl->tagged && sl->range.offset == range->offset &&
+              sl->range.length == range->length);
+  else
+    PROPERTY (sl->range.offset == 0 && sl->range.length == 0);
+}
+
 /* Write a line as nbdsum does (tagged when digest is not NULL; a
  * format needs a digest), and read it back.
  */
 static void
 round_trip (const char *digest, uint32_t block_size, const char *format,
-            const char *hex, const char *name)
+            const struct blk_range *range, const char *hex, const char *name)
 {
-  const unsigned flags = digest && !format ? BLK_SUM_TAGGED : 0;
+  const unsigned flags =
+    digest && !format && !has_range (range) ? BLK_SUM_TAGGED : 0;
   char *line = NULL;
   size_t len = 0;
   FILE *fp = open_memstream (&line, &len);
   struct blk_sum_line sl;
 
   PROPERTY (fp != NULL);
-  blk_fput_sum_line (fp, flags, digest, block_size, format, hex, name);
+  blk_fput_sum_line_range (fp, flags, digest, block_size, format, range,
+                           hex, name);
   PROPERTY (fclose (fp) == 0);
   /* One line, whatever is in the name. */
   PROPERTY (len > 0 && memchr (line, '\n', len) == line + len - 1);
@@ -63,6 +86,7 @@ round_trip (const char *digest, uint32_t block_size, const char *format,
     PROPERTY (sl.block_size == block_size);
   }
   PROPERTY (sl.format == format);
+  same_range (&sl, range);
   PROPERTY (strcmp (hex, sl.hex) == 0);
   PROPERTY (strcmp (name, sl.name) == 0);
   free (line);
@@ -70,7 +94,8 @@ round_trip (const char *digest, uint32_t block_size, const char *format,
 
 /* A plain line written as nbdsum --plain does, read back. */
 static void
-plain_round_trip (const char *digest, const char *format, const char *hex,
+plain_round_trip (const char *digest, const char *format,
+                  const struct blk_range *range, const char *hex,
                   const char *name)
 {
   char *line = NULL;
@@ -79,13 +104,15 @@ plain_round_trip (const char *digest, const char *format, const char *hex,
   struct blk_sum_line sl;
 
   PROPERTY (fp != NULL);
-  blk_fput_plain_line (fp, BLK_SUM_TAGGED, digest, format, hex, name);
+  blk_fput_plain_line_range (fp, BLK_SUM_TAGGED, digest, format, range, hex,
+                             name);
   PROPERTY (fclose (fp) == 0);
   PROPERTY (len > 0 && memchr (line, '\n', len) == line + len - 1);
   PROPERTY (blk_sum_line_parse (line, 0, &sl) == NULL);
   PROPERTY (sl.tagged && sl.plain);
   PROPERTY (strcmp (sl.digest, digest) == 0 && sl.block_size == 0);
   PROPERTY (sl.format == format);
+  same_range (&sl, range);
   PROPERTY (strcmp (hex, sl.hex) == 0);
   PROPERTY (strcmp (name, sl.name) == 0);
   free (line);
@@ -143,7 +170,7 @@ check_encoded (const char *name)
   PROPERTY (*q == '\0');
   if (*enc) {
     PROPERTY (!blk_name_needs_escape (enc));
-    round_trip (NULL, 0, NULL, "0123456789abcdef", enc);
+    round_trip (NULL, 0, NULL, NULL, "0123456789abcdef", enc);
   }
   free (enc);
 }
@@ -178,17 +205,23 @@ check_line (const char *text, size_t hexlen)
       /* A format nbdsum reads, by its canonical (static) name. */
       if (sl.format)
         PROPERTY (blk_image_format (sl.format) == sl.format);
+      /* A range is never empty, and ends by 2^63-1. */
+      if (sl.range.length)
+        PROPERTY (sl.range.offset <= INT64_MAX - sl.range.length);
+      else
+        PROPERTY (sl.range.offset == 0);
     }
     else {
       PROPERTY (sl.format == NULL && !sl.plain);
+      PROPERTY (sl.range.offset == 0 && sl.range.length == 0);
       PROPERTY (n == hexlen);
       PROPERTY (sl.hex <= line + 1 && sl.name > sl.hex + hexlen);
     }
     if (writable (sl.name) && sl.plain)
-      plain_round_trip (sl.digest, sl.format, sl.hex, sl.name);
+      plain_round_trip (sl.digest, sl.format, &sl.range, sl.hex, sl.name);
     else if (writable (sl.name)) {
       round_trip (sl.tagged ? sl.digest : NULL, sl.block_size, sl.format,
-                  sl.hex, sl.name);
+                  &sl.range, sl.hex, sl.name);
       zero_line (sl.tagged ? sl.digest : NULL, sl.block_size, sl.format,
                  sl.hex, sl.name);
     }
@@ -231,15 +264,31 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
     while (blk_image_formats[nformats])
       nformats++;
     format = blk_image_formats[size > 1 ? data[1] % nformats : 0];
-    round_trip (NULL, 0, NULL, "0123456789abcdef", text);
-    round_trip (tags[t].digest, tags[t].block_size, NULL, tags[t].hex, text);
-    round_trip (tags[t].digest, tags[t].block_size, format, tags[t].hex,
+    /* A range from the input's bytes: any offset, any length but 0. */
+    struct blk_range range = { 0, 1 };
+    for (size_t i = 2; i < size && i < 10; i++)
+      range.offset = range.offset << 8 | data[i];
+    for (size_t i = 10; i < size && i < 18; i++)
+      range.length = range.length << 8 | data[i];
+    range.offset &= INT64_MAX;
+    if (range.offset == INT64_MAX)
+      range.offset--;
+    range.length = MAX (range.length % (INT64_MAX - range.offset + 1), 1);
+    round_trip (NULL, 0, NULL, NULL, "0123456789abcdef", text);
+    round_trip (tags[t].digest, tags[t].block_size, NULL, NULL, tags[t].hex,
                 text);
+    round_trip (tags[t].digest, tags[t].block_size, format, NULL,
+                tags[t].hex, text);
+    round_trip (tags[t].digest, tags[t].block_size, NULL, &range,
+                tags[t].hex, text);
+    round_trip (tags[t].digest, tags[t].block_size, format, &range,
+                tags[t].hex, text);
     zero_line (tags[t].digest, tags[t].block_size, NULL, tags[t].hex, text);
     zero_line (tags[t].digest, tags[t].block_size, format, tags[t].hex, text);
     if (blk_plain_tag (tags[t].digest)) {
-      plain_round_trip (tags[t].digest, NULL, tags[t].hex, text);
-      plain_round_trip (tags[t].digest, format, tags[t].hex, text);
+      plain_round_trip (tags[t].digest, NULL, NULL, tags[t].hex, text);
+      plain_round_trip (tags[t].digest, format, NULL, tags[t].hex, text);
+      plain_round_trip (tags[t].digest, NULL, &range, tags[t].hex, text);
     }
   }
   free (text);

@@ -7,7 +7,9 @@
  *
  * Whether a name is a view is checked against a plain reading of the
  * rule, and a view name's parts, built into a name again with
- * blk_view_name_build, must parse back to the same parts.
+ * blk_view_name_build_range, must parse back to the same parts.  A
+ * range (",range=OFFSET+LENGTH") is never empty nor ends past 2^63-1,
+ * and is spelt after the options and before the nonce.
  */
 #include <config.h>
 
@@ -49,14 +51,18 @@ same_parts (const struct blk_view_name *a, const struct blk_view_name *b)
      : a->digest == b->digest) &&
     a->block_size == b->block_size && a->plain == b->plain &&
     (a->nonce && b->nonce ? strcmp (a->nonce, b->nonce) == 0
-     : a->nonce == b->nonce);
+     : a->nonce == b->nonce) &&
+    a->range.offset == b->range.offset && a->range.length == b->range.length;
 }
 
 static char *
 build (const struct blk_view_name *v)
 {
-  return v->plain ? blk_plain_view_name_build (v->base, v->digest, v->nonce)
-    : blk_view_name_build (v->base, v->digest, v->block_size, v->nonce);
+  return v->plain
+    ? blk_plain_view_name_build_range (v->base, v->digest, &v->range,
+                                       v->nonce)
+    : blk_view_name_build_range (v->base, v->digest, v->block_size,
+                                 &v->range, v->nonce);
 }
 
 static void
@@ -87,13 +93,35 @@ check_view (const char *name, const struct blk_view_name *v)
               strncmp (built + len - n - strlen (BLK_NONCE_OPTION),
                        BLK_NONCE_OPTION, strlen (BLK_NONCE_OPTION)) == 0);
   }
+  /* A range: never empty, ending by 2^63-1, spelt last but the nonce
+   * as ",range=" and blk_format_range's spelling.
+   */
+  size_t range_len = 0;
+  PROPERTY (v->range.length || v->range.offset == 0);
+  if (v->range.length) {
+    char r[BLK_RANGE_STR_MAX];
+    const size_t n = strlen (blk_format_range (&v->range, r));
+    const size_t len = strlen (built) -
+      (v->nonce ? strlen (BLK_NONCE_OPTION) + strlen (v->nonce) : 0);
+    struct blk_range back;
+    range_len = strlen (BLK_RANGE_OPTION) + n;
+    PROPERTY (v->range.offset <= INT64_MAX - v->range.length);
+    PROPERTY (len > range_len &&
+              strncmp (built + len - range_len, BLK_RANGE_OPTION,
+                       strlen (BLK_RANGE_OPTION)) == 0 &&
+              strncmp (built + len - n, r, n) == 0);
+    PROPERTY (blk_parse_range (r, &back) == NULL &&
+              back.offset == v->range.offset &&
+              back.length == v->range.length);
+  }
   if (v->block_size) {
-    /* The block size is spelt last but the nonce, shortest (K or M for
-     * every valid blkhash block size, 96K included), and reads back.
+    /* The block size is spelt last but the range and nonce, shortest
+     * (K or M for every valid blkhash block size, 96K included), and
+     * reads back.
      */
     char bs[BLK_BLOCK_SIZE_STR_MAX];
     const size_t n = strlen (blk_format_block_size (v->block_size, bs));
-    const size_t len = strlen (built) -
+    const size_t len = strlen (built) - range_len -
       (v->nonce ? strlen (BLK_NONCE_OPTION) + strlen (v->nonce) : 0);
     uint64_t back;
     PROPERTY (len > n && built[len - n - 1] == '/' &&
@@ -132,7 +160,8 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
   }
   else {
     /* Nothing is left to free. */
-    PROPERTY (v.base == NULL && v.digest == NULL && v.nonce == NULL);
+    PROPERTY (v.base == NULL && v.digest == NULL && v.nonce == NULL &&
+              v.range.offset == 0 && v.range.length == 0);
     if (msg)
       PROPERTY (*msg != '\0');
     /* An explicit block size 0 is refused with the block size rule. */

@@ -6,6 +6,7 @@
 
 #include <string.h>
 
+#include "bmap.h"
 #include "header.h"
 #include "tap.h"
 
@@ -154,6 +155,46 @@ main (void)
     blk_header_encode (&h, b3);
     ok (blk_plain_header_decode (b3, sizeof b3, &q) != NULL,
         "a blkhash header is not a plain view");
+  }
+  /* The bmap view: its own magic, 1M spans, its table (lib/bmap.h). */
+  {
+    uint8_t b4[BLK_VIEW_HEADER_SIZE], e[BLK_BMAP_ENTRY_SIZE];
+    struct blk_header p, q;
+    struct blk_bmap_range r = { 7, 9, { 1, 2, 3 } }, r2;
+    struct blk_bmap_summary su = { 2, 30, 5, 1, 8192 }, su2;
+    uint8_t sb[BLK_BMAP_SUMMARY_SIZE];
+    blk_bmap_header_init (&p, 3 * 1048576 + 1, "sha256", 32);
+    blk_header_encode (&p, b4);
+    ok (memcmp (b4, "BLKBMAP1", 8) == 0 && le (b4 + 24, 8) == 4 &&
+        le (b4 + 32, 4) == 1048576, "bmap: magic, span count and size");
+    ok (blk_bmap_header_decode (b4, sizeof b4, &q) == NULL && q.bmap &&
+        q.plain && q.image_size == 3 * 1048576 + 1,
+        "bmap: decode");
+    ok (blk_plain_header_decode (b4, sizeof b4, &q) != NULL &&
+        blk_header_decode (b4, sizeof b4, &q) != NULL,
+        "a bmap header is neither other view's");
+    blk_plain_header_init (&p, 1048576, "sha256", 32);
+    blk_header_encode (&p, b4);
+    ok (blk_bmap_header_decode (b4, sizeof b4, &q) != NULL,
+        "a plain header is not a bmap view");
+    /* 769 blocks: at most 385 ranges, the table after a 4K of spans. */
+    blk_bmap_header_init (&p, 3 * 1048576 + 1, "sha256", 32);
+    ok (blk_bmap_table_offset (&p) == 8192 + 4096 &&
+        blk_bmap_table_entries (&p) == 385 &&
+        blk_bmap_view_size (&p) == 8192 + 4096 + 385 * 48,
+        "bmap: table offset, entries, view size");
+    blk_bmap_range_encode (&r, e);
+    blk_bmap_range_decode (e, &r2);
+    ok (le (e, 8) == 7 && le (e + 8, 8) == 9 && e[16] == 1 &&
+        r2.first == 7 && r2.last == 9 &&
+        memcmp (r.digest, r2.digest, sizeof r.digest) == 0,
+        "bmap: a range, both ways");
+    blk_bmap_summary_encode (&su, sb);
+    blk_bmap_summary_decode (sb, &su2);
+    ok (le (sb, 8) == 2 && le (sb + 24, 4) == 1 && le (sb + 32, 8) == 8192 &&
+        su2.ranges == 2 && su2.mapped_blocks == 30 && su2.max_ranges == 5 &&
+        su2.status == 1 && su2.stopped_at == 8192,
+        "bmap: the summary, both ways");
   }
 
   return done_testing ();

@@ -409,6 +409,40 @@ main (void)
         "plain lines written as sha256sum writes them");
     free (buf);
   }
+  {
+    /* A range: after the format, in tagged lines of either kind. */
+    char l1[] = "BLKHASH-SHA1/4K:qcow2@1M+4097 (d) = "
+      "da39a3ee5e6b4b0d3255bfef95601890afd80709";
+    char l2[] = "sha256@0+512 (d) = "
+      "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
+    char l3[] = "MD5@0+0 (d) = d41d8cd98f00b204e9800998ecf8427e";
+    char l4[] = "BLKHASH-SHA1/4K@1M (d) = "
+      "da39a3ee5e6b4b0d3255bfef95601890afd80709";
+    struct blk_sum_line sl;
+    const struct blk_range r = { 1 << 20, 512 };
+    char *buf;
+    size_t len;
+    FILE *fp;
+
+    ok (blk_sum_line_parse (l1, 64, &sl) == NULL && !sl.plain &&
+        sl.block_size == 4096 && strcmp (sl.format, "qcow2") == 0 &&
+        sl.range.offset == 1 << 20 && sl.range.length == 4097,
+        "a blkhash line with a format and a range");
+    ok (blk_sum_line_parse (l2, 64, &sl) == NULL && sl.plain &&
+        sl.range.offset == 0 && sl.range.length == 512,
+        "a plain line with a range");
+    ok (blk_sum_line_parse (l3, 64, &sl) != NULL &&
+        blk_sum_line_parse (l4, 64, &sl) != NULL,
+        "an empty range, or one without a length, is refused");
+    fp = open_memstream (&buf, &len);
+    blk_fput_sum_line_range (fp, 0, "sha256", 65536, NULL, &r, "ab", "x");
+    blk_fput_plain_line_range (fp, 0, "sha256", "raw", &r, "ab", "y");
+    fclose (fp);
+    ok (strcmp (buf, "BLKHASH-SHA256/64K@1M+512 (x) = ab\n"
+                "SHA256:raw@1M+512 (y) = ab\n") == 0,
+        "a range makes a line tagged");
+    free (buf);
+  }
   ok (!blk_name_needs_escape ("x y") && blk_name_needs_escape ("x\n"),
       "only backslash, newline and CR need escaping");
   ok (!blk_sum_needs_tag ("sha256", 65536) &&

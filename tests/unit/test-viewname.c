@@ -158,5 +158,68 @@ main (void)
   free (s);
   ok (blk_view_name_shown_len ("x,nonce=zz") == strlen ("x,nonce=zz"),
       "no nonce: all is shown");
+
+  /* The bmap view: no options, a nonce, no view of it. */
+  ok (blk_view_name_parse ("d@bmap,nonce=0a", &nv, &nview) == NULL && nview &&
+      nv.bmap && nv.plain && nv.digest == NULL &&
+      strcmp (nv.base, "d") == 0 && strcmp (nv.nonce, "0a") == 0,
+      "NAME@bmap,nonce=HEX");
+  blk_view_name_free (&nv);
+  ok (view_result ("@bmap") == 1, "@bmap: the default export's");
+  ok (view_result ("d@bmap:sha1") == -1 && view_result ("d@bmap:/4K") == -1,
+      "a bmap view has no options");
+  ok (view_result ("a@bmap@blkhash") == -1 &&
+      view_result ("a@blkhash@bmap") == -1 &&
+      view_result ("a@digest@bmap") == -1, "a bmap view has no view");
+  ok (view_result ("d@bmaps") == 0, "@bmap must end the name");
+  ok (blk_view_name_parse ("d@blkhash", &nv, &nview) == NULL && !nv.bmap,
+      "NAME@blkhash is no bmap view");
+  blk_view_name_free (&nv);
+  s = blk_bmap_view_name_build ("disk", "9f");
+  ok (s && strcmp (s, "disk@bmap,nonce=9f") == 0, "build NAME@bmap");
+  free (s);
+  ok (view_result ("d@bmap,range=0+4K") == -1 && strstr (last_msg, "whole"),
+      "a bmap view has no range (%s)", last_msg);
+
+  /* A range: after the options, before the nonce; never empty. */
+  ok (blk_view_name_parse ("d@blkhash:sha1/4K,range=1M+4097,nonce=ab", &nv,
+                           &nview) == NULL && nview &&
+      nv.range.offset == 1 << 20 && nv.range.length == 4097 &&
+      strcmp (nv.nonce, "ab") == 0 && nv.block_size == 4096,
+      "a range, then a nonce");
+  blk_view_name_free (&nv);
+  ok (blk_view_name_parse ("d@digest:md5,range=0+1", &nv, &nview) == NULL &&
+      nview && nv.plain && nv.range.length == 1 && nv.nonce == NULL,
+      "a plain view's range");
+  blk_view_name_free (&nv);
+  ok (view_result ("d@blkhash,range=0+0") == -1 &&
+      strstr (last_msg, "range=") && strstr (last_msg, "empty"),
+      "an empty range is refused (%s)", last_msg);
+  ok (view_result ("d@blkhash,range=8E+1") == -1 &&
+      strstr (last_msg, "range="), "an offset past 2^63-1 is refused (%s)",
+      last_msg);
+  ok (view_result ("d@blkhash,range=9223372036854775807+1") == -1 &&
+      strstr (last_msg, "2^63-1"), "an end past 2^63-1 is refused (%s)",
+      last_msg);
+  ok (view_result ("d@blkhash,range=1M") == -1 &&
+      view_result ("d@blkhash,range=1+2+3") == -1 &&
+      view_result ("d@blkhash,range=-1+2") == -1 &&
+      view_result ("d@blkhash,range=") == -1,
+      "a range is OFFSET+LENGTH");
+  ok (view_result ("d@blkhash,nonce=ab,range=0+1") == -1 &&
+      view_result ("d@blkhash,range=0+1,range=0+1") == -1,
+      "the range comes once, before the nonce");
+  {
+    const struct blk_range r = { 65536, 3 << 20 };
+    s = blk_view_name_build_range ("d", "sha1", 0, &r, "0f");
+    ok (s && strcmp (s, "d@blkhash:sha1,range=64K+3M,nonce=0f") == 0 &&
+        blk_view_name_shown_len (s) == strlen ("d@blkhash:sha1,range=64K+3M"),
+        "built with a range: %s", s);
+    free (s);
+    s = blk_plain_view_name_build_range ("", NULL, &r, NULL);
+    ok (s && strcmp (s, "@digest,range=64K+3M") == 0,
+        "a plain view built with a range: %s", s);
+    free (s);
+  }
   return done_testing ();
 }

@@ -1,0 +1,206 @@
+/* Copyright (C) 2026 The nbdkit-blkhash developers
+ * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
+ */
+/* nbdsum: http:// and https:// inputs, read by nbdkit's curl plugin
+ * behind the blkhash filter in a private nbdkit (local.c), and what
+ * that nbdkit says when the server fails it, in nbdsum's words.
+ *
+ * A URL is its bytes: no format is probed from it (a qcow2 from the
+ * network could name backing files: nbdsum(1), SECURITY), and one
+ * given other than raw is refused.  The URL is one argv element
+ * (url=...), never through a shell; curl may use http and https
+ * only, and follows no redirect: a redirect could lead the headers of
+ * --http-header to another host, or to another scheme.
+ */
+#include <config.h>
+
+#include <inttypes.h>
+#include <libnbd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "local-command.h"
+#include "local.h"
+#include "messages.h"
+#include "options.h"
+#include "paths.h"
+#include "signals.h"
+#include "source.h"
+
+/* The fixed part of nbdkit's command line, and the parameters of the
+ * options.
+ */
+#define FIXED_ARGS 12
+
+/* A URL nbdsum hands to curl: the scheme names.c took it for, and no
+ * byte curl might read otherwise (spaces, control characters: a URL
+ * holds them percent-encoded).  NULL, or why not.
+ */
+static const char *
+url_refused (const char *url)
+{
+  if (strncasecmp (url, "http://", 7) != 0 &&
+      strncasecmp (url, "https://", 8) != 0)
+    return "only http:// and https:// URLs are read";
+  for (const unsigned char *p = (const unsigned char *) url; *p; p++)
+    if (*p <= ' ' || *p == 0x7f)
+      return "a URL holds no spaces or control characters (percent-encode "
+        "them)";
+  if (url[strcspn (url, ":") + 3] == '\0' ||
+      strchr ("/?#", url[strcspn (url, ":") + 3]))
+    return "the URL names no host";
+  return NULL;
+}
+
+struct local_server *
+local_server_start_http (const char *name, const char *format)
+{
+  const size_t n = FIXED_ARGS + opts->nhttp_headers;
+  char **argv = calloc (n + 1, sizeof *argv);
+  char **owned = calloc (n + 1, sizeof *owned);
+  struct local_server *s = NULL;
+  const char *why;
+  size_t i = 0, k = 0;
+
+  if (argv == NULL || owned == NULL) {
+    error_at (name, "out of memory");
+    goto out;
+  }
+  if ((why = url_refused (name)) != NULL) {
+    error_at (name, "%s", why);
+    goto out;
+  }
+  /* Whatever a checksum line's tag or --format says: the bytes. */
+  if (format && strcmp (format, "raw") != 0) {
+    error_at (name, "format %s: a URL is hashed as its bytes (raw); "
+              "nbdsum reads no image format over HTTP (download it and "
+              "give the file with --format=%s)", format, format);
+    goto out;
+  }
+
+#define ADD(s) (argv[i++] = (char *) (s))
+#define ADDF(...) \
+  (asprintf (&owned[k], __VA_ARGS__) == -1 ? (owned[k] = NULL, -1) \
+   : (ADD (owned[k++]), 0))
+  ADD (NBDKIT);
+  ADD ("--exit-with-parent");
+  ADD ("--readonly");
+  /* The one engine, --client-side too: this nbdkit is ours. */
+  if (ADDF ("--filter=%s", local_filter ()) == -1)
+    goto oom;
+  ADD ("curl");
+  if (ADDF ("url=%s", name) == -1)
+    goto oom;
+  ADD ("protocols=http,https");
+  ADD ("followlocation=false");
+  if (opts->http_insecure)
+    ADD ("sslverify=false");
+  for (unsigned j = 0; j < opts->nhttp_headers; j++)
+    if (ADDF ("header=%s", opts->http_headers[j]) == -1)
+      goto oom;
+  /* nbdsum's limit is the view's too (the defaults agree). */
+  if (opts->max_size_given &&
+      ADDF ("blkhash-max-size=%" PRIu64, opts->max_size) == -1)
+    goto oom;
+#undef ADDF
+#undef ADD
+  argv[i] = NULL;
+  s = local_server_start_private (name, "raw", argv);
+  goto out;
+
+ oom:
+  error_at (name, "out of memory");
+ out:
+  for (size_t j = 0; owned && j < k; j++)
+    free (owned[j]);
+  free (owned);
+  free (argv);
+  return s;
+}
+
+/* What curl says of a status, a failure to connect, TLS: nbdsum's
+ * words, or NULL to keep curl's.
+ */
+static const char *
+status_words (int code)
+{
+  switch (code) {
+  case 401: return "unauthorized: give what it asks with --http-header";
+  case 403: return "forbidden";
+  case 404: return "not found";
+  case 410: return "gone";
+  case 416: return "range not satisfiable";
+  default: return code >= 500 ? "a server error" : NULL;
+  }
+}
+
+char *
+local_http_message (struct local_server *s)
+{
+  static const char head[] = "problem doing HEAD request to fetch size of "
+    "URL [";
+  char *log = local_server_message (s), *msg = NULL, *p, *q;
+  const char *words;
+  int code, r = 0;
+
+  if (log == NULL)
+    return NULL;
+  /* The last message is the one that failed the connection (others
+   * may have failed before it alike).
+   */
+  for (p = log; (q = strstr (p + 1, "nbdkit: ")) != NULL; p = q)
+    ;
+  if ((q = strstr (p, "error: ")) != NULL)
+    p = q + strlen ("error: ");
+  /* nbdsum names the URL itself. */
+  if (strncmp (p, head, strlen (head)) == 0 &&
+      (q = strstr (p, "]: ")) != NULL)
+    p = q + 3;
+
+  if ((words = strstr (p, "returned error: ")) != NULL &&
+      sscanf (words + strlen ("returned error: "), "%d", &code) == 1)
+    r = (words = status_words (code))
+      ? asprintf (&msg, "the server answered HTTP %d (%s)", code, words)
+      : asprintf (&msg, "the server answered HTTP %d", code);
+  else if (strstr (p, "does not support 'range'"))
+    r = asprintf (&msg, "the server does not serve byte ranges of it (no "
+                  "Accept-Ranges: bytes), or redirects it elsewhere: "
+                  "nbdsum reads a URL in ranges, and follows no redirect "
+                  "(give the URL it leads to)");
+  else if (strstr (p, "could not get length"))
+    r = asprintf (&msg, "the server does not say its length "
+                  "(Content-Length)");
+  else if (strcasestr (p, "certificate"))
+    r = asprintf (&msg, "%s (--http-insecure skips the check of the "
+                  "server's certificate)", p);
+  else
+    r = asprintf (&msg, "%s", p);
+  free (log);
+  return r == -1 ? NULL : msg;
+}
+
+int
+local_http_check (const struct source *src)
+{
+  double deadline;
+  struct nbd_handle *h = source_connect (src, NULL, 0, &deadline);
+  char *said;
+
+  if (h == NULL)
+    return -1;
+  /* NBD_OPT_INFO opens the plugin: curl asks the server (HEAD). */
+  if (source_info (h, deadline) == -1) {
+    if (!stop_signal ()) {
+      said = local_http_message (src->server);
+      error_at (src->name, "%s", said ? said : source_error ());
+      free (said);
+    }
+    nbd_close (h);
+    return -1;
+  }
+  source_shutdown (h);
+  nbd_close (h);
+  return 0;
+}
