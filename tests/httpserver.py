@@ -8,6 +8,7 @@ chosen paths that misbehave.
     httpserver.py DIR [--log FILE] [--port-file FILE] [--status PATH=CODE]...
                       [--no-range PATH]... [--redirect PATH=LOCATION]...
                       [--length PATH=BYTES]... [--need-header PATH=HEADER]...
+                      [--ignore-range PATH]...
 
 listens on 127.0.0.1 at a free port, prints the port on standard
 output (and to --port-file's FILE, whole at once) once it listens, and
@@ -23,6 +24,9 @@ man pages' recipes.
   --length PATH=BYTES    HEAD of PATH claims Content-Length BYTES
   --need-header PATH=H   PATH answers 401 unless the request has header
                          H ("Name: value") exactly
+  --ignore-range PATH    PATH says Accept-Ranges, but answers a Range
+                         not from 0 with 200 and the whole file (a
+                         server that honours some ranges only)
   --log FILE             each connection and request appended to FILE,
                          one line each ("connection", "HEAD /x", ...)
 
@@ -106,7 +110,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return
         size = os.path.getsize(path)
         m = re.fullmatch(r"bytes=(\d+)-(\d*)", self.headers.get("Range", ""))
-        if m is None or not ranges:
+        key = self.path.split("?", 1)[0]
+        if m is None or not ranges or (key in self.server.ignore_range
+                                       and int(m.group(1)) > 0):
             a, b, code, extra = 0, size - 1, 200, ()
         else:
             a = int(m.group(1))
@@ -145,7 +151,7 @@ def main():
         sys.exit(__doc__)
     root = args.pop(0)
     opts = {"--log": [], "--port-file": [], "--status": [], "--no-range": [], "--redirect": [],
-            "--length": [], "--need-header": []}
+            "--length": [], "--need-header": [], "--ignore-range": []}
     while args:
         o = args.pop(0)
         if o not in opts or not args:
@@ -166,6 +172,7 @@ def main():
     server.redirect = pairs(opts["--redirect"], str)
     server.length = pairs(opts["--length"], int)
     server.no_range = set(opts["--no-range"])
+    server.ignore_range = set(opts["--ignore-range"])
     server.need = pairs(opts["--need-header"], str)
     log = open(opts["--log"][-1], "a", buffering=1) if opts["--log"] else None
     server.record = (lambda line: log.write(line + "\n")) if log \
