@@ -314,3 +314,17 @@ $(reference sha256 65536 www/odd.img)  $url/odd.img" ]
     no_connection
   done
 }
+
+@test "nbdsum-http: REVIEW FAILS: a redirect that says Accept-Ranges fails (nbdsum(1): never followed), not the checksum of its page" {
+  local m
+  start_http www --redirect /moved.img='http://localhost:{port}/full.img' \
+    --redirect-ranges /moved.img
+  for m in --plain --client-side ""; do
+    run --separate-stderr timeout 60 "$NBDSUM" $m "$url/moved.img"
+    echo "$m: $status; stdout: $output; stderr: $stderr"
+    echo "the page's: $(printf 'moved\n' | sha256sum)"
+    [ "$status" -eq 1 ]
+    [ -z "$output" ]
+    [[ "$stderr" = *"$url/moved.img"*"redirect"* ]]
+  done
+}
