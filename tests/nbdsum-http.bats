@@ -328,3 +328,11 @@ $(reference sha256 65536 www/odd.img)  $url/odd.img" ]
     [[ "$stderr" = *"$url/moved.img"*"redirect"* ]]
   done
 }
+
+@test "nbdsum-http: REVIEW: curl's words without details end with them, not with a dangling colon" {
+  run --separate-stderr timeout 60 "$NBDSUM" "http://127.0.0.1:99999/full.img"
+  echo "$status; stdout: $output; stderr: $stderr"
+  [ "$status" -eq 1 ]
+  [ -z "$output" ]
+  grep -q "^nbdsum: http://127.0.0.1:99999/full.img: .*[^: ]\$" <<< "$stderr"
+}
