@@ -158,6 +158,9 @@ local_http_message (struct local_server *s)
   if (strncmp (p, head, strlen (head)) == 0 &&
       (q = strstr (p, "]: ")) != NULL)
     p = q + 3;
+  /* curl's words, then its details: ": " when it has none. */
+  for (q = p + strlen (p); q > p && strchr (": \n", q[-1]); q--)
+    q[-1] = '\0';
 
   if ((words = strstr (p, "returned error: ")) != NULL &&
       sscanf (words + strlen ("returned error: "), "%d", &code) == 1)

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 
@@ -339,6 +340,15 @@ check_http_header (const char *arg)
     fprintf (stderr, "%s: --http-header: a header is NAME: VALUE on one "
              "line, its name a token (one is not; its value is not "
              "shown)\n", progname);
+    exit (usage_status);
+  }
+  /* curl sends a header given for one it sets itself instead: every
+   * read would ask the same range, or get the whole file.
+   */
+  if ((name == 5 && strncasecmp (arg, "Range", 5) == 0) ||
+      (name == 8 && strncasecmp (arg, "If-Range", 8) == 0)) {
+    fprintf (stderr, "%s: --http-header: %.*s is nbdsum's to send (it reads "
+             "a URL in ranges)\n", progname, (int) name, arg);
     exit (usage_status);
   }
 }

@@ -8,6 +8,7 @@ chosen paths that misbehave.
     httpserver.py DIR [--log FILE] [--port-file FILE] [--status PATH=CODE]...
                       [--no-range PATH]... [--redirect PATH=LOCATION]...
                       [--length PATH=BYTES]... [--need-header PATH=HEADER]...
+                      [--ignore-range PATH]... [--redirect-ranges PATH]...
 
 listens on 127.0.0.1 at a free port, prints the port on standard
 output (and to --port-file's FILE, whole at once) once it listens, and
@@ -23,6 +24,11 @@ man pages' recipes.
   --length PATH=BYTES    HEAD of PATH claims Content-Length BYTES
   --need-header PATH=H   PATH answers 401 unless the request has header
                          H ("Name: value") exactly
+  --ignore-range PATH    PATH says Accept-Ranges, but answers a Range
+                         not from 0 with 200 and the whole file (a
+                         server that honours some ranges only)
+  --redirect-ranges PATH its --redirect answer says Accept-Ranges: bytes
+                         and has a body (a page saying where)
   --log FILE             each connection and request appended to FILE,
                          one line each ("connection", "HEAD /x", ...)
 
@@ -68,11 +74,16 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 self.wfile.write(body)
             return None, False
         if key in srv.redirect:
+            body = b"moved\n" if key in srv.redirect_ranges else b""
             self.send_response(302)
             self.send_header("Location", srv.redirect[key].replace(
                 "{port}", str(srv.server_address[1])))
-            self.send_header("Content-Length", "0")
+            self.send_header("Content-Length", str(len(body)))
+            if body:
+                self.send_header("Accept-Ranges", "bytes")
             self.end_headers()
+            if self.command == "GET":
+                self.wfile.write(body)
             return None, False
         name = os.path.basename(key)
         path = os.path.join(srv.root, name)
@@ -106,7 +117,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return
         size = os.path.getsize(path)
         m = re.fullmatch(r"bytes=(\d+)-(\d*)", self.headers.get("Range", ""))
-        if m is None or not ranges:
+        key = self.path.split("?", 1)[0]
+        if m is None or not ranges or (key in self.server.ignore_range
+                                       and int(m.group(1)) > 0):
             a, b, code, extra = 0, size - 1, 200, ()
         else:
             a = int(m.group(1))
@@ -145,7 +158,8 @@ def main():
         sys.exit(__doc__)
     root = args.pop(0)
     opts = {"--log": [], "--port-file": [], "--status": [], "--no-range": [], "--redirect": [],
-            "--length": [], "--need-header": []}
+            "--length": [], "--need-header": [], "--ignore-range": [],
+            "--redirect-ranges": []}
     while args:
         o = args.pop(0)
         if o not in opts or not args:
@@ -166,6 +180,8 @@ def main():
     server.redirect = pairs(opts["--redirect"], str)
     server.length = pairs(opts["--length"], int)
     server.no_range = set(opts["--no-range"])
+    server.ignore_range = set(opts["--ignore-range"])
+    server.redirect_ranges = set(opts["--redirect-ranges"])
     server.need = pairs(opts["--need-header"], str)
     log = open(opts["--log"][-1], "a", buffering=1) if opts["--log"] else None
     server.record = (lambda line: log.write(line + "\n")) if log \
