@@ -21,6 +21,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "http-probe.h"
 #include "local-command.h"
 #include "local.h"
 #include "messages.h"
@@ -189,6 +190,7 @@ local_http_check (const struct source *src)
 {
   double deadline;
   struct nbd_handle *h = source_connect (src, NULL, 0, &deadline);
+  int64_t size;
   char *said;
 
   if (h == NULL)
@@ -203,7 +205,14 @@ local_http_check (const struct source *src)
     nbd_close (h);
     return -1;
   }
+  size = nbd_get_size (h);
   source_shutdown (h);
   nbd_close (h);
-  return 0;
+  if (size < 0)
+    return -1;
+  /* Over every limit: the view refuses it, naming the option. */
+  if ((uint64_t) size > options_max_size (false))
+    return 0;
+  /* The plugin trusts whatever a GET returns: nbdsum does not. */
+  return http_probe (src->name, size);
 }

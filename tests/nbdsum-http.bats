@@ -271,7 +271,7 @@ $(reference sha256 65536 www/odd.img)  $url/odd.img" ]
 # review of the http:// inputs; those marked FAILS fail on the merged
 # code: a wrong checksum with exit 0.
 
-@test "nbdsum-http: REVIEW FAILS: a 200 with the whole file to a Range request is not hashed as that range" {
+@test "nbdsum-http: a 200 with the whole file to a Range request is not hashed as that range" {
   local m
   start_http www --ignore-range /full.img
   # Ranges from 0 are honoured, any other gets the whole file from 0:
@@ -286,7 +286,7 @@ $(reference sha256 65536 www/odd.img)  $url/odd.img" ]
   done
 }
 
-@test "nbdsum-http: REVIEW FAILS: a HEAD length that the GETs' Content-Range contradicts fails, not a prefix's checksum" {
+@test "nbdsum-http: a HEAD length that the GETs' Content-Range contradicts fails, not a prefix's checksum" {
   local m
   # HEAD says 1000000 bytes; each GET says bytes A-B/3145745.
   start_http www --length /full.img=1000000
@@ -300,7 +300,7 @@ $(reference sha256 65536 www/odd.img)  $url/odd.img" ]
   done
 }
 
-@test "nbdsum-http: REVIEW: --http-header cannot send Range or If-Range (nbdsum's ranges would all be that one)" {
+@test "nbdsum-http: --http-header cannot send Range or If-Range (nbdsum's ranges would all be that one)" {
   local h
   start_http www
   for h in 'Range: bytes=0-' 'range: bytes=5-' 'If-Range: "x"'; do
@@ -315,7 +315,7 @@ $(reference sha256 65536 www/odd.img)  $url/odd.img" ]
   done
 }
 
-@test "nbdsum-http: REVIEW FAILS: a redirect that says Accept-Ranges fails (nbdsum(1): never followed), not the checksum of its page" {
+@test "nbdsum-http: a redirect that says Accept-Ranges fails (nbdsum(1): never followed), not the checksum of its page" {
   local m
   start_http www --redirect /moved.img='http://localhost:{port}/full.img' \
     --redirect-ranges /moved.img
@@ -329,7 +329,7 @@ $(reference sha256 65536 www/odd.img)  $url/odd.img" ]
   done
 }
 
-@test "nbdsum-http: REVIEW: curl's words without details end with them, not with a dangling colon" {
+@test "nbdsum-http: curl's words without details end with them, not with a dangling colon" {
   run --separate-stderr timeout 60 "$NBDSUM" "http://127.0.0.1:99999/full.img"
   echo "$status; stdout: $output; stderr: $stderr"
   [ "$status" -eq 1 ]
