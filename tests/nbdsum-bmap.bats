@@ -293,3 +293,23 @@ open(sys.argv[2], "wb").write(h.pread(h.get_size(), 0))' \
   run -1 "$NBDSUM" --bmap disk.img disk.img
   run -1 "$NBDSUM" --bmap -
 }
+
+# Review (review-br): a failed NBD_CMD_CACHE must not make nbdsum hang
+# up with the others still in flight: nbdkit 1.32.5 aborts when its
+# client vanishes under requests (raw_send_socket: Assertion `sock >=
+# 0'), so --bmap of a server being written killed the server.
+@test "a segment failing: nbdsum waits for the others in flight before it hangs up" {
+  # 4 segments of 64 MiB: the first fails at once; the others' first
+  # read takes a second, so they are in flight when the error comes.
+  start_server s -v eval thread_model='echo parallel' \
+    get_size='echo 268435456' \
+    pread='if [ $4 -lt 67108864 ]; then echo "EIO injected" >&2; exit 1; fi
+           [ $(($4 % 67108864)) -eq 0 ] && sleep 1
+           head -c $3 /dev/zero'
+  run -1 --separate-stderr "$NBDSUM" --bmap "$uri"
+  [ -z "$output" ]
+  [[ "$stderr" = *"failed to map image bytes from 0: Input/output error"* ]]
+  wait_idle
+  # Every reply was taken: none went to a client gone.
+  run -1 grep -E "write reply|transport endpoint shutdown|connection close or error|client has gone" "$err"
+}
