@@ -70,29 +70,28 @@ cache_done (void *opaque, int *error)
 
 /* NBD_CMD_CACHE over every span, BMAP_SPANS each (one segment of the
  * server's), BMAP_REQUESTS in flight: the server scans that many
- * segments at once.  0, or -1 (error printed).
+ * segments at once.  After a failure no more are sent, but those in
+ * flight are waited for: nbdkit 1.32 aborts when its client hangs up
+ * under requests.  0, or -1 (error printed).
  */
 static int
 cache_all (const char *name, struct nbd_handle *h, uint64_t nspans)
 {
   struct cache_req reqs[BMAP_REQUESTS];
+  const struct cache_req *failed = NULL;
   uint64_t next = 0;
   unsigned busy = 0;
 
   for (unsigned i = 0; i < BMAP_REQUESTS; i++)
     reqs[i] = (struct cache_req) { .done = true };
-  while (next < nspans || busy) {
+  while ((next < nspans && failed == NULL) || busy) {
     for (unsigned i = 0; i < BMAP_REQUESTS; i++) {
       struct cache_req *r = &reqs[i];
       if (!r->done)
         continue;
-      if (r->error) {
-        error_at (name, "the server failed to map image bytes from %"
-                  PRIu64 ": %s", r->first * BLK_PLAIN_SPAN_SIZE,
-                  strerror (r->error));
-        return -1;
-      }
-      if (next >= nspans)
+      if (r->error && failed == NULL)
+        failed = r;
+      if (failed || next >= nspans)
         continue;
       *r = (struct cache_req) { .first = next };
       if (nbd_aio_cache (h, MIN ((uint64_t) BMAP_SPANS, nspans - next),
@@ -113,13 +112,15 @@ cache_all (const char *name, struct nbd_handle *h, uint64_t nspans)
     }
   }
   /* The replies that came with the last poll. */
-  for (unsigned i = 0; i < BMAP_REQUESTS; i++)
-    if (reqs[i].error) {
-      error_at (name, "the server failed to map image bytes from %" PRIu64
-                ": %s", reqs[i].first * BLK_PLAIN_SPAN_SIZE,
-                strerror (reqs[i].error));
-      return -1;
-    }
+  for (unsigned i = 0; i < BMAP_REQUESTS && failed == NULL; i++)
+    if (reqs[i].error)
+      failed = &reqs[i];
+  if (failed) {
+    error_at (name, "the server failed to map image bytes from %" PRIu64
+              ": %s", failed->first * BLK_PLAIN_SPAN_SIZE,
+              strerror (failed->error));
+    return -1;
+  }
   return 0;
 }
 
