@@ -313,3 +313,14 @@ open(sys.argv[2], "wb").write(h.pread(h.get_size(), 0))' \
   # Every reply was taken: none went to a client gone.
   run -1 grep -E "write reply|transport endpoint shutdown|connection close or error|client has gone" "$err"
 }
+
+# Review (review-br): a local image over the 1 TiB limit of a bmap was
+# refused as "the server has no bmap view ... give the image's file"
+# (it was the file): the refusal must name the limit and what lifts it.
+@test "an image over the bmap size limit is refused naming the limit" {
+  truncate -s $((1099511627776 + 4096)) big.img
+  run -1 --separate-stderr "$NBDSUM" --bmap big.img
+  [ -z "$output" ]
+  [[ "$stderr" = *"over the limit of 1 TiB for a bmap: --max-size=SIZE lifts it"* ]]
+  [[ "$stderr" != *"no bmap view"* ]]
+}
