@@ -27,6 +27,7 @@
 #include "helpers.h"
 #include "input-bmap.h"
 #include "input-kinds.h"
+#include "local.h"
 #include "messages.h"
 #include "minmax.h"
 #include "names.h"
@@ -392,16 +393,48 @@ spot_check_bmap (const char *name, struct source *src, const char *base,
  * in order, as one).
  */
 static bool
-bmap_size_refused (const char *name, const char *shown, uint64_t size)
+bmap_size_refused (const char *name, const char *what, uint64_t size)
 {
   const uint64_t max = options_max_size (true);
   char l[BLK_LIMIT_STR_MAX];
 
   if (size <= max)
     return false;
-  error_at (name, "the view '%s' says the image is %" PRIu64 " bytes, "
-            "over the limit of %s for a bmap: " SIZE_LIFTS, shown, size,
-            blk_format_limit (max, l));
+  error_at (name, "%s %" PRIu64 " bytes, over the limit of %s for a bmap: "
+            SIZE_LIFTS, what, size, blk_format_limit (max, l));
+  return true;
+}
+
+static bool
+bmap_size_refused_view (const char *name, const char *shown, uint64_t size)
+{
+  char *what = NULL;
+  bool r;
+
+  if (asprintf (&what, "the view '%s' says the image is", shown) == -1)
+    what = NULL;
+  r = bmap_size_refused (name, what ? what : "the view says the image is",
+                         size);
+  free (what);
+  return r;
+}
+
+/* No bmap view: an image over the limit is why, when nbdsum's own
+ * filter had that limit (a private server's log says the same).
+ */
+static bool
+bmap_refused_for_size (const char *name, struct source *src,
+                       struct fallback *fb)
+{
+  int64_t size = -1;
+
+  if (fb->h && nbd_set_export_name (fb->h, fb->export_name) != -1 &&
+      source_go (fb->h, fb->deadline) != -1)
+    size = nbd_get_size (fb->h);
+  if (size < 0 || !bmap_size_refused (name, "the image is", size))
+    return false;
+  if (src->server)
+    free (local_server_message (src->server));
   return true;
 }
 
@@ -428,11 +461,13 @@ bmap_fetch (const char *name, const struct hash_spec *spec_in,
   if ((src = source_open_as (name, spec.format)) == NULL)
     return -1;
   r = view_go (src, &spec, bmap_name_of, "bmap view", &vg, &fb);
-  if (r == 0) {
+  if (r == 0 && !bmap_refused_for_size (name, src, &fb)) {
     error_at (name, "the server has no bmap view (%s): --bmap needs "
               "nbdkit --filter=blkhash (of a version with --bmap) next to "
               "the storage; give the image's file, or serve it through "
               "the filter", fb.notice ? fb.notice : "no such export");
+  }
+  if (r == 0) {
     if (fb.h) {
       source_shutdown (fb.h);
       nbd_close (fb.h);
@@ -447,7 +482,7 @@ bmap_fetch (const char *name, const struct hash_spec *spec_in,
                 "none (bmaptool create refuses one too)");
       r = -1;
     }
-    if (r == 1 && (bmap_size_refused (name, vg.shown, hdr.image_size) ||
+    if (r == 1 && (bmap_size_refused_view (name, vg.shown, hdr.image_size) ||
                    view_check_image (src, vg.base, vg.shown, &hdr,
                                      &spec.range) == -1))
       r = -1;
