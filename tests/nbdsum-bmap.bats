@@ -324,3 +324,23 @@ open(sys.argv[2], "wb").write(h.pread(h.get_size(), 0))' \
   [[ "$stderr" = *"over the limit of 1 TiB for a bmap: --max-size=SIZE lifts it"* ]]
   [[ "$stderr" != *"no bmap view"* ]]
 }
+
+# Review (review-br): on a signal, --bmap hung up at once with its
+# CACHE requests in flight (nbdkit 1.32.5 may abort then); the other
+# modes give them DRAIN_SECONDS.
+@test "a signal during the scan: the requests in flight are waited for" {
+  start_server s -v eval thread_model='echo parallel' \
+    get_size='echo 268435456' \
+    pread='[ $(($4 % 67108864)) -eq 0 ] && sleep 1
+           head -c $3 /dev/zero'
+  "$NBDSUM" --bmap "$uri" > out 2> errout &
+  local np=$!
+  # The fourth segment's first read: four requests in flight.
+  wait_until 30 grep -q 'pread "" 1048576 201326592' "$err"
+  kill -TERM "$np"
+  wait_exit "$np" 30
+  [ "$rc" -ne 0 ]
+  [ ! -s out ]
+  wait_idle
+  run -1 grep -E "write reply|transport endpoint shutdown" "$err"
+}
