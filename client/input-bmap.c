@@ -71,9 +71,10 @@ cache_done (void *opaque, int *error)
 
 /* NBD_CMD_CACHE over every span, BMAP_SPANS each (one segment of the
  * server's), BMAP_REQUESTS in flight: the server scans that many
- * segments at once.  After a failure no more are sent, but those in
- * flight are waited for: nbdkit 1.32 aborts when its client hangs up
- * under requests.  0, or -1 (error printed).
+ * segments at once.  After a failure or a signal no more are sent,
+ * but those in flight are waited for (after a signal, until its
+ * deadline): nbdkit 1.32 aborts when its client hangs up under
+ * requests.  0, or -1 (error printed, but for a signal).
  */
 static int
 cache_all (const char *name, struct nbd_handle *h, uint64_t nspans)
@@ -85,14 +86,16 @@ cache_all (const char *name, struct nbd_handle *h, uint64_t nspans)
 
   for (unsigned i = 0; i < BMAP_REQUESTS; i++)
     reqs[i] = (struct cache_req) { .done = true };
-  while ((next < nspans && failed == NULL) || busy) {
+  while ((next < nspans && failed == NULL && !stop_signal ()) || busy) {
+    int timeout;
+
     for (unsigned i = 0; i < BMAP_REQUESTS; i++) {
       struct cache_req *r = &reqs[i];
       if (!r->done)
         continue;
       if (r->error && failed == NULL)
         failed = r;
-      if (failed || next >= nspans)
+      if (failed || stop_signal () || next >= nspans)
         continue;
       *r = (struct cache_req) { .first = next };
       if (nbd_aio_cache (h, MIN ((uint64_t) BMAP_SPANS, nspans - next),
@@ -106,12 +109,19 @@ cache_all (const char *name, struct nbd_handle *h, uint64_t nspans)
       next += MIN ((uint64_t) BMAP_SPANS, nspans - next);
     }
     busy = nbd_aio_in_flight (h);
-    if (busy && (stop_signal () || source_poll (h, -1) == -1)) {
+    /* After a signal, those in flight get until its deadline. */
+    if (busy && ((timeout = stop_poll_timeout ()) == 0 ||
+                 source_poll (h, timeout) == -1)) {
       if (!stop_signal ())
         error_at (name, "%s", source_error ());
+      else if (timeout == 0)
+        error_at (name, "1 connection still had requests in flight after "
+                  "%d seconds: closing it anyway", DRAIN_SECONDS);
       return -1;
     }
   }
+  if (stop_signal ())
+    return -1;
   /* The replies that came with the last poll. */
   for (unsigned i = 0; i < BMAP_REQUESTS && failed == NULL; i++)
     if (reqs[i].error)
