@@ -312,6 +312,8 @@ open(sys.argv[2], "wb").write(h.pread(h.get_size(), 0))' \
   wait_idle
   # Every reply was taken: none went to a client gone.
   run -1 grep -E "write reply|transport endpoint shutdown|connection close or error|client has gone" "$err"
+  # SIGTERM: the eval plugin's scripts go with it (kill -9 leaves them).
+  stop_server
 }
 
 # Review (review-br): a local image over the 1 TiB limit of a bmap was
@@ -343,4 +345,5 @@ open(sys.argv[2], "wb").write(h.pread(h.get_size(), 0))' \
   [ ! -s out ]
   wait_idle
   run -1 grep -E "write reply|transport endpoint shutdown" "$err"
+  stop_server
 }
