@@ -27,6 +27,7 @@
 #include "helpers.h"
 #include "input-bmap.h"
 #include "input-kinds.h"
+#include "local.h"
 #include "messages.h"
 #include "minmax.h"
 #include "names.h"
@@ -70,29 +71,31 @@ cache_done (void *opaque, int *error)
 
 /* NBD_CMD_CACHE over every span, BMAP_SPANS each (one segment of the
  * server's), BMAP_REQUESTS in flight: the server scans that many
- * segments at once.  0, or -1 (error printed).
+ * segments at once.  After a failure or a signal no more are sent,
+ * but those in flight are waited for (after a signal, until its
+ * deadline): nbdkit 1.32 aborts when its client hangs up under
+ * requests.  0, or -1 (error printed, but for a signal).
  */
 static int
 cache_all (const char *name, struct nbd_handle *h, uint64_t nspans)
 {
   struct cache_req reqs[BMAP_REQUESTS];
+  const struct cache_req *failed = NULL;
   uint64_t next = 0;
   unsigned busy = 0;
 
   for (unsigned i = 0; i < BMAP_REQUESTS; i++)
     reqs[i] = (struct cache_req) { .done = true };
-  while (next < nspans || busy) {
+  while ((next < nspans && failed == NULL && !stop_signal ()) || busy) {
+    int timeout;
+
     for (unsigned i = 0; i < BMAP_REQUESTS; i++) {
       struct cache_req *r = &reqs[i];
       if (!r->done)
         continue;
-      if (r->error) {
-        error_at (name, "the server failed to map image bytes from %"
-                  PRIu64 ": %s", r->first * BLK_PLAIN_SPAN_SIZE,
-                  strerror (r->error));
-        return -1;
-      }
-      if (next >= nspans)
+      if (r->error && failed == NULL)
+        failed = r;
+      if (failed || stop_signal () || next >= nspans)
         continue;
       *r = (struct cache_req) { .first = next };
       if (nbd_aio_cache (h, MIN ((uint64_t) BMAP_SPANS, nspans - next),
@@ -106,20 +109,29 @@ cache_all (const char *name, struct nbd_handle *h, uint64_t nspans)
       next += MIN ((uint64_t) BMAP_SPANS, nspans - next);
     }
     busy = nbd_aio_in_flight (h);
-    if (busy && (stop_signal () || source_poll (h, -1) == -1)) {
+    /* After a signal, those in flight get until its deadline. */
+    if (busy && ((timeout = stop_poll_timeout ()) == 0 ||
+                 source_poll (h, timeout) == -1)) {
       if (!stop_signal ())
         error_at (name, "%s", source_error ());
+      else if (timeout == 0)
+        error_at (name, "1 connection still had requests in flight after "
+                  "%d seconds: closing it anyway", DRAIN_SECONDS);
       return -1;
     }
   }
+  if (stop_signal ())
+    return -1;
   /* The replies that came with the last poll. */
-  for (unsigned i = 0; i < BMAP_REQUESTS; i++)
-    if (reqs[i].error) {
-      error_at (name, "the server failed to map image bytes from %" PRIu64
-                ": %s", reqs[i].first * BLK_PLAIN_SPAN_SIZE,
-                strerror (reqs[i].error));
-      return -1;
-    }
+  for (unsigned i = 0; i < BMAP_REQUESTS && failed == NULL; i++)
+    if (reqs[i].error)
+      failed = &reqs[i];
+  if (failed) {
+    error_at (name, "the server failed to map image bytes from %" PRIu64
+              ": %s", failed->first * BLK_PLAIN_SPAN_SIZE,
+              strerror (failed->error));
+    return -1;
+  }
   return 0;
 }
 
@@ -391,16 +403,48 @@ spot_check_bmap (const char *name, struct source *src, const char *base,
  * in order, as one).
  */
 static bool
-bmap_size_refused (const char *name, const char *shown, uint64_t size)
+bmap_size_refused (const char *name, const char *what, uint64_t size)
 {
   const uint64_t max = options_max_size (true);
   char l[BLK_LIMIT_STR_MAX];
 
   if (size <= max)
     return false;
-  error_at (name, "the view '%s' says the image is %" PRIu64 " bytes, "
-            "over the limit of %s for a bmap: " SIZE_LIFTS, shown, size,
-            blk_format_limit (max, l));
+  error_at (name, "%s %" PRIu64 " bytes, over the limit of %s for a bmap: "
+            SIZE_LIFTS, what, size, blk_format_limit (max, l));
+  return true;
+}
+
+static bool
+bmap_size_refused_view (const char *name, const char *shown, uint64_t size)
+{
+  char *what = NULL;
+  bool r;
+
+  if (asprintf (&what, "the view '%s' says the image is", shown) == -1)
+    what = NULL;
+  r = bmap_size_refused (name, what ? what : "the view says the image is",
+                         size);
+  free (what);
+  return r;
+}
+
+/* No bmap view: an image over the limit is why, when nbdsum's own
+ * filter had that limit (a private server's log says the same).
+ */
+static bool
+bmap_refused_for_size (const char *name, struct source *src,
+                       struct fallback *fb)
+{
+  int64_t size = -1;
+
+  if (fb->h && nbd_set_export_name (fb->h, fb->export_name) != -1 &&
+      source_go (fb->h, fb->deadline) != -1)
+    size = nbd_get_size (fb->h);
+  if (size < 0 || !bmap_size_refused (name, "the image is", size))
+    return false;
+  if (src->server)
+    free (local_server_message (src->server));
   return true;
 }
 
@@ -427,11 +471,13 @@ bmap_fetch (const char *name, const struct hash_spec *spec_in,
   if ((src = source_open_as (name, spec.format)) == NULL)
     return -1;
   r = view_go (src, &spec, bmap_name_of, "bmap view", &vg, &fb);
-  if (r == 0) {
+  if (r == 0 && !bmap_refused_for_size (name, src, &fb)) {
     error_at (name, "the server has no bmap view (%s): --bmap needs "
               "nbdkit --filter=blkhash (of a version with --bmap) next to "
               "the storage; give the image's file, or serve it through "
               "the filter", fb.notice ? fb.notice : "no such export");
+  }
+  if (r == 0) {
     if (fb.h) {
       source_shutdown (fb.h);
       nbd_close (fb.h);
@@ -446,7 +492,7 @@ bmap_fetch (const char *name, const struct hash_spec *spec_in,
                 "none (bmaptool create refuses one too)");
       r = -1;
     }
-    if (r == 1 && (bmap_size_refused (name, vg.shown, hdr.image_size) ||
+    if (r == 1 && (bmap_size_refused_view (name, vg.shown, hdr.image_size) ||
                    view_check_image (src, vg.base, vg.shown, &hdr,
                                      &spec.range) == -1))
       r = -1;

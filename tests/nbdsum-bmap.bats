@@ -293,3 +293,57 @@ open(sys.argv[2], "wb").write(h.pread(h.get_size(), 0))' \
   run -1 "$NBDSUM" --bmap disk.img disk.img
   run -1 "$NBDSUM" --bmap -
 }
+
+# Review (review-br): a failed NBD_CMD_CACHE must not make nbdsum hang
+# up with the others still in flight: nbdkit 1.32.5 aborts when its
+# client vanishes under requests (raw_send_socket: Assertion `sock >=
+# 0'), so --bmap of a server being written killed the server.
+@test "a segment failing: nbdsum waits for the others in flight before it hangs up" {
+  # 4 segments of 64 MiB: the first fails at once; the others' first
+  # read takes a second, so they are in flight when the error comes.
+  start_server s -v eval thread_model='echo parallel' \
+    get_size='echo 268435456' \
+    pread='if [ $4 -lt 67108864 ]; then echo "EIO injected" >&2; exit 1; fi
+           [ $(($4 % 67108864)) -eq 0 ] && sleep 1
+           head -c $3 /dev/zero'
+  run -1 --separate-stderr "$NBDSUM" --bmap "$uri"
+  [ -z "$output" ]
+  [[ "$stderr" = *"failed to map image bytes from 0: Input/output error"* ]]
+  wait_idle
+  # Every reply was taken: none went to a client gone.
+  run -1 grep -E "write reply|transport endpoint shutdown|connection close or error|client has gone" "$err"
+  # SIGTERM: the eval plugin's scripts go with it (kill -9 leaves them).
+  stop_server
+}
+
+# Review (review-br): a local image over the 1 TiB limit of a bmap was
+# refused as "the server has no bmap view ... give the image's file"
+# (it was the file): the refusal must name the limit and what lifts it.
+@test "an image over the bmap size limit is refused naming the limit" {
+  truncate -s $((1099511627776 + 4096)) big.img
+  run -1 --separate-stderr "$NBDSUM" --bmap big.img
+  [ -z "$output" ]
+  [[ "$stderr" = *"over the limit of 1 TiB for a bmap: --max-size=SIZE lifts it"* ]]
+  [[ "$stderr" != *"no bmap view"* ]]
+}
+
+# Review (review-br): on a signal, --bmap hung up at once with its
+# CACHE requests in flight (nbdkit 1.32.5 may abort then); the other
+# modes give them DRAIN_SECONDS.
+@test "a signal during the scan: the requests in flight are waited for" {
+  start_server s -v eval thread_model='echo parallel' \
+    get_size='echo 268435456' \
+    pread='[ $(($4 % 67108864)) -eq 0 ] && sleep 1
+           head -c $3 /dev/zero'
+  "$NBDSUM" --bmap "$uri" > out 2> errout &
+  local np=$!
+  # The fourth segment's first read: four requests in flight.
+  wait_until 30 grep -q 'pread "" 1048576 201326592' "$err"
+  kill -TERM "$np"
+  wait_exit "$np" 30
+  [ "$rc" -ne 0 ]
+  [ ! -s out ]
+  wait_idle
+  run -1 grep -E "write reply|transport endpoint shutdown" "$err"
+  stop_server
+}

@@ -253,3 +253,15 @@ h.connect_unix(sys.argv[1])' "$sock" "$name"
   grep -q "range=: its end (OFFSET+LENGTH) is past 2^63-1 bytes" "$err"
   grep -q ",range= comes before ,nonce=" "$err"
 }
+
+# Review (review-br): a range over nbdsum's --max-size limit was
+# refused as if the server had no filter (nbdsum's own filter, for a
+# local file); the refusal must name the limit and what lifts it.
+@test "a range over the size limit is refused naming the limit, not the filter" {
+  truncate -s $((1099511627776 + 8192)) big.img
+  run -1 --separate-stderr "$NBDSUM" --plain \
+    --range=4096+$((1099511627776 + 4096)) big.img
+  [ -z "$output" ]
+  [[ "$stderr" = *"over the limit of 1 TiB for a plain digest: --max-size=SIZE lifts it"* ]]
+  [[ "$stderr" != *"needs the server's nbdkit --filter=blkhash"* ]]
+}
