@@ -2110,7 +2110,9 @@ class Campaign:
             t, s = p["t"], p["server"]
             self.cur_touch.update([t[1].name] + ([s.name] if s else []))
             exp, why = "unreadable", "gone"
-            if not (s and s not in self.servers):
+            if p["tag"] == "nbdkit":
+                why = "a command"   # -c runs none (nbdsum(1), SECURITY)
+            elif not (s and s not in self.servers):
                 try:
                     data = self.content_bytes(t)
                     part = data[p["off"]:p["off"] + p["len"]]
