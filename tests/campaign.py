@@ -15,14 +15,17 @@ stacks overlays, takes snapshots and dirty bitmaps, runs long-lived
 servers with the filter and writes through them, and asks nbdsum for
 checksums in every form (local files, --format, --client-side,
 standard input, [ qemu-nbd ... ], [ nbdkit ... ], URIs, -j, --json,
---blocks, --since, -c).  The oracle is tests/reference.py over the
+--blocks, --since, -c, --range with blkhash or --plain, --bmap).  The oracle is tests/reference.py over the
 guest content at that moment (qemu-img convert -O raw, or the bytes
 a server serves), computed only when a checksum is printed and cached
 by the image's generation.
 
-Failures: a checksum or manifest printed that differs from the oracle;
--c or --check-manifest saying OK of what changed (or FAILED of what did
-not: a false alarm, counted apart); an exit status that contradicts
+Failures: a checksum or manifest printed that differs from the oracle
+(a range's: over its bytes; a bmap whose range sha256, BlocksCount or
+BmapFileChecksum is wrong, that leaves data unmapped or maps more than
+1.1 times it); -c or --check-manifest saying OK of what changed (or
+FAILED of what did not: a false alarm, counted apart), a range line
+after writes in its range or only outside it; an exit status that contradicts
 the verdicts; a blkhash-file line that is stale, or missing right after
 a writer returned; a hang past --timeout (a signal that does not stop
 nbdsum included); a crash (a signal nobody sent, a sanitizer's report,
@@ -2091,7 +2094,8 @@ class Campaign:
             self.range_lines.append({
                 "line": r.out.strip(), "t": t, "server": s, "off": off,
                 "len": length, "digest": digest, "bs": bs, "hex": hexsum,
-                "bytes": hashlib.sha256(part).hexdigest(), "tag": tag})
+                "bytes": hashlib.sha256(part).hexdigest(), "tag": tag,
+                "key": self.tkey(t)})
             self.cur_cmds.append("# kept for -c: %s" % r.out.strip())
         return True
 
@@ -2120,7 +2124,9 @@ class Campaign:
                         why = "shrunk past the range"
                     else:
                         same = hashlib.sha256(part).hexdigest() == p["bytes"]
-                        why = "unchanged" if same else "changed"
+                        why = "changed" if not same else "unchanged" + (
+                            ", image written" if self.tkey(t) != p["key"]
+                            else "")
                         exp = "OK" if self.range_sum(
                             part, p["digest"], p["bs"]) == p["hex"] \
                             else "FAILED"
