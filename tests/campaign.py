@@ -15,10 +15,10 @@ stacks overlays, takes snapshots and dirty bitmaps, runs long-lived
 servers with the filter and writes through them, and asks nbdsum for
 checksums in every form (local files, --format, --client-side,
 standard input, [ qemu-nbd ... ], [ nbdkit ... ], URIs, -j, --json,
---blocks, --since, -c, --range with blkhash or --plain, --bmap).  The oracle is tests/reference.py over the
-guest content at that moment (qemu-img convert -O raw, or the bytes
-a server serves), computed only when a checksum is printed and cached
-by the image's generation.
+--blocks, --since, -c, --range with blkhash or --plain, --bmap).  The
+oracle is tests/reference.py over the guest content at that moment
+(qemu-img convert -O raw, or the bytes a server serves), computed only
+when a checksum is printed and cached by the image's generation.
 
 Failures: a checksum or manifest printed that differs from the oracle
 (a range's: over its bytes; a bmap whose range sha256, BlocksCount or
