@@ -2158,7 +2158,8 @@ class Campaign:
                           tags=[why, p["tag"]])
         all_ok = all(e == "OK" for _, e, _ in want)
         if (r.rc == 0) != all_ok:
-            self.fail("check-exit0" if r.rc == 0 else "range-check-false-alarm",
+            self.fail("check-exit0" if r.rc == 0 else
+                      "range-check-false-alarm",
                       "range -c: exit %s, the oracle: %s" % (
                           r.rc, [(e, w) for _, e, w in want]))
         if r.rc != 0:
