@@ -5,9 +5,9 @@
 # operations a user takes (images of every qemu format, outside
 # writes, resizes, overlays, snapshots, bitmaps, --since chains,
 # long-running servers with blkhash-file and blkhash-cache written
-# through, filter orders, signals, -c of lines made earlier) and checks
-# every checksum nbdsum or the filter prints against tests/reference.py
-# of the guest content at that moment.  Fixed seeds, so that make check
+# through, filter orders, signals, -c of lines made earlier, --range
+# and --bmap views) and checks every checksum nbdsum or the filter
+# prints against tests/reference.py of the guest content at that moment.  Fixed seeds, so that make check
 # is the same on every run; bench/campaign (long mode) draws new ones.
 # A failure lists the seed, the operation and the commands that
 # reproduce it.  CAMPAIGN_OPS (default 100) sets the operations per

@@ -15,14 +15,17 @@ stacks overlays, takes snapshots and dirty bitmaps, runs long-lived
 servers with the filter and writes through them, and asks nbdsum for
 checksums in every form (local files, --format, --client-side,
 standard input, [ qemu-nbd ... ], [ nbdkit ... ], URIs, -j, --json,
---blocks, --since, -c).  The oracle is tests/reference.py over the
-guest content at that moment (qemu-img convert -O raw, or the bytes
-a server serves), computed only when a checksum is printed and cached
-by the image's generation.
+--blocks, --since, -c, --range with blkhash or --plain, --bmap).  The
+oracle is tests/reference.py over the guest content at that moment
+(qemu-img convert -O raw, or the bytes a server serves), computed only
+when a checksum is printed and cached by the image's generation.
 
-Failures: a checksum or manifest printed that differs from the oracle;
--c or --check-manifest saying OK of what changed (or FAILED of what did
-not: a false alarm, counted apart); an exit status that contradicts
+Failures: a checksum or manifest printed that differs from the oracle
+(a range's: over its bytes; a bmap whose range sha256, BlocksCount or
+BmapFileChecksum is wrong, that leaves data unmapped or maps more than
+1.1 times it); -c or --check-manifest saying OK of what changed (or
+FAILED of what did not: a false alarm, counted apart), a range line
+after writes in its range or only outside it; an exit status that contradicts
 the verdicts; a blkhash-file line that is stale, or missing right after
 a writer returned; a hang past --timeout (a signal that does not stop
 nbdsum included); a crash (a signal nobody sent, a sanitizer's report,
@@ -69,6 +72,8 @@ N.  Exits 1 if anything failed.
 """
 import argparse
 import collections
+import hashlib
+import io
 import json
 import os
 import random
@@ -83,6 +88,7 @@ import tempfile
 import threading
 import time
 import traceback
+import xml.etree.ElementTree as ET
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -127,6 +133,11 @@ CRASH_RE = re.compile(
 TAGGED_RE = re.compile(r"^\\?BLKHASH-([^/]+)/([0-9]+[KMkm]?)"
                        r"(?::(?P<fmt>[A-Za-z0-9]+))? "
                        r"\((?P<name>.*)\) = (?P<hex>[0-9a-fA-F]+)$")
+# A --range line: blkhash's tag or a plain digest's, then @OFF+LEN.
+RANGE_LINE_RE = re.compile(
+    r"^(?:BLKHASH-(?P<d>[^/]+)/(?P<bs>[0-9]+[KMkm]?)|(?P<plain>[A-Za-z0-9-]+))"
+    r"(?::[A-Za-z0-9]+)?@(?P<off>[0-9]+[KMkm]?)\+(?P<len>[0-9]+[KMkm]?) "
+    r"\((?P<name>.*)\) = (?P<hex>[0-9a-fA-F]+)$")
 UNTAGGED_RE = re.compile(r"^\\?([0-9a-fA-F]{32,128}) [ *](.*)$")
 # What nbdkit-blkhash-filter says when it refuses a filter order.
 ORDER_REFUSAL_RE = re.compile(r"in front of blkhash|blkhash: cannot (find|tell)"
@@ -144,7 +155,7 @@ WEIGHTS = collections.OrderedDict([
     ("server-start", 2),
     ("server-write", 9), ("server-sum", 8), ("server-stop", 1),
     ("order", 4), ("signal", 4), ("fdlimit", 1), ("remove", 1),
-    ("corrupt", 1),
+    ("corrupt", 1), ("range", 6), ("bmap", 3),
 ])
 
 
@@ -215,6 +226,7 @@ class Server:
         self.accept = {}           # export name -> set of acceptable hex
         self.threads1 = False
         self.errlog = None
+        self.written = set()       # exports written through the filter
 
     def uri(self, export):
         return "nbd+unix:///%s?socket=%s" % (export, self.sock)
@@ -263,6 +275,8 @@ class Campaign:
         self.cur_touch = set()
         self.cache_sum = {}
         self.cache_blocks = {}
+        self.bytes_cache = (None, None)
+        self.range_lines = []      # --range lines kept for -c
         self.log = open(args.log, "w") if args.log else None
         self.env = dict(os.environ)
         self.env["TMPDIR"] = self.tmp
@@ -1740,14 +1754,14 @@ class Campaign:
                               ":cache" if s.cache else ""),
                               "writer:" + what.split()[2]])
 
-    def op_server_write(self):
+    def op_server_write(self, s=None, e=None):
         srv = [s for s in self.servers if s.exports]
         if not srv:
             return False
-        s = self.rng.choice(srv)
+        s = s or self.rng.choice(srv)
         if not self.server_alive(s):
             return True
-        e = self.rng.choice(sorted(s.exports))
+        e = e or self.rng.choice(sorted(s.exports))
         t = s.exports[e]
         img = t[1]
         if img.deleted:
@@ -1808,6 +1822,7 @@ class Campaign:
                 # Written through nbdkit: every export of these bytes
                 # must have its line current or gone.
                 s.accept[ex] = set()
+                s.written.add(ex)
         if r.hung:
             self.fail("hang", "server-write: %s" % r.cmd)
             return True
@@ -1878,6 +1893,378 @@ class Campaign:
                                     "cwd": s.dir})
             self.cur_cmds.append("cp %s %s" % (s.bfile, path))
         self.drop_server(s)
+
+    # ------------------------------------------------ range and bmap views
+    def content_bytes(self, t):
+        """The target's bytes now (the last asked, kept by generation)."""
+        key = self.tkey(t)
+        if self.bytes_cache[0] != key:
+            path, tmp = self.content(t)
+            with open(path, "rb") as f:
+                data = f.read()
+            if tmp:
+                os.unlink(path)
+            self.bytes_cache = (key, data)
+        return self.bytes_cache[1]
+
+    def view_input(self):
+        """An input the filter's views serve: a local file, nbdkit with
+        the filter, or a served export, one with blkhash-cache=true
+        written through first at times (its tables must follow).
+        (words, name, target, default digest and block size, server,
+        coverage tag), or None."""
+        form = self.rng.choice(["file", "file", "nbdkit", "uri", "uri"])
+        srv = [s for s in self.servers if s.exports]
+        if form == "uri" and srv:
+            s = self.rng.choice(srv)
+            e = self.rng.choice(sorted(s.exports))
+            if s.cache and self.rng.random() < 0.5 and \
+                    not s.exports[e][1].deleted:
+                self.op_server_write(s, e)
+            if s in self.servers and not s.exports[e][1].deleted:
+                u = s.uri(e)
+                t = s.exports[e]
+                tag = "uri:" + s.kind + (":cache" if s.cache else "") + \
+                    (":written-through" if e in s.written else "")
+                return [u], u, t, (s.digest, s.bs), s, tag
+        cands = self.live()
+        if not cands:
+            return None
+        img = self.rng.choice(cands)
+        if form == "nbdkit":
+            w = ["[", "nbdkit", "--filter=" + FILTER, "file", img.path, "]"]
+            return w, " ".join(w), ("file", img), ("sha256", 65536), None, \
+                "nbdkit"
+        return [img.path], img.path, self.probe_target(img), \
+            ("sha256", 65536), None, "file:" + img.fmt
+
+    def pick_range(self, data, bs):
+        """A range of data: aligned to bs or not, to the end or not, in
+        a hole, over data, or past the end (refused).  (off, len, kind)"""
+        r, size = self.rng, len(data)
+        kind = r.choice(["aligned", "unaligned", "to-end", "hole", "data",
+                         "byte", "whole", "past-end"])
+        if size == 0:
+            kind = "past-end"
+        nb = (size + 4095) // 4096
+
+        def zero(i):
+            return not data[i * 4096:(i + 1) * 4096].strip(b"\0")
+        if kind in ("hole", "data"):
+            blocks = [i for i in range(nb) if zero(i) == (kind == "hole")]
+            if not blocks:
+                kind = "unaligned"
+            elif kind == "hole":
+                i = j = r.choice(blocks)
+                while j + 1 < nb and zero(j + 1):
+                    j += 1
+                end = min(size, (j + 1) * 4096)
+                off = min(end - 1, i * 4096 + r.choice([0, 0, 1, 511, 4095]))
+                return off, r.randint(1, end - off), kind
+            else:
+                off = max(0, r.choice(blocks) * 4096 -
+                          r.choice([0, 0, 1, 100, 4096, bs]))
+                return off, min(size - off, r.choice(
+                    [1, 4096, bs, 3 * bs + 7, r.randint(1, 300000)])), kind
+        if kind == "past-end":
+            off = r.randint(0, size)
+            return off, size - off + r.choice([1, 2, 4096, 65536]), kind
+        if kind == "whole":
+            return 0, size, kind
+        if kind == "aligned":
+            off = bs * r.randrange((size - 1) // bs + 1)
+        else:
+            off = r.randrange(size)
+            if kind == "unaligned" and off % bs == 0 and off + 1 < size:
+                off += 1
+        if kind == "byte":
+            return off, 1, kind
+        if kind == "to-end":
+            return off, size - off, kind
+        return off, min(size - off, r.choice([bs * r.randint(1, 4),
+                                              r.randint(1, size - off)])), \
+            kind
+
+    def range_sum(self, part, digest, bs):
+        """The oracle of a range: its bytes as an image of their own."""
+        if bs is None:
+            h = reference.new(digest)
+            h.update(part)
+            return h.hexdigest()
+        return reference.blkhash(digest, bs, io.BytesIO(part))
+
+    def spell_off(self, n):
+        return spell_bs(n) if n and n % 1024 == 0 and \
+            self.rng.random() < 0.3 else str(n)
+
+    def op_range(self):
+        """nbdsum --range (a blkhash or --plain) of part of the image
+        now, against the oracle over those bytes; or -c of range lines
+        made earlier: OK only while the range's bytes are the same."""
+        if self.range_lines and self.rng.random() < 0.3:
+            return self.range_check()
+        pick = self.view_input()
+        if pick is None:
+            return False
+        words, name, t, dflt, s, tag = pick
+        self.cur_touch.add(t[1].name)
+        data = self.content_bytes(t)
+        plain = self.rng.random() < 0.3
+        if plain:
+            digest, bs = self.rng.choice(DIGESTS), None
+            opts = ["--plain"] if digest == "sha256" and \
+                self.rng.random() < 0.5 else ["--plain=" + digest]
+        else:
+            opts, digest, bs = self.digest_opts()
+            digest, bs = digest or dflt[0], bs or dflt[1]
+        off, length, kind = self.pick_range(data, bs or 65536)
+        quiet = self.rng.random() < 0.5
+        json_out = self.rng.random() < 0.2
+        argv = [NBDSUM] + (["-q"] if quiet else []) + opts + \
+            (["--json"] if json_out else []) + \
+            ["--range=%s+%s" % (self.spell_off(off), self.spell_off(length))] \
+            + words
+        desc = "range %s %d+%d of %s (%s%s, %s)" % (
+            kind, off, length, tag, "plain " if plain else "", digest,
+            "aligned" if off % (bs or 65536) == 0 else "unaligned")
+        opdir = self.opdir()
+        r = self.run(argv, tmpdir=opdir, touch=[t[1].name] +
+                     ([s.name] if s else []))
+        self.after_nbdsum(r, "range", opdir, quiet=quiet)
+        if s:
+            # A range's session completes no export's checksum: the
+            # export's line stays current or what it was.
+            self.check_bfile(s, "after a range of %s" % s.name)
+        got = None
+        try:
+            if json_out and r.out.strip():
+                o = json.loads(r.out)["inputs"][0]
+                if "checksum" in o:
+                    got = (o["checksum"].lower(), o.get("digest"),
+                           None if o.get("plain") else o.get("block-size"),
+                           o.get("range-offset"), o.get("range-length"),
+                           o.get("size"))
+            elif r.out.strip():
+                lines = r.out.splitlines()
+                m = RANGE_LINE_RE.match(lines[0])
+                if len(lines) != 1 or not m:
+                    raise ValueError(r.out[:200])
+                got = (m.group("hex").lower(),
+                       (m.group("d") or m.group("plain")).lower(),
+                       parse_bs(m.group("bs")) if m.group("d") else None,
+                       parse_bs(m.group("off")), parse_bs(m.group("len")),
+                       None)
+                if m.group("name") != name:
+                    self.fail("garbled-output", "%s: a line for %r"
+                              % (desc, m.group("name")))
+        except (ValueError, KeyError, IndexError, TypeError) as e:
+            if not r.hung:
+                self.fail("garbled-output", "%s: %s" % (desc, e))
+        if r.rc != 0:
+            self.refuse("range:" + ("past-end" if kind == "past-end"
+                                    else tag), r)
+        if kind == "past-end":
+            self.checks["range-past-end"] += 1
+            if r.rc == 0 or got:
+                self.fail("range-past-end-accepted", "%s: the image has %d "
+                          "bytes, yet exit %s, printed %s"
+                          % (desc, len(data), r.rc, got and got[0]))
+            return True
+        if got is None:
+            if r.rc == 0 and not r.hung:
+                self.fail("missing-output", "%s: exit 0, no checksum" % desc)
+            return True
+        hexsum, d, b, o, n, size = got
+        if (d.replace("-", ""), b, o, n) != (digest, bs, off, length) or \
+                size not in (None, length):
+            self.fail("wrong-tag", "%s: printed as %s/%s@%s+%s (size %s)"
+                      % (desc, d, b, o, n, size))
+            return True
+        part = data[off:off + length]
+        want = self.range_sum(part, digest, bs)
+        self.checks["range-checksum"] += 1
+        self.notes["range checked: %s, %s" % (tag.split(":written")[0] + (
+            ", written through" if ":written" in tag else ""), kind)] += 1
+        if hexsum != want:
+            self.fail("wrong-range-checksum" +
+                      ("" if r.rc == 0 else "-exit%s" % r.rc),
+                      "%s: nbdsum printed %s, the oracle says %s"
+                      % (desc, hexsum, want), tags=[tag, kind])
+        elif not json_out and r.rc == 0 and self.rng.random() < 0.6:
+            self.range_lines.append({
+                "line": r.out.strip(), "t": t, "server": s, "off": off,
+                "len": length, "digest": digest, "bs": bs, "hex": hexsum,
+                "bytes": hashlib.sha256(part).hexdigest(), "tag": tag,
+                "key": self.tkey(t)})
+            self.cur_cmds.append("# kept for -c: %s" % r.out.strip())
+        return True
+
+    def range_check(self):
+        """-c of range lines made earlier (each the oracle's then)."""
+        picks = self.rng.sample(self.range_lines, min(
+            len(self.range_lines), self.rng.choice([1, 1, 2, 3])))
+        self.nfile += 1
+        path = os.path.join(self.dir, "ranges%d.sums" % self.nfile)
+        with open(path, "w") as f:
+            f.write("".join(p["line"] + "\n" for p in picks))
+        self.cur_cmds.append("printf '%%s\\n' %s > %s" % (
+            " ".join(shlex.quote(p["line"]) for p in picks), path))
+        want = []
+        for p in picks:
+            t, s = p["t"], p["server"]
+            self.cur_touch.update([t[1].name] + ([s.name] if s else []))
+            exp, why = "unreadable", "gone"
+            if p["tag"] == "nbdkit":
+                why = "a command"   # -c runs none (nbdsum(1), SECURITY)
+            elif not (s and s not in self.servers):
+                try:
+                    data = self.content_bytes(t)
+                    part = data[p["off"]:p["off"] + p["len"]]
+                    if len(part) < p["len"]:
+                        why = "shrunk past the range"
+                    else:
+                        same = hashlib.sha256(part).hexdigest() == p["bytes"]
+                        why = "changed" if not same else "unchanged" + (
+                            ", image written" if self.tkey(t) != p["key"]
+                            else "")
+                        exp = "OK" if self.range_sum(
+                            part, p["digest"], p["bs"]) == p["hex"] \
+                            else "FAILED"
+                except Unreadable:
+                    pass
+            want.append((p, exp, why))
+        argv = [NBDSUM, "-c"] + (["-j", "2"] if len(picks) > 1 and
+                                 self.rng.random() < 0.5 else []) + [path]
+        opdir = self.opdir()
+        r = self.run(argv, tmpdir=opdir, touch=[path])
+        self.after_nbdsum(r, "range -c", opdir)
+        if r.hung:
+            return True
+        verdicts = [VERDICT_RE.match(ln) for ln in r.out.splitlines()]
+        if None in verdicts or len(verdicts) != len(want):
+            self.fail("garbled-output", "range -c: %r" % r.out[:300])
+            return True
+        for (p, exp, why), m in zip(want, verdicts):
+            v = m.group(2)
+            self.checks["range-check-verdict"] += 1
+            self.notes["range -c: %s, %s" % (why, p["tag"].split(
+                ":written")[0])] += 1
+            desc = "range -c of %r (%s since): says %s, the oracle %s" % (
+                p["line"], why, v, exp)
+            if v == "OK" and exp != "OK":
+                self.fail("range-check-false-ok", desc, tags=[why, p["tag"]])
+            elif v != "OK" and exp == "OK":
+                self.fail("range-check-false-alarm", desc,
+                          tags=[why, p["tag"]])
+        all_ok = all(e == "OK" for _, e, _ in want)
+        if (r.rc == 0) != all_ok:
+            self.fail("check-exit0" if r.rc == 0 else
+                      "range-check-false-alarm",
+                      "range -c: exit %s, the oracle: %s" % (
+                          r.rc, [(e, w) for _, e, w in want]))
+        if r.rc != 0:
+            self.refuse("range -c", r)
+        for s in {p["server"] for p, _, _ in want if p["server"]}:
+            if s in self.servers:
+                self.check_bfile(s, "after a range -c of %s" % s.name)
+        return True
+
+    def op_bmap(self):
+        """nbdsum --bmap of the image now: bmaptool's XML, each range's
+        sha256 the oracle's, every unmapped block zeros, mapped at most
+        1.1 times the data, the file's own checksum as bmaptool checks
+        it."""
+        pick = self.view_input()
+        if pick is None:
+            return False
+        words, name, t, dflt, s, tag = pick
+        self.cur_touch.add(t[1].name)
+        data = self.content_bytes(t)
+        argv = [NBDSUM] + self.rng.choice(
+            [[], [], ["--no-spot-check"],
+             ["--spot-check=%d" % self.rng.randint(1, 64)]]) + \
+            ["--bmap"] + words
+        opdir = self.opdir()
+        r = self.run(argv, tmpdir=opdir, touch=[t[1].name] +
+                     ([s.name] if s else []))
+        self.after_nbdsum(r, "bmap", opdir)
+        if s:
+            self.check_bfile(s, "after a bmap of %s" % s.name)
+        if r.rc != 0:
+            self.refuse("bmap:" + ("empty" if not data else tag), r)
+            if r.out.strip() and not r.hung:
+                self.fail("bmap-exit%s-printed" % r.rc, "bmap of %s: exit "
+                          "%s, yet printed %r" % (tag, r.rc, r.out[:200]))
+            return True
+        self.check_bmap(r.out, data, "bmap of %s (%d bytes)"
+                        % (tag, len(data)), tag)
+        return True
+
+    def check_bmap(self, text, data, what, tag):
+        size, bsz = len(data), 4096
+        try:
+            root = ET.fromstring(text)
+
+            def get(k):
+                return root.find(k).text.strip()
+            head = (root.tag, root.get("version"), int(get("ImageSize")),
+                    int(get("BlockSize")), int(get("BlocksCount")),
+                    get("ChecksumType"))
+            mapped_count = int(get("MappedBlocksCount"))
+            filesum = get("BmapFileChecksum")
+            ranges = []
+            for rg in root.find("BlockMap").findall("Range"):
+                a, _, b = rg.text.strip().partition("-")
+                ranges.append((int(a), int(b or a), rg.get("chksum")))
+        except (ET.ParseError, AttributeError, ValueError) as e:
+            self.fail("bad-bmap", "%s: not bmaptool's XML (%s): %r"
+                      % (what, e, text[:200]), tags=[tag])
+            return
+        self.checks["bmap"] += 1
+        nb = (size + bsz - 1) // bsz
+        bad = []
+        if head != ("bmap", "2.0", size, bsz, nb, "sha256"):
+            bad.append("head %s, the image %d bytes, %d blocks"
+                       % (head, size, nb))
+        # bmaptool copy: the sha256 of the file with the value all "0".
+        zeroed = text.replace(filesum, "0" * len(filesum))
+        if not re.fullmatch(r"[0-9a-f]{64}", filesum) or \
+                hashlib.sha256(zeroed.encode()).hexdigest() != filesum:
+            bad.append("BmapFileChecksum %s is not the file's" % filesum)
+        nxt, mapped = 0, 0
+        for a, b, ck in ranges:
+            if a < nxt or b < a or b >= nb:
+                bad.append("range %d-%d out of order or past block %d"
+                           % (a, b, nb))
+                break
+            hole = data[nxt * bsz:a * bsz]
+            if hole.strip(b"\0"):
+                i = next(i for i in range(len(hole)) if hole[i])
+                bad.append("block %d unmapped, but holds data (byte %d)"
+                           % (nxt + i // bsz, nxt * bsz + i))
+            if hashlib.sha256(data[a * bsz:(b + 1) * bsz]).hexdigest() != ck:
+                bad.append("range %d-%d: chksum %s, the oracle's bytes %s"
+                           % (a, b, ck, hashlib.sha256(
+                               data[a * bsz:(b + 1) * bsz]).hexdigest()))
+            mapped += b - a + 1
+            nxt = b + 1
+        if data[nxt * bsz:].strip(b"\0") and not bad:
+            bad.append("blocks from %d unmapped, but hold data" % nxt)
+        dblocks = sum(1 for i in range(nb)
+                      if data[i * bsz:(i + 1) * bsz].strip(b"\0"))
+        if mapped != mapped_count:
+            bad.append("MappedBlocksCount %d, its ranges %d"
+                       % (mapped_count, mapped))
+        if mapped * 10 > dblocks * 11:
+            bad.append("%d blocks mapped, more than 1.1 times the %d of data"
+                       % (mapped, dblocks))
+        self.notes["bmap checked: %s, %s" % (
+            tag.split(":written")[0] + (", written through" if ":written"
+                                        in tag else ""),
+            "%d ranges" % len(ranges) if len(ranges) < 2 else
+            "2+ ranges")] += 1
+        for b in bad[:3]:
+            self.fail("wrong-bmap", "%s: %s" % (what, b), tags=[tag])
 
     # ------------------------------------------------ orders and signals
     def op_order(self):
