@@ -273,7 +273,8 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
     range.offset &= INT64_MAX;
     if (range.offset == INT64_MAX)
       range.offset--;
-    range.length = MAX (range.length % (INT64_MAX - range.offset + 1), 1);
+    range.length = MAX (range.length % (INT64_MAX - range.offset + 1),
+                        (uint64_t) 1);
     round_trip (NULL, 0, NULL, NULL, "0123456789abcdef", text);
     round_trip (tags[t].digest, tags[t].block_size, NULL, NULL, tags[t].hex,
                 text);
