@@ -8,23 +8,7 @@
 
 #include "bmap.h"
 #include "minmax.h"
-
-static void
-put_le (uint8_t *p, uint64_t v, int bytes)
-{
-  for (int i = 0; i < bytes; i++)
-    p[i] = v >> (8 * i);
-}
-
-static uint64_t
-get_le (const uint8_t *p, int bytes)
-{
-  uint64_t v = 0;
-
-  for (int i = bytes - 1; i >= 0; i--)
-    v = (v << 8) | p[i];
-  return v;
-}
+#include "util.h"
 
 uint64_t
 blk_bmap_table_offset (const struct blk_header *h)
@@ -56,35 +40,35 @@ void
 blk_bmap_summary_encode (const struct blk_bmap_summary *s, uint8_t *buf)
 {
   memset (buf, 0, BLK_BMAP_SUMMARY_SIZE);
-  put_le (buf, s->ranges, 8);
-  put_le (buf + 8, s->mapped_blocks, 8);
-  put_le (buf + 16, s->max_ranges, 8);
-  put_le (buf + 24, s->status, 4);
-  put_le (buf + 32, s->stopped_at, 8);
+  blk_put_le (buf, s->ranges, 8);
+  blk_put_le (buf + 8, s->mapped_blocks, 8);
+  blk_put_le (buf + 16, s->max_ranges, 8);
+  blk_put_le (buf + 24, s->status, 4);
+  blk_put_le (buf + 32, s->stopped_at, 8);
 }
 
 void
 blk_bmap_summary_decode (const uint8_t *buf, struct blk_bmap_summary *s)
 {
-  s->ranges = get_le (buf, 8);
-  s->mapped_blocks = get_le (buf + 8, 8);
-  s->max_ranges = get_le (buf + 16, 8);
-  s->status = get_le (buf + 24, 4);
-  s->stopped_at = get_le (buf + 32, 8);
+  s->ranges = blk_get_le (buf, 8);
+  s->mapped_blocks = blk_get_le (buf + 8, 8);
+  s->max_ranges = blk_get_le (buf + 16, 8);
+  s->status = blk_get_le (buf + 24, 4);
+  s->stopped_at = blk_get_le (buf + 32, 8);
 }
 
 void
 blk_bmap_range_encode (const struct blk_bmap_range *r, uint8_t *buf)
 {
-  put_le (buf, r->first, 8);
-  put_le (buf + 8, r->last, 8);
+  blk_put_le (buf, r->first, 8);
+  blk_put_le (buf + 8, r->last, 8);
   memcpy (buf + 16, r->digest, BLK_BMAP_DIGEST_LEN);
 }
 
 void
 blk_bmap_range_decode (const uint8_t *buf, struct blk_bmap_range *r)
 {
-  r->first = get_le (buf, 8);
-  r->last = get_le (buf + 8, 8);
+  r->first = blk_get_le (buf, 8);
+  r->last = blk_get_le (buf + 8, 8);
   memcpy (r->digest, buf + 16, BLK_BMAP_DIGEST_LEN);
 }

@@ -8,6 +8,7 @@
 
 #include "blkhash.h"
 #include "header.h"
+#include "util.h"
 
 enum {
   OFF_MAGIC = 0, OFF_VERSION = 8, OFF_HEADER_SIZE = 12, OFF_IMAGE_SIZE = 16,
@@ -16,23 +17,6 @@ enum {
   OFF_NONCE = 128, NONCE_END = OFF_NONCE + BLK_HEADER_NONCE_MAX,
   HEADER_USED = OFF_NAME + BLK_DIGEST_NAME_MAX,
 };
-
-static void
-put_le (uint8_t *p, uint64_t v, int bytes)
-{
-  for (int i = 0; i < bytes; i++)
-    p[i] = v >> (8 * i);
-}
-
-static uint64_t
-get_le (const uint8_t *p, int bytes)
-{
-  uint64_t v = 0;
-
-  for (int i = bytes - 1; i >= 0; i--)
-    v = (v << 8) | p[i];
-  return v;
-}
 
 void
 blk_header_init (struct blk_header *h, uint64_t image_size,
@@ -77,17 +61,17 @@ blk_header_encode (const struct blk_header *h, uint8_t *buf)
 {
   memset (buf, 0, BLK_VIEW_HEADER_SIZE);
   memcpy (buf + OFF_MAGIC, magic_of (h->plain, h->bmap), 8);
-  put_le (buf + OFF_VERSION, BLK_VIEW_VERSION, 4);
-  put_le (buf + OFF_HEADER_SIZE, BLK_VIEW_HEADER_SIZE, 4);
-  put_le (buf + OFF_IMAGE_SIZE, h->image_size, 8);
-  put_le (buf + OFF_BLOCK_COUNT, h->block_count, 8);
-  put_le (buf + OFF_BLOCK_SIZE, h->block_size, 4);
-  put_le (buf + OFF_DIGEST_LEN, h->digest_len, 4);
-  put_le (buf + OFF_ROOT, BLK_VIEW_ROOT_OFFSET, 8);
-  put_le (buf + OFF_DIGESTS, BLK_VIEW_DIGESTS_OFFSET, 8);
+  blk_put_le (buf + OFF_VERSION, BLK_VIEW_VERSION, 4);
+  blk_put_le (buf + OFF_HEADER_SIZE, BLK_VIEW_HEADER_SIZE, 4);
+  blk_put_le (buf + OFF_IMAGE_SIZE, h->image_size, 8);
+  blk_put_le (buf + OFF_BLOCK_COUNT, h->block_count, 8);
+  blk_put_le (buf + OFF_BLOCK_SIZE, h->block_size, 4);
+  blk_put_le (buf + OFF_DIGEST_LEN, h->digest_len, 4);
+  blk_put_le (buf + OFF_ROOT, BLK_VIEW_ROOT_OFFSET, 8);
+  blk_put_le (buf + OFF_DIGESTS, BLK_VIEW_DIGESTS_OFFSET, 8);
   memcpy (buf + OFF_NAME, h->digest_name,
           strnlen (h->digest_name, BLK_DIGEST_NAME_MAX - 1));
-  put_le (buf + OFF_FLAGS, h->flags, 4);
+  blk_put_le (buf + OFF_FLAGS, h->flags, 4);
   memcpy (buf + OFF_NONCE, h->nonce,
           strnlen (h->nonce, BLK_HEADER_NONCE_MAX));
 }
@@ -123,23 +107,23 @@ decode (const uint8_t *buf, size_t len, struct blk_header *h, bool plain,
     return bmap ? "bad magic: not a bmap view"
       : plain ? "bad magic: not a plain-digest view"
       : "bad magic: not a blkhash view";
-  if (get_le (buf + OFF_VERSION, 4) != BLK_VIEW_VERSION)
+  if (blk_get_le (buf + OFF_VERSION, 4) != BLK_VIEW_VERSION)
     return "unsupported view format version";
-  if (get_le (buf + OFF_HEADER_SIZE, 4) != BLK_VIEW_HEADER_SIZE)
+  if (blk_get_le (buf + OFF_HEADER_SIZE, 4) != BLK_VIEW_HEADER_SIZE)
     return "unexpected header size";
-  if (get_le (buf + OFF_ROOT, 8) != BLK_VIEW_ROOT_OFFSET ||
-      get_le (buf + OFF_DIGESTS, 8) != BLK_VIEW_DIGESTS_OFFSET)
+  if (blk_get_le (buf + OFF_ROOT, 8) != BLK_VIEW_ROOT_OFFSET ||
+      blk_get_le (buf + OFF_DIGESTS, 8) != BLK_VIEW_DIGESTS_OFFSET)
     return "unexpected root or digests offset";
 
-  h->image_size = get_le (buf + OFF_IMAGE_SIZE, 8);
-  h->block_count = get_le (buf + OFF_BLOCK_COUNT, 8);
-  h->block_size = get_le (buf + OFF_BLOCK_SIZE, 4);
-  h->digest_len = get_le (buf + OFF_DIGEST_LEN, 4);
+  h->image_size = blk_get_le (buf + OFF_IMAGE_SIZE, 8);
+  h->block_count = blk_get_le (buf + OFF_BLOCK_COUNT, 8);
+  h->block_size = blk_get_le (buf + OFF_BLOCK_SIZE, 4);
+  h->digest_len = blk_get_le (buf + OFF_DIGEST_LEN, 4);
   h->plain = plain;
   h->bmap = bmap;
   /* Read only from a buffer that holds them (120 bytes suffice). */
   if (len >= OFF_FLAGS + 4)
-    h->flags = get_le (buf + OFF_FLAGS, 4);
+    h->flags = blk_get_le (buf + OFF_FLAGS, 4);
   if (len >= NONCE_END) {
     const char *nonce = (const char *) buf + OFF_NONCE;
     const size_t n = strnlen (nonce, BLK_HEADER_NONCE_MAX);

@@ -97,4 +97,22 @@ blk_hex_value (int c)
  */
 extern size_t blk_utf8_char (const unsigned char *p, size_t n);
 
+/* The bytes little-endian numbers of the formats are written in. */
+static inline void
+blk_put_le (uint8_t *p, uint64_t v, int bytes)
+{
+  for (int i = 0; i < bytes; i++)
+    p[i] = v >> (8 * i);
+}
+
+static inline uint64_t
+blk_get_le (const uint8_t *p, int bytes)
+{
+  uint64_t v = 0;
+
+  for (int i = bytes - 1; i >= 0; i--)
+    v = (v << 8) | p[i];
+  return v;
+}
+
 #endif /* BLKHASH_UTIL_H */
