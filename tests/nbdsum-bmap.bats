@@ -31,6 +31,23 @@ copy_ok () {
   cmp "$2" out.raw
 }
 
+# same_bmap A B: the two bmaps say the same (header fields and ranges
+# with their checksums); their comments are bmaptool's, whose wording
+# changes between its versions (3.6 in Debian 12, 3.9 in 13), and so
+# does the file's own checksum over them (bmaptool copy checks it).
+same_bmap () {
+  local f
+  for f in "$1" "$2"; do
+    "$PYTHON" -c '
+import re, sys
+t = re.sub(r"<!--.*?-->", "", open(sys.argv[1]).read(), flags=re.S)
+t = re.sub(r"<BmapFileChecksum>.*?</BmapFileChecksum>", "", t)
+print("\n".join(l.strip() for l in t.splitlines() if l.strip()))' "$f" \
+      > "$f.data"
+  done
+  diff "$1.data" "$2.data"
+}
+
 # The BMAP's count of mapped blocks, and the FILE's 4K blocks that are
 # not all zeros.
 mapped_of () {
@@ -59,7 +76,7 @@ mapped_within () {
   copy_ok disk.bmap disk.img
   # Data in whole blocks, apart by more than 64K: bmaptool's mapping.
   bmaptool create disk.img -o ref.bmap
-  cmp disk.bmap ref.bmap
+  same_bmap disk.bmap ref.bmap
   mapped_within disk.bmap disk.img
 }
 
@@ -113,7 +130,8 @@ mapped_within () {
   mapped_within disk.bmap guest.raw
   # Not the container's bytes, nor its clusters.
   [ "$(mapped_of disk.bmap)" -lt "$(( $(qemu-img info --output=json \
-     disk.qcow2 | sed -n 's/.*"actual-size": \([0-9]*\).*/\1/p') / 4096 ))" ]
+     disk.qcow2 | "$PYTHON" -c 'import json, sys
+print(json.load(sys.stdin)["actual-size"])') / 4096 ))" ]
 }
 
 @test "sparse, full, zeros written, odd sizes: copies equal, mapped within 1.1x" {
@@ -135,7 +153,7 @@ mapped_within () {
   done
   # The last block cut at the image's end, as bmaptool create hashes it.
   bmaptool create img0 -o ref0.bmap
-  cmp img0.bmap ref0.bmap
+  same_bmap img0.bmap ref0.bmap
 }
 
 @test "written while mapped: the view fails with EIO, then maps the new content" {

@@ -499,8 +499,11 @@ PY
 
 @test "nbdsum-jobs: out of descriptors, jobs wait for others to end: the same output" {
   start_fleet
-  # URIs only: a private nbdkit needs more than 24 descriptors itself.
-  fleet_sums 20 | grep -e '  nbd' -e 'not a' > SUMS
+  # URIs of servers with the filter only: a private nbdkit (for a file,
+  # or in front of a server without the filter) needs more than 24
+  # descriptors itself.
+  fleet_sums 20 | grep -e '  nbd' -e 'not a' | grep -v 'plain\.sock' > SUMS
+  grep -q 'socket=' SUMS
   run_to seq -c SUMS SUMS
   # 64 jobs need 128 descriptors: 24 leave room for about 8 at a time.
   (ulimit -n 24 && exec "$NBDSUM" -j 64 -c SUMS SUMS > j64.out 2> j64.err) ||
