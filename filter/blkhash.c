@@ -358,6 +358,16 @@ blkhash_open (nbdkit_next_open *next, nbdkit_context *context,
     h->nonce = vn.nonce;
     vn.nonce = NULL;
     h->range = vn.range;
+    /* A short range's digest tells its bytes (one byte: 256 guesses):
+     * a server that serves no data serves no part of it either.
+     */
+    if (views_only && vn.range.length) {
+      nbdkit_error ("blkhash: export '%s': a view of part of an image is "
+                    "refused with blkhash-views-only=true: the digest of "
+                    "a short range would tell its bytes", exportname);
+      blk_view_name_free (&vn);
+      goto err;
+    }
   }
   if (view && vn.bmap) {
     h->name = vn.base;

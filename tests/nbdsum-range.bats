@@ -265,3 +265,18 @@ h.connect_unix(sys.argv[1])' "$sock" "$name"
   [[ "$stderr" = *"over the limit of 1 TiB for a plain digest: --max-size=SIZE lifts it"* ]]
   [[ "$stderr" != *"needs the server's nbdkit --filter=blkhash"* ]]
 }
+
+# One byte's digest is one of 256: a server that serves only views
+# would serve the image byte by byte through them.
+@test "a blkhash-views-only=true server refuses range views, plain and blkhash; its whole views stay" {
+  local want
+  start_server srv file "$IMG" blkhash-views-only=true
+  run -1 --separate-stderr "$NBDSUM" --plain --range=0+1 "$uri"
+  [ -z "$output" ]
+  run -1 --separate-stderr "$NBDSUM" --range=4096+4096 "$uri"
+  [ -z "$output" ]
+  grep -q 'refused with blkhash-views-only=true' "$err"
+  want=$(reference sha256 65536 "$IMG")
+  run -0 --separate-stderr "$NBDSUM" "$uri"
+  [ "$(sum_hex "$output")" = "$want" ]
+}
