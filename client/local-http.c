@@ -15,20 +15,16 @@
 #include <config.h>
 
 #include <inttypes.h>
-#include <libnbd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
-#include "http-probe.h"
 #include "local-command.h"
 #include "local.h"
 #include "messages.h"
 #include "options.h"
 #include "paths.h"
-#include "signals.h"
-#include "source.h"
 
 /* The fixed part of nbdkit's command line, and the parameters of the
  * options.
@@ -183,36 +179,4 @@ local_http_message (struct local_server *s)
     r = asprintf (&msg, "%s", p);
   free (log);
   return r == -1 ? NULL : msg;
-}
-
-int
-local_http_check (const struct source *src)
-{
-  double deadline;
-  struct nbd_handle *h = source_connect (src, NULL, 0, &deadline);
-  int64_t size;
-  char *said;
-
-  if (h == NULL)
-    return -1;
-  /* NBD_OPT_INFO opens the plugin: curl asks the server (HEAD). */
-  if (source_info (h, deadline) == -1) {
-    if (!stop_signal ()) {
-      said = local_http_message (src->server);
-      error_at (src->name, "%s", said ? said : source_error ());
-      free (said);
-    }
-    nbd_close (h);
-    return -1;
-  }
-  size = nbd_get_size (h);
-  source_shutdown (h);
-  nbd_close (h);
-  if (size < 0)
-    return -1;
-  /* Over every limit: the view refuses it, naming the option. */
-  if ((uint64_t) size > options_max_size (false))
-    return 0;
-  /* The plugin trusts whatever a GET returns: nbdsum does not. */
-  return http_probe (src->name, size);
 }

@@ -62,12 +62,6 @@ extern struct local_server *local_server_start_http (const char *name,
  * said nothing.  The caller frees it.
  */
 extern char *local_http_message (struct local_server *s);
-/* local-http.c: does the server of src's URL serve it (asked once
- * before its views, so that a 404 reads as one, not as a missing
- * view)?  0, or -1 (error printed).
- */
-struct source;
-extern int local_http_check (const struct source *src);
 /* --since of a local qcow2 file: qemu-nbd with the dirty bitmap and
  * the allocation depth, for as many connections as nbdsum makes
  * (input-since.c checked the bitmap first).

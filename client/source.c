@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "helpers.h"
+#include "http-probe.h"
 #include "local.h"
 #include "messages.h"
 #include "names.h"
@@ -153,6 +154,43 @@ refuse_view (const char *name)
   return refused;
 }
 
+/* Does the server of src's URL serve it (asked once before its views,
+ * so that a 404 reads as one, not as a missing view), answering a
+ * range as the curl plugin needs (http-probe.c)?  0, or -1 (error
+ * printed).
+ */
+static int
+http_check (const struct source *src)
+{
+  double deadline;
+  struct nbd_handle *h = source_connect (src, NULL, 0, &deadline);
+  int64_t size;
+  char *said;
+
+  if (h == NULL)
+    return -1;
+  /* NBD_OPT_INFO opens the plugin: curl asks the server (HEAD). */
+  if (source_info (h, deadline) == -1) {
+    if (!stop_signal ()) {
+      said = local_http_message (src->server);
+      error_at (src->name, "%s", said ? said : source_error ());
+      free (said);
+    }
+    nbd_close (h);
+    return -1;
+  }
+  size = nbd_get_size (h);
+  source_shutdown (h);
+  nbd_close (h);
+  if (size < 0)
+    return -1;
+  /* Over every limit: the view refuses it, naming the option. */
+  if ((uint64_t) size > options_max_size (false))
+    return 0;
+  /* The plugin trusts whatever a GET returns: nbdsum does not. */
+  return http_probe (src->name, size);
+}
+
 /* source_open, a file read as format, and with bitmap a file is
  * qemu-nbd's.
  */
@@ -194,7 +232,7 @@ open_source (const char *name, const char *format, const char *bitmap)
     error_at (name, "out of memory");
     goto err;
   }
-  if (kind == NAME_HTTP && local_http_check (src) == -1)
+  if (kind == NAME_HTTP && http_check (src) == -1)
     goto err;
   return src;
 
