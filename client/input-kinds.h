@@ -24,7 +24,7 @@
 
 #include "endpoint.h"
 #include "header.h"
-#include "input.h"
+#include "input-ops.h"
 #include "options.h"
 #include "source.h"
 

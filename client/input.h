@@ -17,53 +17,7 @@
 #include "options.h"
 #include "result.h"
 
-struct input;
-
-struct input_ops {
-  /* How it is hashed, as --json says: server-side, client-side,
-   * stream, manifest.
-   */
-  const char *method;
-
-  /* Its checksum, in root: hashed (a saved manifest: the one it
-   * carries, verified).  Called once.  Returns 0, or -1 (error
-   * printed).
-   */
-  int (*checksum) (struct input *in, uint8_t *root);
-
-  /* After checksum: the digests of blocks [first, first+count), one
-   * after another in out.  Calls go forward from block 0.  Returns 0,
-   * or -1 (error printed).  NULL: it has none (a stream).
-   */
-  int (*digests) (struct input *in, uint64_t first, uint64_t count,
-                  uint8_t *out);
-
-  /* Free it, and whatever serves it. */
-  void (*close) (struct input *in);
-};
-
-struct input {
-  const struct input_ops *ops;
-  const char *name;             /* as given; not owned */
-  /* Its digest and block size, size and block count: known once it is
-   * open (a stream's, once hashed).
-   */
-  const struct blk_params *params;
-  uint64_t size, nblocks;
-  /* Its checksum is a plain digest of the bytes (--plain): params only
-   * name the digest, and there are no blocks.
-   */
-  bool plain;
-  /* Hashed on this machine, by nbdsum's private filter (--client-side,
-   * or a server without the filter): its method is client-side.
-   */
-  bool here;
-  /* What its result says besides the checksum: the format a local
-   * file was read as, and for --since what was hashed.
-   */
-  struct result about;
-  double opened;                /* when input_open began */
-};
+#include "input-ops.h"
 
 /* input_open's flags. */
 #define INPUT_SAVED   1         /* name is a saved --blocks manifest,
@@ -81,20 +35,6 @@ extern struct input *input_open (const char *name,
  * format, time).  Returns 0, or -1 (error printed).
  */
 extern int input_checksum (struct input *in, struct result *res);
-
-/* How it is hashed, as --json says (see input_ops). */
-static inline const char *
-input_method (const struct input *in)
-{
-  return in->here ? "client-side" : in->ops->method;
-}
-
-static inline void
-input_close (struct input *in)
-{
-  if (in)
-    in->ops->close (in);
-}
 
 /* Open, hash and close name: the checksum of one input.  Returns 0,
  * or -1 (error printed).
