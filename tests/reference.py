@@ -91,9 +91,14 @@ def blkhash(name, block_size, f, blocks=False):
 
 def main():
     args = sys.argv[1:]
-    blocks = args[0] == "--blocks"
+    if args[:1] in (["-h"], ["--help"]):
+        print(__doc__.strip())
+        return
+    blocks = args[:1] == ["--blocks"]
     if blocks:
         args = args[1:]
+    if len(args) != 3 or not args[1].isdigit() or int(args[1]) == 0:
+        sys.exit("usage: reference.py [--blocks] DIGEST BLOCK_SIZE FILE")
     name, block_size, path = args[0], int(args[1]), args[2]
     if path == "-":
         print(blkhash(name, block_size, sys.stdin.buffer, blocks))
