@@ -248,20 +248,6 @@ open(sys.argv[2], "wb").write(h.pread(h.get_size(), 0))' \
   copy_ok disk.bmap dir/disk
 }
 
-# start_echo NAME DIR: tests/echonbd.py serving DIR (crafted views
-# that answer the nonce), as start_nbdkit sets pid, sock, uri and err.
-start_echo () {
-  local i
-  sock="$BATS_TEST_TMPDIR/$1.sock"
-  err="$BATS_TEST_TMPDIR/$1.err"
-  uri="nbd+unix:///?socket=$sock"
-  rm -f "$sock"
-  "$NBD_PYTHON" "$top_srcdir/tests/echonbd.py" "$sock" "$2" \
-    </dev/null >"$err" 2>&1 3>&- &
-  servers+=("$!")
-  wait_until 10 test -S "$sock"
-}
-
 # view_of IMAGE FILE: the filter's true bmap view of IMAGE, into FILE.
 view_of () {
   start_server "view-$2" file "$1"

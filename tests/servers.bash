@@ -171,3 +171,24 @@ start_http () {
   http_port=$port
   url="http://127.0.0.1:$port"
 }
+
+# start_echo NAME DIR: tests/echonbd.py serving DIR (crafted views
+# that answer the nonce) as a background job of the test, as
+# start_nbdkit sets pid, sock, uri and err.
+start_echo () {
+  local i
+  sock="$BATS_TEST_TMPDIR/$1.sock"
+  err="$BATS_TEST_TMPDIR/$1.err"
+  uri="nbd+unix:///?socket=$sock"
+  rm -f "$sock"
+  "$NBD_PYTHON" "$top_srcdir/tests/echonbd.py" "$sock" "$2" \
+    </dev/null >"$err" 2>&1 3>&- &
+  pid=$!
+  servers+=("$pid")
+  for ((i = 0; i < 200; i++)); do
+    [ -S "$sock" ] && return 0
+    sleep 0.05
+  done
+  cat "$err"
+  return 1
+}
