@@ -32,7 +32,6 @@
 
 /* Bytes asked for: the last ones (the plugin's last read is there). */
 #define PROBE_BYTES 64
-#define PROBE_SECONDS 60L
 #define CONNECT_SECONDS 30L
 
 struct probe {
@@ -118,7 +117,7 @@ http_probe (const char *url, uint64_t size)
   curl_easy_setopt (c, CURLOPT_SSL_VERIFYPEER, opts->http_insecure ? 0L : 1L);
   curl_easy_setopt (c, CURLOPT_SSL_VERIFYHOST, opts->http_insecure ? 0L : 2L);
   curl_easy_setopt (c, CURLOPT_CONNECTTIMEOUT, CONNECT_SECONDS);
-  curl_easy_setopt (c, CURLOPT_TIMEOUT, PROBE_SECONDS);
+  curl_easy_setopt (c, CURLOPT_TIMEOUT, (long) opts->http_timeout);
   curl_easy_setopt (c, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt (c, CURLOPT_HEADERFUNCTION, probe_header);
   curl_easy_setopt (c, CURLOPT_HEADERDATA, &p);
@@ -135,6 +134,10 @@ http_probe (const char *url, uint64_t size)
     error_at (url, "asked for bytes %s of a file of %" PRIu64 " bytes, the "
               "server sent more (HTTP %ld): it does not serve byte ranges "
               "as it says", range, size, status);
+  else if (rc == CURLE_OPERATION_TIMEDOUT)
+    error_at (url, "asking for bytes %s: no answer within %u seconds: the "
+              "server stalled or is too slow (--http-timeout)", range,
+              opts->http_timeout);
   else if (rc != CURLE_OK)
     error_at (url, "asking for bytes %s: %s", range, curl_easy_strerror (rc));
   else if (size == 0 && (status == 200 || status == 416) && p.got == 0)

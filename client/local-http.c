@@ -29,7 +29,7 @@
 /* The fixed part of nbdkit's command line, and the parameters of the
  * options.
  */
-#define FIXED_ARGS 12
+#define FIXED_ARGS 13
 
 /* A URL nbdsum hands to curl: the scheme names.c took it for, and no
  * byte curl might read otherwise (spaces, control characters: a URL
@@ -94,6 +94,10 @@ local_server_start_http (const char *name, const char *format)
   ADD ("followlocation=false");
   if (opts->http_insecure)
     ADD ("sslverify=false");
+  /* A stalled server fails the read, not hangs it. */
+  if (opts->http_timeout &&
+      ADDF ("timeout=%u", opts->http_timeout) == -1)
+    goto oom;
   for (unsigned j = 0; j < opts->nhttp_headers; j++)
     if (ADDF ("header=%s", opts->http_headers[j]) == -1)
       goto oom;
@@ -169,6 +173,10 @@ local_http_message (struct local_server *s)
                   "Accept-Ranges: bytes), or redirects it elsewhere: "
                   "nbdsum reads a URL in ranges, and follows no redirect "
                   "(give the URL it leads to)");
+  else if (strstr (p, "Timeout was reached"))
+    r = asprintf (&msg, "a request took more than %u seconds: the server "
+                  "stalled or is too slow (--http-timeout)",
+                  opts->http_timeout);
   else if (strstr (p, "could not get length"))
     r = asprintf (&msg, "the server does not say its length "
                   "(Content-Length)");

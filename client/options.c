@@ -36,6 +36,7 @@ static struct options parsed = {
   .requests = 16,
   .progress_fd = -1,
   .jobs = 1,
+  .http_timeout = 60,
   .spot_check = SPOT_CHECK_DEFAULT,
 };
 const struct options *const opts = &parsed;
@@ -363,7 +364,8 @@ parse_options (int argc, char **argv, int *first_arg)
     OPT_CONNECT_TIMEOUT, OPT_NO_NAMES, OPT_BATS_HELPER, OPT_SINCE,
     OPT_DIRTY_BITMAP, OPT_IMMUTABLE_BACKING, OPT_CHECK_MANIFEST,
     OPT_PLAIN, OPT_ALLOW_BACKING, OPT_MAX_SIZE, OPT_SPOT_CHECK,
-    OPT_NO_SPOT_CHECK, OPT_HTTP_HEADER, OPT_HTTP_INSECURE, OPT_RANGE,
+    OPT_NO_SPOT_CHECK, OPT_HTTP_HEADER, OPT_HTTP_INSECURE, OPT_HTTP_TIMEOUT,
+    OPT_RANGE,
     OPT_BMAP,
   };
   static const struct option long_options[] = {
@@ -379,6 +381,7 @@ parse_options (int argc, char **argv, int *first_arg)
     { "max-size", required_argument, NULL, OPT_MAX_SIZE },
     { "http-header", required_argument, NULL, OPT_HTTP_HEADER },
     { "http-insecure", no_argument, NULL, OPT_HTTP_INSECURE },
+    { "http-timeout", required_argument, NULL, OPT_HTTP_TIMEOUT },
     { "client-side", no_argument, NULL, OPT_CLIENT_SIDE },
     { "range", required_argument, NULL, OPT_RANGE },
     { "spot-check", required_argument, NULL, OPT_SPOT_CHECK },
@@ -507,6 +510,14 @@ parse_options (int argc, char **argv, int *first_arg)
     case OPT_HTTP_INSECURE:
       parsed.http_insecure = true;
       break;
+    case OPT_HTTP_TIMEOUT: {
+      /* curl's timeout= is whole seconds: rounded up. */
+      const double v = parse_seconds ("--http-timeout", optarg,
+                                      MAX_CONNECT_TIMEOUT);
+      parsed.http_timeout = (unsigned) v + (v > (unsigned) v);
+      parsed.http_timeout_given = true;
+      break;
+    }
     case OPT_RANGE:
       if ((msg = blk_parse_range (optarg, &parsed.range)) != NULL) {
         fprintf (stderr, "%s: --range=%s: %s\n", progname, optarg, msg);
@@ -769,9 +780,10 @@ parse_options (int argc, char **argv, int *first_arg)
                "none\n", progname);
       exit (usage_status);
     }
-    if ((parsed.nhttp_headers || parsed.http_insecure) && urls == 0 &&
-        !parsed.check) {
-      fprintf (stderr, "%s: --http-header and --http-insecure apply to "
+    if ((parsed.nhttp_headers || parsed.http_insecure ||
+         parsed.http_timeout_given) && urls == 0 && !parsed.check) {
+      fprintf (stderr, "%s: --http-header, --http-insecure and "
+               "--http-timeout apply to "
                "http:// and https:// inputs only\n", progname);
       exit (usage_status);
     }

@@ -63,6 +63,8 @@ struct options {
   const char *const *http_headers;      /* --http-header, in order */
   unsigned nhttp_headers;
   bool http_insecure;           /* --http-insecure: curl's sslverify=false */
+  unsigned http_timeout;        /* --http-timeout: curl's timeout=; 0: none */
+  bool http_timeout_given;
 };
 
 /* Set by parse_options, before anything else runs. */

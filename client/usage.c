@@ -66,7 +66,7 @@ usage (FILE *fp, int status)
 "      --range=OFF+LEN       of those bytes as an image (by the filter)\n"
 "      --format=FMT          read the FILEs after it as FMT (auto: probed)\n"
 "      --allow-backing       with --format, follow what images name anywhere\n"
-"      --http-header=H, --http-insecure   for URLs: a header; no TLS check\n"
+"      --http-header=H, --http-insecure, --http-timeout=S (60)   for URLs\n"
 "      --client-side         hash here even where the server has a view\n"
 "      --max-size=SIZE       refuse larger inputs (1P; --plain: 1T; 0: none)\n"
 "      --spot-check=N, --no-spot-check   check N view blocks here (16)\n"

@@ -9,6 +9,7 @@ chosen paths that misbehave.
                       [--no-range PATH]... [--redirect PATH=LOCATION]...
                       [--length PATH=BYTES]... [--need-header PATH=HEADER]...
                       [--ignore-range PATH]... [--redirect-ranges PATH]...
+                      [--stall PATH=OFFSET]...
 
 listens on 127.0.0.1 at a free port, prints the port on standard
 output (and to --port-file's FILE, whole at once) once it listens, and
@@ -29,6 +30,9 @@ man pages' recipes.
                          server that honours some ranges only)
   --redirect-ranges PATH its --redirect answer says Accept-Ranges: bytes
                          and has a body (a page saying where)
+  --stall PATH=OFFSET    a GET of PATH whose bytes reach OFFSET sends
+                         those before it, then nothing, holding the
+                         connection open (a stalled server)
   --log FILE             each connection and request appended to FILE,
                          one line each ("connection", "HEAD /x", ...)
 
@@ -42,6 +46,7 @@ import os
 import re
 import signal
 import sys
+import threading
 
 
 class Handler(http.server.BaseHTTPRequestHandler):
@@ -133,9 +138,14 @@ class Handler(http.server.BaseHTTPRequestHandler):
             code = 206
             extra = (("Content-Range", "bytes %d-%d/%d" % (a, b, size)),)
         self.head_of(code, b - a + 1, ranges, extra)
+        stall = self.server.stall.get(key)
         with open(path, "rb") as f:
             f.seek(a)
             left = b - a + 1
+            if stall is not None and a <= stall <= b:
+                self.wfile.write(f.read(stall - a))
+                self.wfile.flush()
+                threading.Event().wait()
             while left:
                 chunk = f.read(min(left, 1 << 20))
                 if not chunk:
@@ -159,7 +169,7 @@ def main():
     root = args.pop(0)
     opts = {"--log": [], "--port-file": [], "--status": [], "--no-range": [], "--redirect": [],
             "--length": [], "--need-header": [], "--ignore-range": [],
-            "--redirect-ranges": []}
+            "--redirect-ranges": [], "--stall": []}
     while args:
         o = args.pop(0)
         if o not in opts or not args:
@@ -182,6 +192,7 @@ def main():
     server.no_range = set(opts["--no-range"])
     server.ignore_range = set(opts["--ignore-range"])
     server.redirect_ranges = set(opts["--redirect-ranges"])
+    server.stall = pairs(opts["--stall"], int)
     server.need = pairs(opts["--need-header"], str)
     log = open(opts["--log"][-1], "a", buffering=1) if opts["--log"] else None
     server.record = (lambda line: log.write(line + "\n")) if log \

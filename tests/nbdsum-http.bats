@@ -336,3 +336,29 @@ $(reference sha256 65536 www/odd.img)  $url/odd.img" ]
   [ -z "$output" ]
   grep -q "^nbdsum: http://127.0.0.1:99999/full.img: .*[^: ]\$" <<< "$stderr"
 }
+
+@test "nbdsum-http: a server that stalls mid-file or on its last bytes fails after --http-timeout, naming the timeout, not hangs" {
+  start_http www --stall /full.img=2097152 --stall /odd.img=1048570
+  # Mid-file: blkhash and --plain; curl's words come from nbdkit.
+  for plain in "" --plain; do
+    run --separate-stderr timeout 60 "$NBDSUM" --http-timeout=1 $plain \
+      "$url/full.img"
+    echo "nbdsum $plain: $status; stdout: $output; stderr: $stderr"
+    [ "$status" -eq 1 ]
+    [ -z "$output" ]
+    [[ "$stderr" = *"$url/full.img: "* ]]
+    [[ "$stderr" = *"Timeout was reached"* ]]
+  done
+  # The last bytes, which nbdsum asks itself before hashing.
+  fails_naming "$url/odd.img" "no answer within 1 seconds" \
+    --http-timeout=0.2 "$url/odd.img"
+  [[ "$stderr" = *"(--http-timeout)"* ]]
+  # The option is for URLs.
+  run "$NBDSUM" --http-timeout=5 www/full.img
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"--http-timeout apply to http:// and https:// inputs only"* ]]
+  # 0 is no limit: the same image, not stalled, hashes right.
+  run "$NBDSUM" --http-timeout=0 "$url/sparse.img"
+  [ "$status" -eq 0 ]
+  [ "${output%% *}" = "$(reference sha256 65536 www/sparse.img)" ]
+}
