@@ -445,18 +445,18 @@ PY
 }
 
 @test "nbdsum-jobs: a job killed from outside fails its input, the run goes on" {
-  local pid child i
+  local pid child
+  # The first input never ends by itself (its reads sleep 600 s): the
+  # second ends first, and once it is reaped (--progress=FD: 50/100)
+  # the first is the only child.
   start_server slow "${KILLED_CLIENT_OPTS[@]}" --filter=delay \
-    file "$(img 1)" rdelay=2
-  env --default-signal=HUP,INT,PIPE,TERM "$NBDSUM" -j 2 --json "$uri" \
-    "$(img 2)" > out 2> err 3>&- &
+    file "$(img 1)" rdelay=600
+  env --default-signal=HUP,INT,PIPE,TERM "$NBDSUM" -j 2 --json \
+    --progress=5 "$uri" "$(img 2)" > out 2> err 5> progress 3>&- &
   pid=$!
-  # The second job ends first: then the slow one is the only child.
-  for ((i = 0; i < 200; i++)); do
-    sleep 0.05
-    [ "$(pgrep -c -P "$pid")" -eq 1 ] && [ "$i" -ge 10 ] && break
-  done
+  wait_until 120 grep -qx 50/100 progress
   child=$(pgrep -P "$pid")
+  [ "$(wc -w <<< "$child")" -eq 1 ]
   kill -9 "$child"
   wait_exit "$pid" 20
   cat out err
