@@ -2382,8 +2382,10 @@ class Campaign:
         opdir = self.opdir()
         self.cur_cmds.append("# kill -%d %s after %.3fs" % (
             signum, "-PGID" if group else "PID", delay))
+        # A hang guard, not nbdsum's bound: stopping -j jobs may take
+        # JOBS_LINGER_SECONDS and more on a loaded machine.
         r = self.run(argv, tmpdir=opdir, sig=(signum, delay, group),
-                     touch=touch, timeout=min(self.timeout, 10))
+                     touch=touch)
         killed = r.rc == -signum
         self.checks["signal-run"] += 1
         self.after_nbdsum(r, "signal", opdir, signalled=True)
