@@ -1656,10 +1656,13 @@ class Campaign:
     def kill_server(self, s):
         if s.proc and s.proc.poll() is None:
             s.proc.terminate()
+            # A hang guard above the filter's bound: a completion for
+            # blkhash-file or blkhash-expect goes on for 10 s after
+            # nbdkit is told to exit (root.c, EXIT_GRACE_NS).
             try:
-                s.proc.wait(15)
+                s.proc.wait(60)
             except subprocess.TimeoutExpired:
-                self.fail("hang", "%s did not stop in 15s on SIGTERM" % s.name)
+                self.fail("hang", "%s did not stop in 60s on SIGTERM" % s.name)
                 s.proc.kill()
                 s.proc.wait()
 
