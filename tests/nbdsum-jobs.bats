@@ -524,7 +524,7 @@ PY
   tr '\r' '\n' < bar | sed 's/\x1b\[[0-9]*[AJK]//g' | grep -v '^$' > drawn
   cat drawn
   last=$(tail -n 1 drawn)
-  [[ "$last" = *"20/20 done, "*" in 0:00:"* ]]
+  [[ "$last" =~ 20/20\ done,\ .*\ in\ [0-9]+:[0-5][0-9]:[0-5][0-9] ]]
   grep -q '^\[[#.]*\] [0-9]*/20 done, [1-4] running, ' drawn
   # An input's line names it (its end, when too long), as a bar does.
   grep -q 'slow\.sock \[[#.]*\] *[0-9]*%' drawn
