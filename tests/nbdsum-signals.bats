@@ -142,9 +142,9 @@ signalled () {
   start_stall silent
   printf '%064d  %s\n' 0 "$uri" > SUMS
   t0=$(ms)
-  # timeout sends one SIGTERM (and SIGKILL 5 s later, for a nbdsum that
-  # ignored it).
-  run timeout -k 5 3 "$NBDSUM" -c SUMS
+  # timeout sends one SIGTERM (and SIGKILL 60 s later, a hang guard,
+  # for a nbdsum that ignored it).
+  run timeout -k 60 3 "$NBDSUM" -c SUMS
   echo "status $status after $(($(ms) - t0)) ms: $output"
   # 124: the SIGTERM ended it (137: the SIGKILL had to).
   [ "$status" -eq 124 ]
