@@ -147,6 +147,20 @@ hms (double seconds, const char *prefix, char *buf, size_t len)
             t / 3600, t / 60 % 60, t % 60);
 }
 
+/* A time left, rounded up: "ETA 0:00:00" says that nothing is left,
+ * never that a fraction of a second is.
+ */
+static void
+eta_hms (double seconds, char *buf, size_t len)
+{
+  if (seconds < 99 * 3600 + 59 * 60 + 59) {
+    const unsigned t = seconds;
+    if (t < seconds)
+      seconds = t + 1;
+  }
+  hms (seconds, "ETA ", buf, len);
+}
+
 /* The terminal's width: as it says, else $COLUMNS, else 80. */
 static size_t
 terminal_columns (void)
@@ -289,7 +303,7 @@ rate_and_eta (double rate, double eta_s, double elapsed, bool final,
   if (final)
     hms (elapsed, "in ", rbuf, sizeof rbuf);
   else if (eta_s >= 0)
-    hms (eta_s, "ETA ", rbuf, sizeof rbuf);
+    eta_hms (eta_s, rbuf, sizeof rbuf);
   else
     snprintf (rbuf, sizeof rbuf, "ETA -:--:--");
   snprintf (eta, ETA_COLS, "%11s", rbuf);
@@ -479,8 +493,8 @@ run_line (const struct progress_run *run, bool final, char *out,
    */
   rate_and_eta (rate, 0, elapsed, final, rate_s, eta);
   if (!final && run->total_known && run->done > 0 && run->done < run->total)
-    hms (elapsed / run->done * (run->total - run->done), "ETA ", eta,
-         sizeof eta);
+    eta_hms (elapsed / run->done * (run->total - run->done), eta,
+             sizeof eta);
   else if (!final)
     snprintf (eta, sizeof eta, "ETA -:--:--");
   if (final)

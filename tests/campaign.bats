@@ -31,7 +31,7 @@ load "$top_srcdir/tests/helpers"
 campaign () {
   run "$PYTHON" "$top_srcdir/tests/campaign.py" --small \
     --dir "$BATS_TEST_TMPDIR/work" --log "$BATS_TEST_TMPDIR/ops.log" \
-    --repro 30 --timeout 20 "$@"
+    --repro 30 --timeout 120 "$@"
   echo "$output"
   [ "$status" -eq 0 ]
 }

@@ -473,8 +473,10 @@ class Word(Phase):
     def stop_bg(self, p):
         if p.poll() is None:
             p.terminate()
+            # A hang guard above the filter's 10 s grace for a
+            # completion (root.c, EXIT_GRACE_NS).
             try:
-                p.wait(10)
+                p.wait(60)
             except subprocess.TimeoutExpired:
                 self.c.fail("hang", "word %s: a server (pid %d) did not stop "
                             "on SIGTERM" % (self.fam, p.pid))

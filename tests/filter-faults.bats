@@ -441,6 +441,10 @@ campaign () {
         false
       fi
     done
+    # A client killed while connecting may leave an open that failed,
+    # which no close follows (nbdkit 1.42's delay filter ends its open
+    # on the closed socket): a refused view is one, every time.
+    [[ "$(view_root @blkhash:nosuch)" = "ERR "* ]]
     # The server has finished what the killed clients had sent.
     wait_idle
     both_methods_match "$img"

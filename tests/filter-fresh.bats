@@ -139,14 +139,19 @@ fresh_rounds () {
   [ "$stale" -eq 0 ]
 }
 
+# stats_lines N: the server logged the stats of N sessions or more.
+stats_lines () {
+  [ "$(grep -c 'blkhash: stats:' "$err")" -ge "$1" ]
+}
+# file_is FILE LINE: FILE holds exactly LINE.
+file_is () {
+  [ "$(cat "$1" 2>/dev/null)" = "$2" ]
+}
+
 # Blocks computed since the server started, from the stats line logged
 # when the Nth session (1-based) of the server's exports ended.
 computed_after () {
-  local i
-  for ((i = 0; i < 100; i++)); do
-    [ "$(grep -c 'blkhash: stats:' "$err")" -ge "$1" ] && break
-    sleep 0.1
-  done
+  wait_until 60 stats_lines "$1" >&2
   grep 'blkhash: stats:' "$err" | sed -n "${1}s/.* computed \([0-9]*\) blocks.*/\1/p"
 }
 
@@ -191,13 +196,10 @@ computed_after () {
   wait_for_line "$sums" "$(reference sha256 65536 copy2.img)  -"
 }
 
-# wait_for_line FILE LINE: FILE becomes exactly LINE within 10 s.
+# wait_for_line FILE LINE: FILE becomes exactly LINE (written when a
+# session ends, after its checksum is completed; 60 s: a hang guard).
 wait_for_line () {
-  local i
-  for ((i = 0; i < 100; i++)); do
-    [ "$(cat "$1" 2>/dev/null)" = "$2" ] && return 0
-    sleep 0.1
-  done
+  wait_until 60 file_is "$1" "$2" && return 0
   echo "$1 holds '$(cat "$1" 2>/dev/null)', want '$2'"
   return 1
 }
@@ -215,10 +217,7 @@ wait_for_line () {
     blkhash-file="$sums"
   abort_handshake "$sock"
   touch gone
-  for ((i = 0; i < 100; i++)); do
-    grep -q 'blkhash: close' "$err" && break
-    sleep 0.1
-  done
+  wait_until 60 grep -q 'blkhash: close' "$err"
   grep 'NBD_OPT_GO' "$err"
   grep -q 'blkhash: prepare' "$err"
   # The session of this copy ends when it disconnects: its line, and
@@ -240,9 +239,10 @@ wait_for_line () {
 # then leaves with the failed connection the last one out of CLIENT's
 # session.
 lost_session () {
-  local slow=$1 aborted i closes
+  local slow=$1 aborted n
   shift
-  closes=$(grep -c 'eval\[1\]: debug: blkhash: close' "$err" || true)
+  # The aborting client's connection is the server's next one.
+  n=$(( $(grep -c 'debug: accepted connection' "$err" || :) + 1 ))
   touch "$slow"
   abort_handshake "$sock" 3>&- &
   aborted=$!
@@ -250,11 +250,8 @@ lost_session () {
   "$@"
   touch "$slow.go"
   wait "$aborted"
-  for ((i = 0; i < 100; i++)); do
-    [ "$(grep -c 'eval\[1\]: debug: blkhash: close' "$err")" -gt "$closes" ] &&
-      break
-    sleep 0.1
-  done
+  # nbdkit closes its handle (without finalizing it).
+  wait_until 60 grep -q "eval\[$n\]: debug: blkhash: close" "$err"
 }
 
 @test "filter-fresh: a client gone while connecting, last out of a session" {

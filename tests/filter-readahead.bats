@@ -160,11 +160,9 @@ eval_args () {
   [ "$(sum_hex "${lines[0]}")" = "$want" ]
   # The stats come when an export's last connection leaves: a killed
   # client's may still be draining its requests (slowly under
-  # valgrind), and nbdkit does not finalize connections it shuts down.
-  for ((i = 0; i < 300; i++)); do
-    grep -q 'blkhash: stats:' "$err" && break
-    sleep 0.1
-  done
+  # valgrind or load), and nbdkit does not finalize connections it
+  # shuts down.  120 s: a hang guard.
+  wait_until 120 grep -q 'blkhash: stats:' "$err"
   kill -TERM "$pid"
   wait_exit "$pid" 10
   [ "$rc" -eq 0 ]

@@ -426,10 +426,14 @@ luks_create () {
   done
 }
 
-# The most connections nbdkit's log filter saw open at once in log $1.
+# The most connections nbdkit's log filter saw open at once in log $1,
+# after the first two (nbdsum's own, asking for a view and the export:
+# the server may log their Disconnect after the private filter's first
+# Connect, as it finishes closing them while nbdsum goes on).
 most_open () {
-  awk '/ Connect export=/ { if (++n > most) most = n }
-       / Disconnect / { n-- }
+  awk 'match($0, / connection=[0-9]+ /) { id = substr($0, RSTART, RLENGTH) }
+       / Connect export=/ && ++seen > 2 { live[id] = 1; if (++n > most) most = n }
+       / Disconnect / && (id in live) { delete live[id]; n-- }
        END { print most + 0 }' "$1"
 }
 

@@ -84,13 +84,33 @@ wait_exit () {
 # wait_idle [SECONDS]: until every connection the server ($err; nbdkit
 # -v) opened through the filter is closed, which nbdkit does once the
 # connection's requests are done (a client killed mid-request leaves
-# some in flight).  SECONDS is a hang guard (default 60).
+# some in flight).  An open that failed ("open returned handle (nil)")
+# opened nothing, and no close follows it: a refused export name, or a
+# client killed while connecting when a filter below ends its open on
+# the closed socket (nbdkit 1.42's delay filter).  SECONDS is a hang
+# guard (default 60); on failure, what is still open is shown.
 server_idle () {
-  [ "$(grep -c ': debug: blkhash: open readonly' "$err")" -eq \
-    "$(grep -c ': debug: blkhash: close$' "$err")" ]
+  [ "$(( $(grep -c ': debug: blkhash: open readonly' "$err") -
+         $(grep -c ': debug: blkhash: open returned handle (nil)$' "$err") ))" \
+    -eq "$(grep -c ': debug: blkhash: close$' "$err")" ]
 }
 wait_idle () {
-  wait_until "${1:-60}" server_idle
+  local c
+  wait_until "${1:-60}" server_idle && return 0
+  echo "still open (the connection's last lines of $err):"
+  for c in $(open_connections); do
+    grep -F "$c: " "$err" | tail -n 5
+  done
+  return 1
+}
+# The tags (NAME[N]) of the connections of $err opened and not closed.
+open_connections () {
+  awk '$3 != "debug:" || $4 != "blkhash:" { next }
+       $5 == "open" && $6 ~ /^readonly=/ { n[$2]++ }
+       $5 == "open" && $6 == "returned" && $8 == "(nil)" { n[$2]-- }
+       $5 == "close" && NF == 5 { n[$2]-- }
+       END { for (c in n) if (n[c] > 0) print substr(c, 1, length(c) - 1) }' \
+    "$err"
 }
 
 # Stop the server: SIGTERM, it must exit 0 within 30 s with no crash.
