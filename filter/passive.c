@@ -12,8 +12,9 @@
  * digests computed concurrently are never stored stale (see
  * lib/table.h), and takes every blkhash-file line out before the
  * plugin sees it (results.c).  Extents reading as zero mark full
- * blocks zero.  A read or extents request that leaves the table
- * knowing every block records the export's line before its reply.
+ * blocks zero, where extents can be trusted (order.c).  A read or
+ * extents request that leaves the table knowing every block records
+ * the export's line before its reply.
  */
 #include <config.h>
 
@@ -270,6 +271,9 @@ blkhash_passive_extents (nbdkit_next *next, struct blkhash_export *e,
 {
   uint64_t s1 = 0, s2 = 0;
 
+  /* Behind the cache filter extents may call data a hole: mark none. */
+  if (!blkhash_extents_usable (next))
+    t = t2 = NULL;
   if (t2 == t)
     t2 = NULL;
   /* The snapshots must precede the answer, as for a read. */
