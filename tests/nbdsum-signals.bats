@@ -43,7 +43,6 @@ teardown () {
 # job of the test.  $uri is its URI; $log gets a line per client it
 # stalls.
 start_stall () {
-  local i
   sock="$BATS_TEST_TMPDIR/$1.sock"
   uri="nbd+unix:///?socket=$sock"
   log="$BATS_TEST_TMPDIR/$1.log"
@@ -51,13 +50,8 @@ start_stall () {
   "$PYTHON" "$top_srcdir/tests/stallnbd.py" "$1" "$sock" \
     </dev/null >"$log" 2>&1 3>&- &
   servers+=("$!")
-  for ((i = 0; i < 200; i++)); do
-    [ -S "$sock" ] && return 0
-    sleep 0.05
-  done
-  echo "stallnbd.py $1 did not start:"
-  cat "$log"
-  false
+  wait_until 10 test -S "$sock" ||
+    { echo "stallnbd.py $1 did not start:"; cat "$log"; return 1; }
 }
 
 # Milliseconds since the epoch.

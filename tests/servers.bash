@@ -196,7 +196,6 @@ start_http () {
 # that answer the nonce) as a background job of the test, as
 # start_nbdkit sets pid, sock, uri and err.
 start_echo () {
-  local i
   sock="$BATS_TEST_TMPDIR/$1.sock"
   err="$BATS_TEST_TMPDIR/$1.err"
   uri="nbd+unix:///?socket=$sock"
@@ -205,10 +204,5 @@ start_echo () {
     </dev/null >"$err" 2>&1 3>&- &
   pid=$!
   servers+=("$pid")
-  for ((i = 0; i < 200; i++)); do
-    [ -S "$sock" ] && return 0
-    sleep 0.05
-  done
-  cat "$err"
-  return 1
+  wait_until 10 test -S "$sock" || { cat "$err"; return 1; }
 }
