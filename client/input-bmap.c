@@ -135,8 +135,9 @@ cache_all (const char *name, struct nbd_handle *h, uint64_t nspans)
   return 0;
 }
 
-/* Read and check the header: 1 if it is this request's bmap view,
- * 0 if not (said), -1 on error (printed).
+/* Read and check the header: 1 if it is this request's bmap view, 2
+ * if it did not echo the nonce (not the filter's: nothing said), 0 if
+ * not believed otherwise (said), -1 on error (printed).
  */
 static int
 read_header (const char *name, const struct view_go *vg,
@@ -157,12 +158,11 @@ read_header (const char *name, const struct view_go *vg,
       error_at (name, "reading the bmap view's header: %s", source_error ());
     return -1;
   }
-  /* The nonce first: without its echo nothing else is the filter's. */
+  /* The nonce first: without its echo nothing else is the filter's
+   * (a server without the filter answers every name with the image).
+   */
   if (msg == NULL && !blk_header_echoes (buf, sizeof buf, vg->nonce))
-    msg = "it did not echo the nonce in its name: not made for this "
-      "request by nbdkit --filter=blkhash (a server without the filter "
-      "answers every name with the image; or a file named like the "
-      "view); --bmap needs the filter next to the storage";
+    return 2;
   if (msg == NULL)
     msg = blk_bmap_header_decode (buf, sizeof buf, hdr);
   if (msg == NULL &&
@@ -448,6 +448,36 @@ bmap_refused_for_size (const char *name, struct source *src,
   return true;
 }
 
+/* Go to src's bmap view and read its header: 1 on the view, 0 when
+ * src has none (*fb filled in; a view that did not echo the nonce is
+ * none), -1 on error (printed).
+ */
+static int
+go_bmap (struct source *src, const struct hash_spec *spec,
+         struct view_go *vg, struct blk_header *hdr, struct fallback *fb)
+{
+  int r = view_go (src, spec, bmap_name_of, "bmap view", vg, fb);
+
+  if (r != 1)
+    return r;
+  r = read_header (src->name, vg, hdr);
+  if (r == 2)
+    view_echoes (vg, NULL, "bmap view", fb);
+  if (r != 1) {
+    /* Gone before a filter in front connects: a server admitting a
+     * client at a time must be free for it.
+     */
+    if (r == 2)
+      source_shutdown (vg->h);
+    nbd_close (vg->h);
+    free (vg->base);
+    free (vg->view_name);
+    free (vg->shown);
+    *vg = (struct view_go) { 0 };
+  }
+  return r == 2 ? 0 : r;
+}
+
 int
 bmap_fetch (const char *name, const struct hash_spec *spec_in,
             struct bmap *bm)
@@ -470,8 +500,20 @@ bmap_fetch (const char *name, const struct hash_spec *spec_in,
   }
   if ((src = source_open_as (name, spec.format)) == NULL)
     return -1;
-  r = view_go (src, &spec, bmap_name_of, "bmap view", &vg, &fb);
-  if (r == 0 && !bmap_refused_for_size (name, src, &fb)) {
+  r = go_bmap (src, &spec, &vg, &hdr, &fb);
+  /* A server without the filter: nbdsum's private one in front of it
+   * maps it (input-front.c); a local file's has the filter already.
+   */
+  if (r == 0 && !(src->server && local_server_format (src->server))) {
+    if ((src = front_open (src, &fb, &spec)) == NULL)
+      return -1;
+    r = go_bmap (src, &spec, &vg, &hdr, &fb);
+    if (r == 0 && !bmap_refused_for_size (name, src, &fb)) {
+      front_failed (src, &fb);
+      r = -1;
+    }
+  }
+  else if (r == 0 && !bmap_refused_for_size (name, src, &fb)) {
     error_at (name, "the server has no bmap view (%s): --bmap needs "
               "nbdkit --filter=blkhash (of a version with --bmap) next to "
               "the storage; give the image's file, or serve it through "
@@ -486,19 +528,20 @@ bmap_fetch (const char *name, const struct hash_spec *spec_in,
     free (fb.notice);
   }
   if (r == 1) {
-    r = read_header (name, &vg, &hdr);
-    if (r == 1 && hdr.image_size == 0) {
+    if (hdr.image_size == 0) {
       error_at (name, "the image is empty: a bmap maps blocks, and it has "
                 "none (bmaptool create refuses one too)");
       r = -1;
     }
-    if (r == 1 && (bmap_size_refused_view (name, vg.shown, hdr.image_size) ||
-                   view_check_image (src, vg.base, vg.shown, &hdr,
-                                     &spec.range) == -1))
+    if (r == 1 && bmap_size_refused_view (name, vg.shown, hdr.image_size))
+      r = -1;
+    /* nbdsum's own filter in front of a server is not checked. */
+    if (r == 1 && !src->behind &&
+        view_check_image (src, vg.base, vg.shown, &hdr, &spec.range) == -1)
       r = -1;
     if (r == 1 && read_bmap (name, &vg, &hdr, bm) == -1)
       r = -1;
-    if (r == 1 &&
+    if (r == 1 && !src->behind &&
         spot_check_bmap (name, src, vg.base, vg.shown, bm) == -1)
       r = -1;
     source_shutdown (vg.h);
