@@ -2,15 +2,12 @@
  * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
  */
 /* nbdsum: where an input is served (see source.h): URIs checked for
- * views, files served by a private nbdkit, connections to either, and
- * the one loop that waits on them.
+ * views, files served by a private nbdkit, and connections to either
+ * (the calls on them: source-io.c).
  */
 #include <config.h>
 
 #include <errno.h>
-#include <limits.h>
-#include <poll.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,61 +18,10 @@
 #include "messages.h"
 #include "names.h"
 #include "options.h"
-#include "progress.h"
 #include "signals.h"
 #include "source.h"
 #include "util.h"
 #include "viewname.h"
-
-/* How long a server may take to hang up once told to. */
-#define HANGUP_SECONDS 2
-
-/* Why the last source_* call failed in this thread when the reason is
- * nbdsum's (a signal, a timeout, a lost connection); NULL: libnbd's.
- */
-static _Thread_local const char *failure;
-static _Thread_local int failure_errno;
-static _Thread_local char failure_buf[512];
-
-static int __attribute__ ((format (printf, 2, 3)))
-fail (int err, const char *fmt, ...)
-{
-  va_list ap;
-
-  va_start (ap, fmt);
-  vsnprintf (failure_buf, sizeof failure_buf, fmt, ap);
-  va_end (ap);
-  failure = failure_buf;
-  failure_errno = err;
-  return -1;
-}
-
-const char *
-source_error (void)
-{
-  const char *msg = failure ? failure : nbd_get_error ();
-
-  return msg ? msg : "unknown error";
-}
-
-int
-source_errno (void)
-{
-  return failure ? failure_errno : nbd_get_errno ();
-}
-
-const char *
-source_hint (struct nbd_handle *h)
-{
-  /* A server refuses every option but STARTTLS with TLS_REQD, which
-   * libnbd before 1.16 only calls "Operation not supported".
-   */
-  if (source_errno () == ENOTSUP && nbd_get_tls (h) == LIBNBD_TLS_DISABLE &&
-      nbd_aio_is_negotiating (h))
-    return ": the server requires TLS: use an nbds:// URI with "
-      "tls-psk-file= or tls-certificates=";
-  return "";
-}
 
 /* Views are refused before nbdsum connects anywhere (nbdsum(1),
  * INPUTS), which needs the export name of a URI first; libnbd reads a
@@ -298,261 +244,6 @@ source_close (struct source *src)
   free (src);
 }
 
-int
-source_poll (struct nbd_handle *h, int timeout)
-{
-  const unsigned dir = nbd_aio_get_direction (h);
-  struct pollfd fds[2];
-  int r;
-
-  failure = NULL;
-  fds[0].fd = nbd_aio_get_fd (h);
-  fds[0].events = 0;
-  fds[0].revents = 0;
-  if (dir & LIBNBD_AIO_DIRECTION_READ)
-    fds[0].events |= POLLIN;
-  if (dir & LIBNBD_AIO_DIRECTION_WRITE)
-    fds[0].events |= POLLOUT;
-  if (fds[0].fd == -1 || fds[0].events == 0)
-    return fail (ENOTCONN, "the connection to the server was lost");
-  /* The pipe stays readable once a signal came: then only the server. */
-  fds[1].fd = stop_signal () ? -1 : stop_fd ();
-  fds[1].events = POLLIN;
-  fds[1].revents = 0;
-
-  r = poll (fds, 2, timeout);
-  if (r == -1) {
-    if (errno == EINTR)
-      return 0;
-    return fail (errno, "poll: %s", strerror (errno));
-  }
-  /* Not both notifications: the first may change what the second
-   * means.  Replies first, as nbd_poll does.  A hang-up while libnbd
-   * waits only to write (a server that closes as soon as it accepts,
-   * which admits no more clients) is said as such, not as libnbd's
-   * "external event is invalid" in that state.
-   */
-  if ((fds[0].revents & POLLIN) ||
-      ((fds[0].revents & POLLHUP) && (dir & LIBNBD_AIO_DIRECTION_READ)))
-    return nbd_aio_notify_read (h);
-  if (fds[0].revents & POLLOUT)
-    return nbd_aio_notify_write (h);
-  if (fds[0].revents & (POLLHUP | POLLERR | POLLNVAL))
-    return fail (ECONNRESET, "the server closed the connection (does it "
-                 "admit no more clients?)");
-  return 0;
-}
-
-/* Where a connection that timed out was, from libnbd's state name.
- * That is only meant for debugging: any other is the handshake.
- */
-static const char *
-handshake_phase (struct nbd_handle *h)
-{
-  const char *state = nbd_connection_state (h);
-
-  if (state && strncmp (state, "CONNECT", 7) == 0)
-    return "connecting to the server";
-  if (state && strstr (state, "TLS"))
-    return "in the TLS handshake";
-  return "in the NBD handshake";
-}
-
-/* What source_wait waits for. */
-enum until {
-  UNTIL_NEGOTIATED,     /* the connection or option done: not connecting */
-  UNTIL_COMPLETED,      /* the command cookie answered */
-  UNTIL_CLOSED,         /* the server hung up */
-};
-
-/* Let libnbd run h, as its blocking calls do, until what until says,
- * a signal, or deadline (0: none; ETIMEDOUT, phase saying where, NULL
- * for the handshake).  A signal ends a connection or an option at
- * once; a command gets until stop_deadline to be answered: nbdkit
- * 1.32 aborts when a client vanishes with requests in flight.
- */
-static int
-source_wait (struct nbd_handle *h, enum until until, int64_t cookie,
-             double deadline, const char *phase)
-{
-  for (;;) {
-    int timeout = -1, r;
-
-    switch (until) {
-    case UNTIL_NEGOTIATED:
-      if (!nbd_aio_is_connecting (h))
-        return 0;
-      break;
-    case UNTIL_COMPLETED:
-      if ((r = nbd_aio_command_completed (h, cookie)) != 0)
-        return r == 1 ? 0 : -1;
-      break;
-    case UNTIL_CLOSED:
-      if (nbd_aio_is_closed (h) || nbd_aio_is_dead (h))
-        return 0;
-      break;
-    }
-    if (stop_signal ()) {
-      if (until == UNTIL_NEGOTIATED)
-        return fail (EINTR, "interrupted");
-      if (until == UNTIL_COMPLETED &&
-          (deadline == 0 || deadline > stop_deadline ()))
-        deadline = stop_deadline ();
-    }
-    if (deadline) {
-      const double left = deadline - now ();
-      if (left <= 0) {
-        if (stop_signal ())
-          return fail (EINTR, "interrupted");
-        if (phase == NULL)
-          phase = handshake_phase (h);
-        /* Without the option: a private nbdkit's own limit. */
-        if (until == UNTIL_NEGOTIATED && opts->connect_timeout)
-          return fail (ETIMEDOUT, "timed out %s (--connect-timeout=%g)",
-                       phase, opts->connect_timeout);
-        if (until == UNTIL_NEGOTIATED)
-          return fail (ETIMEDOUT, "timed out %s (after %d seconds)",
-                       phase, LOCAL_HANDSHAKE_SECONDS);
-        return fail (ETIMEDOUT, "timed out %s", phase);
-      }
-      timeout = left * 1000 + 1 < INT_MAX ? left * 1000 + 1 : INT_MAX;
-    }
-    if (source_poll (h, timeout) == -1)
-      return -1;
-  }
-}
-
-static int
-connect_uri (struct nbd_handle *h, const char *uri, double deadline)
-{
-  if (nbd_aio_connect_uri (h, uri) == -1 ||
-      source_wait (h, UNTIL_NEGOTIATED, 0, deadline, NULL) == -1)
-    return -1;
-  if (nbd_aio_is_negotiating (h) || nbd_aio_is_ready (h))
-    return 0;
-  if (nbd_aio_is_closed (h))
-    return fail (ECONNRESET, "the server closed the connection");
-  /* Dead: libnbd said why. */
-  return -1;
-}
-
-static int
-option_done (void *user_data, int *error)
-{
-  int *err = user_data;
-
-  *err = *error;
-  return 1;
-}
-
-/* NBD_OPT_GO, or NBD_OPT_INFO if info. */
-static int
-negotiate (struct nbd_handle *h, bool info, double deadline)
-{
-  const char *request = info ? "opt_info" : "opt_go";
-  char *export, *phase;
-  int err = 0, r;
-
-  failure = NULL;
-  if (stop_signal ())
-    return fail (EINTR, "interrupted");
-  if ((export = nbd_get_export_name (h)) == NULL)
-    return -1;
-  r = asprintf (&phase, "%s %s%.*s%s", info ? "asking about" : "negotiating",
-                export[0] ? "export '" : "the default export",
-                (int) blk_view_name_shown_len (export), export,
-                export[0] ? "'" : "");
-  free (export);
-  if (r == -1)
-    return fail (ENOMEM, "out of memory");
-  /* err lives on this stack: after a failure below, the caller only
-   * closes h, which calls nothing.
-   */
-  r = info
-    ? nbd_aio_opt_info (h, (nbd_completion_callback) {
-        .callback = option_done, .user_data = &err })
-    : nbd_aio_opt_go (h, (nbd_completion_callback) {
-        .callback = option_done, .user_data = &err });
-  if (r == 0)
-    r = source_wait (h, UNTIL_NEGOTIATED, 0, deadline, phase);
-  free (phase);
-  if (r == -1)
-    return -1;
-  if (err)
-    return fail (err, "server replied with error to %s request: %s",
-                 request, strerror (err));
-  if (!info && !nbd_aio_is_ready (h))
-    return fail (EPROTO, "the server did not finish the %s request",
-                 request);
-  return 0;
-}
-
-int
-source_go (struct nbd_handle *h, double deadline)
-{
-  return negotiate (h, false, deadline);
-}
-
-int
-source_info (struct nbd_handle *h, double deadline)
-{
-  return negotiate (h, true, deadline);
-}
-
-int
-source_pread (struct nbd_handle *h, void *buf, size_t count,
-              uint64_t offset)
-{
-  int64_t cookie;
-
-  failure = NULL;
-  if (stop_signal ())
-    return fail (EINTR, "interrupted");
-  cookie = nbd_aio_pread (h, buf, count, offset, NBD_NULL_COMPLETION, 0);
-  if (cookie == -1)
-    return -1;
-  return source_wait (h, UNTIL_COMPLETED, cookie, 0, NULL);
-}
-
-int
-source_block_status (struct nbd_handle *h, uint64_t count, uint64_t offset,
-                     nbd_extent_callback cb)
-{
-  int64_t cookie;
-
-  failure = NULL;
-  if (stop_signal ())
-    return fail (EINTR, "interrupted");
-  cookie = nbd_aio_block_status (h, count, offset, cb, NBD_NULL_COMPLETION,
-                                 0);
-  if (cookie == -1)
-    return -1;
-  return source_wait (h, UNTIL_COMPLETED, cookie, 0, NULL);
-}
-
-void
-source_shutdown (struct nbd_handle *h)
-{
-  double deadline = now () + HANGUP_SECONDS;
-  int r;
-
-  failure = NULL;
-  if (nbd_aio_is_ready (h) && nbd_aio_in_flight (h) == 0)
-    r = nbd_aio_disconnect (h, 0);
-  else if (nbd_aio_is_negotiating (h))
-    r = nbd_aio_opt_abort (h);
-  else
-    return;
-  /* Sent at once if it can be.  After a signal, no waiting past the
-   * requests' deadline.
-   */
-  if (stop_signal () && deadline > stop_deadline ())
-    deadline = stop_deadline ();
-  if (r == 0)
-    source_wait (h, UNTIL_CLOSED, 0, deadline,
-                 "waiting for the server to hang up");
-}
-
 struct nbd_handle *
 source_connect (const struct source *src, const char *export_name,
                 unsigned flags, double *deadline)
@@ -567,7 +258,7 @@ source_connect (const struct source *src, const char *export_name,
   struct nbd_handle *h = NULL;
   bool timed_out;
 
-  failure = NULL;
+  source_error_clear ();
   if (deadline)
     *deadline = until;
   if (stop_signal ())
@@ -581,7 +272,7 @@ source_connect (const struct source *src, const char *export_name,
   for (size_t i = 0; i < SOURCE_META_CONTEXTS && src->meta_contexts[i]; i++)
     if (nbd_add_meta_context (h, src->meta_contexts[i]) == -1)
       goto err;
-  if (connect_uri (h, src->uri, until) == -1)
+  if (source_connect_uri (h, src->uri, until) == -1)
     goto err;
   /* Our own qemu-nbd is up: it may hold only the files checked. */
   if (src->server && local_server_verify (src->server) == -1) {

@@ -5,7 +5,8 @@
  * names a server; a file gets a private nbdkit (local.c).  Views are
  * never hashed: the server side would hash the view's image, the
  * client side the view's bytes.  Every wait on a connection is one
- * poll loop here, so that a signal or --connect-timeout ends any.
+ * poll loop (source-io.h), so that a signal or --connect-timeout ends
+ * any.
  */
 #ifndef NBDSUM_SOURCE_H
 #define NBDSUM_SOURCE_H
@@ -15,6 +16,8 @@
 #include <stdint.h>
 
 #include <libnbd.h>
+
+#include "source-io.h"
 
 struct source {
   const char *name;             /* as given on the command line */
@@ -74,45 +77,5 @@ extern void source_close (struct source *src);
 extern struct nbd_handle *source_connect (const struct source *src,
                                           const char *export_name,
                                           unsigned flags, double *deadline);
-
-/* libnbd's blocking calls, made of its asynchronous ones and one poll
- * loop that also wakes for signals: a signal ends a connection or an
- * option at once, and a request at stop_deadline if it is not
- * answered by then.  After a signal none starts.  They return 0, or
- * -1 with source_error and source_errno saying why, in the calling
- * thread; after a signal, EINTR and nothing to print.  A call cut
- * short (by a signal, a timeout, a lost connection) leaves h only good
- * for nbd_close; a refusal leaves it as it was.
- */
-/* NBD_OPT_GO and NBD_OPT_INFO for the export name set on h, by
- * deadline (0: no limit).  A refusal has the server's errno (ENOENT:
- * no such export).
- */
-extern int source_go (struct nbd_handle *h, double deadline);
-extern int source_info (struct nbd_handle *h, double deadline);
-extern int source_pread (struct nbd_handle *h, void *buf, size_t count,
-                         uint64_t offset);
-extern int source_block_status (struct nbd_handle *h, uint64_t count,
-                                uint64_t offset, nbd_extent_callback cb);
-/* Say goodbye (NBD_CMD_DISC, or NBD_OPT_ABORT while negotiating) if
- * nothing is in flight, and give the server a moment to hang up: not
- * nbd_shutdown, which waits for ever.  h is still to be closed.
- */
-extern void source_shutdown (struct nbd_handle *h);
-/* Wait until h needs us, timeout ms pass (-1: no limit) or, unless
- * one came already, a signal, and let libnbd move on: nbd_poll, but
- * a signal wakes it.  The worker loops keep their requests in flight
- * with it.
- */
-extern int source_poll (struct nbd_handle *h, int timeout);
-/* Why the last call failed in this thread: nbdsum's reason if it was
- * one of these, else libnbd's.
- */
-extern const char *source_error (void);
-extern int source_errno (void);
-/* What to add to source_error to say the cause, when nbdsum knows it
- * better than libnbd ("" if not): a server that requires TLS.
- */
-extern const char *source_hint (struct nbd_handle *h);
 
 #endif /* NBDSUM_SOURCE_H */
