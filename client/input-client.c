@@ -399,7 +399,9 @@ client_input_lookup (struct input *in, uint64_t first, uint64_t count,
   return blk_table_lookup (cs->table, first, count, out, need, &snapshot);
 }
 
-/* Only its connections and digests are asked for (input-since.c). */
+/* Only its connections (since-server.c) and digests (input-since.c)
+ * are asked for.
+ */
 static const struct input_ops client_input_ops = {
   .method = "client-side",
   .checksum = NULL,

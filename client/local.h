@@ -64,7 +64,7 @@ extern struct local_server *local_server_start_http (const char *name,
 extern char *local_http_message (struct local_server *s);
 /* --since of a local qcow2 file: qemu-nbd with the dirty bitmap and
  * the allocation depth, for as many connections as nbdsum makes
- * (input-since.c checked the bitmap first).
+ * (it checks the bitmap first: local-bitmap.c).
  */
 extern struct local_server *local_server_start_bitmap (const char *name,
                                                        const char *path,
