@@ -3,31 +3,26 @@
  */
 /* nbdsum: command line.  Options apply to every input wherever they
  * are, but --format, which applies to the local files after it: getopt
- * returns the inputs in order among the options.  Also what the others
- * take from the options (see options.h): a hash spec's defaults, the
- * size limit's refusal, and the environment manifests are read in.
+ * returns the inputs in order among the options.  What it refuses is
+ * option-checks.c's.  Also what the others take from the options (see
+ * options.h): a hash spec's defaults, the size limit's refusal, and the
+ * environment manifests are read in.
  */
 #include <config.h>
 
-#include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-#include <strings.h>
 #include <unistd.h>
-
 
 #include "blkhash.h"
 #include "helpers.h"
-#include "imgformat.h"
 #include "manifest.h"
 #include "messages.h"
-#include "names.h"
+#include "option-checks.h"
 #include "options.h"
 #include "signals.h"
-#include "sumline.h"
 #include "usage.h"
 #include "util.h"
 
@@ -42,131 +37,8 @@ static struct options parsed = {
 const struct options *const opts = &parsed;
 
 /* The inputs a --format other than auto applies to, and that format. */
-struct given_format {
-  const char *name;             /* the input, by its address */
-  const char *format;           /* static, lib/imgformat.h's */
-};
 static struct given_format *given;
 static size_t ngiven;
-
-/* Usage errors exit 1, or 2 with --diff, where 1 means "the images
- * differ" (as cmp and diff do).
- */
-static int usage_status = EXIT_FAILURE;
-
-static void
-set_usage_status (int argc, char **argv)
-{
-  for (int i = 1; i < argc && strcmp (argv[i], "--") != 0; i++)
-    if (strcmp (argv[i], "--diff") == 0 ||
-        strncmp (argv[i], "--manifest", 10) == 0)
-      usage_status = 2;
-}
-
-/* --format's argument: a format's static name, or NULL for auto. */
-static const char *
-parse_format (const char *arg)
-{
-  const char *format;
-
-  if (strcasecmp (arg, "auto") == 0)
-    return NULL;
-  if ((format = blk_image_format (arg)) != NULL)
-    return format;
-  if (strcasecmp (arg, "luks") == 0)
-    fprintf (stderr, "%s: --format=%s: luks images are encrypted: nbdsum "
-             "cannot read their guest content without the secret (serve "
-             "it yourself, with qemu-nbd --object secret,... as "
-             "[ CMD ], or give --format=raw for its bytes)\n",
-             progname, arg);
-  else
-    fprintf (stderr, "%s: --format=%s: unknown format (nbdsum reads "
-             BLK_IMAGE_FORMATS_LIST "; auto probes)\n", progname, arg);
-  exit (usage_status);
-}
-
-/* A --format on the command line: where it was among the inputs. */
-struct format_option {
-  const char *arg;              /* as given */
-  int first;                    /* the first input after it */
-};
-
-/* Check each --format against the inputs it applies to (those after it
- * until the next) and keep the format of each local file given one.
- */
-static void
-apply_formats (const struct format_option *fo, int nfo, char **inputs,
-               int ninputs, bool implicit_stdin)
-{
-  if (nfo && (parsed.check || parsed.check_manifest || parsed.since)) {
-    fprintf (stderr, "%s: --format does not go with --check (a checksum "
-             "line carries its format), --check-manifest or --since\n",
-             progname);
-    exit (usage_status);
-  }
-  given = calloc (ninputs ? ninputs : 1, sizeof *given);
-  if (given == NULL) {
-    fprintf (stderr, "%s: out of memory\n", progname);
-    exit (usage_status);
-  }
-  for (int k = 0; k < nfo; k++) {
-    const char *format = parse_format (fo[k].arg);
-    const int end = k + 1 < nfo ? fo[k + 1].first : ninputs;
-    int local = 0;
-
-    /* Only a tagged line records a format: -c would probe the file
-     * (a plain line's reader takes the bytes: raw).
-     */
-    if (format && parsed.tag == TAG_NEVER &&
-        !(parsed.plain && strcmp (format, "raw") == 0)) {
-      fprintf (stderr, "%s: --untagged does not go with --format=%s: an "
-               "untagged line cannot record the format, and -c would "
-               "probe the file instead (leave out --untagged)\n",
-               progname, fo[k].arg);
-      exit (usage_status);
-    }
-
-    for (int i = fo[k].first; i < end; i++) {
-      /* A stream is its bytes (input-stream.c says so of other streams). */
-      if (name_is_stdin (inputs[i]) && format &&
-          strcmp (format, "raw") != 0) {
-        if (implicit_stdin)
-          fprintf (stderr, "%s: --format=%s applies to no local file (it "
-                   "applies to the files after it; standard input, read "
-                   "when none is given, only takes --format=raw)\n",
-                   progname, fo[k].arg);
-        else
-          fprintf (stderr, "%s: --format=%s does not apply to standard "
-                   "input: nbdsum hashes a stream's bytes (--format=raw)\n",
-                   progname, fo[k].arg);
-        exit (usage_status);
-      }
-      if (name_is_local (inputs[i]) ||
-          (name_is_http (inputs[i]) && format && strcmp (format, "raw") == 0)) {
-        local++;
-        if (format)
-          given[ngiven++] = (struct given_format) { inputs[i], format };
-      }
-      else if (format && name_is_http (inputs[i])) {
-        fprintf (stderr, "%s: --format=%s does not apply to %s: a URL is "
-                 "hashed as its bytes (raw), never read as an image format "
-                 "(download it first)\n", progname, fo[k].arg, inputs[i]);
-        exit (usage_status);
-      }
-      else if (format) {
-        fprintf (stderr, "%s: --format=%s does not apply to %s: it is "
-                 "hashed as its server serves it\n", progname, fo[k].arg,
-                 inputs[i]);
-        exit (usage_status);
-      }
-    }
-    if (local == 0) {
-      fprintf (stderr, "%s: --format=%s applies to no local file (it "
-               "applies to the files after it)\n", progname, fo[k].arg);
-      exit (usage_status);
-    }
-  }
-}
 
 const char *
 options_format (const char *name)
@@ -250,108 +122,6 @@ size_refused (const char *name, const char *what, uint64_t size,
               blk_format_block_size (block_size, bs), digest_len,
               blk_format_human (work, w), blk_format_limit (max, l));
   return true;
-}
-
-/* --plain=ALG: a digest with a tag sha256sum's family writes
- * (blk_plain_tag), by its canonical name, static.
- */
-static const char *
-parse_plain_digest (const char *arg)
-{
-  static const char *const names[] = {
-    "md5", "sha1", "sha224", "sha256", "sha384", "sha512", "blake3",
-  };
-  struct blk_digest d;
-  const char *msg;
-
-  if ((msg = blk_digest_init (&d, arg)) == NULL) {
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-      if (strcmp (d.name, names[i]) == 0 && blk_plain_tag (names[i])) {
-        blk_digest_free (&d);
-        return names[i];
-      }
-    blk_digest_free (&d);
-  }
-  fprintf (stderr, "%s: --plain=%s: %s\n", progname, arg,
-           msg ? msg : "not a digest that sha256sum, md5sum and their kin "
-           "print (md5, sha1, sha224, sha256, sha384, sha512, blake3)");
-  exit (usage_status);
-}
-
-static unsigned
-parse_count (const char *opt, const char *arg, unsigned max)
-{
-  char *end;
-  long v = strtol (arg, &end, 10);
-
-  if (*arg == '\0' || *end != '\0' || v < 1 || v > (long) max) {
-    fprintf (stderr, "%s: %s must be a number from 1 to %u: '%s'\n",
-             progname, opt, max, arg);
-    exit (usage_status);
-  }
-  return v;
-}
-
-/* --spot-check's blocks: 0 (none) to MAX_SPOT_CHECK. */
-static unsigned
-parse_spot_check (const char *arg)
-{
-  char *end;
-  long v = strtol (arg, &end, 10);
-
-  if (*arg == '\0' || *end != '\0' || v < 0 || v > MAX_SPOT_CHECK) {
-    fprintf (stderr, "%s: --spot-check must be a number of blocks from 0 "
-             "(none) to %d: '%s'\n", progname, MAX_SPOT_CHECK, arg);
-    exit (usage_status);
-  }
-  return v;
-}
-
-/* Seconds, decimals allowed: 0 (no limit) to max. */
-static double
-parse_seconds (const char *opt, const char *arg, unsigned max)
-{
-  char *end;
-  double v;
-
-  errno = 0;
-  v = strtod (arg, &end);
-  if (*arg == '\0' || *end != '\0' || errno || !(v >= 0) || v > max) {
-    fprintf (stderr, "%s: %s must be a number of seconds from 0 (no limit) "
-             "to %u: '%s'\n", progname, opt, max, arg);
-    exit (usage_status);
-  }
-  return v;
-}
-
-/* --http-header=NAME: VALUE, as curl sends it: one line (no control
- * character but a tab could end it and start another header), and a
- * name.  Its value may be a secret: never printed.
- */
-static void
-check_http_header (const char *arg)
-{
-  const size_t name = strcspn (arg, ":");
-  bool bad = name == 0 || arg[name] != ':';
-
-  for (size_t i = 0; !bad && arg[i]; i++)
-    bad = ((unsigned char) arg[i] < ' ' && arg[i] != '\t') ||
-      arg[i] == 0x7f || (i < name && strchr (" \t\"(),/;<=>?@[\\]{}", arg[i]));
-  if (bad) {
-    fprintf (stderr, "%s: --http-header: a header is NAME: VALUE on one "
-             "line, its name a token (one is not; its value is not "
-             "shown)\n", progname);
-    exit (usage_status);
-  }
-  /* curl sends a header given for one it sets itself instead: every
-   * read would ask the same range, or get the whole file.
-   */
-  if ((name == 5 && strncasecmp (arg, "Range", 5) == 0) ||
-      (name == 8 && strncasecmp (arg, "If-Range", 8) == 0)) {
-    fprintf (stderr, "%s: --http-header: %.*s is nbdsum's to send (it reads "
-             "a URL in ranges)\n", progname, (int) name, arg);
-    exit (usage_status);
-  }
 }
 
 void
@@ -464,10 +234,8 @@ parse_options (int argc, char **argv, int *first_arg)
       break;
     case 'd': {
       struct blk_digest d;
-      if ((msg = blk_digest_init (&d, optarg)) != NULL) {
-        fprintf (stderr, "%s: --digest %s: %s\n", progname, optarg, msg);
-        exit (usage_status);
-      }
+      if ((msg = blk_digest_init (&d, optarg)) != NULL)
+        usage_error ("--digest %s: %s", optarg, msg);
       blk_digest_free (&d);
       parsed.digest = optarg;
       break;
@@ -477,24 +245,17 @@ parse_options (int argc, char **argv, int *first_arg)
       parsed.plain_digest = parse_plain_digest (optarg ? optarg : "sha256");
       break;
     case OPT_BLOCK_SIZE:
-      if ((msg = blk_parse_size (optarg, &parsed.block_size)) != NULL) {
-        fprintf (stderr, "%s: --block-size %s: %s\n", progname, optarg, msg);
-        exit (usage_status);
-      }
-      if ((msg = blk_check_block_size (parsed.block_size)) != NULL) {
-        /* nbdcopy --blkhash takes any power of two: say why not here. */
-        fprintf (stderr, "%s: --block-size %s: %s (nbdcopy --blkhash "
-                 "takes other powers of two too; nbdsum keeps blksum's "
-                 "range, see nbdsum(1))\n", progname, optarg, msg);
-        exit (usage_status);
-      }
+      if ((msg = blk_parse_size (optarg, &parsed.block_size)) != NULL)
+        usage_error ("--block-size %s: %s", optarg, msg);
+      /* nbdcopy --blkhash takes any power of two: say why not here. */
+      if ((msg = blk_check_block_size (parsed.block_size)) != NULL)
+        usage_error ("--block-size %s: %s (nbdcopy --blkhash takes other "
+                     "powers of two too; nbdsum keeps blksum's range, see "
+                     "nbdsum(1))", optarg, msg);
       break;
     case OPT_MAX_SIZE:
-      if ((msg = blk_parse_size (optarg, &parsed.max_size)) != NULL) {
-        fprintf (stderr, "%s: --max-size=%s: %s (0: no limit)\n", progname,
-                 optarg, msg);
-        exit (usage_status);
-      }
+      if ((msg = blk_parse_size (optarg, &parsed.max_size)) != NULL)
+        usage_error ("--max-size=%s: %s (0: no limit)", optarg, msg);
       parsed.max_size_given = true;
       break;
     case OPT_FORMAT:
@@ -519,10 +280,8 @@ parse_options (int argc, char **argv, int *first_arg)
       break;
     }
     case OPT_RANGE:
-      if ((msg = blk_parse_range (optarg, &parsed.range)) != NULL) {
-        fprintf (stderr, "%s: --range=%s: %s\n", progname, optarg, msg);
-        exit (usage_status);
-      }
+      if ((msg = blk_parse_range (optarg, &parsed.range)) != NULL)
+        usage_error ("--range=%s: %s", optarg, msg);
       break;
     case OPT_CLIENT_SIDE:
       parsed.client_side = true;
@@ -576,12 +335,9 @@ parse_options (int argc, char **argv, int *first_arg)
       else
         parsed.progress_fd = parse_count ("--progress", optarg, INT_MAX);
       /* Not yet one of nbdsum's own (only 0 to 2 are open so far). */
-      if (optarg && fcntl (parsed.progress_fd, F_GETFD) == -1) {
-        fprintf (stderr, "%s: --progress=%s: file descriptor %d is not "
-                 "open (as in 3>FILE)\n", progname, optarg,
-                 parsed.progress_fd);
-        exit (usage_status);
-      }
+      if (optarg && fcntl (parsed.progress_fd, F_GETFD) == -1)
+        usage_error ("--progress=%s: file descriptor %d is not open (as "
+                     "in 3>FILE)", optarg, parsed.progress_fd);
       break;
     case OPT_DIFF:
       parsed.diff = true;
@@ -599,11 +355,8 @@ parse_options (int argc, char **argv, int *first_arg)
       parsed.since = optarg;
       break;
     case OPT_DIRTY_BITMAP:
-      if (*optarg == '\0') {
-        fprintf (stderr, "%s: --dirty-bitmap needs a bitmap's name\n",
-                 progname);
-        exit (usage_status);
-      }
+      if (*optarg == '\0')
+        usage_error ("--dirty-bitmap needs a bitmap's name");
       parsed.dirty_bitmap = optarg;
       break;
     case OPT_IMMUTABLE_BACKING:
@@ -621,187 +374,21 @@ parse_options (int argc, char **argv, int *first_arg)
     case 'V':
       print_version ();
     default:
-      fprintf (stderr, "Try '%s --help' for more information.\n", progname);
-      exit (usage_status);
+      usage_try_help ();
     }
   }
 
   /* After "--", inputs only. */
   while (optind < argc)
     inputs[nargs++] = argv[optind++];
-  /* A plain digest is of the bytes: no blocks, nor a blkhash digest. */
-  if (parsed.plain) {
-    const char *other = parsed.blocks ? "--blocks"
-      : parsed.diff ? "--diff"
-      : parsed.since ? "--since"
-      : parsed.check_manifest ? "--check-manifest"
-      : parsed.block_size ? "--block-size"
-      : parsed.digest ? "-d (--digest)" : NULL;
-    if (other) {
-      fprintf (stderr, "%s: --plain does not go with %s: a plain digest "
-               "is of the whole image's bytes (give its digest as "
-               "--plain=ALG)\n", progname, other);
-      exit (usage_status);
-    }
-  }
-  /* A bmap is sha256 of 4K blocks, of one image, on standard output. */
-  if (parsed.bmap &&
-      (parsed.check || parsed.diff || parsed.blocks || parsed.since ||
-       parsed.check_manifest || parsed.plain || parsed.json ||
-       parsed.client_side || parsed.digest || parsed.block_size ||
-       parsed.no_names || parsed.tag != TAG_AUTO || parsed.zero ||
-       parsed.jobs > 1 || parsed.range.length || nargs != 1 ||
-       name_is_stdin (inputs[0]))) {
-    fprintf (stderr, "%s: --bmap needs one image (not standard input), "
-             "and goes with no other mode, nor with --plain, --json, "
-             "--client-side, -d, --block-size, -j, --range or the line "
-             "options: a bmap is bmaptool's, sha256 of 4K blocks\n",
-             progname);
-    exit (usage_status);
-  }
-  /* Part of an image is hashed by the server's filter, and its line
-   * says which part (-c reads it there).
-   */
-  if (parsed.range.length) {
-    const char *other = parsed.check ? "--check (a checksum line carries "
-      "its range)"
-      : parsed.blocks ? "--blocks" : parsed.diff ? "--diff"
-      : parsed.since ? "--since" : parsed.check_manifest ? "--check-manifest"
-      : parsed.client_side ? "--client-side (only the server's filter "
-      "hashes part of an image)"
-      : parsed.tag == TAG_NEVER ? "--untagged (an untagged line cannot say "
-      "the range, and -c would check the whole image)" : NULL;
-    if (other) {
-      fprintf (stderr, "%s: --range does not go with %s\n", progname, other);
-      exit (usage_status);
-    }
-  }
-  if ((parsed.diff && (parsed.check || parsed.blocks)) ||
-      (parsed.check && parsed.blocks)) {
-    fprintf (stderr, "%s: --check, --diff and --blocks do not go together\n",
-             progname);
-    exit (usage_status);
-  }
-  if ((parsed.status || parsed.ignore_missing || parsed.strict ||
-       parsed.warn) && !parsed.check) {
-    fprintf (stderr, "%s: --status, --ignore-missing, --strict and --warn "
-             "only go with --check\n", progname);
-    exit (usage_status);
-  }
-  if (parsed.no_names &&
-      (parsed.check || parsed.diff || parsed.blocks || parsed.json ||
-       parsed.tag != TAG_AUTO)) {
-    fprintf (stderr, "%s: --no-names only goes with plain checksums: not "
-             "with --check, --diff, --blocks, --json, --tag or --untagged\n",
-             progname);
-    exit (usage_status);
-  }
-  /* As sha256sum: -c reads lines of either form, ending with newlines
-   * (coreutils 9.1 refuses --zero when verifying, too).
-   */
-  if ((parsed.tag != TAG_AUTO || parsed.zero) && parsed.check) {
-    fprintf (stderr, "%s: --tag, --untagged and --zero are not supported "
-             "when verifying checksums\n", progname);
-    exit (usage_status);
-  }
-  if ((parsed.tag != TAG_AUTO || parsed.zero) &&
-      (parsed.diff || parsed.blocks || parsed.json)) {
-    fprintf (stderr, "%s: --tag, --untagged and --zero only change checksum "
-             "lines: not with --diff, --blocks or --json\n", progname);
-    exit (usage_status);
-  }
-  if (!parsed.since != !parsed.dirty_bitmap) {
-    fprintf (stderr, "%s: --since and --dirty-bitmap go together: the "
-             "manifest of the image then, and the bitmap of what was "
-             "written since\n", progname);
-    exit (usage_status);
-  }
-  if (parsed.immutable_backing && !parsed.since) {
-    fprintf (stderr, "%s: --immutable-backing only goes with --since\n",
-             progname);
-    exit (usage_status);
-  }
-  if (parsed.since && (parsed.check || parsed.diff || parsed.check_manifest)) {
-    fprintf (stderr, "%s: --since does not go with --check, --diff or "
-             "--check-manifest\n", progname);
-    exit (usage_status);
-  }
-  if (parsed.since && nargs != 1) {
-    fprintf (stderr, "%s: --since needs one image, the one MANIFEST was "
-             "made of\n", progname);
-    exit (usage_status);
-  }
-  if (parsed.check_manifest &&
-      (parsed.check || parsed.diff || parsed.blocks || parsed.json ||
-       parsed.no_names || parsed.client_side)) {
-    fprintf (stderr, "%s: --check-manifest goes with no other mode, nor "
-             "with --json, --no-names or --client-side\n", progname);
-    exit (usage_status);
-  }
-  if (parsed.check_manifest && nargs == 0) {
-    fprintf (stderr, "%s: --check-manifest needs the manifests to check\n",
-             progname);
-    exit (usage_status);
-  }
-  if (parsed.manifest && !parsed.diff) {
-    fprintf (stderr, "%s: --manifest only goes with --diff\n", progname);
-    exit (usage_status);
-  }
-  if (parsed.diff && parsed.manifest && nargs != 1) {
-    fprintf (stderr, "%s: --diff --manifest=FILE needs one image\n",
-             progname);
-    exit (usage_status);
-  }
-  if (parsed.diff && !parsed.manifest && nargs != 2) {
-    fprintf (stderr, "%s: --diff needs two images\n", progname);
-    exit (usage_status);
-  }
-  if (parsed.blocks && nargs != 1) {
-    fprintf (stderr, "%s: --blocks needs one image\n", progname);
-    exit (usage_status);
-  }
-  /* Block digests need an image that can be read anywhere. */
-  for (int i = 0;
-       (parsed.diff || parsed.blocks || parsed.since) && i < nargs; i++)
-    if (name_is_stdin (inputs[i])) {
-      fprintf (stderr, "%s: %s: standard input cannot be an image with "
-               "%s (save it to a file first)\n", progname, inputs[i],
-               parsed.diff ? "--diff" :
-               parsed.since ? "--since" : "--blocks");
-      exit (usage_status);
-    }
-  /* A URL has no dirty bitmap; --http-* apply to URLs (or -c's). */
-  {
-    int urls = 0;
-    for (int i = 0; i < nargs; i++)
-      urls += name_is_http (inputs[i]);
-    if (parsed.since && urls) {
-      fprintf (stderr, "%s: --since needs a dirty bitmap, and a URL has "
-               "none\n", progname);
-      exit (usage_status);
-    }
-    if ((parsed.nhttp_headers || parsed.http_insecure ||
-         parsed.http_timeout_given) && urls == 0 && !parsed.check) {
-      fprintf (stderr, "%s: --http-header, --http-insecure and "
-               "--http-timeout apply to "
-               "http:// and https:// inputs only\n", progname);
-      exit (usage_status);
-    }
-  }
+  check_combinations (&parsed, inputs, nargs);
   /* No input is standard input (main): a --format=raw is for it. */
   implicit_stdin = nargs == 0 && nfo > 0 && !parsed.check &&
     !parsed.check_manifest;
   if (implicit_stdin)
     inputs[nargs++] = (char *) "-";
-  apply_formats (fo, nfo, inputs, nargs, implicit_stdin);
-  /* Only the user's word for a format lets names outside be followed. */
-  if (parsed.allow_backing && ngiven == 0) {
-    fprintf (stderr, "%s: --allow-backing applies to the local files "
-             "whose format --format gives (a probed format, or a checksum "
-             "line's, never lets an image name files outside its "
-             "directory)\n", progname);
-    exit (usage_status);
-  }
+  given = apply_formats (&parsed, fo, nfo, inputs, nargs, implicit_stdin,
+                         &ngiven);
   /* The inputs last in argv, in order, for main. */
   for (int i = 0; i < nargs; i++)
     argv[argc - nargs + i] = inputs[i];
