@@ -35,8 +35,8 @@
  * snapshot served with the image's bitmap; what they cannot catch is
  * a few changed blocks among many, missed by the sample.  An image
  * smaller than the manifest's is refused.  A local qcow2 file is
- * served by qemu-nbd (local.c) once qemu-img says its bitmap is
- * enabled and consistent (local-bitmap.c).
+ * served by qemu-nbd once qemu-img says its bitmap is enabled and
+ * consistent (local-bitmap.c).
  *
  * Memory: the block table holds the digests of the blocks hashed, a
  * second one the clean blocks that read as zeros (runs, as holes are
