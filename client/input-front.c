@@ -3,7 +3,7 @@
  */
 /* nbdsum: the one engine for a server without a view of the image, or
  * --client-side: a private nbdkit --filter=blkhash nbd in front of it
- * (local.c), whose views are asked like any server's.  The image's
+ * (local-nbdkit.c), whose views are asked like any server's.  The image's
  * bytes cross to this machine and are hashed here, by the filter.
  * Each of nbdsum's connections to it is one to the server (the nbd
  * plugin's shared=false), so -C and -R keep the queue depth they ask

@@ -2,9 +2,10 @@
  * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
  */
 /* nbdsum: a local qcow2 file's dirty bitmap, as qemu-img info says it
- * is, for --since (see local.h): enabled, consistent, or refused.  A
- * disabled bitmap records no writes, and qemu-nbd exports it all the
- * same: only the image's own record tells.
+ * is, for --since (see local.h): enabled, consistent, or refused; and
+ * the qemu-nbd that serves it (local.c runs it).  A disabled bitmap
+ * records no writes, and qemu-nbd exports it all the same: only the
+ * image's own record tells.
  */
 #include <config.h>
 
@@ -19,8 +20,9 @@
 #include "cleanup.h"
 #include "helpers.h"
 #include "jsonread.h"
-#include "local.h"
+#include "local-server.h"
 #include "messages.h"
+#include "options.h"
 #include "signals.h"
 
 struct bitmap_info {
@@ -116,7 +118,11 @@ read_bitmap_info (struct json_reader *r, void *opaque)
   return read_info (r, opaque, 0);
 }
 
-int
+/* Is the dirty bitmap of the local image name, whose spec
+ * local_chain_spec made, a qcow2's, enabled and consistent (qemu-img
+ * info says)?  0, or -1 (error printed: why not).
+ */
+static int
 local_bitmap_check (const char *name, const char *spec, const char *bitmap)
 {
   struct bitmap_info bi = { .bitmap = bitmap };
@@ -152,4 +158,77 @@ local_bitmap_check (const char *name, const char *spec, const char *bitmap)
     return -1;
   }
   return 0;
+}
+
+struct local_server *
+local_server_start_bitmap (const char *name, const char *path,
+                           const char *bitmap)
+{
+  char *abs = NULL, *spec = NULL, *alone = NULL, shared[16];
+  struct local_pins pins = { NULL, 0 };
+  const char *format, *argv[11];
+  struct local_server *s = NULL;
+  struct stat st;
+  int fd, i = 0;
+
+  if ((fd = open (path, O_RDONLY | O_CLOEXEC)) == -1 || fstat (fd, &st) == -1) {
+    error_at (name, "%m");
+    if (fd >= 0)
+      close (fd);
+    return NULL;
+  }
+  if (!S_ISREG (st.st_mode) && !S_ISBLK (st.st_mode)) {
+    error_at (name, "not a regular file or block device: --since needs a "
+              "qcow2 image with a dirty bitmap");
+    close (fd);
+    return NULL;
+  }
+  /* An encrypted qcow2 said so, not as qemu-nbd's failure. */
+  format = local_file_format (name, fd, options_format (name));
+  close (fd);
+  if (format == NULL)
+    return NULL;
+  if (strcmp (format, "qcow2") != 0) {
+    error_at (name, "a %s image has no dirty bitmaps: --since of a local "
+              "file needs a qcow2 image with a persistent bitmap "
+              "(qemu-img bitmap --add --enable)", format);
+    return NULL;
+  }
+  /* An absolute path, as for any image (see absolute_path); every file
+   * it names checked before qemu-img or qemu-nbd opens any.
+   */
+  if ((abs = absolute_path (path)) == NULL) {
+    error_at (name, "%m");
+    return NULL;
+  }
+  if ((spec = local_chain_spec (name, abs, format,
+                                options_format (name) ? FORMAT_GIVEN
+                                : FORMAT_PROBED, &alone, &pins)) == NULL ||
+      local_bitmap_check (name, alone, bitmap) == -1)
+    goto out;
+  /* Not --persistent: qemu-nbd has no --exit-with-parent, but exits
+   * when its last client hangs up, and nbdsum keeps its first
+   * connection open until the end.
+   */
+  snprintf (shared, sizeof shared, "%d", MAX_CONNECTIONS);
+  argv[i++] = "qemu-nbd";
+  argv[i++] = "--read-only";
+  argv[i++] = "--shared";
+  argv[i++] = shared;
+  argv[i++] = "--allocation-depth";
+  argv[i++] = "--bitmap";
+  argv[i++] = bitmap;
+  argv[i++] = spec;
+  argv[i] = NULL;
+  s = local_serve (name, "qemu-nbd", local_exec_command, argv, true);
+  if (s) {
+    s->pins = pins;
+    pins = (struct local_pins) { NULL, 0 };
+  }
+ out:
+  local_pins_close (&pins);
+  free (alone);
+  free (spec);
+  free (abs);
+  return s;
 }

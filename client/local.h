@@ -14,19 +14,20 @@
 
 struct local_server;
 
-/* Serve the file at path (name is for messages, and probing dmg) as
- * format (lib/imgformat.h's names), or as its first bytes say when
- * NULL.  NULL on error (printed): also for a file nbdsum does not read
- * as guest content (luks, a fixed-size VHD, two formats at once, any
- * image format but raw without qemu-nbd).
+/* local-nbdkit.c: serve the file at path (name is for messages, and
+ * probing dmg) as format (lib/imgformat.h's names), or as its first
+ * bytes say when NULL.  NULL on error (printed): also for a file
+ * nbdsum does not read as guest content (luks, a fixed-size VHD, two
+ * formats at once, any image format but raw without qemu-nbd).
  */
 extern struct local_server *local_server_start (const char *name,
                                                 const char *path,
                                                 const char *format);
-/* A private nbdkit --filter=blkhash in front of the server at uri (a
- * URI's, or a [ CMD ]'s socket), by its nbd plugin: nbdsum's one engine
- * for a server without the filter, or --client-side.  Each connection
- * to it is one to the server.  NULL on error (printed).
+/* local-nbdkit.c: a private nbdkit --filter=blkhash in front of the
+ * server at uri (a URI's, or a [ CMD ]'s socket), by its nbd plugin:
+ * nbdsum's one engine for a server without the filter, or
+ * --client-side.  Each connection to it is one to the server.  NULL on
+ * error (printed).
  */
 extern struct local_server *local_server_start_front (const char *name,
                                                       const char *uri);
@@ -62,9 +63,9 @@ extern struct local_server *local_server_start_http (const char *name,
  * said nothing.  The caller frees it.
  */
 extern char *local_http_message (struct local_server *s);
-/* --since of a local qcow2 file: qemu-nbd with the dirty bitmap and
- * the allocation depth, for as many connections as nbdsum makes
- * (it checks the bitmap first: local-bitmap.c).
+/* local-bitmap.c: --since of a local qcow2 file: qemu-nbd with the
+ * dirty bitmap and the allocation depth, for as many connections as
+ * nbdsum makes, once the bitmap is checked.
  */
 extern struct local_server *local_server_start_bitmap (const char *name,
                                                        const char *path,
@@ -189,12 +190,5 @@ typedef int local_info_fn (struct json_reader *r, void *opaque);
 extern int local_qemu_img_info (const char *name, const char *layer,
                                 const char *spec, local_info_fn *read_info,
                                 void *opaque);
-
-/* local-bitmap.c: is the dirty bitmap of the local image name, whose
- * spec local_chain_spec made, a qcow2's, enabled and consistent
- * (qemu-img info says)?  0, or -1 (error printed: why not).
- */
-extern int local_bitmap_check (const char *name, const char *spec,
-                               const char *bitmap);
 
 #endif /* NBDSUM_LOCAL_H */

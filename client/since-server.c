@@ -20,7 +20,7 @@
  * manifest (the image grew: the grown tail, the old short last block,
  * the new one); every other digest is the manifest's (input-since.c).
  * An image smaller than the manifest's is refused.  A local qcow2 file
- * is served by qemu-nbd (local.c) once qemu-img says its bitmap is
+ * is served by qemu-nbd once qemu-img says its bitmap is
  * enabled and consistent (local-bitmap.c).
  */
 #include <config.h>

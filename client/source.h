@@ -2,7 +2,7 @@
  * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
  */
 /* nbdsum: where an input is served, and connections to it.  A URI
- * names a server; a file gets a private nbdkit (local.c).  Views are
+ * names a server; a file gets a private nbdkit (local-nbdkit.c).  Views are
  * never hashed: the server side would hash the view's image, the
  * client side the view's bytes.  Every wait on a connection is one
  * poll loop (source-io.h), so that a signal or --connect-timeout ends
@@ -47,7 +47,7 @@ extern bool refuse_view (const char *name);
  */
 extern struct source *source_open (const char *name);
 /* The same, but a local file is served by qemu-nbd with the dirty
- * bitmap and the allocation depth (--since; local.c).
+ * bitmap and the allocation depth (--since; local-bitmap.c).
  */
 extern struct source *source_open_bitmap (const char *name,
                                           const char *bitmap);

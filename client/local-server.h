@@ -1,0 +1,48 @@
+/* Copyright (C) 2026 The nbdkit-blkhash developers
+ * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
+ */
+/* nbdsum: a private server's inside, for the files that start one
+ * (local.c runs it; local-nbdkit.c and local-bitmap.c say what).
+ */
+#ifndef NBDSUM_LOCAL_SERVER_H
+#define NBDSUM_LOCAL_SERVER_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include "local.h"
+
+struct local_server {
+  const char *name;             /* the input, for messages */
+  const char *what;             /* the program serving it, for messages */
+  const char *format;           /* a file's, static; NULL for [ CMD ] */
+  char what_buf[64];
+  pid_t pid;
+  char *dir, *sock, *uri;
+  double handshake_limit;       /* seconds, 0: none */
+  int log_fd;                   /* our servers' stderr (unlinked), or -1 */
+  struct local_pins pins;       /* what its qemu-nbd may hold open */
+  bool verified;                /* ... and it was checked once */
+};
+
+/* In the child: the listening socket as fd 3 for systemd-style socket
+ * activation (LISTEN_PID, LISTEN_FDS), then argv; with path, argv[0]
+ * is looked for in $PATH.
+ */
+extern void local_exec_activated (int listen_fd, const char *const *argv,
+                                  bool path)
+  __attribute__ ((noreturn));
+/* The same for argv (char **) given as data: a [ CMD ]'s, qemu-nbd's. */
+extern void local_exec_command (int listen_fd, const void *data)
+  __attribute__ ((noreturn));
+/* A server for the input name, started by exec_fn (given data) on a
+ * socket of a private directory, in a process group of its own; its
+ * standard error taken for local_server_message when ours.  NULL on
+ * error (printed).
+ */
+extern struct local_server *local_serve (const char *name, const char *what,
+                                         void (*exec_fn) (int listen_fd,
+                                                          const void *data),
+                                         const void *data, bool ours);
+
+#endif /* NBDSUM_LOCAL_SERVER_H */
