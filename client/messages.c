@@ -14,7 +14,6 @@
 
 #include "cleanup.h"
 #include "messages.h"
-#include "options.h"
 
 const char *progname = "nbdsum";
 
@@ -87,12 +86,21 @@ error_msg (const char *fmt, ...)
   va_end (ap);
 }
 
+/* -q, as options.c says: set once, before any thread starts. */
+static bool quiet;
+
+void
+messages_quiet (void)
+{
+  quiet = true;
+}
+
 void
 notice_at (const char *name, const char *fmt, ...)
 {
   va_list ap;
 
-  if (opts->quiet)
+  if (quiet)
     return;
   va_start (ap, fmt);
   fprintf (stderr, "%s: %s%s", progname, name ? name : "", name ? ": " : "");

@@ -19,6 +19,8 @@ extern void error_msg (const char *fmt, ...)
  */
 extern void notice_at (const char *name, const char *fmt, ...)
   __attribute__ ((format (printf, 2, 3)));
+/* -q: notices are not printed from now on. */
+extern void messages_quiet (void);
 
 /* For --json: also keep the messages printed from now on, until
  * messages_captured.  Those about subject are kept without the name,

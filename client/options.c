@@ -306,6 +306,7 @@ parse_options (int argc, char **argv, int *first_arg)
       break;
     case 'q':
       parsed.quiet = true;
+      messages_quiet ();
       break;
     case 'v':
       parsed.verbose = true;
