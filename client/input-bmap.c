@@ -462,7 +462,7 @@ go_bmap (struct source *src, const struct hash_spec *spec,
     return r;
   r = read_header (src->name, vg, hdr);
   if (r == 2)
-    view_echoes (vg, NULL, "bmap view", fb);
+    view_not_echoed (vg, "bmap view", fb);
   if (r != 1) {
     /* Gone before a filter in front connects: a server admitting a
      * client at a time must be free for it.

@@ -13,6 +13,8 @@
  *   input-saved.c   a saved --blocks manifest (--diff, --check-manifest)
  *   input-stream.c  bytes read to their end (standard input, a pipe),
  *                   blkhash or --plain
+ *   view-open.c     what the views' inputs share: going to a view,
+ *                   checking it
  */
 #ifndef NBDSUM_INPUT_KINDS_H
 #define NBDSUM_INPUT_KINDS_H
@@ -56,11 +58,11 @@ struct fallback {
  */
 extern int view_input_open (struct source *src, const struct hash_spec *spec,
                             struct input **in, struct fallback *fb);
-/* The first step of both views' inputs: connect to src and go to the
- * view name_of names for the export, as negotiating.  Returns 1 on
- * the view (*vg the caller's), 0 when the server has no such export
- * (*fb filled in, with a notice that names the view as what), -1 on
- * error (printed).
+/* view-open.c: going to a view (input-bmap.c too) and checking it.
+ * view_go connects to src and goes to the view name_of names for the
+ * export, as negotiating.  Returns 1 on the view (*vg the caller's), 0
+ * when the server has no such export (*fb filled in, with a notice
+ * that names the view as what), -1 on error (printed).
  */
 typedef char *view_name_fn (const char *base, const struct hash_spec *spec,
                             const char *nonce);
@@ -72,21 +74,9 @@ struct view_go {
   /* Fresh and random, in the view's name: the header must echo it. */
   char nonce[BLK_VIEW_NONCE_LEN + 1];
 };
-/* Does the view's header hdr echo the nonce of its name?  If not (or
- * hdr is NULL), it was not made for this request by the blkhash
- * filter (a file named like a view, served without the filter): sets
- * fb's notice, and returns false.
- */
-extern bool view_echoes (const struct view_go *vg,
-                         const struct blk_header *hdr, const char *what,
-                         struct fallback *fb);
 extern int view_go (struct source *src, const struct hash_spec *spec,
                     view_name_fn *name_of, const char *what,
                     struct view_go *vg, struct fallback *fb);
-/* [ CMD ] without the filter in it: the user chose a plain server,
- * and needs no notice that nbdsum hashes client-side.
- */
-extern bool view_filterless_chosen (const char *name);
 /* Does export base, asked on a connection of its own, have the size
  * the view view_name's header hdr describes (with a range: is hdr of
  * the range's size, and the export long enough to hold it)?  1 if so,
@@ -99,11 +89,21 @@ extern int view_check_image (struct source *src, const char *base,
                              const struct blk_header *hdr,
                              const struct blk_range *range);
 
-/* Is the image a view's header hdr describes over the size limit
- * (options_max_size)?  Then say so.
+/* The view's header did not echo the nonce of its name: not made for
+ * this request by the filter (a file named like a view, or a server
+ * without the filter answering every name with the image).  Sets fb's
+ * notice, naming the view as what.
  */
-extern bool view_size_refused (struct source *src, const char *view_name,
-                               const struct blk_header *hdr, bool plain);
+extern void view_not_echoed (const struct view_go *vg, const char *what,
+                             struct fallback *fb);
+/* The blkhash view, or the plain-digest one: view_go, then the header
+ * read, under the size limit and, unless src->behind, of the image
+ * (*checked: what view_check_image said, else 0).  Returns as view_go:
+ * 1 with *vg and *hdr the caller's, else *vg freed and closed.
+ */
+extern int view_open (struct source *src, const struct hash_spec *spec,
+                      bool plain, struct view_go *vg, struct blk_header *hdr,
+                      int *checked, struct fallback *fb);
 
 /* input-plain-view.c: as view_input_open, for --plain (spec->plain):
  * the plain-digest view NAME@digest:ALG.

@@ -17,7 +17,6 @@
  */
 #include <config.h>
 
-#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,7 +29,6 @@
 #include "messages.h"
 #include "minmax.h"
 #include "signals.h"
-#include "viewname.h"
 
 /* Spans per NBD_CMD_CACHE, and such requests in flight. */
 #define PLAIN_SPANS 64
@@ -50,112 +48,39 @@ struct plain_view {
 static const struct input_ops plain_view_ops;
 static endpoint_refill_fn plain_view_refill;
 
-/* Read and check the header.  Returns 1 if it is a plain-digest view
- * of spec's digest, 0 if it does not decode (not such a view: hash
- * client-side), -1 on error (printed).
- */
-static int
-read_header (const char *name, const struct hash_spec *spec,
-             struct nbd_handle *h, struct blk_header *hdr)
-{
-  uint8_t buf[BLK_VIEW_HEADER_SIZE];
-  const int64_t view_size = nbd_get_size (h);
-  struct blk_digest d;
-  size_t len;
-
-  if (view_size == -1) {
-    error_at (name, "%s", nbd_get_error ());
-    return -1;
-  }
-  if (view_size < BLK_VIEW_DIGESTS_OFFSET)
-    return 0;
-  if (source_pread (h, buf, sizeof buf, 0) == -1) {
-    if (!stop_signal ())
-      error_at (name, "reading the plain-digest view's header: %s",
-                source_error ());
-    return -1;
-  }
-  /* Whatever else the export is, its digest is not to be trusted. */
-  if (blk_plain_header_decode (buf, sizeof buf, hdr) != NULL ||
-      blk_digest_init (&d, hdr->digest_name) != NULL)
-    return 0;
-  len = d.len;
-  blk_digest_free (&d);
-  if (len != hdr->digest_len ||
-      (uint64_t) view_size != blk_view_size (hdr) ||
-      !blk_digest_same (spec->digest, hdr->digest_name))
-    return 0;
-  return 1;
-}
-
-static char *
-plain_view_name_of (const char *base, const struct hash_spec *spec,
-                    const char *nonce)
-{
-  return blk_plain_view_name_build_range (base, spec->digest, &spec->range,
-                                         nonce);
-}
-
 int
 plain_view_input_open (struct source *src, const struct hash_spec *spec,
                        struct input **in, struct fallback *fb)
 {
   struct view_go vg;
-  struct nbd_handle *h;
   struct blk_header hdr;
   struct plain_view *v;
   struct endpoint *ep;
-  char *base, *view_name;
   const char *msg;
-  int r;
+  int checked;
+  const int r = view_open (src, spec, true, &vg, &hdr, &checked, fb);
 
-  r = view_go (src, spec, plain_view_name_of, "plain-digest view", &vg, fb);
   if (r <= 0)
     return r;
-  h = vg.h;
-  base = vg.base;
-  view_name = vg.view_name;
-  r = read_header (src->name, spec, h, &hdr);
-  if (r == 0 && !view_filterless_chosen (src->name))
-    fb->notice = strdup ("the server has no plain-digest view (is it "
-                         "running nbdkit --filter=blkhash, of a version "
-                         "with --plain?); hashing client-side");
-  if (r == 1 && !view_echoes (&vg, &hdr, "plain-digest view", fb))
-    r = 0;
-  if (r == 1 && (view_size_refused (src, vg.shown, &hdr, true) ||
-                 (!src->behind &&
-                  view_check_image (src, base, vg.shown, &hdr,
-                                    &spec->range) == -1)))
-    r = -1;
-  free (base);
   /* One connection: the name on the wire is not needed again. */
-  free (view_name);
-  view_name = vg.shown;
-  if (r <= 0) {
-    free (view_name);
-    /* Gone before a filter in front connects (see input-view.c). */
-    if (r == 0)
-      source_shutdown (h);
-    nbd_close (h);
-    return r;
-  }
-
+  free (vg.base);
+  free (vg.view_name);
   if ((v = calloc (1, sizeof *v)) == NULL) {
     error_at (src->name, "out of memory");
-    free (view_name);
-    nbd_close (h);
+    free (vg.shown);
+    nbd_close (vg.h);
     return -1;
   }
   v->in.ops = &plain_view_ops;
   v->in.name = src->name;
   v->in.plain = true;
-  v->view_name = view_name;
+  v->view_name = vg.shown;
   v->nspans = hdr.block_count;
   v->span_size = hdr.block_size;
-  v->use_cache = nbd_can_cache (h) == 1;
+  v->use_cache = nbd_can_cache (vg.h) == 1;
   ep = &v->ep;
   /* One connection: the server's digest is this connection's. */
-  endpoint_init (ep, plain_view_refill, src, h);
+  endpoint_init (ep, plain_view_refill, src, vg.h);
   ep->requests = PLAIN_REQUESTS;
   ep->size = hdr.image_size;
   ep->nblocks = hdr.block_count;

@@ -25,28 +25,22 @@
  */
 #include <config.h>
 
-#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
-#include <sys/random.h>
 
 #include "datamap.h"
 #include "endpoint.h"
 #include "header.h"
 #include "helpers.h"
 #include "input-kinds.h"
-#include "local.h"
 #include "messages.h"
 #include "minmax.h"
-#include "names.h"
 #include "options.h"
 #include "signals.h"
 #include "spot-check.h"
 #include "util.h"
-#include "viewname.h"
 
 /* Digests read at a time by --diff and --blocks. */
 #define DIGEST_READ_BYTES (1024 * 1024)
@@ -69,73 +63,6 @@ struct view_input {
 static const struct input_ops view_input_ops;
 static endpoint_refill_fn view_refill;
 static endpoint_scan_fn view_scan;
-
-/* Read the header into hdr and check it against what spec asks.
- * Returns 1 if valid, 0 if the export is not a view at all, 2 if it
- * does not echo nonce (so that nothing else in it counts), -1 if it is
- * a bad one.
- */
-static int
-read_header (const char *name, const struct hash_spec *spec,
-             struct nbd_handle *h, const char *nonce, struct blk_header *hdr)
-{
-  uint8_t buf[BLK_VIEW_HEADER_SIZE];
-  int64_t view_size = nbd_get_size (h);
-  struct blk_digest d;
-  const char *msg;
-  size_t len;
-
-  if (view_size == -1) {
-    error_at (name, "%s", nbd_get_error ());
-    return -1;
-  }
-  if (view_size < BLK_VIEW_DIGESTS_OFFSET)
-    return 0;
-  if (source_pread (h, buf, sizeof buf, 0) == -1) {
-    if (!stop_signal ())
-      error_at (name, "reading the view header: %s", source_error ());
-    return -1;
-  }
-  if (!blk_header_has_magic (buf, sizeof buf))
-    return 0;
-  if (!blk_header_echoes (buf, sizeof buf, nonce))
-    return 2;
-  if ((msg = blk_header_decode (buf, sizeof buf, hdr)) != NULL) {
-    error_at (name, "invalid blkhash view header: %s", msg);
-    return -1;
-  }
-  /* The checksum printed must be what the header says it is. */
-  if ((msg = blk_digest_init (&d, hdr->digest_name)) != NULL) {
-    error_at (name, "invalid blkhash view header: digest '%s': %s",
-              hdr->digest_name, msg);
-    return -1;
-  }
-  len = d.len;
-  blk_digest_free (&d);
-  if (len != hdr->digest_len) {
-    error_at (name, "invalid blkhash view header: %s digests are %zu "
-              "bytes, not %" PRIu32, hdr->digest_name, len, hdr->digest_len);
-    return -1;
-  }
-  if ((uint64_t) view_size != blk_view_size (hdr)) {
-    error_at (name, "invalid blkhash view: its size %" PRIi64 " does not "
-              "match the header (%" PRIu64 ")", view_size,
-              blk_view_size (hdr));
-    return -1;
-  }
-  /* Digest names are canonical on both sides (sha-256 is sha256). */
-  if (spec->digest && !blk_digest_same (spec->digest, hdr->digest_name)) {
-    error_at (name, "the server hashed with %s, not %s",
-              hdr->digest_name, spec->digest);
-    return -1;
-  }
-  if (spec->block_size && spec->block_size != hdr->block_size) {
-    error_at (name, "the server used %" PRIu32 " byte blocks, not %"
-              PRIu64, hdr->block_size, spec->block_size);
-    return -1;
-  }
-  return 1;
-}
 
 /* Spans' sizes: see the top of this file. */
 #define MIN_SPAN_BYTES (UINT64_C (1) << 20)
@@ -160,278 +87,36 @@ span_limits (struct view_input *v)
                       MAX (v->span_min, blk_blocks_per (START_SPAN_BYTES, bs)));
 }
 
-bool
-view_filterless_chosen (const char *name)
-{
-  char **argv = name_command (name);
-
-  if (argv == NULL)
-    return false;
-  for (; *argv; argv++)
-    if (strstr (*argv, "blkhash"))
-      return false;
-  return true;
-}
-
-/* Is the view about the image served next to it?  A server may serve
- * any view; one whose header does not even give the export's size is
- * refused.  The size comes from NBD_OPT_INFO on a connection of its
- * own, made while the view is open: asked on the first connection,
- * before it goes to the view, nbdsum would be the export's last client
- * leaving, and a filter with blkhash-file= would hash the whole image
- * then.  A server that admits no other client, or will not say, is
- * taken at its word (it could as well lie consistently): only a size
- * that differs, or no such export, is refused.
- */
-int
-view_check_image (struct source *src, const char *base,
-                  const char *view_name, const struct blk_header *hdr,
-                  const struct blk_range *range)
-{
-  const uint64_t image_size = hdr->image_size;
-  const bool views_only = hdr->flags & BLK_VIEW_FLAG_VIEWS_ONLY;
-  double deadline;
-  struct nbd_handle *h = source_connect (src, base, SOURCE_QUIET, &deadline);
-  int64_t size = -1;
-
-  if (h && source_info (h, deadline) == 0)
-    size = nbd_get_size (h);
-  /* The flag is the header's word: the server must refuse the image
-   * (a disk whose first bytes forge a view, served under every name,
-   * does not).
-   */
-  if (views_only) {
-    const bool stopped = stop_signal () != 0;
-    if (size != -1)
-      error_at (src->name, "the view '%s' says its server serves only "
-                "views, but it serves %s%s%s too: not trusting it",
-                view_name, base[0] ? "export '" : "the default export",
-                base, base[0] ? "'" : "");
-    if (size != -1)
-      source_shutdown (h);
-    nbd_close (h);
-    return size != -1 || stopped ? -1 : 0;
-  }
-  if (size == -1) {
-    const bool missing = h && source_errno () == ENOENT;
-    const bool stopped = stop_signal () != 0;
-
-    if (missing && !stopped)
-      error_at (src->name, "the blkhash view '%s' has no image: %s",
-                view_name, source_error ());
-    else if (!stopped)
-      notice_at (src->name, "cannot check the blkhash view '%s' against "
-                 "its image (%s); trusting its header", view_name,
-                 source_error ());
-    else
-      local_server_end (src->server);   /* as in view_go */
-    nbd_close (h);
-    return missing || stopped ? -1 : 0;
-  }
-  source_shutdown (h);
-  nbd_close (h);
-  if (range->length) {
-    char r[BLK_RANGE_STR_MAX];
-    blk_format_range (range, r);
-    if (image_size != range->length) {
-      error_at (src->name, "the blkhash view '%s' describes a %" PRIu64
-                " byte image, not the %" PRIu64 " bytes of --range=%s: "
-                "not trusting it", view_name, image_size, range->length, r);
-      return -1;
-    }
-    if (range->offset + range->length > (uint64_t) size) {
-      error_at (src->name, "--range=%s ends past the end of the image (%"
-                PRIi64 " bytes)", r, size);
-      return -1;
-    }
-    return 1;
-  }
-  if ((uint64_t) size != image_size) {
-    error_at (src->name, "the blkhash view '%s' describes a %" PRIu64
-              " byte image, but %s%s%s has %" PRIi64 " bytes: not "
-              "trusting it", view_name, image_size,
-              base[0] ? "export '" : "the default export",
-              base, base[0] ? "'" : "", size);
-    return -1;
-  }
-  return 1;
-}
-
-bool
-view_size_refused (struct source *src, const char *view_name,
-                   const struct blk_header *hdr, bool plain)
-{
-  char *what;
-  bool r;
-
-  if (asprintf (&what, "the view '%s' says the image is", view_name) == -1)
-    what = NULL;
-  r = size_refused (src->name, what ? what : "the view says the image is",
-                    hdr->image_size, plain ? 0 : hdr->block_size,
-                    hdr->digest_len);
-  free (what);
-  return r;
-}
-
-int
-view_go (struct source *src, const struct hash_spec *spec,
-         view_name_fn *name_of, const char *what, struct view_go *vg,
-         struct fallback *fb)
-{
-  double deadline;
-  struct nbd_handle *h;
-  char *base, *view_name, *notice;
-  uint8_t random[BLK_VIEW_NONCE_LEN / 2];
-
-  /* A static file named like the view cannot answer this. */
-  if (getrandom (random, sizeof random, 0) != (ssize_t) sizeof random) {
-    error_at (src->name, "getrandom: %m");
-    return -1;
-  }
-  blk_hex (random, sizeof random, vg->nonce);
-  if ((h = source_connect (src, NULL, 0, &deadline)) == NULL)
-    return -1;
-  if ((base = nbd_get_export_name (h)) == NULL) {
-    error_at (src->name, "%s", nbd_get_error ());
-    nbd_close (h);
-    return -1;
-  }
-  if ((view_name = name_of (base, spec, vg->nonce)) == NULL ||
-      (vg->shown = name_of (base, spec, NULL)) == NULL) {
-    error_at (src->name, "out of memory");
-    free (view_name);
-    free (base);
-    nbd_close (h);
-    return -1;
-  }
-  if (nbd_set_export_name (h, view_name) == -1 ||
-      source_go (h, deadline) == -1) {
-    /* Only an unknown export means "no view"; anything else (TLS
-     * required, a dead server, a timeout) is an error to report as it
-     * is, and a signal one to keep quiet.
-     */
-    const int err = source_errno ();
-    if (stop_signal () || (err != ENOENT && err != EINVAL)) {
-      if (!stop_signal ())
-        error_at (src->name, "%s%s", source_error (), source_hint (h));
-      /* Cut mid-handshake: our own server goes first (as in
-       * source_connect), or it complains of the client that vanished.
-       */
-      else
-        local_server_end (src->server);
-      free (base);
-      free (view_name);
-      nbd_close (h);
-      return -1;
-    }
-    if (view_filterless_chosen (src->name))
-      notice = NULL;
-    else if (asprintf (&notice, "no %s '%s' (%s); hashing client-side",
-                       what, vg->shown, source_error ()) == -1)
-      notice = NULL;
-    free (view_name);
-    free (vg->shown);
-    vg->shown = NULL;
-    /* Still negotiating: the client side goes on to the image. */
-    *fb = (struct fallback) {
-      .h = h, .export_name = base, .deadline = deadline, .notice = notice,
-    };
-    return 0;
-  }
-  vg->h = h;
-  vg->base = base;
-  vg->view_name = view_name;
-  return 1;
-}
-
-bool
-view_echoes (const struct view_go *vg, const struct blk_header *hdr,
-             const char *what, struct fallback *fb)
-{
-  if (hdr && strcmp (hdr->nonce, vg->nonce) == 0)
-    return true;
-  if (asprintf (&fb->notice, "the %s '%s' did not echo the nonce in its "
-                "name: not made for this request by nbdkit --filter=blkhash "
-                "(a file named like a view, or a filter older than "
-                "nonces?); hashing client-side", what, vg->shown) == -1)
-    fb->notice = NULL;
-  return false;
-}
-
-static char *
-blkhash_view_name_of (const char *base, const struct hash_spec *spec,
-                      const char *nonce)
-{
-  return blk_view_name_build_range (base, spec->digest, spec->block_size,
-                                    &spec->range, nonce);
-}
-
 int
 view_input_open (struct source *src, const struct hash_spec *spec,
                  struct input **in, struct fallback *fb)
 {
   struct view_go vg;
-  struct nbd_handle *h;
   struct blk_header hdr;
   struct view_input *v;
   struct endpoint *ep;
-  char *base, *view_name;
   const char *msg;
-  bool spot = false;
-  int r;
+  int checked;
+  const int r = view_open (src, spec, false, &vg, &hdr, &checked, fb);
 
-  r = view_go (src, spec, blkhash_view_name_of, "blkhash view", &vg, fb);
   if (r <= 0)
     return r;
-  h = vg.h;
-  base = vg.base;
-  view_name = vg.view_name;
-  r = read_header (src->name, spec, h, vg.nonce, &hdr);
-  if (r == 0 && !view_filterless_chosen (src->name))
-    fb->notice = strdup ("the server has no blkhash view (is it running "
-                         "nbdkit --filter=blkhash?); hashing client-side");
-  if (r == 2) {
-    view_echoes (&vg, NULL, "blkhash view", fb);
-    r = 0;
-  }
-  if (r == 1 && view_size_refused (src, vg.shown, &hdr, false))
-    r = -1;
-  /* nbdsum's own filter in front of a server: nothing to check. */
-  if (r == 1 && !src->behind) {
-    const int checked = view_check_image (src, base, vg.shown, &hdr,
-                                          &spec->range);
-    if (checked == -1)
-      r = -1;
-    /* Not where the image was not there to ask (said so already). */
-    spot = checked == 1;
-  }
   free (vg.shown);
-  if (r <= 0) {
-    free (base);
-    free (view_name);
-    /* Not a view: gone before a filter in front connects, so that a
-     * server admitting a client at a time is free for it.
-     */
-    if (r == 0)
-      source_shutdown (h);
-    nbd_close (h);
-    return r;
-  }
-
   if ((v = calloc (1, sizeof *v)) == NULL) {
     error_at (src->name, "out of memory");
-    free (base);
-    free (view_name);
-    nbd_close (h);
+    free (vg.base);
+    free (vg.view_name);
+    nbd_close (vg.h);
     return -1;
   }
   v->in.ops = &view_input_ops;
   v->in.name = src->name;
   ep = &v->ep;
-  endpoint_init (ep, view_refill, src, h);
-  v->view_name = view_name;
-  v->image_export = base;
-  v->spot = spot && opts->spot_check > 0;
+  endpoint_init (ep, view_refill, src, vg.h);
+  v->view_name = vg.view_name;
+  v->image_export = vg.base;
+  /* Not where the image was not there to ask (said so already). */
+  v->spot = checked == 1 && opts->spot_check > 0;
   v->range = spec->range;
   ep->scan = view_scan;
   /* Not only for the bar: the spans are sized by data.  A views-only
@@ -461,7 +146,7 @@ view_input_open (struct source *src, const struct hash_spec *spec,
     goto err;
   }
   ep->params = &ep->own_params;
-  v->use_cache = nbd_can_cache (h) == 1;
+  v->use_cache = nbd_can_cache (vg.h) == 1;
   if (endpoint_connect_rest (ep, v->view_name) == -1)
     goto err;
   span_limits (v);
