@@ -18,11 +18,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "local-command.h"
 #include "local.h"
 #include "messages.h"
+#include "names.h"
 #include "options.h"
 #include "paths.h"
 
@@ -38,8 +38,7 @@
 static const char *
 url_refused (const char *url)
 {
-  if (strncasecmp (url, "http://", 7) != 0 &&
-      strncasecmp (url, "https://", 8) != 0)
+  if (!name_is_http (url))
     return "only http:// and https:// URLs are read";
   for (const unsigned char *p = (const unsigned char *) url; *p; p++)
     if (*p <= ' ' || *p == 0x7f)
