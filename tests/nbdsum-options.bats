@@ -68,6 +68,23 @@ setup () {
   [ "$status" -eq 2 ]
 }
 
+@test "nbdsum-options: --diff abbreviated as getopt takes it (--dif, --man=) still exits 2 on a usage error" {
+  # getopt_long runs --dif as --diff and --man=M as --manifest=M: a
+  # usage error exiting 1 would say "the images differ".
+  run "$NBDSUM" --dif a.img
+  echo "$output"
+  [[ "$output" = *"--diff needs two images"* ]]
+  [ "$status" -eq 2 ]
+  run "$NBDSUM" --dif --range=0+1 a.img b.img
+  echo "$output"
+  [[ "$output" = *"--range does not go with --diff"* ]]
+  [ "$status" -eq 2 ]
+  run "$NBDSUM" --dif --man=m a.img b.img
+  echo "$output"
+  [[ "$output" = *"--diff --manifest=FILE needs one image"* ]]
+  [ "$status" -eq 2 ]
+}
+
 @test "nbdsum-options: an unknown digest fails before connecting" {
   run "$NBDSUM" -d nosuch "nbd+unix:///?socket=$BATS_TEST_TMPDIR/none"
   echo "$output"
