@@ -27,12 +27,28 @@
  */
 static int usage_status = EXIT_FAILURE;
 
+/* arg is --NAME or --NAME=..., NAME the long option opt or the
+ * abbreviation of it that getopt_long takes (at least 3 letters: "di"
+ * and "ma" are ambiguous).
+ */
+static bool
+is_long_option (const char *arg, const char *opt)
+{
+  size_t len;
+
+  if (strncmp (arg, "--", 2) != 0)
+    return false;
+  arg += 2;
+  len = strcspn (arg, "=");
+  return len >= 3 && len <= strlen (opt) && strncmp (arg, opt, len) == 0;
+}
+
 void
 set_usage_status (int argc, char **argv)
 {
   for (int i = 1; i < argc && strcmp (argv[i], "--") != 0; i++)
-    if (strcmp (argv[i], "--diff") == 0 ||
-        strncmp (argv[i], "--manifest", 10) == 0)
+    if (is_long_option (argv[i], "diff") ||
+        is_long_option (argv[i], "manifest"))
       usage_status = 2;
 }
 
