@@ -229,6 +229,18 @@ assert ranges == 3, ranges' "$uri" "$(uri_of @bmap)"
   same_bmap want.bmap q.bmap
 }
 
+@test "a server without fixed newstyle (no NBD_OPT_INFO): mapped by the private filter, not taken for TLS" {
+  "$MKIMAGE" '4M;d:0+4K:a;d:1M+64K:b;z:2M+1M;d:3M+5000:c' disk.img
+  start_nbdkit old --mask-handshake=0 file disk.img
+  run --separate-stderr "$NBDSUM" --bmap "$uri"
+  echo "$stderr"
+  [[ $stderr != *"requires TLS"* ]]
+  [ "$status" -eq 0 ]
+  printf '%s\n' "$output" > old.bmap
+  copy_ok old.bmap disk.img
+  mapped_within old.bmap disk.img
+}
+
 @test "a file named like the view beside the image is not believed" {
   "$MKIMAGE" '8M;d:1M+1M:a' disk
   "$MKIMAGE" '8M;d:5M+1M:b' other

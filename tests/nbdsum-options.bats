@@ -110,6 +110,23 @@ setup () {
     "$(reference sha256 65536 "$disk")" ]
 }
 
+@test "nbdsum-options: a server without fixed newstyle (no NBD_OPT_INFO) is hashed client-side, not taken for one requiring TLS" {
+  # nbdkit --mask-handshake=0: oldish newstyle, only NBD_OPT_EXPORT_NAME.
+  run nbdkit -U - --mask-handshake=0 file "$disk" --run '"$NBDSUM" "$uri"'
+  echo "$output"
+  [[ "$output" != *"requires TLS"* ]]
+  [ "$status" -eq 0 ]
+  [ "$(grep -E '^[0-9a-f]{64}  ' <<< "$output" | cut -d' ' -f1)" = \
+    "$(reference sha256 65536 "$disk")" ]
+  run nbdkit -U - --mask-handshake=0 file "$disk" \
+    --run '"$NBDSUM" --plain=sha256 "$uri"'
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$(grep -oE '^SHA256 \(.*\) = [0-9a-f]{64}$' <<< "$output" | \
+       grep -oE '[0-9a-f]{64}$')" = \
+    "$(sha256sum < "$disk" | cut -d' ' -f1)" ]
+}
+
 @test "nbdsum-options: -C 1..8 and -R 1..64 give the same checksum" {
   local want
   want=$(reference sha256 65536 "$disk")
