@@ -63,10 +63,13 @@ const char *
 source_hint (struct nbd_handle *h)
 {
   /* A server refuses every option but STARTTLS with TLS_REQD, which
-   * libnbd before 1.16 only calls "Operation not supported".
+   * libnbd before 1.16 only calls "Operation not supported".  One
+   * without fixed newstyle has no options to refuse: ENOTSUP is
+   * libnbd's own.
    */
   if (source_errno () == ENOTSUP && nbd_get_tls (h) == LIBNBD_TLS_DISABLE &&
-      nbd_aio_is_negotiating (h))
+      nbd_aio_is_negotiating (h) &&
+      (nbd_get_handshake_flags (h) & LIBNBD_HANDSHAKE_FLAG_FIXED_NEWSTYLE))
     return ": the server requires TLS: use an nbds:// URI with "
       "tls-psk-file= or tls-certificates=";
   return "";
