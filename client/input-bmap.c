@@ -136,8 +136,9 @@ cache_all (const char *name, struct nbd_handle *h, uint64_t nspans)
 }
 
 /* Read and check the header: 1 if it is this request's bmap view, 2
- * if it did not echo the nonce (not the filter's: nothing said), 0 if
- * not believed otherwise (said), -1 on error (printed).
+ * if it is not the filter's (too small to echo the nonce, or not
+ * echoing it: nothing said), -1 if it echoes the nonce but is not
+ * believed otherwise, or on error (printed).
  */
 static int
 read_header (const char *name, const struct view_go *vg,
@@ -145,15 +146,15 @@ read_header (const char *name, const struct view_go *vg,
 {
   uint8_t buf[BLK_VIEW_HEADER_SIZE];
   const int64_t view_size = nbd_get_size (vg->h);
-  const char *msg = NULL;
+  const char *msg;
 
   if (view_size == -1) {
     error_at (name, "%s", nbd_get_error ());
     return -1;
   }
   if (view_size < BLK_VIEW_DIGESTS_OFFSET)
-    msg = "too small";
-  else if (source_pread (vg->h, buf, sizeof buf, 0) == -1) {
+    return 2;
+  if (source_pread (vg->h, buf, sizeof buf, 0) == -1) {
     if (!stop_signal ())
       error_at (name, "reading the bmap view's header: %s", source_error ());
     return -1;
@@ -161,10 +162,9 @@ read_header (const char *name, const struct view_go *vg,
   /* The nonce first: without its echo nothing else is the filter's
    * (a server without the filter answers every name with the image).
    */
-  if (msg == NULL && !blk_header_echoes (buf, sizeof buf, vg->nonce))
+  if (!blk_header_echoes (buf, sizeof buf, vg->nonce))
     return 2;
-  if (msg == NULL)
-    msg = blk_bmap_header_decode (buf, sizeof buf, hdr);
+  msg = blk_bmap_header_decode (buf, sizeof buf, hdr);
   if (msg == NULL &&
       (!blk_digest_same (hdr->digest_name, BLK_BMAP_DIGEST) ||
        hdr->digest_len != BLK_BMAP_DIGEST_LEN ||
@@ -175,7 +175,7 @@ read_header (const char *name, const struct view_go *vg,
   if (msg) {
     error_at (name, "the bmap view '%s' is not believed: %s", vg->shown,
               msg);
-    return 0;
+    return -1;
   }
   return 1;
 }
@@ -449,8 +449,8 @@ bmap_refused_for_size (const char *name, struct source *src,
 }
 
 /* Go to src's bmap view and read its header: 1 on the view, 0 when
- * src has none (*fb filled in; a view that did not echo the nonce is
- * none), -1 on error (printed).
+ * src has none (*fb filled in; a view too small for a header, or not
+ * echoing the nonce, is none), -1 on error (printed).
  */
 static int
 go_bmap (struct source *src, const struct hash_spec *spec,

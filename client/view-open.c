@@ -338,8 +338,9 @@ view_not_echoed (const struct view_go *vg, const char *what,
 {
   if (asprintf (&fb->notice, "the %s '%s' did not echo the nonce in its "
                 "name: not made for this request by nbdkit "
-                "--filter=blkhash (a file named like a view, or a filter "
-                "older than nonces?); hashing client-side", what,
+                "--filter=blkhash (a server without it answering every "
+                "name with the image, a file named like a view, or a "
+                "filter older than nonces); hashing client-side", what,
                 vg->shown) == -1)
     fb->notice = NULL;
 }

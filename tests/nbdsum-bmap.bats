@@ -315,6 +315,34 @@ open(sys.argv[2], "wb").write(h.pread(h.get_size(), 0))' \
   [[ $stderr == *"leaves out data at block"* ]]
 }
 
+# Review (review37): a server without the filter whose image is smaller
+# than a view's header was "not believed: too small" (an error line,
+# though the private filter then mapped it, exit 0); a view that echoes
+# the nonce but whose header is wrong was not believed and then mapped
+# in front of it, as if the server had no filter.
+@test "a view too small to echo the nonce is none; one that echoes it with a bad header fails" {
+  printf 'x' > tiny
+  start_nbdkit tiny file tiny
+  run -0 --separate-stderr "$NBDSUM" --bmap "$uri"
+  echo "$stderr"
+  [[ $stderr != *"not believed"* ]]
+  printf '%s\n' "$output" > tiny.bmap
+  copy_ok tiny.bmap tiny
+  "$MKIMAGE" '8M;d:1M+1M:a' disk
+  view_of disk disk.view
+  kill_servers
+  mkdir bad
+  cp disk bad/disk
+  # The view's header echoes the nonce; its size no longer matches it.
+  cat disk.view /dev/zero | head -c $(($(stat -c %s disk.view) + 4096)) \
+    > bad/disk@bmap
+  start_echo bad bad
+  run -1 --separate-stderr "$NBDSUM" --bmap "$(uri_of disk)"
+  [ -z "$output" ]
+  [[ $stderr == *"is not believed: its size does not match its header"* ]]
+  [[ $stderr != *"hashing client-side"* ]]
+}
+
 @test "--bmap goes alone" {
   "$MKIMAGE" '1M;d:0+4K:a' disk.img
   for o in --json --plain -c --blocks --client-side -d\ sha1; do
