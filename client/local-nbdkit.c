@@ -75,6 +75,11 @@ exec_nbdkit (int listen_fd, const void *opaque)
   argv[i++] = "--readonly";
   if (f->filter)
     argv[i++] = filter_arg;
+  /* Below it, requests in the units a server asks for (qemu-nbd serves
+   * a qed image in 512 bytes): a --range need not be on them.
+   */
+  if (f->uri || f->spec)
+    argv[i++] = "--filter=blocksize";
   if (f->uri) {
     /* One connection to the server for each of nbdsum's (shared=false,
      * the default for uri=); TLS as the URI's scheme says, as in
