@@ -30,6 +30,28 @@ temp_dir (void)
   return dir && *dir ? dir : "/tmp";
 }
 
+FILE *
+temp_file (const char *name)
+{
+  char *path;
+  FILE *fp = NULL;
+  int fd = -1;
+
+  if (asprintf (&path, "%s/nbdsum.XXXXXX", temp_dir ()) == -1) {
+    error_at (name, "out of memory");
+    return NULL;
+  }
+  if ((fd = mkstemp (path)) == -1 || unlink (path) == -1 ||
+      (fp = fdopen (fd, "w+")) == NULL) {
+    error_at (name, "a temporary file in %s: %m (TMPDIR says where)",
+              temp_dir ());
+    if (fd >= 0)
+      close (fd);
+  }
+  free (path);
+  return fp;
+}
+
 /* Is path a name of one of this process's descriptors?  Its number,
  * or -1.
  */

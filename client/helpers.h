@@ -12,6 +12,7 @@
 #define NBDSUM_HELPERS_H
 
 #include <stdbool.h>
+#include <stdio.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -41,6 +42,10 @@ extern char *uri_with_export (const char *uri, const char *export);
  * or empty.
  */
 extern const char *temp_dir (void);
+/* A new file there, already unlinked, open for writing and reading:
+ * NULL on error (printed, naming name).
+ */
+extern FILE *temp_file (const char *name);
 
 /* The path another process (a private server) opens path by: made
  * absolute by prefixing the current directory, otherwise as given:

@@ -2,8 +2,10 @@
  * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
  */
 /* nbdsum --blocks: the digest of every block of an image, its
- * manifest (written by manifest.h's owner), printed as the digests
- * come; through a blkhash view only digests cross the network.
+ * manifest (written by manifest.h's owner); through a blkhash view
+ * only digests cross the network.  The text goes to a temporary file
+ * first, printed once its digests fold to the root that heads it: a
+ * server's view could say another, and a refusal prints nothing.
  */
 #include <config.h>
 
@@ -23,10 +25,30 @@
 /* Blocks printed per round of digest reads. */
 #define WINDOW 65536
 
-/* Write in's manifest, as its digests come. */
-/* Print the manifest; the digests, folded as they go, must give the
- * root that heads it (a server's view could say another): else an
- * error, after the manifest (which --check-manifest refuses too).
+/* Copy the manifest from fp to standard output. */
+static int
+print_spooled (const char *name, FILE *fp)
+{
+  char buf[65536];
+  size_t n;
+
+  if (fflush (fp) == EOF || fseek (fp, 0, SEEK_SET) == -1) {
+    error_at (name, "the temporary file: %m");
+    return -1;
+  }
+  while (!stop_signal () && (n = fread (buf, 1, sizeof buf, fp)) > 0)
+    if (fwrite (buf, 1, n, stdout) != n)
+      return -1;
+  if (ferror (fp)) {
+    error_at (name, "the temporary file: %m");
+    return -1;
+  }
+  return stop_signal () ? -1 : 0;
+}
+
+/* Print the manifest once the digests, folded as they come, give the
+ * root that heads it; with --json, as they come (the document then
+ * ends with the error).
  */
 static int
 print_blocks (struct input *in, const uint8_t *root, const char *method)
@@ -36,13 +58,18 @@ print_blocks (struct input *in, const uint8_t *root, const char *method)
   uint8_t folded[BLK_DIGEST_MAX];
   struct manifest_writer w;
   struct blk_root r;
+  FILE *out = stdout;
   int ret = -1;
 
   if (d == NULL || blk_root_init (&r, p) == -1) {
     error_at (in->name, "out of memory");
     return -1;
   }
-  manifest_write_begin (&w, stdout, opts->json ? &json_out : NULL, p,
+  if (!opts->json && (out = temp_file (in->name)) == NULL) {
+    blk_root_free (&r);
+    return -1;
+  }
+  manifest_write_begin (&w, out, opts->json ? &json_out : NULL, p,
                         in->size, root, method);
   for (uint64_t b = 0; b < in->nblocks; b += WINDOW) {
     const uint64_t n = MIN (in->nblocks - b, (uint64_t) WINDOW);
@@ -53,21 +80,27 @@ print_blocks (struct input *in, const uint8_t *root, const char *method)
       error_at (in->name, "%s failed", p->digest.name);
       goto out;
     }
-    /* Stop at a signal (SIGPIPE from "| head"), or when standard
-     * output fails with SIGPIPE ignored.
+    /* Stop at a signal (SIGPIPE from "| head"), or when the output
+     * fails (with SIGPIPE ignored, or a full disk).
      */
-    if (stop_signal () || ferror (stdout))
+    if (stop_signal () || ferror (out))
       goto out;
   }
   manifest_write_end (&w);
+  if (ferror (out)) {
+    error_at (in->name, "writing the manifest: %m");
+    goto out;
+  }
   if (blk_root_final (&r, in->size, folded) == -1) {
     error_at (in->name, "%s failed", p->digest.name);
     goto out;
   }
   if (!root_agrees (in->name, p, root, folded))
     goto out;
-  ret = 0;
+  ret = out == stdout ? 0 : print_spooled (in->name, out);
  out:
+  if (out != stdout)
+    fclose (out);
   blk_root_free (&r);
   return ret;
 }
