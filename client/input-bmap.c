@@ -463,18 +463,9 @@ go_bmap (struct source *src, const struct hash_spec *spec,
   r = read_header (src->name, vg, hdr);
   if (r == 2)
     view_not_echoed (vg, "bmap view", fb);
-  if (r != 1) {
-    /* Gone before a filter in front connects: a server admitting a
-     * client at a time must be free for it.
-     */
-    if (r == 2)
-      source_shutdown (vg->h);
-    nbd_close (vg->h);
-    free (vg->base);
-    free (vg->view_name);
-    free (vg->shown);
-    *vg = (struct view_go) { 0 };
-  }
+  /* Not a view: gone before a filter in front connects. */
+  if (r != 1)
+    view_go_end (vg, r == 2);
   return r == 2 ? 0 : r;
 }
 
@@ -544,11 +535,7 @@ bmap_fetch (const char *name, const struct hash_spec *spec_in,
     if (r == 1 && !src->behind &&
         spot_check_bmap (name, src, vg.base, vg.shown, bm) == -1)
       r = -1;
-    source_shutdown (vg.h);
-    nbd_close (vg.h);
-    free (vg.base);
-    free (vg.view_name);
-    free (vg.shown);
+    view_go_end (&vg, true);
   }
   source_close (src);
   if (r != 1)

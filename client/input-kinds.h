@@ -77,6 +77,11 @@ struct view_go {
 extern int view_go (struct source *src, const struct hash_spec *spec,
                     view_name_fn *name_of, const char *what,
                     struct view_go *vg, struct fallback *fb);
+/* Done with vg: its connection closed, saying goodbye first if
+ * goodbye (a server admitting a client at a time is then free for the
+ * next), its names freed.
+ */
+extern void view_go_end (struct view_go *vg, bool goodbye);
 /* Does export base, asked on a connection of its own, have the size
  * the view view_name's header hdr describes (with a range: is hdr of
  * the range's size, and the export long enough to hold it)?  1 if so,

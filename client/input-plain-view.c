@@ -62,15 +62,14 @@ plain_view_input_open (struct source *src, const struct hash_spec *spec,
 
   if (r <= 0)
     return r;
+  if ((v = calloc (1, sizeof *v)) == NULL) {
+    error_at (src->name, "out of memory");
+    view_go_end (&vg, false);
+    return -1;
+  }
   /* One connection: the name on the wire is not needed again. */
   free (vg.base);
   free (vg.view_name);
-  if ((v = calloc (1, sizeof *v)) == NULL) {
-    error_at (src->name, "out of memory");
-    free (vg.shown);
-    nbd_close (vg.h);
-    return -1;
-  }
   v->in.ops = &plain_view_ops;
   v->in.name = src->name;
   v->in.plain = true;

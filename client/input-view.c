@@ -101,14 +101,12 @@ view_input_open (struct source *src, const struct hash_spec *spec,
 
   if (r <= 0)
     return r;
-  free (vg.shown);
   if ((v = calloc (1, sizeof *v)) == NULL) {
     error_at (src->name, "out of memory");
-    free (vg.base);
-    free (vg.view_name);
-    nbd_close (vg.h);
+    view_go_end (&vg, false);
     return -1;
   }
+  free (vg.shown);
   v->in.ops = &view_input_ops;
   v->in.name = src->name;
   ep = &v->ep;

@@ -333,6 +333,18 @@ plain_view_name_of (const char *base, const struct hash_spec *spec,
 }
 
 void
+view_go_end (struct view_go *vg, bool goodbye)
+{
+  if (goodbye)
+    source_shutdown (vg->h);
+  nbd_close (vg->h);
+  free (vg->base);
+  free (vg->view_name);
+  free (vg->shown);
+  *vg = (struct view_go) { 0 };
+}
+
+void
 view_not_echoed (const struct view_go *vg, const char *what,
                  struct fallback *fb)
 {
@@ -384,16 +396,8 @@ view_open (struct source *src, const struct hash_spec *spec, bool plain,
       (*checked = view_check_image (src, vg->base, vg->shown, hdr,
                                     &spec->range)) == -1)
     r = -1;
-  if (r <= 0) {
-    free (vg->base);
-    free (vg->view_name);
-    free (vg->shown);
-    /* Not a view: gone before a filter in front connects, so that a
-     * server admitting a client at a time is free for it.
-     */
-    if (r == 0)
-      source_shutdown (vg->h);
-    nbd_close (vg->h);
-  }
+  /* Not a view: gone before a filter in front connects. */
+  if (r <= 0)
+    view_go_end (vg, r == 0);
   return r;
 }
