@@ -30,6 +30,21 @@ temp_dir (void)
   return dir && *dir ? dir : "/tmp";
 }
 
+bool
+long_option_is (const char *arg, const char *name, size_t min,
+                const char **value)
+{
+  size_t len;
+
+  if (strncmp (arg, "--", 2) != 0)
+    return false;
+  arg += 2;
+  len = strcspn (arg, "=");
+  if (value)
+    *value = arg[len] == '=' ? &arg[len + 1] : NULL;
+  return len >= min && len <= strlen (name) && strncmp (arg, name, len) == 0;
+}
+
 FILE *
 temp_file (const char *name)
 {

@@ -42,6 +42,13 @@ extern char *uri_with_export (const char *uri, const char *export);
  * or empty.
  */
 extern const char *temp_dir (void);
+/* Is arg the long option --name, spelt in full or as a prefix of at
+ * least min letters (as getopt_long takes it, where the prefix is not
+ * ambiguous), with =VALUE (returned in *value, if value is not NULL)
+ * or without?
+ */
+extern bool long_option_is (const char *arg, const char *name, size_t min,
+                            const char **value);
 /* A new file there, already unlinked, open for writing and reading:
  * NULL on error (printed, naming name).
  */

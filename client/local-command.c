@@ -15,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "helpers.h"
 #include "local-command.h"
 #include "names.h"
 #include "paths.h"
@@ -44,18 +45,6 @@ local_filter (void)
   return "blkhash";
 }
 
-/* Is arg nbdkit's --filter, spelt in full or as a prefix getopt takes
- * (--fi at least), with =VALUE (returned in *value) or without?
- */
-static bool
-is_filter_option (const char *arg, const char **value)
-{
-  const size_t n = strcspn (arg, "=");
-
-  *value = arg[n] == '=' ? &arg[n + 1] : NULL;
-  return n >= 4 && n <= 8 && strncmp (arg, "--filter", n) == 0;
-}
-
 /* In [ nbdkit ... --filter=blkhash ... ], blkhash is the filter this
  * nbdsum was installed with, as for its private nbdkit: with --prefix
  * it is not where nbdkit looks for filters.  false if out of memory.
@@ -71,7 +60,8 @@ command_own_filter (char **argv, size_t n)
   for (size_t i = 1; i < n; i++) {
     if (strcmp (argv[i], "--") == 0)
       break;
-    if (!is_filter_option (argv[i], &v))
+    /* nbdkit's --filter, as getopt takes it: --fi at least. */
+    if (!long_option_is (argv[i], "filter", 2, &v))
       continue;
     if (v && strcmp (v, "blkhash") == 0) {
       if (asprintf (&argv[i], "--filter=%s", filter) == -1)

@@ -16,6 +16,7 @@
 #include <strings.h>
 
 #include "blkhash.h"
+#include "helpers.h"
 #include "imgformat.h"
 #include "messages.h"
 #include "names.h"
@@ -27,28 +28,13 @@
  */
 static int usage_status = EXIT_FAILURE;
 
-/* arg is --NAME or --NAME=..., NAME the long option opt or the
- * abbreviation of it that getopt_long takes (at least 3 letters: "di"
- * and "ma" are ambiguous).
- */
-static bool
-is_long_option (const char *arg, const char *opt)
-{
-  size_t len;
-
-  if (strncmp (arg, "--", 2) != 0)
-    return false;
-  arg += 2;
-  len = strcspn (arg, "=");
-  return len >= 3 && len <= strlen (opt) && strncmp (arg, opt, len) == 0;
-}
-
 void
 set_usage_status (int argc, char **argv)
 {
   for (int i = 1; i < argc && strcmp (argv[i], "--") != 0; i++)
-    if (is_long_option (argv[i], "diff") ||
-        is_long_option (argv[i], "manifest"))
+    /* As getopt_long takes them: "--di" and "--ma" are ambiguous. */
+    if (long_option_is (argv[i], "diff", 3, NULL) ||
+        long_option_is (argv[i], "manifest", 3, NULL))
       usage_status = 2;
 }
 
