@@ -369,8 +369,8 @@ qcow" ]
 # hostile review: a 1 PiB manifest in 4K blocks took five hours).
 @test "nbdsum-options: the size limit counts blocks and digests: 4K blocks or sha512 cost more" {
   local lifts=": --max-size=SIZE lifts it (0: no limit)"
-  printf '# sha256 4096 %d %064d\n0 %d zero\n' $((1 << 50)) 0 $((1 << 50)) > z4k
-  run timeout 60 "$NBDSUM" --check-manifest z4k
+  printf '# sha256 4096 %d %064d\n0 %d zero\n' $((1 << 50)) 0 $((1 << 50)) > "$BATS_TEST_TMPDIR/z4k"
+  run timeout 60 "$NBDSUM" --check-manifest "$BATS_TEST_TMPDIR/z4k"
   echo "$output"
   [ "$status" -eq 1 ]
   [[ "$output" = *"the image it describes is 1125899906842624 bytes (1 PiB), in its blocks and digests as much hashing as 16 PiB in 64K blocks of sha256, over the limit of 1 PiB$lifts"* ]]
