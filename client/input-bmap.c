@@ -145,20 +145,13 @@ read_header (const char *name, const struct view_go *vg,
              struct blk_header *hdr)
 {
   uint8_t buf[BLK_VIEW_HEADER_SIZE];
-  const int64_t view_size = nbd_get_size (vg->h);
+  int64_t view_size;
   const char *msg;
+  const int r = view_header_bytes (name, vg->h, "the bmap view's header",
+                                   buf, &view_size);
 
-  if (view_size == -1) {
-    error_at (name, "%s", nbd_get_error ());
-    return -1;
-  }
-  if (view_size < BLK_VIEW_DIGESTS_OFFSET)
-    return 2;
-  if (source_pread (vg->h, buf, sizeof buf, 0) == -1) {
-    if (!stop_signal ())
-      error_at (name, "reading the bmap view's header: %s", source_error ());
-    return -1;
-  }
+  if (r != 1)
+    return r == 0 ? 2 : -1;
   /* The nonce first: without its echo nothing else is the filter's
    * (a server without the filter answers every name with the image).
    */

@@ -82,6 +82,13 @@ extern int view_go (struct source *src, const struct hash_spec *spec,
  * next), its names freed.
  */
 extern void view_go_end (struct view_go *vg, bool goodbye);
+/* The header of view h, in buf, and h's size: 1, 0 if h is too small
+ * to be a view, -1 on error (printed, naming it as header).
+ */
+extern int view_header_bytes (const char *name, struct nbd_handle *h,
+                              const char *header,
+                              uint8_t buf[BLK_VIEW_HEADER_SIZE],
+                              int64_t *view_size);
 /* Does export base, asked on a connection of its own, have the size
  * the view view_name's header hdr describes (with a range: is hdr of
  * the range's size, and the export long enough to hold it)?  1 if so,

@@ -60,11 +60,8 @@ view_size_refused (struct source *src, const char *view_name,
   return r;
 }
 
-/* The header of view h, in buf, and h's size: 1, 0 if h is too small
- * to be a view, -1 on error (printed, naming it as header).
- */
-static int
-header_bytes (const char *name, struct nbd_handle *h, const char *header,
+int
+view_header_bytes (const char *name, struct nbd_handle *h, const char *header,
               uint8_t buf[BLK_VIEW_HEADER_SIZE], int64_t *view_size)
 {
   if ((*view_size = nbd_get_size (h)) == -1) {
@@ -372,8 +369,8 @@ view_open (struct source *src, const struct hash_spec *spec, bool plain,
   *checked = 0;
   if (r <= 0)
     return r;
-  r = header_bytes (src->name, vg->h, plain ? "the plain-digest view's "
-                    "header" : "the view header", buf, &size);
+  r = view_header_bytes (src->name, vg->h, plain ? "the plain-digest "
+                         "view's header" : "the view header", buf, &size);
   if (r == 1 && plain)
     r = decode_plain_header (spec, buf, size, vg->nonce, hdr);
   else if (r == 1)
