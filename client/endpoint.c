@@ -43,6 +43,18 @@ endpoint_fail (struct endpoint *ep, const char *fmt, ...)
 }
 
 void
+endpoint_fail_hash (struct endpoint *ep, uint64_t offset, int err)
+{
+  {
+    ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&ep->lock);
+    if (ep->first_error == NULL)
+      ep->first_errno = err;
+  }
+  endpoint_fail (ep, "server failed to hash image bytes from %" PRIu64,
+                 offset);
+}
+
+void
 endpoint_init (struct endpoint *ep, endpoint_refill_fn *refill,
                struct source *src, struct nbd_handle *h)
 {
@@ -278,9 +290,15 @@ endpoint_run (struct endpoint *ep)
     return -1;
   }
   if (atomic_load (&ep->failed)) {
+    char *cause = local_server_cause (ep->src->server);
     progress_abandon (&ep->progress);
-    error_at (ep->src->name, "%s",
-              ep->first_error ? ep->first_error : "failed");
+    error_at (ep->src->name, "%s%s%s",
+              ep->first_error ? ep->first_error : "failed",
+              cause || ep->first_errno ? (ep->first_errno ? ": " : "; ")
+              : "",
+              cause ? cause
+              : ep->first_errno ? strerror (ep->first_errno) : "");
+    free (cause);
     return -1;
   }
   progress_update (&ep->progress, true);

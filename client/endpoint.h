@@ -74,6 +74,7 @@ struct endpoint {
   atomic_bool failed;
   pthread_mutex_t lock;         /* first_error */
   char *first_error;
+  int first_errno;              /* the server's, when it names the cause */
 };
 
 /* An asynchronous request on blocks [first, first+count), freed by
@@ -104,6 +105,12 @@ extern void endpoint_keep_one (struct endpoint *ep);
 /* Record the first error; the loops stop issuing requests. */
 extern void endpoint_fail (struct endpoint *ep, const char *fmt, ...)
   __attribute__ ((format (printf, 2, 3)));
+/* The same for a view's read of the digests of the image bytes from
+ * offset, which the server failed with err: said in the words of our
+ * own server's log when it has any (local_server_cause).
+ */
+extern void endpoint_fail_hash (struct endpoint *ep, uint64_t offset,
+                                int err);
 /* Open connections 1..C-1 like connection 0, to export_name (NULL:
  * the URI's): C when the server allows multi-conn, else just the one.
  */

@@ -77,7 +77,8 @@ cache_done (void *opaque, int *error)
  * requests.  0, or -1 (error printed, but for a signal).
  */
 static int
-cache_all (const char *name, struct nbd_handle *h, uint64_t nspans)
+cache_all (const char *name, struct local_server *server,
+           struct nbd_handle *h, uint64_t nspans)
 {
   struct cache_req reqs[BMAP_REQUESTS];
   const struct cache_req *failed = NULL;
@@ -127,9 +128,11 @@ cache_all (const char *name, struct nbd_handle *h, uint64_t nspans)
     if (reqs[i].error)
       failed = &reqs[i];
   if (failed) {
+    char *cause = local_server_cause (server);
     error_at (name, "the server failed to map image bytes from %" PRIu64
               ": %s", failed->first * BLK_PLAIN_SPAN_SIZE,
-              strerror (failed->error));
+              cause ? cause : strerror (failed->error));
+    free (cause);
     return -1;
   }
   return 0;
@@ -175,7 +178,8 @@ read_header (const char *name, const struct view_go *vg,
 
 /* Drive the scan, then read the summary and the table into bm. */
 static int
-read_bmap (const char *name, const struct view_go *vg,
+read_bmap (const char *name, struct local_server *server,
+           const struct view_go *vg,
            const struct blk_header *hdr, struct bmap *bm)
 {
   struct nbd_handle *h = vg->h;
@@ -186,7 +190,7 @@ read_bmap (const char *name, const struct view_go *vg,
   uint8_t *buf = NULL;
   uint64_t mapped = 0;
 
-  if (nbd_can_cache (h) == 1 && cache_all (name, h, hdr->block_count) == -1)
+  if (nbd_can_cache (h) == 1 && cache_all (name, server, h, hdr->block_count) == -1)
     return -1;
   if (source_pread (h, sbuf, sizeof sbuf, BLK_BMAP_SUMMARY_OFFSET) == -1) {
     if (!stop_signal ())
@@ -523,7 +527,7 @@ bmap_fetch (const char *name, const struct hash_spec *spec_in,
     if (r == 1 && !src->behind &&
         view_check_image (src, vg.base, vg.shown, &hdr, &spec.range) == -1)
       r = -1;
-    if (r == 1 && read_bmap (name, &vg, &hdr, bm) == -1)
+    if (r == 1 && read_bmap (name, src->server, &vg, &hdr, bm) == -1)
       r = -1;
     if (r == 1 && !src->behind &&
         spot_check_bmap (name, src, vg.base, vg.shown, bm) == -1)

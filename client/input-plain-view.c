@@ -121,8 +121,7 @@ cache_done (void *opaque, int *error)
   const uint64_t end = MIN ((r->first + r->count) * span, ep->size);
 
   if (*error)
-    endpoint_fail (ep, "server failed to hash image bytes from %" PRIu64
-                   ": %s", start, strerror (*error));
+    endpoint_fail_hash (ep, start, *error);
   else
     progress_add (&ep->progress, end - start, end - start);
   r->c->in_flight--;

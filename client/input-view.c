@@ -219,8 +219,7 @@ request_done (void *opaque, int *error)
   uint64_t *span = &v->span[r->c->index];
 
   if (*error)
-    endpoint_fail (ep, "server failed to hash image bytes from %" PRIu64
-                   ": %s", start, strerror (*error));
+    endpoint_fail_hash (ep, start, *error);
   else
     progress_add (&ep->progress, len, data);
   /* Fast with holes only says nothing of the data's speed. */

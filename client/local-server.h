@@ -23,6 +23,7 @@ struct local_server {
   int log_fd;                   /* our servers' stderr (unlinked), or -1 */
   struct local_pins pins;       /* what its qemu-nbd may hold open */
   bool verified;                /* ... and it was checked once */
+  bool cause_told;              /* a failure named from its log */
 };
 
 /* In the child: the listening socket as fd 3 for systemd-style socket

@@ -391,6 +391,43 @@ local_server_message (struct local_server *s)
   return out;
 }
 
+char *
+local_server_cause (struct local_server *s)
+{
+  char *log = s ? take_log (s) : NULL, *line, *save, *cause = NULL, *out;
+  unsigned n = 0;
+  int r, rank = 0;
+
+  if (log == NULL)
+    return NULL;
+  s->cause_told = true;
+  for (line = strtok_r (log, "\n", &save); line;
+       line = strtok_r (NULL, "\n", &save)) {
+    char *text = strstr (line, "error: ");
+    int this;
+    if (text == NULL)
+      continue;
+    text += strlen ("error: ");
+    n++;
+    /* Below the filter, or the filter's with an errno's words; not
+     * the filter's bare "reading ... failed".
+     */
+    this = strncmp (text, "blkhash: ", 9) != 0 ? 2
+      : strstr (text, "failed: ") != NULL;
+    if (this > rank)
+      rank = this, cause = text;
+  }
+  if (cause == NULL)
+    r = -1, out = NULL;
+  else if (n == 1)
+    r = asprintf (&out, "%s (nbdsum's private nbdkit)", cause);
+  else
+    r = asprintf (&out, "%s (nbdsum's private nbdkit, and %u more "
+                  "error%s)", cause, n - 1, n == 2 ? "" : "s");
+  free (log);
+  return r == -1 ? NULL : out;
+}
+
 void
 local_server_kill (struct local_server *s)
 {
@@ -454,7 +491,7 @@ local_server_stop (struct local_server *s)
   if (s->log_fd >= 0) {
     /* What it said that no failure took (a warning): not lost. */
     char *log = take_log (s);
-    if (log)
+    if (log && !s->cause_told)
       fputs (log, stderr);
     free (log);
     close (s->log_fd);

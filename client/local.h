@@ -78,6 +78,14 @@ extern const char *local_server_uri (const struct local_server *s);
  * taken so.
  */
 extern char *local_server_message (struct local_server *s);
+/* Why a read from our own server failed, from its log: the first
+ * error below the filter, else the filter's first that gives an
+ * errno's words, and how many errors there were besides; NULL if none
+ * (or s is NULL, or not ours: the errno the client got says it).  What it says after is of
+ * the same failure, seen by the other requests in flight: not printed
+ * when it ends.  The caller frees it.
+ */
+extern char *local_server_cause (struct local_server *s);
 
 /* File descriptors a server of n connections needs (nbdkit 1.32 with
  * the filter needs 8 + 4n, at least 16), with room to spare: one that

@@ -300,8 +300,7 @@ digests_done (void *opaque, int *error)
 
   r->c->in_flight--;
   if (*error) {
-    endpoint_fail (ep, "server failed to hash image bytes from %" PRIu64
-                   ": %s", r->first * bs, strerror (*error));
+    endpoint_fail_hash (ep, r->first * bs, *error);
     return 1;
   }
   blk_table_store (inc->table, r->first, r->count, r->buf, NULL, NULL,

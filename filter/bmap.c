@@ -226,8 +226,9 @@ read_data (nbdkit_next *next, struct scan *r, uint64_t off, uint64_t end,
     size_t i = 0;
 
     if (next->pread (next, r->buf, len, off, 0, err) == -1) {
+      errno = *err;
       nbdkit_error ("blkhash: bmap: reading %" PRIu32 " bytes at %" PRIu64
-                    " failed", len, off);
+                    " failed: %m", len, off);
       return -1;
     }
     atomic_fetch_add (&blkhash_stats.read_bytes, len);

@@ -168,8 +168,9 @@ static int
 plain_read (nbdkit_next *next, void *buf, const struct piece *pc, int *err)
 {
   if (next->pread (next, buf, pc->len, pc->off, 0, err) == -1) {
+    errno = *err;
     nbdkit_error ("blkhash: reading %" PRIu32 " bytes at %" PRIu64
-                  " failed", pc->len, pc->off);
+                  " failed: %m", pc->len, pc->off);
     return -1;
   }
   atomic_fetch_add (&blkhash_stats.read_bytes, pc->len);

@@ -504,6 +504,28 @@ print(u.quote(sys.argv[1], safe=""))' "$name")
   [ -z "$(sums)" ]
 }
 
+# Review (issue 37): a server that died mid-image failed the run as
+# "Invalid argument" (nbdkit's word for its nbd plugin's ENOTCONN),
+# then nbdsum printed its private nbdkit's every message, one per
+# request in flight.  One line now, with what that nbdkit saw.
+@test "nbdsum-inputs: a server dying mid-image: one line, naming what the private nbdkit saw" {
+  local lines_err
+  for mode in "" --client-side --plain --bmap; do
+    start_nbdkit dying eval thread_model='echo parallel' \
+      get_size='echo 67108864' \
+      pread='if [ $4 -ge 33554432 ]; then kill -9 $PPID; exit 1; fi
+             head -c $3 /dev/zero'
+    run --separate-stderr timeout 60 "$NBDSUM" -q $mode "$uri"
+    echo "nbdsum $mode: $status; stdout: $output; stderr: $stderr"
+    [ "$status" -eq 1 ]
+    [ -z "$output" ]
+    lines_err=$(grep -c . <<< "$stderr")
+    [ "$lines_err" -eq 1 ]
+    [[ "$stderr" =~ ^"nbdsum: $uri: "(the )?"server failed to "(hash|map)" image bytes from "[0-9]+": "[^\ ].*" (nbdsum's private nbdkit"(", and "[0-9]+" more error"s?)?")"$ ]]
+    [[ "$stderr" != *"Invalid argument"* ]]
+  done
+}
+
 @test "nbdsum-inputs: TLS with a pre-shared key" {
   echo "alice:$(openssl rand -hex 32)" > keys.psk
   chmod 600 keys.psk
