@@ -491,8 +491,11 @@ local_server_stop (struct local_server *s)
   if (s->log_fd >= 0) {
     /* What it said that no failure took (a warning): not lost. */
     char *log = take_log (s);
-    if (log && !s->cause_told)
-      fputs (log, stderr);
+    if (log && !s->cause_told) {
+      flockfile (stderr);
+      messages_put (log, true);
+      funlockfile (stderr);
+    }
     free (log);
     close (s->log_fd);
   }

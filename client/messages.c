@@ -42,28 +42,50 @@ keep (const char *name, const char *msg)
   kept = s;
 }
 
+void
+messages_put (const char *s, bool lines)
+{
+  for (const unsigned char *p = (const unsigned char *) s; *p; p++) {
+    /* UTF-8's C1 controls: U+009B is a terminal's CSI too. */
+    if (p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f) {
+      fprintf (stderr, "\\x%02x\\x%02x", p[0], p[1]);
+      p++;
+    }
+    else if ((*p < 0x20 && *p != '\t' && !(lines && *p == '\n')) ||
+             *p == 0x7f)
+      fprintf (stderr, "\\x%02x", *p);
+    else
+      putc_unlocked (*p, stderr);
+  }
+}
+
+/* "nbdsum: NAME: msg" as one line (threads print too). */
+static void
+put_line (const char *name, const char *msg)
+{
+  flockfile (stderr);
+  fprintf (stderr, "%s: ", progname);
+  if (name) {
+    messages_put (name, false);
+    fputs (": ", stderr);
+  }
+  messages_put (msg, false);
+  putc_unlocked ('\n', stderr);
+  funlockfile (stderr);
+}
+
 static void
 vmessage (const char *name, const char *fmt, va_list ap)
 {
-  const int saved_errno = errno;
   char *msg;
-  va_list ap2;
 
-  va_copy (ap2, ap);
-  if (vasprintf (&msg, fmt, ap2) == -1) {
-    /* No memory: print it at least. */
-    errno = saved_errno;
-    fprintf (stderr, "%s: %s%s", progname, name ? name : "", name ? ": " : "");
-    vfprintf (stderr, fmt, ap);
-    fputc ('\n', stderr);
-  }
+  if (vasprintf (&msg, fmt, ap) == -1)
+    put_line (name, "out of memory for a message");
   else {
-    fprintf (stderr, "%s: %s%s%s\n", progname, name ? name : "",
-             name ? ": " : "", msg);
+    put_line (name, msg);
     keep (name, msg);
     free (msg);
   }
-  va_end (ap2);
 }
 
 void
@@ -100,13 +122,16 @@ notice_at (const char *name, const char *fmt, ...)
 {
   va_list ap;
 
+  char *msg;
+
   if (quiet)
     return;
   va_start (ap, fmt);
-  fprintf (stderr, "%s: %s%s", progname, name ? name : "", name ? ": " : "");
-  vfprintf (stderr, fmt, ap);
-  fputc ('\n', stderr);
+  if (vasprintf (&msg, fmt, ap) == -1)
+    msg = NULL;
   va_end (ap);
+  put_line (name, msg ? msg : "out of memory for a notice");
+  free (msg);
 }
 
 void

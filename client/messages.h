@@ -5,6 +5,8 @@
 #ifndef NBDSUM_MESSAGES_H
 #define NBDSUM_MESSAGES_H
 
+#include <stdbool.h>
+
 extern const char *progname;
 
 /* Print "nbdsum: NAME: message" on stderr. */
@@ -19,6 +21,12 @@ extern void error_msg (const char *fmt, ...)
  */
 extern void notice_at (const char *name, const char *fmt, ...)
   __attribute__ ((format (printf, 2, 3)));
+/* s on stderr, the bytes a terminal acts on (C0 controls but tab,
+ * newline too unless lines, DEL, UTF-8's C1) written as \xHH: a name
+ * may come from an image, a checksum file or a server.  Messages go
+ * through it; the caller locks stderr if it writes more at once.
+ */
+extern void messages_put (const char *s, bool lines);
 /* -q: notices are not printed from now on. */
 extern void messages_quiet (void);
 

@@ -408,3 +408,29 @@ PY
     canary_quiet
   done
 }
+
+# Review (issue 37): an image's names reached the terminal as they
+# were, so a backing file named with escape sequences set the window
+# title or the colours of whoever ran nbdsum on it.  Messages write
+# control characters (C0, DEL and UTF-8's C1) as \xHH, as coreutils
+# quotes names; a checksum file's names the same.
+@test "nbdsum-refs: names with escape sequences are written escaped in messages, never to the terminal" {
+  local evil name
+  evil=$(printf 'x\033]0;pwned\a\033[31m\302\233\177y\nnbdsum: z: OK')
+  qemu-img create -q -f qcow2 -u -b "$evil" -F raw img/esc.qcow2 1M
+  run --separate-stderr "$NBDSUM" img/esc.qcow2
+  echo "$stderr" | od -c | head -20
+  [ "$status" -eq 1 ]
+  [ "$(grep -c . <<< "$stderr")" -eq 1 ]
+  [[ "$stderr" = *'x\x1b]0;pwned\x07\x1b[31m\xc2\x9b\x7fy\x0anbdsum: z: OK'* ]]
+  ! LC_ALL=C grep -q $'[\x01-\x09\x0b-\x1f\x7f]' <<< "$stderr"
+  # A checksum file naming such a file: its message too.
+  name=$(printf 'img/n\033[2Jo')
+  printf '%064d  %s\n' 0 "$name" > SUMS
+  run --separate-stderr "$NBDSUM" -c SUMS
+  echo "$stderr" | od -c | head -20
+  [ "$status" -eq 1 ]
+  [[ "$stderr" = *'img/n\x1b[2Jo'* ]]
+  ! LC_ALL=C grep -q $'[\x01-\x09\x0b-\x1f\x7f]' <<< "$stderr"
+  canary_quiet
+}
