@@ -14,6 +14,7 @@
 
 #include "cleanup.h"
 #include "messages.h"
+#include "util.h"
 
 const char *progname = "nbdsum";
 
@@ -45,18 +46,10 @@ keep (const char *name, const char *msg)
 void
 messages_put (const char *s, bool lines)
 {
-  for (const unsigned char *p = (const unsigned char *) s; *p; p++) {
-    /* UTF-8's C1 controls: U+009B is a terminal's CSI too. */
-    if (p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f) {
-      fprintf (stderr, "\\x%02x\\x%02x", p[0], p[1]);
-      p++;
-    }
-    else if ((*p < 0x20 && *p != '\t' && !(lines && *p == '\n')) ||
-             *p == 0x7f)
-      fprintf (stderr, "\\x%02x", *p);
-    else
-      putc_unlocked (*p, stderr);
-  }
+  char *safe = blk_escape_controls (s, lines);
+
+  fputs (safe ? safe : "(out of memory for a message)", stderr);
+  free (safe);
 }
 
 /* "nbdsum: NAME: msg" as one line (threads print too). */
@@ -70,7 +63,7 @@ put_line (const char *name, const char *msg)
     fputs (": ", stderr);
   }
   messages_put (msg, false);
-  putc_unlocked ('\n', stderr);
+  fputc ('\n', stderr);
   funlockfile (stderr);
 }
 

@@ -111,7 +111,7 @@ blkhash_config (nbdkit_next_config *next, nbdkit_backend *nxdata,
   else if (strcmp (key, "blkhash-block-size") == 0) {
     int64_t r = nbdkit_parse_size (value);
     if (r == -1) {
-      nbdkit_error ("blkhash-block-size=%s: not a size", value);
+      blkhash_error ("blkhash-block-size=%s: not a size", value);
       return -1;
     }
     block_size = r;
@@ -127,8 +127,8 @@ blkhash_config (nbdkit_next_config *next, nbdkit_backend *nxdata,
                                &blkhash_workers) == -1)
       return -1;
     if (blkhash_workers < 1 || blkhash_workers > BLKHASH_MAX_WORKERS) {
-      nbdkit_error ("blkhash-workers=%s: must be 1 to %d", value,
-                    BLKHASH_MAX_WORKERS);
+      blkhash_error ("blkhash-workers=%s: must be 1 to %d", value,
+                     BLKHASH_MAX_WORKERS);
       return -1;
     }
     return 0;
@@ -139,8 +139,8 @@ blkhash_config (nbdkit_next_config *next, nbdkit_backend *nxdata,
     else {
       int r = nbdkit_parse_bool (value);
       if (r == -1) {
-        nbdkit_error ("blkhash-readahead=%s: expected auto, true or false",
-                      value);
+        blkhash_error ("blkhash-readahead=%s: expected auto, true or false",
+                       value);
         return -1;
       }
       blkhash_readahead = r ? BLKHASH_READAHEAD_ON : BLKHASH_READAHEAD_OFF;
@@ -149,7 +149,7 @@ blkhash_config (nbdkit_next_config *next, nbdkit_backend *nxdata,
   }
   else if (strcmp (key, "blkhash-file-name") == 0) {
     if (value[0] == '\0') {
-      nbdkit_error ("blkhash-file-name: the name must not be empty");
+      blkhash_error ("blkhash-file-name: the name must not be empty");
       return -1;
     }
     blkhash_file_name = value;
@@ -162,7 +162,7 @@ blkhash_config (nbdkit_next_config *next, nbdkit_backend *nxdata,
   else if (strcmp (key, "blkhash-views-only") == 0) {
     int r = nbdkit_parse_bool (value);
     if (r == -1) {
-      nbdkit_error ("blkhash-views-only=%s: expected true or false", value);
+      blkhash_error ("blkhash-views-only=%s: expected true or false", value);
       return -1;
     }
     views_only = r;
@@ -173,7 +173,7 @@ blkhash_config (nbdkit_next_config *next, nbdkit_backend *nxdata,
   else if (strcmp (key, "blkhash-cache") == 0) {
     int r = nbdkit_parse_bool (value);
     if (r == -1) {
-      nbdkit_error ("blkhash-cache=%s: expected true or false", value);
+      blkhash_error ("blkhash-cache=%s: expected true or false", value);
       return -1;
     }
     blkhash_cache = r;
@@ -194,9 +194,9 @@ blkhash_config_complete (nbdkit_next_config_complete *next,
   if (blkhash_expect_ready () == -1)
     return -1;
   if (blkhash_expected && views_only)
-    nbdkit_error ("blkhash: blkhash-expect with blkhash-views-only=true: no "
-                  "client can read or write a data export, so nothing is "
-                  "ever judged");
+    blkhash_error ("blkhash: blkhash-expect with blkhash-views-only=true: no "
+                   "client can read or write a data export, so nothing is "
+                   "ever judged");
   if (blkhash_order_check () == -1)
     return -1;
   if (blkhash_passive_init () == -1)
@@ -304,8 +304,8 @@ blkhash_list_exports (nbdkit_next_list_exports *next, nbdkit_backend *nxdata,
       unreachable = true;
     blk_view_name_free (&vn);
     if (unreachable) {
-      nbdkit_debug ("blkhash: export '%s' is not listed: its name is a "
-                    "view name", ex.name);
+      blkhash_debug ("blkhash: export '%s' is not listed: its name is a "
+                     "view name", ex.name);
       continue;
     }
     /* With blkhash-views-only the plugin's exports are not listed. */
@@ -317,7 +317,7 @@ blkhash_list_exports (nbdkit_next_list_exports *next, nbdkit_backend *nxdata,
     if (name == NULL ||
         asprintf (&desc, "blkhash view of %s",
                   ex.name[0] ? ex.name : "the default export") == -1) {
-      nbdkit_error ("blkhash: out of memory");
+      blkhash_error ("blkhash: out of memory");
       free (name);
       goto out;
     }
@@ -345,13 +345,13 @@ blkhash_open (nbdkit_next_open *next, nbdkit_context *context,
 
   h = calloc (1, sizeof *h);
   if (h == NULL) {
-    nbdkit_error ("calloc: %m");
+    blkhash_error ("calloc: %m");
     return NULL;
   }
   pthread_mutex_init (&h->lock, NULL);
 
   if ((msg = blk_view_name_parse (exportname, &vn, &view)) != NULL) {
-    nbdkit_error ("blkhash: export '%s': %s", exportname, msg);
+    blkhash_error ("blkhash: export '%s': %s", exportname, msg);
     goto err;
   }
   if (view) {
@@ -362,9 +362,9 @@ blkhash_open (nbdkit_next_open *next, nbdkit_context *context,
      * a server that serves no data serves no part of it either.
      */
     if (views_only && vn.range.length) {
-      nbdkit_error ("blkhash: export '%s': a view of part of an image is "
-                    "refused with blkhash-views-only=true: the digest of "
-                    "a short range would tell its bytes", exportname);
+      blkhash_error ("blkhash: export '%s': a view of part of an image is "
+                     "refused with blkhash-views-only=true: the digest of "
+                     "a short range would tell its bytes", exportname);
       blk_view_name_free (&vn);
       goto err;
     }
@@ -383,7 +383,7 @@ blkhash_open (nbdkit_next_open *next, nbdkit_context *context,
       : strdup (BLK_PLAIN_DEFAULT_DIGEST);
     vn.base = vn.digest = NULL;
     if (h->plain_digest == NULL) {
-      nbdkit_error ("strdup: %m");
+      blkhash_error ("strdup: %m");
       goto err;
     }
     h->is_view = true;
@@ -405,16 +405,16 @@ blkhash_open (nbdkit_next_open *next, nbdkit_context *context,
       goto err;
   }
   else if (views_only) {
-    nbdkit_error ("blkhash: export '%s': this server serves only its "
-                  "views (blkhash-views-only=true): ask for '%s"
-                  BLK_VIEW_MARKER "' or '%s" BLK_PLAIN_MARKER ":sha256'",
-                  exportname, exportname, exportname);
+    blkhash_error ("blkhash: export '%s': this server serves only its "
+                   "views (blkhash-views-only=true): ask for '%s"
+                   BLK_VIEW_MARKER "' or '%s" BLK_PLAIN_MARKER ":sha256'",
+                   exportname, exportname, exportname);
     goto err;
   }
   else {
     h->name = strdup (exportname);
     if (h->name == NULL) {
-      nbdkit_error ("strdup: %m");
+      blkhash_error ("strdup: %m");
       goto err;
     }
     if (next (context, readonly, exportname) == -1)
@@ -540,9 +540,9 @@ blkhash_prepare (nbdkit_next *next, void *handle, int readonly)
     return -1;
   if (h->range.length && h->range.offset + h->range.length > (uint64_t) size) {
     char r[BLK_RANGE_STR_MAX];
-    nbdkit_error ("blkhash: export '%s': range=%s ends past its end (%"
-                  PRIi64 " bytes)", h->name,
-                  blk_format_range (&h->range, r), size);
+    blkhash_error ("blkhash: export '%s': range=%s ends past its end (%"
+                   PRIi64 " bytes)", h->name,
+                   blk_format_range (&h->range, r), size);
     return -1;
   }
   /* From here on a range view is of an image of the range's size. */
@@ -553,10 +553,10 @@ blkhash_prepare (nbdkit_next *next, void *handle, int readonly)
   if ((is_plain (h) || is_view (h)) &&
       blkhash_size_over (size, is_plain (h) || is_bmap (h) ? NULL
                          : h->params, msg, sizeof msg)) {
-    nbdkit_error ("blkhash: export '%s': %s for a %s view: "
-                  BLKHASH_MAX_SIZE_LIFTS, h->name, msg,
-                  is_bmap (h) ? "bmap" : is_plain (h) ? "plain-digest"
-                  : "blkhash");
+    blkhash_error ("blkhash: export '%s': %s for a %s view: "
+                   BLKHASH_MAX_SIZE_LIFTS, h->name, msg,
+                   is_bmap (h) ? "bmap" : is_plain (h) ? "plain-digest"
+                   : "blkhash");
     return -1;
   }
   h->e = blkhash_export_get (h->name, export_size);
@@ -611,8 +611,8 @@ blkhash_prepare (nbdkit_next *next, void *handle, int readonly)
     h->table = blkhash_table_get (h->e, blkhash_default_params,
                                   blkhash_export_since (h->e), &err);
     if (h->table == NULL)
-      nbdkit_debug ("blkhash: export '%s': serving without passive "
-                    "hashing", h->name);
+      blkhash_debug ("blkhash: export '%s': serving without passive "
+                     "hashing", h->name);
   }
   /* A blkhash value of other parameters: its own table, fed the same
    * way, so that judging an import reads nothing twice.
@@ -622,8 +622,8 @@ blkhash_prepare (nbdkit_next *next, void *handle, int readonly)
     h->gtable = blkhash_table_get (h->e, blkhash_expected->params,
                                    blkhash_export_since (h->e), &err);
     if (h->gtable == NULL)
-      nbdkit_debug ("blkhash: export '%s': the gate reads what it judges",
-                    h->name);
+      blkhash_debug ("blkhash: export '%s': the gate reads what it judges",
+                     h->name);
   }
   return 0;
 }
@@ -717,21 +717,21 @@ blkhash_export_description (nbdkit_next *next, void *handle)
   if (is_bmap (h)) {
     if (asprintf (&s, "bmap of %s",
                   h->name[0] ? h->name : "the default export") == -1) {
-      nbdkit_error ("asprintf: %m");
+      blkhash_error ("asprintf: %m");
       return NULL;
     }
   }
   else if (is_plain (h)) {
     if (asprintf (&s, "%s of %s", blkhash_plain_view_digest (h->plain),
                   h->name[0] ? h->name : "the default export") == -1) {
-      nbdkit_error ("asprintf: %m");
+      blkhash_error ("asprintf: %m");
       return NULL;
     }
   }
   else if (asprintf (&s, "blkhash view of %s (%s, %" PRIu32 " byte blocks)",
                 h->name[0] ? h->name : "the default export",
                 h->params->digest.name, h->params->block_size) == -1) {
-    nbdkit_error ("asprintf: %m");
+    blkhash_error ("asprintf: %m");
     return NULL;
   }
   r = nbdkit_strdup_intern (s);
@@ -894,7 +894,7 @@ blkhash_flush (nbdkit_next *next, void *handle, uint32_t flags, int *err)
 static int
 view_is_read_only (int *err)
 {
-  nbdkit_error ("blkhash: the view is read-only");
+  blkhash_error ("blkhash: the view is read-only");
   *err = EROFS;
   return -1;
 }

@@ -111,7 +111,7 @@ struct blkhash_bmap_view {
 static int
 digest_failed (int *err)
 {
-  nbdkit_error ("blkhash: bmap: sha256 failed");
+  blkhash_error ("blkhash: bmap: sha256 failed");
   *err = EIO;
   return -1;
 }
@@ -149,7 +149,7 @@ range_close (struct scan *r, int *err)
     const size_t cap = r->cap ? r->cap * 2 : 64;
     e = realloc (r->ranges, cap * sizeof *e);
     if (e == NULL) {
-      nbdkit_error ("blkhash: bmap: out of memory for %zu ranges", cap);
+      blkhash_error ("blkhash: bmap: out of memory for %zu ranges", cap);
       *err = ENOMEM;
       return -1;
     }
@@ -227,8 +227,8 @@ read_data (nbdkit_next *next, struct scan *r, uint64_t off, uint64_t end,
 
     if (next->pread (next, r->buf, len, off, 0, err) == -1) {
       errno = *err;
-      nbdkit_error ("blkhash: bmap: reading %" PRIu32 " bytes at %" PRIu64
-                    " failed: %m", len, off);
+      blkhash_error ("blkhash: bmap: reading %" PRIu32 " bytes at %" PRIu64
+                     " failed: %m", len, off);
       return -1;
     }
     atomic_fetch_add (&blkhash_stats.read_bytes, len);
@@ -322,7 +322,7 @@ scan_segment (nbdkit_next *next, struct scan *r, int *err)
   most = MAX (most, (uint32_t) BS);
   if ((r->ctx = blk_ctx_new ()) == NULL ||
       (r->buf = malloc (PIECE_SIZE)) == NULL) {
-    nbdkit_error ("blkhash: out of memory");
+    blkhash_error ("blkhash: out of memory");
     *err = ENOMEM;
     return -1;
   }
@@ -404,8 +404,8 @@ view_scan (nbdkit_next *next, struct blkhash_bmap_view *v, uint64_t a,
       ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&v->lock);
       v->segs[i].state = SEG_TODO;
       if (ret == 0 && gen == v->gen && blkhash_writes_since (v->stamp)) {
-        nbdkit_error ("blkhash: export '%s' was written while its bmap was "
-                      "computed: ask again", v->name);
+        blkhash_error ("blkhash: export '%s' was written while its bmap was "
+                       "computed: ask again", v->name);
         run_reset (v);
         *err = EIO;
         ret = -1;
@@ -419,8 +419,8 @@ view_scan (nbdkit_next *next, struct blkhash_bmap_view *v, uint64_t a,
       }
       else if (ret == 0) {
         /* Voided meanwhile: scanned again by whoever needs it. */
-        nbdkit_error ("blkhash: export '%s' was written while its bmap was "
-                      "computed: ask again", v->name);
+        blkhash_error ("blkhash: export '%s' was written while its bmap was "
+                       "computed: ask again", v->name);
         *err = EIO;
         ret = -1;
       }
@@ -447,8 +447,8 @@ view_finish (nbdkit_next *next, struct blkhash_bmap_view *v, int *err)
   if (v->assembled)
     return 0;
   if (v->stamped && blkhash_writes_since (v->stamp)) {
-    nbdkit_error ("blkhash: export '%s' was written while its bmap was "
-                  "computed: ask again", v->name);
+    blkhash_error ("blkhash: export '%s' was written while its bmap was "
+                   "computed: ask again", v->name);
     run_reset (v);
     *err = EIO;
     return -1;
@@ -456,8 +456,8 @@ view_finish (nbdkit_next *next, struct blkhash_bmap_view *v, int *err)
   for (uint64_t i = 0; i < v->nsegs; i++)
     if (v->segs[i].state != SEG_DONE) {
       /* Voided by a write since: this request is stale. */
-      nbdkit_error ("blkhash: export '%s' was written while its bmap was "
-                    "computed: ask again", v->name);
+      blkhash_error ("blkhash: export '%s' was written while its bmap was "
+                     "computed: ask again", v->name);
       *err = EIO;
       return -1;
     }
@@ -470,8 +470,8 @@ view_finish (nbdkit_next *next, struct blkhash_bmap_view *v, int *err)
     return 0;
   }
   if (v->total && (v->flat = malloc (v->total * sizeof *v->flat)) == NULL) {
-    nbdkit_error ("blkhash: bmap: out of memory for %" PRIu64 " ranges",
-                  v->total);
+    blkhash_error ("blkhash: bmap: out of memory for %" PRIu64 " ranges",
+                   v->total);
     *err = ENOMEM;
     return -1;
   }
@@ -494,11 +494,11 @@ blkhash_bmap_view_new (const char *name, uint64_t size, uint32_t flags,
   const char *msg;
 
   if (v == NULL) {
-    nbdkit_error ("calloc: %m");
+    blkhash_error ("calloc: %m");
     return NULL;
   }
   if ((msg = blk_digest_init (&v->d, BLK_BMAP_DIGEST)) != NULL) {
-    nbdkit_error ("blkhash: export '%s" BLK_BMAP_MARKER "': %s", name, msg);
+    blkhash_error ("blkhash: export '%s" BLK_BMAP_MARKER "': %s", name, msg);
     free (v);
     return NULL;
   }
@@ -508,7 +508,7 @@ blkhash_bmap_view_new (const char *name, uint64_t size, uint32_t flags,
                      * BLK_PLAIN_SPAN_SIZE);
   v->nsegs = (size + v->seg_size - 1) / v->seg_size;
   if (v->nsegs && (v->segs = calloc (v->nsegs, sizeof *v->segs)) == NULL) {
-    nbdkit_error ("calloc: %m");
+    blkhash_error ("calloc: %m");
     blk_digest_free (&v->d);
     free (v);
     return NULL;

@@ -174,8 +174,8 @@ gate_get (const char *name, int *err)
     g = calloc (1, sizeof *g);
     if (g == NULL || (g->name = strdup (name)) == NULL) {
       free (g);
-      nbdkit_error ("blkhash: export '%s': out of memory for the gate",
-                    name);
+      blkhash_error ("blkhash: export '%s': out of memory for the gate",
+                     name);
       *err = ENOMEM;
       return NULL;
     }
@@ -200,9 +200,9 @@ gate_enter (struct blkhash_export *e, int *err)
   if (g->session_over)
     gate_reset (g, blkhash_export_size (e));
   else if (g->size != blkhash_export_size (e)) {
-    nbdkit_error ("blkhash: export '%s': a request of a connection of %"
-                  PRIu64 " bytes in a session of %" PRIu64 ": it fails",
-                  g->name, blkhash_export_size (e), g->size);
+    blkhash_error ("blkhash: export '%s': a request of a connection of %"
+                   PRIu64 " bytes in a session of %" PRIu64 ": it fails",
+                   g->name, blkhash_export_size (e), g->size);
     *err = EIO;
     return NULL;
   }
@@ -316,9 +316,9 @@ expect_compute (nbdkit_next *next, struct blkhash_export *e,
     blkhash_table_put (e, bt);
   }
   if (r == -1)
-    nbdkit_error ("blkhash: export '%s': cannot compute its checksum for "
-                  "blkhash-expect: %s", blkhash_export_name (e),
-                  strerror (*err));
+    blkhash_error ("blkhash: export '%s': cannot compute its checksum for "
+                   "blkhash-expect: %s", blkhash_export_name (e),
+                   strerror (*err));
   return r;
 }
 
@@ -394,10 +394,10 @@ expect_log_mismatch (struct blkhash_gate *g, const char *what,
     g->logged = true;
   }
   blk_hex (blkhash_expected->want, blkhash_expected->len, want);
-  nbdkit_error ("blkhash: export '%s': %s does not match "
-                "blkhash-expect%s: expected %s:%s, got %s:%s", g->name, what,
-                when, blkhash_expected->tag, want, blkhash_expected->tag,
-                got);
+  blkhash_error ("blkhash: export '%s': %s does not match "
+                 "blkhash-expect%s: expected %s:%s, got %s:%s", g->name, what,
+                 when, blkhash_expected->tag, want, blkhash_expected->tag,
+                 got);
 }
 
 int
@@ -425,24 +425,24 @@ blkhash_expect_flush (nbdkit_next *next, struct blkhash_export *e, int *err)
   if (r == -1)
     return -1;
   if (r == VERDICT_PASS) {
-    nbdkit_debug ("blkhash: export '%s': upload matches blkhash-expect",
-                  g->name);
+    blkhash_debug ("blkhash: export '%s': upload matches blkhash-expect",
+                   g->name);
     return 0;
   }
   if (!strict) {
-    nbdkit_debug ("blkhash: export '%s': %s, but parts of it were not "
-                  "written: not failing this flush (judged again at the "
-                  "next flush after a write, and at the session's end)",
-                  g->name, r == JUDGE_RACED
-                  ? "writes went on while it was judged"
-                  : "does not match blkhash-expect yet");
+    blkhash_debug ("blkhash: export '%s': %s, but parts of it were not "
+                   "written: not failing this flush (judged again at the "
+                   "next flush after a write, and at the session's end)",
+                   g->name, r == JUDGE_RACED
+                   ? "writes went on while it was judged"
+                   : "does not match blkhash-expect yet");
     return 0;
   }
   if (r == JUDGE_RACED) {
-    nbdkit_error ("blkhash: export '%s': writes through the filter went on "
-                  "while the upload was judged (%d times): the flush fails "
-                  "rather than pass an upload not judged", g->name,
-                  JUDGE_TRIES);
+    blkhash_error ("blkhash: export '%s': writes through the filter went on "
+                   "while the upload was judged (%d times): the flush fails "
+                   "rather than pass an upload not judged", g->name,
+                   JUDGE_TRIES);
     *err = EIO;
     return -1;
   }
@@ -455,8 +455,8 @@ blkhash_expect_flush (nbdkit_next *next, struct blkhash_export *e, int *err)
 static int
 expect_refuse (struct blkhash_gate *g, int *err)
 {
-  nbdkit_error ("blkhash: export '%s' does not match blkhash-expect: "
-                "reads fail until it is written", g->name);
+  blkhash_error ("blkhash: export '%s' does not match blkhash-expect: "
+                 "reads fail until it is written", g->name);
   *err = EIO;
   return -1;
 }
@@ -495,8 +495,8 @@ blkhash_expect_read_begin (struct blkhash_export *e,
       return -1;
     if ((g->rs = calloc (1, sizeof *g->rs)) == NULL) {
       blkhash_sent_free (s);
-      nbdkit_error ("blkhash: export '%s': out of memory for the gate",
-                    g->name);
+      blkhash_error ("blkhash: export '%s': out of memory for the gate",
+                     g->name);
       *err = ENOMEM;
       return -1;
     }
@@ -565,15 +565,15 @@ expect_settle (struct blkhash_gate *g, struct blkhash_rsent *rs,
     if (r == -1)
       return -1;
     if (r == JUDGE_RACED) {
-      nbdkit_error ("blkhash: export '%s' was written while its import "
-                    "was judged: the read fails rather than complete an "
-                    "import not judged", g->name);
+      blkhash_error ("blkhash: export '%s' was written while its import "
+                     "was judged: the read fails rather than complete an "
+                     "import not judged", g->name);
       *err = EIO;
       return -1;
     }
     if (r == VERDICT_PASS) {
-      nbdkit_debug ("blkhash: export '%s': import matches blkhash-expect",
-                    g->name);
+      blkhash_debug ("blkhash: export '%s': import matches blkhash-expect",
+                     g->name);
       return 0;
     }
     expect_log_mismatch (g, "import", "");
@@ -678,10 +678,10 @@ expect_empty (struct blkhash_export *e)
     return 0;
   blk_hex (d, blkhash_expected->len, got);
   blk_hex (blkhash_expected->want, blkhash_expected->len, want);
-  nbdkit_error ("blkhash: export '%s': import does not match "
-                "blkhash-expect: expected %s:%s, got %s:%s (the export is "
-                "empty: the connection is refused)", name,
-                blkhash_expected->tag, want, blkhash_expected->tag, got);
+  blkhash_error ("blkhash: export '%s': import does not match "
+                 "blkhash-expect: expected %s:%s, got %s:%s (the export is "
+                 "empty: the connection is refused)", name,
+                 blkhash_expected->tag, want, blkhash_expected->tag, got);
   return -1;
 }
 
@@ -703,10 +703,10 @@ blkhash_expect_connect (struct blkhash_export *e)
    * server's answers to each connection's HEAD) serves two contents.
    */
   if (g->conns && g->conn_size != size) {
-    nbdkit_error ("blkhash: export '%s': the source has %" PRIu64 " bytes "
-                  "for this connection, %" PRIu64 " for the %u others: the "
-                  "connection is refused (blkhash-expect judges one "
-                  "content)", g->name, size, g->conn_size, g->conns);
+    blkhash_error ("blkhash: export '%s': the source has %" PRIu64 " bytes "
+                   "for this connection, %" PRIu64 " for the %u others: the "
+                   "connection is refused (blkhash-expect judges one "
+                   "content)", g->name, size, g->conn_size, g->conns);
     return -1;
   }
   g->conns++;
@@ -762,30 +762,30 @@ blkhash_expect_session_end (nbdkit_next *next, struct blkhash_export *e)
     seen = expect_seen_bytes (g);
   }
   if (!wrote && v == VERDICT_NONE && seen == g->size)
-    nbdkit_error ("blkhash: export '%s' was read whole but not judged "
-                  "against blkhash-expect: its judge failed (see above)",
-                  g->name);
+    blkhash_error ("blkhash: export '%s' was read whole but not judged "
+                   "against blkhash-expect: its judge failed (see above)",
+                   g->name);
   else if (!wrote && v == VERDICT_NONE)
-    nbdkit_error ("blkhash: export '%s' was read in part (%" PRIu64 " of %"
-                  PRIu64 " bytes read or known zero) and not written: not "
-                  "judged against blkhash-expect (a client that reads it "
-                  "whole is)", g->name, seen, g->size);
+    blkhash_error ("blkhash: export '%s' was read in part (%" PRIu64 " of %"
+                   PRIu64 " bytes read or known zero) and not written: not "
+                   "judged against blkhash-expect (a client that reads it "
+                   "whole is)", g->name, seen, g->size);
   else if (v == VERDICT_NONE && next == NULL)
-    nbdkit_error ("blkhash: export '%s': its last connection failed while "
-                  "connecting: the upload is not judged", g->name);
+    blkhash_error ("blkhash: export '%s': its last connection failed while "
+                   "connecting: the upload is not judged", g->name);
   else if (v == VERDICT_NONE) {
     r = expect_judge (next, e, g, true, false, &err);
     if (r == -1)
-      nbdkit_error ("blkhash: export '%s': the upload is not judged",
-                    g->name);
+      blkhash_error ("blkhash: export '%s': the upload is not judged",
+                     g->name);
     else if (r == VERDICT_FAIL)
       expect_log_mismatch (g, "upload", " (at the session's end)");
     else if (r == VERDICT_PASS)
-      nbdkit_debug ("blkhash: export '%s': upload matches blkhash-expect "
-                    "(at the session's end)", g->name);
+      blkhash_debug ("blkhash: export '%s': upload matches blkhash-expect "
+                     "(at the session's end)", g->name);
     else
-      nbdkit_debug ("blkhash: export '%s': written while the session's "
-                    "end was judged: judged with the writes", g->name);
+      blkhash_debug ("blkhash: export '%s': written while the session's "
+                     "end was judged: judged with the writes", g->name);
   }
   else if (v == VERDICT_FAIL && !logged)
     expect_log_mismatch (g, wrote ? "upload" : "import",
@@ -803,9 +803,9 @@ blkhash_expect_session_end (nbdkit_next *next, struct blkhash_export *e)
     g->rs = NULL;
   }
   else
-    nbdkit_debug ("blkhash: export '%s': used by a new session while the "
-                  "last one's end was judged: judged with the new one",
-                  g->name);
+    blkhash_debug ("blkhash: export '%s': used by a new session while the "
+                   "last one's end was judged: judged with the new one",
+                   g->name);
 }
 
 bool
@@ -847,11 +847,11 @@ blkhash_expect_exit (void)
     const enum verdict v = verdict_now (g);
     if (!g->session_over && g->wrote && v != VERDICT_PASS &&
         !(v == VERDICT_FAIL && g->logged))
-      nbdkit_error ("blkhash: export '%s': nbdkit is exiting while it is in "
-                    "use: the upload is %s", g->name,
-                    v == VERDICT_FAIL
-                    ? "judged, and does not match blkhash-expect"
-                    : "not judged");
+      blkhash_error ("blkhash: export '%s': nbdkit is exiting while it is in "
+                     "use: the upload is %s", g->name,
+                     v == VERDICT_FAIL
+                     ? "judged, and does not match blkhash-expect"
+                     : "not judged");
   }
 }
 

@@ -36,8 +36,8 @@ blkhash_expect_config (const char *key, const char *value)
   if (strcmp (key, "blkhash-expect") == 0) {
     /* One upload, one value: a second would hide a typo in either. */
     if (value_given) {
-      nbdkit_error ("blkhash-expect=%s: blkhash-expect is already given "
-                    "(%s): give it once", value, value_given);
+      blkhash_error ("blkhash-expect=%s: blkhash-expect is already given "
+                     "(%s): give it once", value, value_given);
       return -1;
     }
     value_given = value;
@@ -46,7 +46,7 @@ blkhash_expect_config (const char *key, const char *value)
   if (strcmp (key, "blkhash-expect-spill") == 0) {
     const char *msg = blk_parse_size (value, &ex.spill);
     if (msg) {
-      nbdkit_error ("blkhash-expect-spill=%s: %s", value, msg);
+      blkhash_error ("blkhash-expect-spill=%s: %s", value, msg);
       return -1;
     }
     spill_given = true;
@@ -58,7 +58,7 @@ blkhash_expect_config (const char *key, const char *value)
   else if (strcmp (value, "complete") == 0)
     ex.every_flush = false;
   else {
-    nbdkit_error ("blkhash-expect-at=%s: expected complete or flush", value);
+    blkhash_error ("blkhash-expect-at=%s: expected complete or flush", value);
     return -1;
   }
   return 0;
@@ -75,23 +75,23 @@ expect_parse_tag (const char *tag)
 
   if (slash == NULL || slash == tag ||
       (size_t) (slash - tag) >= sizeof digest) {
-    nbdkit_error ("blkhash-expect=%s: a blkhash value is "
-                  "blkhash-DIGEST/BLOCKSIZE:HEX or blkhash:HEX",
-                  value_given);
+    blkhash_error ("blkhash-expect=%s: a blkhash value is "
+                   "blkhash-DIGEST/BLOCKSIZE:HEX or blkhash:HEX",
+                   value_given);
     return -1;
   }
   memcpy (digest, tag, slash - tag);
   digest[slash - tag] = '\0';
   if ((msg = blk_digest_init (&d, digest)) != NULL) {
-    nbdkit_error ("blkhash-expect=%s: digest '%s': %s", value_given,
-                  digest, msg);
+    blkhash_error ("blkhash-expect=%s: digest '%s': %s", value_given,
+                   digest, msg);
     return -1;
   }
   blk_digest_free (&d);
   if ((msg = blk_parse_size (slash + 1, &bs)) != NULL ||
       (msg = blk_check_block_size (bs)) != NULL) {
-    nbdkit_error ("blkhash-expect=%s: block size '%s': %s", value_given,
-                  slash + 1, msg);
+    blkhash_error ("blkhash-expect=%s: block size '%s': %s", value_given,
+                   slash + 1, msg);
     return -1;
   }
   ex.params = blkhash_params_get (NULL, digest, bs);
@@ -109,8 +109,8 @@ blkhash_expect_ready (void)
   size_t alen, i;
 
   if (value_given == NULL && (at_given || spill_given)) {
-    nbdkit_error ("blkhash-expect-%s= needs blkhash-expect=",
-                  at_given ? "at" : "spill");
+    blkhash_error ("blkhash-expect-%s= needs blkhash-expect=",
+                   at_given ? "at" : "spill");
     return -1;
   }
   if (!spill_given)
@@ -119,9 +119,9 @@ blkhash_expect_ready (void)
     return 0;
   colon = strrchr (value_given, ':');
   if (colon == NULL || colon == value_given) {
-    nbdkit_error ("blkhash-expect=%s: expected ALG:HEX (ALG sha256, "
-                  "sha512, sha1 or md5) or blkhash-DIGEST/BLOCKSIZE:HEX",
-                  value_given);
+    blkhash_error ("blkhash-expect=%s: expected ALG:HEX (ALG sha256, "
+                   "sha512, sha1 or md5) or blkhash-DIGEST/BLOCKSIZE:HEX",
+                   value_given);
     return -1;
   }
   hex = colon + 1;
@@ -132,7 +132,7 @@ blkhash_expect_ready (void)
     if (alen == 7)
       ex.params = blkhash_default_params;
     else if (alen - 8 >= sizeof tag) {
-      nbdkit_error ("blkhash-expect=%s: the tag is too long", value_given);
+      blkhash_error ("blkhash-expect=%s: the tag is too long", value_given);
       return -1;
     }
     else {
@@ -153,14 +153,14 @@ blkhash_expect_ready (void)
     for (i = 0; plain_algs[i] && strcmp (alg, plain_algs[i]) != 0; i++)
       ;
     if (alen >= sizeof alg || plain_algs[i] == NULL) {
-      nbdkit_error ("blkhash-expect=%s: unknown algorithm '%.*s': expected "
-                    "sha256, sha512, sha1 or md5, or a blkhash value "
-                    "(blkhash-DIGEST/BLOCKSIZE:HEX, blkhash:HEX)",
-                    value_given, (int) alen, value_given);
+      blkhash_error ("blkhash-expect=%s: unknown algorithm '%.*s': expected "
+                     "sha256, sha512, sha1 or md5, or a blkhash value "
+                     "(blkhash-DIGEST/BLOCKSIZE:HEX, blkhash:HEX)",
+                     value_given, (int) alen, value_given);
       return -1;
     }
     if ((msg = blk_digest_init (&ex.digest, alg)) != NULL) {
-      nbdkit_error ("blkhash-expect=%s: %s: %s", value_given, alg, msg);
+      blkhash_error ("blkhash-expect=%s: %s: %s", value_given, alg, msg);
       return -1;
     }
     ex.plain = true;
@@ -179,12 +179,12 @@ blkhash_expect_ready (void)
 
   for (i = 0; hex[i]; i++)
     if (blk_hex_value ((unsigned char) hex[i]) == -1) {
-      nbdkit_error ("blkhash-expect=%s: '%s' is not hex", value_given, hex);
+      blkhash_error ("blkhash-expect=%s: '%s' is not hex", value_given, hex);
       return -1;
     }
   if (i != 2 * ex.len) {
-    nbdkit_error ("blkhash-expect=%s: %s takes %zu hex digits, not %zu",
-                  value_given, ex.tag, 2 * ex.len, i);
+    blkhash_error ("blkhash-expect=%s: %s takes %zu hex digits, not %zu",
+                   value_given, ex.tag, 2 * ex.len, i);
     return -1;
   }
   for (i = 0; i < ex.len; i++)

@@ -145,7 +145,7 @@ blkhash_export_get (const char *name, uint64_t size)
   if (e == NULL) {
     e = calloc (1, sizeof *e);
     if (e == NULL || (e->name = strdup (name)) == NULL) {
-      nbdkit_error ("blkhash: export '%s': out of memory", name);
+      blkhash_error ("blkhash: export '%s': out of memory", name);
       free (e);
       return NULL;
     }
@@ -251,10 +251,10 @@ detach (struct blkhash_export *e, size_t i)
            (e->ntables - i - 1) * sizeof e->tables[0]);
   e->ntables--;
   bt->attached = false;
-  nbdkit_debug ("blkhash: export '%s': dropping the %s/%" PRIu32
-                " table%s%s", e->name, bt->p->digest.name, bt->p->block_size,
-                bt->range.length ? " of a range" : "",
-                bt->refs ? " when its users leave" : "");
+  blkhash_debug ("blkhash: export '%s': dropping the %s/%" PRIu32
+                 " table%s%s", e->name, bt->p->digest.name, bt->p->block_size,
+                 bt->range.length ? " of a range" : "",
+                 bt->refs ? " when its users leave" : "");
   return bt->refs ? NULL : bt;
 }
 
@@ -339,9 +339,9 @@ take (struct blkhash_export *e, struct blkhash_table *bt, uint64_t since)
   bt->refs++;
   bt->last_used = ++lru_clock;
   if (bt->since < since) {
-    nbdkit_debug ("blkhash: export '%s': %s/%" PRIu32 " digests are from "
-                  "before this session: computing them again", e->name,
-                  bt->p->digest.name, bt->p->block_size);
+    blkhash_debug ("blkhash: export '%s': %s/%" PRIu32 " digests are from "
+                   "before this session: computing them again", e->name,
+                   bt->p->digest.name, bt->p->block_size);
     blk_table_reset (bt->t);
     bt->since = blkhash_session_tick ();
   }
@@ -388,8 +388,8 @@ attach (struct blkhash_export *e, const struct blk_params *p,
     bt->attached = true;
     bt->since = blkhash_session_tick ();
     e->tables[e->ntables++] = bt;
-    nbdkit_debug ("blkhash: export '%s': new table for %s, %" PRIu32
-                  " byte blocks", e->name, p->digest.name, p->block_size);
+    blkhash_debug ("blkhash: export '%s': new table for %s, %" PRIu32
+                   " byte blocks", e->name, p->digest.name, p->block_size);
   }
   take (e, bt, since);
   *nevicted = evict_views (e, evicted, max);
@@ -425,9 +425,9 @@ blkhash_table_get_range (struct blkhash_export *e, const struct blk_params *p,
       (fresh->t = blk_table_new (p, r->length ? r->length : e->size))
       == NULL) {
     free (fresh);
-    nbdkit_error ("blkhash: export '%s': cannot allocate a block table "
-                  "for %s/%" PRIu32 ": %m", e->name, p->digest.name,
-                  p->block_size);
+    blkhash_error ("blkhash: export '%s': cannot allocate a block table "
+                   "for %s/%" PRIu32 ": %m", e->name, p->digest.name,
+                   p->block_size);
     *err = ENOMEM;
     return NULL;
   }
@@ -444,7 +444,7 @@ blkhash_table_get_range (struct blkhash_export *e, const struct blk_params *p,
   for (size_t i = 0; i < nevicted; i++)
     table_free (evicted[i]);
   if (bt == NULL) {
-    nbdkit_error ("blkhash: export '%s': out of memory", e->name);
+    blkhash_error ("blkhash: export '%s': out of memory", e->name);
     *err = ENOMEM;
   }
   return bt;
@@ -526,8 +526,8 @@ blkhash_export_release (struct blkhash_export *e)
       }
       while (count_idle (&memory, &lru) > BLKHASH_IDLE_EXPORTS ||
              (lru && memory > BLKHASH_IDLE_MEMORY)) {
-        nbdkit_debug ("blkhash: export '%s': forgetting it, the least "
-                      "recently used of the idle exports", lru->name);
+        blkhash_debug ("blkhash: export '%s': forgetting it, the least "
+                       "recently used of the idle exports", lru->name);
         unlink_export (lru);
         lru->next = gone;
         gone = lru;
@@ -603,7 +603,7 @@ blkhash_write_begin (struct blkhash_export *e, struct blkhash_write *w,
   if (write_tables (e, w) == -1) {
     pthread_rwlock_unlock (&gate);
     write_free (w);
-    nbdkit_error ("blkhash: out of memory");
+    blkhash_error ("blkhash: out of memory");
     *err = ENOMEM;
     return -1;
   }

@@ -19,6 +19,15 @@
 #include "table.h"
 #include "util.h"
 
+/* nbdkit_error, and nbdkit_debug for messages naming an export, with
+ * the bytes a terminal acts on written as \xHH (blk_escape_controls):
+ * a client chooses the name of the export it asks for (log.c).
+ */
+extern void blkhash_error (const char *fmt, ...)
+  __attribute__ ((format (printf, 1, 2)));
+extern void blkhash_debug (const char *fmt, ...)
+  __attribute__ ((format (printf, 1, 2)));
+
 /* Work counters, logged at each disconnect with -D blkhash.stats=1. */
 struct blkhash_stats {
   _Atomic uint64_t passive_blocks;      /* hashed from client traffic */

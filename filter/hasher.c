@@ -59,7 +59,7 @@ blkhash_hasher_init (void)
 
   if (r != 0) {
     errno = r;
-    nbdkit_error ("pthread_key_create: %m");
+    blkhash_error ("pthread_key_create: %m");
     return -1;
   }
   return 0;
@@ -83,7 +83,7 @@ get_worker (size_t size)
     w = calloc (1, sizeof *w);
     if (w == NULL || (w->ctx = blk_ctx_new ()) == NULL) {
       free (w);
-      nbdkit_error ("blkhash: out of memory");
+      blkhash_error ("blkhash: out of memory");
       return NULL;
     }
     pthread_setspecific (worker_key, w);
@@ -91,7 +91,7 @@ get_worker (size_t size)
   if (w->size < size) {
     void *p;
     if (posix_memalign (&p, 4096, size) != 0) {
-      nbdkit_error ("blkhash: cannot allocate a %zu byte buffer", size);
+      blkhash_error ("blkhash: cannot allocate a %zu byte buffer", size);
       return NULL;
     }
     free (w->buf);
@@ -207,7 +207,7 @@ hash_piece (struct blk_table *t, struct blk_block_hasher *bh,
   return 0;
 
  hash_failed:
-  nbdkit_error ("blkhash: %s failed", p->digest.name);
+  blkhash_error ("blkhash: %s failed", p->digest.name);
   *err = EIO;
   return -1;
 }
@@ -359,7 +359,7 @@ blkhash_compute (nbdkit_next *next, struct blk_table *t, uint64_t first,
     if (ctx == NULL ||
         blk_zero_block_digest (p, ctx, blk_block_len (size, p->block_size, b),
                                out + i * len) == -1) {
-      nbdkit_error ("blkhash: %s failed", p->digest.name);
+      blkhash_error ("blkhash: %s failed", p->digest.name);
       *err = EIO;
       return -1;
     }
@@ -367,7 +367,7 @@ blkhash_compute (nbdkit_next *next, struct blk_table *t, uint64_t first,
   return 0;
 
  enomem:
-  nbdkit_error ("blkhash: out of memory");
+  blkhash_error ("blkhash: out of memory");
   *err = ENOMEM;
   return -1;
 }
@@ -387,7 +387,7 @@ blkhash_mark_holes (nbdkit_next *next, struct blk_table *t, int *err)
   need = malloc (MIN (n, window) * sizeof *need);
   hole = malloc (MIN (n, window) * sizeof *hole);
   if (n && (need == NULL || hole == NULL)) {
-    nbdkit_error ("blkhash: out of memory");
+    blkhash_error ("blkhash: out of memory");
     *err = ENOMEM;
     return -1;
   }

@@ -327,24 +327,24 @@ count_filter_options (int *distinct)
 static void
 refuse_in_front (const char *name, const char *path)
 {
-  nbdkit_error ("blkhash: the %s filter (%s) is in front of blkhash: it "
-                "would see the views as data (serving view bytes as image "
-                "data, writing them into the image, making views writable, "
-                "or describing other bytes than the export's).  Give "
-                "--filter=blkhash before it on the command line; only "
-                PASS_THROUGH_LIST " may come before blkhash.", name, path);
+  blkhash_error ("blkhash: the %s filter (%s) is in front of blkhash: it "
+                 "would see the views as data (serving view bytes as image "
+                 "data, writing them into the image, making views writable, "
+                 "or describing other bytes than the export's).  Give "
+                 "--filter=blkhash before it on the command line; only "
+                 PASS_THROUGH_LIST " may come before blkhash.", name, path);
 }
 
 static void
 refuse_unplaced (const char *name, const char *path, bool is_plugin)
 {
-  nbdkit_error ("blkhash: the %s filter (%s) %s, so blkhash cannot tell "
-                "where it sits among the filters: it may be in front of "
-                "blkhash.  Load filters with --filter only; only "
-                PASS_THROUGH_LIST " may be loaded otherwise.", name, path,
-                is_plugin ? "is also nbdkit's plugin"
-                : "was loaded before nbdkit's plugin or with nbdkit itself "
-                "(by LD_PRELOAD, say)");
+  blkhash_error ("blkhash: the %s filter (%s) %s, so blkhash cannot tell "
+                 "where it sits among the filters: it may be in front of "
+                 "blkhash.  Load filters with --filter only; only "
+                 PASS_THROUGH_LIST " may be loaded otherwise.", name, path,
+                 is_plugin ? "is also nbdkit's plugin"
+                 : "was loaded before nbdkit's plugin or with nbdkit itself "
+                 "(by LD_PRELOAD, say)");
 }
 
 /* The index of the last object known to be loaded with nbdkit itself
@@ -379,9 +379,9 @@ check_unplaced (const struct objects *o, size_t plugin, size_t last,
       continue;
     name = filter_name (init);
     if (name == NULL) {
-      nbdkit_error ("blkhash: cannot tell which filter %s is (it is not "
-                    "built for nbdkit %s)", o->v[i].path,
-                    NBDKIT_VERSION_STRING);
+      blkhash_error ("blkhash: cannot tell which filter %s is (it is not "
+                     "built for nbdkit %s)", o->v[i].path,
+                     NBDKIT_VERSION_STRING);
       return -1;
     }
     nbdkit_debug ("blkhash: the %s filter (%s) is loaded %s", name,
@@ -406,14 +406,14 @@ blkhash_order_check (void)
   int options, distinct = 0, ret = -1;
 
   if (registrations > 1) {
-    nbdkit_error ("blkhash: --filter=blkhash is given more than once: one "
-                  "would be in front of the other.  Give it once.");
+    blkhash_error ("blkhash: --filter=blkhash is given more than once: one "
+                   "would be in front of the other.  Give it once.");
     return -1;
   }
 
   dl_iterate_phdr (collect, &o);
   if (o.failed) {
-    nbdkit_error ("blkhash: out of memory");
+    blkhash_error ("blkhash: out of memory");
     goto out;
   }
   while (self < o.n && !contains (&o.v[self], (void *) blkhash_order_check))
@@ -426,23 +426,24 @@ blkhash_order_check (void)
     }
   }
   if (self == o.n || plugin == self) {
-    nbdkit_error ("blkhash: cannot find %s among the loaded objects, so "
-                  "cannot check which filters are in front of blkhash",
-                  self == o.n ? "blkhash itself" : "nbdkit's plugin");
+    blkhash_error ("blkhash: cannot find %s among the loaded objects, so "
+                   "cannot check which filters are in front of blkhash",
+                   self == o.n ? "blkhash itself" : "nbdkit's plugin");
     goto out;
   }
   if (plugin_name == NULL) {
-    nbdkit_error ("blkhash: cannot tell which plugin %s is",
-                  o.v[plugin].path);
+    blkhash_error ("blkhash: cannot tell which plugin %s is",
+                   o.v[plugin].path);
     goto out;
   }
   nbdkit_debug ("blkhash: the plugin is %s (%s)", plugin_name,
                 o.v[plugin].path);
   last = startup_end (&o);
   if (self <= last) {
-    nbdkit_error ("blkhash: blkhash (%s) was loaded with nbdkit itself (by "
-                  "LD_PRELOAD, say), so it cannot tell which filters are in "
-                  "front of it.  Load it with --filter only.", o.v[self].path);
+    blkhash_error ("blkhash: blkhash (%s) was loaded with nbdkit itself (by "
+                   "LD_PRELOAD, say), so it cannot tell which filters are in "
+                   "front of it.  Load it with --filter only.",
+                   o.v[self].path);
     goto out;
   }
   last = MAX (last, plugin);
@@ -461,9 +462,9 @@ blkhash_order_check (void)
     if (i == self)
       continue;
     if (own_symbol (&o.v[i], "filter_init", &init) == -1) {
-      nbdkit_error ("blkhash: cannot tell whether %s, loaded after nbdkit's "
-                    "plugin, is a filter, and where it is",
-                    o.v[i].path[0] ? o.v[i].path : "an unnamed object");
+      blkhash_error ("blkhash: cannot tell whether %s, loaded after nbdkit's "
+                     "plugin, is a filter, and where it is",
+                     o.v[i].path[0] ? o.v[i].path : "an unnamed object");
       goto out;
     }
     if (init == NULL)
@@ -471,9 +472,9 @@ blkhash_order_check (void)
     filters++;
     name = filter_name (init);
     if (name == NULL) {
-      nbdkit_error ("blkhash: cannot tell which filter %s is (it is not "
-                    "built for nbdkit %s)", o.v[i].path,
-                    NBDKIT_VERSION_STRING);
+      blkhash_error ("blkhash: cannot tell which filter %s is (it is not "
+                     "built for nbdkit %s)", o.v[i].path,
+                     NBDKIT_VERSION_STRING);
       goto out;
     }
     nbdkit_debug ("blkhash: the %s filter (%s) is %s blkhash", name,
@@ -500,25 +501,25 @@ blkhash_order_check (void)
   options = count_filter_options (&distinct);
   if (behind && options != (int) filters) {
     if (options == -1)
-      nbdkit_error ("blkhash: the %s filter is behind blkhash, and nbdkit's "
-                    "command line cannot be read to check that it is not "
-                    "also given in front of it", behind);
+      blkhash_error ("blkhash: the %s filter is behind blkhash, and nbdkit's "
+                     "command line cannot be read to check that it is not "
+                     "also given in front of it", behind);
     else
-      nbdkit_error ("blkhash: the %s filter is behind blkhash, and there "
-                    "are %d --filter options for %u filters: one is given "
-                    "more than once, and blkhash cannot tell whether %s is "
-                    "also in front of it.  Give each filter once.",
-                    behind, options, filters, behind);
+      blkhash_error ("blkhash: the %s filter is behind blkhash, and there "
+                     "are %d --filter options for %u filters: one is given "
+                     "more than once, and blkhash cannot tell whether %s is "
+                     "also in front of it.  Give each filter once.",
+                     behind, options, filters, behind);
     goto out;
   }
   /* Fewer filters than options: values given twice must explain it. */
   if (options > (int) filters && distinct > (int) filters) {
-    nbdkit_error ("blkhash: there are %d --filter options for the %u "
-                  "filters blkhash found, and filters given twice in the "
-                  "same spelling do not explain it: a filter blkhash cannot "
-                  "see, or one given twice in two spellings, may be in "
-                  "front of blkhash.  Give each filter once.",
-                  options, filters);
+    blkhash_error ("blkhash: there are %d --filter options for the %u "
+                   "filters blkhash found, and filters given twice in the "
+                   "same spelling do not explain it: a filter blkhash cannot "
+                   "see, or one given twice in two spellings, may be in "
+                   "front of blkhash.  Give each filter once.",
+                   options, filters);
     goto out;
   }
   ret = 0;

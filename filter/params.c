@@ -52,13 +52,13 @@ blkhash_params_get (const char *what, const char *digest,
   if (e == NULL && (e = calloc (1, sizeof *e)) != NULL) {
     if ((msg = blk_params_init (&e->p, digest, block_size)) != NULL) {
       if (what)
-        nbdkit_error ("blkhash: export '%s': digest '%s' with block "
-                      "size %" PRIu64 ": %s", what, digest, block_size, msg);
+        blkhash_error ("blkhash: export '%s': digest '%s' with block "
+                       "size %" PRIu64 ": %s", what, digest, block_size, msg);
       else if (blk_check_block_size (block_size))
-        nbdkit_error ("blkhash-block-size=%" PRIu64 ": %s", block_size,
-                      msg);
+        blkhash_error ("blkhash-block-size=%" PRIu64 ": %s", block_size,
+                       msg);
       else
-        nbdkit_error ("blkhash-digest=%s: %s", digest, msg);
+        blkhash_error ("blkhash-digest=%s: %s", digest, msg);
       free (e);
       e = NULL;
     }
@@ -74,7 +74,7 @@ blkhash_params_get (const char *what, const char *digest,
     }
   }
   else if (e == NULL)
-    nbdkit_error ("calloc: %m");
+    blkhash_error ("calloc: %m");
   return e ? &e->p : NULL;
 }
 
@@ -101,7 +101,7 @@ blkhash_max_size_config (const char *value)
   const int64_t r = nbdkit_parse_size (value);
 
   if (r == -1) {
-    nbdkit_error ("blkhash-max-size=%s: not a size (0: no limit)", value);
+    blkhash_error ("blkhash-max-size=%s: not a size (0: no limit)", value);
     return -1;
   }
   max_size = r;

@@ -59,10 +59,10 @@ blkhash_passive_init (void)
   const char *name = blkhash_plugin_name ();
 
   if (listed (disk_per_connection, name)) {
-    nbdkit_error ("blkhash: the %s plugin gives each connection a disk of "
-                  "its own: a view, a connection of its own, cannot describe "
-                  "the disk of a data connection, so blkhash cannot serve it",
-                  name);
+    blkhash_error ("blkhash: the %s plugin gives each connection a disk of "
+                   "its own: a view, a connection of its own, cannot describe "
+                   "the disk of a data connection, so blkhash cannot serve it",
+                   name);
     return -1;
   }
   if (listed (discards_writes, name)) {
@@ -112,7 +112,7 @@ hash_buffer (struct blk_table *t, const uint8_t *buf, uint64_t offset,
     if (blk_hash_block (p, ctx, buf + (b * p->block_size - offset),
                         blk_block_len (size, p->block_size, b),
                         out + i * p->digest.len, &zero[i]) == -1) {
-      nbdkit_error ("blkhash: %s failed", p->digest.name);
+      blkhash_error ("blkhash: %s failed", p->digest.name);
       *err = EIO;
       return -1;
     }
@@ -188,7 +188,7 @@ blkhash_passive_pread (nbdkit_next *next, struct blkhash_export *e,
     else if ((r = read_table_lookup (&rts[i], offset, count)) == -1) {
       for (i = 0; i < 2; i++)
         read_table_free (&rts[i]);
-      nbdkit_error ("blkhash: out of memory");
+      blkhash_error ("blkhash: out of memory");
       *err = ENOMEM;
       return -1;
     }

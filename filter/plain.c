@@ -66,12 +66,12 @@ blkhash_plain_new (const struct blk_digest *d, uint64_t size)
   struct blkhash_plain *p = calloc (1, sizeof *p);
 
   if (p == NULL || (p->ctx = blk_ctx_new ()) == NULL) {
-    nbdkit_error ("blkhash: out of memory");
+    blkhash_error ("blkhash: out of memory");
     free (p);
     return NULL;
   }
   if (blk_ctx_init (p->ctx, d) == -1) {
-    nbdkit_error ("blkhash: %s failed", d->name);
+    blkhash_error ("blkhash: %s failed", d->name);
     blkhash_plain_free (p);
     return NULL;
   }
@@ -101,7 +101,7 @@ static int
 plain_update (struct blkhash_plain *p, const void *buf, size_t len, int *err)
 {
   if (blk_ctx_update (p->ctx, buf, len) == -1) {
-    nbdkit_error ("blkhash: %s failed", p->d->name);
+    blkhash_error ("blkhash: %s failed", p->d->name);
     *err = EIO;
     return -1;
   }
@@ -169,8 +169,8 @@ plain_read (nbdkit_next *next, void *buf, const struct piece *pc, int *err)
 {
   if (next->pread (next, buf, pc->len, pc->off, 0, err) == -1) {
     errno = *err;
-    nbdkit_error ("blkhash: reading %" PRIu32 " bytes at %" PRIu64
-                  " failed: %m", pc->len, pc->off);
+    blkhash_error ("blkhash: reading %" PRIu32 " bytes at %" PRIu64
+                   " failed: %m", pc->len, pc->off);
     return -1;
   }
   atomic_fetch_add (&blkhash_stats.read_bytes, pc->len);
@@ -242,7 +242,7 @@ blkhash_plain_advance (nbdkit_next *next, struct blkhash_plain *p,
   p->piece = blkhash_read_most (next, PIECE_SIZE);
   for (int i = 0; i < 2; i++)
     if (p->buf[i] == NULL && (p->buf[i] = malloc (PIECE_SIZE)) == NULL) {
-      nbdkit_error ("blkhash: out of memory");
+      blkhash_error ("blkhash: out of memory");
       *err = ENOMEM;
       return -1;
     }
@@ -272,7 +272,7 @@ blkhash_plain_final (nbdkit_next *next, struct blkhash_plain *p,
     if (blkhash_plain_advance (next, p, p->size, err) == -1)
       return -1;
     if (blk_ctx_final (p->ctx, p->digest) == -1) {
-      nbdkit_error ("blkhash: %s failed", p->d->name);
+      blkhash_error ("blkhash: %s failed", p->d->name);
       *err = EIO;
       return -1;
     }
@@ -304,12 +304,12 @@ blkhash_plain_view_new (const char *name, const char *digest, uint64_t size,
   const char *msg;
 
   if (v == NULL) {
-    nbdkit_error ("calloc: %m");
+    blkhash_error ("calloc: %m");
     return NULL;
   }
   if ((msg = blk_digest_init (&v->d, digest)) != NULL) {
-    nbdkit_error ("blkhash: export '%s" BLK_PLAIN_MARKER ":%s': %s",
-                  name, digest, msg);
+    blkhash_error ("blkhash: export '%s" BLK_PLAIN_MARKER ":%s': %s",
+                   name, digest, msg);
     free (v);
     return NULL;
   }
@@ -365,8 +365,8 @@ view_check_writes (struct blkhash_plain_view *v, int *err)
 {
   if (!blkhash_writes_since (v->stamp))
     return 0;
-  nbdkit_error ("blkhash: export '%s' was written while its %s was "
-                "computed: ask again", v->name, v->d.name);
+  blkhash_error ("blkhash: export '%s' was written while its %s was "
+                 "computed: ask again", v->name, v->d.name);
   blkhash_plain_free (v->run);
   v->run = NULL;
   *err = EIO;
@@ -471,7 +471,7 @@ blkhash_plain_follow_new (const struct blk_digest *d, uint64_t size)
   struct blkhash_plain_follow *f = calloc (1, sizeof *f);
 
   if (f == NULL) {
-    nbdkit_error ("blkhash: out of memory");
+    blkhash_error ("blkhash: out of memory");
     return NULL;
   }
   f->d = d;
@@ -576,7 +576,7 @@ blkhash_plain_follow_final (nbdkit_next *next, struct blkhash_plain_follow *f,
   {
     ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&f->lock);
     if ((run = follow_take (f, true)) == NULL) {
-      nbdkit_error ("blkhash: out of memory");
+      blkhash_error ("blkhash: out of memory");
       *err = ENOMEM;
       return -1;
     }
@@ -626,7 +626,7 @@ blkhash_plain_final_detached (nbdkit_next *next, struct blkhash_plain *p,
 
   if ((r = pthread_create (&thread, NULL, plain_final_run, &pr)) != 0) {
     errno = r;
-    nbdkit_error ("blkhash: pthread_create: %m");
+    blkhash_error ("blkhash: pthread_create: %m");
     *err = r;
     return -1;
   }

@@ -106,8 +106,8 @@ rn_pread (nbdkit_next *n, void *buf, uint32_t count, uint64_t offset,
   struct blkhash_range_next *rn = rn_of (n);
 
   if (offset > rn->length || count > rn->length - offset) {
-    nbdkit_error ("blkhash: a read past the end of range=%" PRIu64 "+%"
-                  PRIu64, rn->offset, rn->length);
+    blkhash_error ("blkhash: a read past the end of range=%" PRIu64 "+%"
+                   PRIu64, rn->offset, rn->length);
     *err = EIO;
     return -1;
   }
@@ -252,7 +252,7 @@ blkhash_range_prefill (struct blk_table *t, struct blk_table *src,
   have = malloc (PREFILL_BLOCKS * sizeof *have);
   zero = malloc (PREFILL_BLOCKS * sizeof *zero);
   if (digests == NULL || need == NULL || have == NULL || zero == NULL) {
-    nbdkit_error ("blkhash: out of memory");
+    blkhash_error ("blkhash: out of memory");
     *err = ENOMEM;
     return -1;
   }

@@ -112,7 +112,7 @@ blkhash_readahead_init (unsigned cpus)
 
   if (r != 0) {
     errno = r;
-    nbdkit_error ("pthread_key_create: %m");
+    blkhash_error ("pthread_key_create: %m");
     return -1;
   }
   online_cpus = cpus;
@@ -345,8 +345,8 @@ blkhash_reader_finish (struct blkhash_reader *rd, int *err)
    */
   if (r == -1) {
     errno = *err;
-    nbdkit_error ("blkhash: read-ahead of %" PRIu32 " bytes at %" PRIu64
-                  " failed: %m", len, off);
+    blkhash_error ("blkhash: read-ahead of %" PRIu32 " bytes at %" PRIu64
+                   " failed: %m", len, off);
   }
   return r;
 }

@@ -114,9 +114,9 @@ follow_drain (struct blkhash_sent *s)
       else {
         uint8_t *tmp = malloc (n);
         if (tmp == NULL || held_get (&s->held, g, from - ga, e, tmp) == -1) {
-          nbdkit_error ("blkhash: export '%s': cannot verify what was "
-                        "sent: %s", s->name,
-                        tmp ? s->held.why : "out of memory");
+          blkhash_error ("blkhash: export '%s': cannot verify what was "
+                         "sent: %s", s->name,
+                         tmp ? s->held.why : "out of memory");
           free (tmp);
           s->failed = true;
           break;
@@ -190,8 +190,8 @@ follow_keep (struct blkhash_sent *s, const uint8_t *buf, uint64_t offset,
      */
     if (held_put (&s->held, gi, 0, gend - ga, buf + (ga - offset),
                   *reserved > 0, &g) == -1) {
-      nbdkit_error ("blkhash: export '%s': cannot verify what was sent: "
-                    "%s", s->name, s->held.why);
+      blkhash_error ("blkhash: export '%s': cannot verify what was sent: "
+                     "%s", s->name, s->held.why);
       s->failed = true;
       return;
     }
@@ -279,10 +279,10 @@ follow_final (struct blkhash_sent *s, uint8_t *out, int *err)
     if (r == -1)
       return -1;
     s->done = true;
-    nbdkit_debug ("blkhash: export '%s': the plain digest of the import: %"
-                  PRIu64 " bytes hashed in turn, %" PRIu64 " from what was "
-                  "kept, %" PRIu64 " zeros, of %" PRIu64, s->name, s->in_turn,
-                  s->from_held, s->zeroed, s->size);
+    blkhash_debug ("blkhash: export '%s': the plain digest of the import: %"
+                   PRIu64 " bytes hashed in turn, %" PRIu64 " from what was "
+                   "kept, %" PRIu64 " zeros, of %" PRIu64, s->name, s->in_turn,
+                   s->from_held, s->zeroed, s->size);
   }
   memcpy (out, s->digest, blkhash_expected->len);
   return 0;

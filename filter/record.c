@@ -54,8 +54,8 @@ blkhash_sent_new (const char *name, uint64_t size, int *err)
   return s;
 
  enomem:
-  nbdkit_error ("blkhash: export '%s': out of memory for the record of "
-                "the import", name);
+  blkhash_error ("blkhash: export '%s': out of memory for the record of "
+                 "the import", name);
   *err = ENOMEM;
   return NULL;
 }
@@ -66,9 +66,9 @@ blkhash_sent_free (struct blkhash_sent *s)
   if (s == NULL)
     return;
   if (s->held.peak)
-    nbdkit_debug ("blkhash: export '%s': the import kept at most %" PRIu64
-                  " blocks of %" PRIu32 " bytes read in part or ahead",
-                  s->name, s->held.peak, s->gsize);
+    blkhash_debug ("blkhash: export '%s': the import kept at most %" PRIu64
+                   " blocks of %" PRIu32 " bytes read in part or ahead",
+                   s->name, s->held.peak, s->gsize);
   held_fini (&s->held);
   blkhash_plain_free (s->run);
   blk_table_free (s->t);
@@ -117,8 +117,8 @@ sent_fail (struct blkhash_sent *s, int *err, const char *fmt, ...)
   va_start (ap, fmt);
   vsnprintf (why, sizeof why, fmt, ap);
   va_end (ap);
-  nbdkit_error ("blkhash: export '%s': cannot verify what was sent: %s: "
-                "the request fails", s->name, why);
+  blkhash_error ("blkhash: export '%s': cannot verify what was sent: %s: "
+                 "the request fails", s->name, why);
   *err = EIO;
   return -1;
 }

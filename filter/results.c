@@ -163,7 +163,7 @@ result_record (const char *name, uint64_t size, const struct blk_params *p,
     }
   }
   if (ret == -1)
-    nbdkit_error ("blkhash: cannot record the checksum of '%s': %m", name);
+    blkhash_error ("blkhash: cannot record the checksum of '%s': %m", name);
   return ret;
 }
 
@@ -358,14 +358,14 @@ discard_file (int write_errno)
     done = "emptied it";
   }
   else {
-    nbdkit_error ("blkhash: cannot write blkhash-file %s (%s) nor remove "
-                  "it (%m): it may hold stale checksums", blkhash_file,
-                  strerror (write_errno));
+    blkhash_error ("blkhash: cannot write blkhash-file %s (%s) nor remove "
+                   "it (%m): it may hold stale checksums", blkhash_file,
+                   strerror (write_errno));
     return;
   }
-  nbdkit_error ("blkhash: cannot write blkhash-file %s (%s): %s rather "
-                "than leave a stale checksum in it", blkhash_file,
-                strerror (write_errno), done);
+  blkhash_error ("blkhash: cannot write blkhash-file %s (%s): %s rather "
+                 "than leave a stale checksum in it", blkhash_file,
+                 strerror (write_errno), done);
   ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&results_lock);
   stale_on_disk = false;
 }
@@ -408,8 +408,8 @@ results_write (void)
   if (stale)
     discard_file (errno);
   else
-    nbdkit_error ("blkhash: cannot write blkhash-file %s: %m (no line in "
-                  "it is stale, but it lacks the newest)", blkhash_file);
+    blkhash_error ("blkhash: cannot write blkhash-file %s: %m (no line in "
+                   "it is stale, but it lacks the newest)", blkhash_file);
   return -1;
 }
 
@@ -429,8 +429,8 @@ blkhash_results_write_begin (void)
   {
     ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&results_lock);
     while (results) {
-      nbdkit_debug ("blkhash: a write begins: '%s' leaves blkhash-file",
-                    results->name);
+      blkhash_debug ("blkhash: a write begins: '%s' leaves blkhash-file",
+                     results->name);
       drop_locked (&results);
       dropped = true;
     }
@@ -463,17 +463,17 @@ record (struct blkhash_export *e, const uint8_t *root, uint64_t stamp,
    */
   blk_hex (root, p->digest.len, hex);
   if (!blkhash_expect_vouches (name, root)) {
-    nbdkit_debug ("blkhash: export '%s': not known to match "
-                  "blkhash-expect: its line holds zeros", name);
+    blkhash_debug ("blkhash: export '%s': not known to match "
+                   "blkhash-expect: its line holds zeros", name);
     memset (hex, '0', 2 * p->digest.len);
   }
   switch (result_record (name, blkhash_export_size (e), p, hex, stamp)) {
   case 0:
-    nbdkit_debug ("blkhash: export '%s': checksum recorded %s", name, when);
+    blkhash_debug ("blkhash: export '%s': checksum recorded %s", name, when);
     break;
   case 1:
-    nbdkit_debug ("blkhash: export '%s': a write was in flight while its "
-                  "checksum was computed %s: not recorded", name, when);
+    blkhash_debug ("blkhash: export '%s': a write was in flight while its "
+                   "checksum was computed %s: not recorded", name, when);
     break;
   }
 }
@@ -491,9 +491,9 @@ blkhash_results_session_end (nbdkit_next *next, struct blkhash_export *e)
   /* A huge export's fold alone would take days (blkhash-max-size). */
   if (blkhash_size_over (blkhash_export_size (e), blkhash_default_params,
                          msg, sizeof msg)) {
-    nbdkit_error ("blkhash: export '%s': %s for a checksum: "
-                  BLKHASH_MAX_SIZE_LIFTS "; no line for it in %s", name, msg,
-                  blkhash_file);
+    blkhash_error ("blkhash: export '%s': %s for a checksum: "
+                   BLKHASH_MAX_SIZE_LIFTS "; no line for it in %s", name, msg,
+                   blkhash_file);
     result_drop (name);
     results_write ();
     return;
@@ -511,10 +511,10 @@ blkhash_results_session_end (nbdkit_next *next, struct blkhash_export *e)
   if (r == 0)
     record (e, root, stamp, "at its session's end");
   else {
-    nbdkit_error ("blkhash: export '%s': cannot compute its checksum (%s): "
-                  "no line for it in %s", name,
-                  err == ESHUTDOWN ? "nbdkit is exiting" : strerror (err),
-                  blkhash_file);
+    blkhash_error ("blkhash: export '%s': cannot compute its checksum (%s): "
+                   "no line for it in %s", name,
+                   err == ESHUTDOWN ? "nbdkit is exiting" : strerror (err),
+                   blkhash_file);
     result_drop (name);
   }
   results_write ();
@@ -556,10 +556,10 @@ blkhash_results_session_lost (struct blkhash_export *e)
   if (have_root)
     record (e, root, stamp, "at its session's end");
   else {
-    nbdkit_error ("blkhash: export '%s': its last connection failed while "
-                  "connecting, and the session did not read every block: "
-                  "no line for it in %s (connect again to record one)",
-                  name, blkhash_file);
+    blkhash_error ("blkhash: export '%s': its last connection failed while "
+                   "connecting, and the session did not read every block: "
+                   "no line for it in %s (connect again to record one)",
+                   name, blkhash_file);
     result_drop (name);
   }
   results_write ();
@@ -625,8 +625,8 @@ blkhash_results_flushed (nbdkit_next *next, struct blkhash_export *e,
    */
   if (blk_table_unknown (t) && blkhash_export_first_look (e) &&
       blkhash_mark_holes (next, t, &err) == -1) {
-    nbdkit_debug ("blkhash: export '%s': no checksum at the flush (%s)",
-                  name, strerror (err));
+    blkhash_debug ("blkhash: export '%s': no checksum at the flush (%s)",
+                   name, strerror (err));
     return;
   }
   unknown = blk_table_unknown (t);
@@ -636,14 +636,14 @@ blkhash_results_flushed (nbdkit_next *next, struct blkhash_export *e,
   if (unknown && !blkhash_expect_passed (name) &&
       !blkhash_export_spend (e, MIN (unknown * bs,
                                      blkhash_export_size (e)))) {
-    nbdkit_debug ("blkhash: export '%s': %" PRIu64 " blocks unknown at a "
-                  "flush, more than the client wrote: its line waits",
-                  name, unknown);
+    blkhash_debug ("blkhash: export '%s': %" PRIu64 " blocks unknown at a "
+                   "flush, more than the client wrote: its line waits",
+                   name, unknown);
     return;
   }
   if (blkhash_compute_root (next, t, root, &err) == -1) {
-    nbdkit_debug ("blkhash: export '%s': no checksum at the flush (%s)",
-                  name, strerror (err));
+    blkhash_debug ("blkhash: export '%s': no checksum at the flush (%s)",
+                   name, strerror (err));
     return;
   }
   record (e, root, stamp, "at a flush");
@@ -669,9 +669,9 @@ exit_result (struct blkhash_export *e)
     blkhash_table_put (e, bt);
   }
   if (!done) {
-    nbdkit_error ("blkhash: export '%s' changed and its checksum is not "
-                  "complete at exit: no line for it in %s",
-                  blkhash_export_name (e), blkhash_file);
+    blkhash_error ("blkhash: export '%s' changed and its checksum is not "
+                   "complete at exit: no line for it in %s",
+                   blkhash_export_name (e), blkhash_file);
     result_drop (blkhash_export_name (e));
   }
 }
@@ -693,37 +693,37 @@ blkhash_results_open (const char *path)
 
   /* Refused now, not when the first client leaves. */
   if (path[0] == '\0' || path[strlen (path) - 1] == '/') {
-    nbdkit_error ("blkhash-file=%s: names a directory, not a file", path);
+    blkhash_error ("blkhash-file=%s: names a directory, not a file", path);
     return -1;
   }
   /* A link would be replaced by the file, not followed: refused, so
    * that nobody expects the file at its target.
    */
   if (lstat (path, &st) == 0 && !S_ISREG (st.st_mode)) {
-    nbdkit_error ("blkhash-file=%s: %s", path,
-                  S_ISLNK (st.st_mode) ? "is a symbolic link: give the "
-                  "path of the file itself"
-                  : S_ISDIR (st.st_mode) ? "is a directory, not a file"
-                  : "is not a regular file");
+    blkhash_error ("blkhash-file=%s: %s", path,
+                   S_ISLNK (st.st_mode) ? "is a symbolic link: give the "
+                   "path of the file itself"
+                   : S_ISDIR (st.st_mode) ? "is a directory, not a file"
+                   : "is not a regular file");
     return -1;
   }
   /* Its lines are stale after the first write. */
   atomic_store (&old_lines, lstat (path, &st) == 0 && st.st_size > 0);
   if ((dir = strdup (path)) == NULL) {
-    nbdkit_error ("strdup: %m");
+    blkhash_error ("strdup: %m");
     return -1;
   }
   *strrchr (dir, '/') = '\0';   /* path is absolute */
   if (access (dir[0] ? dir : "/", W_OK) == -1) {
-    nbdkit_error ("blkhash-file=%s: cannot write in directory %s: %m", path,
-                  dir[0] ? dir : "/");
+    blkhash_error ("blkhash-file=%s: cannot write in directory %s: %m", path,
+                   dir[0] ? dir : "/");
     return -1;
   }
 
   /* One server per file: each would replace the other's lines. */
   if (asprintf (&lock_path, "%s.lock", path) == -1) {
     lock_path = NULL;
-    nbdkit_error ("asprintf: %m");
+    blkhash_error ("asprintf: %m");
     return -1;
   }
   /* Read-only: an open file for writing would keep its file system
@@ -736,27 +736,27 @@ blkhash_results_open (const char *path)
                   0666);
   if (lock_fd == -1) {
     if (errno == ELOOP)
-      nbdkit_error ("blkhash-file=%s: %s is a symbolic link: remove it",
-                    path, lock_path);
+      blkhash_error ("blkhash-file=%s: %s is a symbolic link: remove it",
+                     path, lock_path);
     else
-      nbdkit_error ("blkhash-file=%s: cannot create %s: %m", path,
-                    lock_path);
+      blkhash_error ("blkhash-file=%s: cannot create %s: %m", path,
+                     lock_path);
     return -1;
   }
   if (fstat (lock_fd, &st) == -1 || !S_ISREG (st.st_mode)) {
-    nbdkit_error ("blkhash-file=%s: %s is not a regular file: remove it",
-                  path, lock_path);
+    blkhash_error ("blkhash-file=%s: %s is not a regular file: remove it",
+                   path, lock_path);
     close (lock_fd);
     lock_fd = -1;
     return -1;
   }
   if (flock (lock_fd, LOCK_EX | LOCK_NB) == -1) {
     if (errno == EWOULDBLOCK)
-      nbdkit_error ("blkhash-file=%s: another nbdkit is using it (it holds "
-                    "%s): give each server a file of its own", path,
-                    lock_path);
+      blkhash_error ("blkhash-file=%s: another nbdkit is using it (it holds "
+                     "%s): give each server a file of its own", path,
+                     lock_path);
     else
-      nbdkit_error ("blkhash-file=%s: cannot lock %s: %m", path, lock_path);
+      blkhash_error ("blkhash-file=%s: cannot lock %s: %m", path, lock_path);
     close (lock_fd);
     lock_fd = -1;
     return -1;

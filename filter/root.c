@@ -56,8 +56,8 @@ stop_now (uint64_t quiet_until, int *err)
   if (quiet_until)
     atomic_store (&exit_seen, true);
  stop:
-  nbdkit_error ("blkhash: stopped computing digests: nbdkit is exiting or "
-                "the client has gone");
+  blkhash_error ("blkhash: stopped computing digests: nbdkit is exiting or "
+                 "the client has gone");
   *err = ESHUTDOWN;
   return true;
 }
@@ -94,7 +94,7 @@ direct_root (nbdkit_next *next, struct blk_table *t, uint64_t step,
 
   if (out == NULL || blk_root_init (&r, p) == -1) {
     free (out);
-    nbdkit_error ("blkhash: out of memory");
+    blkhash_error ("blkhash: out of memory");
     *err = ENOMEM;
     return -1;
   }
@@ -112,7 +112,7 @@ direct_root (nbdkit_next *next, struct blk_table *t, uint64_t step,
   goto out;
 
  hash_failed:
-  nbdkit_error ("blkhash: %s failed", p->digest.name);
+  blkhash_error ("blkhash: %s failed", p->digest.name);
   *err = EIO;
  out:
   blk_root_free (&r);
@@ -172,7 +172,7 @@ root_job_work (struct root_job *j)
     }
     if (blk_table_fold (j->t, false, BLKHASH_FOLD_BUDGET)
         == BLK_FOLD_FAILED) {
-      nbdkit_error ("blkhash: %s failed", p->digest.name);
+      blkhash_error ("blkhash: %s failed", p->digest.name);
       root_job_fail (j, EIO);
       break;
     }
@@ -254,7 +254,7 @@ compute_root (nbdkit_next *next, struct blk_table *t, uint64_t quiet_until,
   return direct_root (next, t, step, quiet_until, root, err);
 
  fold_failed:
-  nbdkit_error ("blkhash: %s failed", p->digest.name);
+  blkhash_error ("blkhash: %s failed", p->digest.name);
   *err = EIO;
   return -1;
 }
@@ -300,7 +300,7 @@ blkhash_compute_root_detached (nbdkit_next *next, struct blk_table *t,
   r = pthread_create (&thread, NULL, detached_run, &d);
   if (r != 0) {
     errno = r;
-    nbdkit_error ("blkhash: pthread_create: %m");
+    blkhash_error ("blkhash: pthread_create: %m");
     *err = r;
     return -1;
   }

@@ -58,7 +58,7 @@ blkhash_view_new (uint64_t size, const struct blk_params *p, uint32_t flags,
   struct blkhash_view *v = calloc (1, sizeof *v);
 
   if (v == NULL) {
-    nbdkit_error ("calloc: %m");
+    blkhash_error ("calloc: %m");
     return NULL;
   }
   blk_header_init (&v->h, size, p->block_size, p->digest.name,
@@ -95,7 +95,7 @@ view_digests (nbdkit_next *next, struct blkhash_view *v, struct blk_table *t,
   CLEANUP_FREE uint8_t *buf = NULL;
 
   if (dst && (buf = malloc (MIN (count, step) * L)) == NULL) {
-    nbdkit_error ("blkhash: out of memory");
+    blkhash_error ("blkhash: out of memory");
     *err = ENOMEM;
     return -1;
   }
@@ -120,7 +120,7 @@ view_digests (nbdkit_next *next, struct blkhash_view *v, struct blk_table *t,
    */
   if (blk_table_fold_behind (t, first + count, BLKHASH_FOLD_BUDGET)
       == BLK_FOLD_FAILED) {
-    nbdkit_error ("blkhash: %s failed", v->h.digest_name);
+    blkhash_error ("blkhash: %s failed", v->h.digest_name);
     *err = EIO;
     return -1;
   }

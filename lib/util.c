@@ -1,12 +1,14 @@
 /* Copyright (C) 2026 The nbdkit-blkhash developers
  * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
  */
-/* nbdkit-blkhash: sizes and hex. */
+/* nbdkit-blkhash: sizes, hex, UTF-8 and control characters. */
 #include <config.h>
 
 #include <ctype.h>
 #include <inttypes.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "util.h"
@@ -189,4 +191,28 @@ blk_utf8_char (const unsigned char *p, size_t n)
   if (c < min || c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff))
     return 0;
   return len;
+}
+
+char *
+blk_escape_controls (const char *s, bool lines)
+{
+  const size_t len = strlen (s);
+  /* At most 4 bytes out for each in: \xHH. */
+  char *out = len < SIZE_MAX / 4 ? malloc (4 * len + 1) : NULL, *q = out;
+
+  if (out == NULL)
+    return NULL;
+  for (const unsigned char *p = (const unsigned char *) s; *p; p++) {
+    if (p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f) {
+      q += sprintf (q, "\\x%02x\\x%02x", p[0], p[1]);
+      p++;
+    }
+    else if ((*p < 0x20 && *p != '\t' && !(lines && *p == '\n')) ||
+             *p == 0x7f)
+      q += sprintf (q, "\\x%02x", *p);
+    else
+      *q++ = *p;
+  }
+  *q = '\0';
+  return out;
 }

@@ -1,10 +1,11 @@
 /* Copyright (C) 2026 The nbdkit-blkhash developers
  * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
  */
-/* nbdkit-blkhash: sizes, hex and UTF-8. */
+/* nbdkit-blkhash: sizes, hex, UTF-8 and control characters. */
 #ifndef BLKHASH_UTIL_H
 #define BLKHASH_UTIL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -96,6 +97,14 @@ blk_hex_value (int c)
  * U+10FFFF.
  */
 extern size_t blk_utf8_char (const unsigned char *p, size_t n);
+
+/* s with the bytes a terminal acts on written as \xHH: C0 controls
+ * but tab (and newline if lines), DEL, and UTF-8's C1 controls
+ * (U+0080 to U+009F; U+009B is a CSI).  Messages name exports,
+ * images and files, and clients, images and checksum files choose
+ * those.  malloc'd; NULL if out of memory.
+ */
+extern char *blk_escape_controls (const char *s, bool lines);
 
 /* The bytes little-endian numbers of the formats are written in. */
 static inline void

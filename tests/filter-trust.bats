@@ -828,3 +828,30 @@ filterdir () {
   [ "$status" -eq 0 ]
   [ "$(sum_hex "${lines[-1]}")" = "$(reference sha256 65536 "$small")" ]
 }
+
+# Review (issue 37): a client chooses its export name, and the
+# filter's messages name it: escape sequences in it reached the
+# operator's terminal, and a newline forged a log line of nbdkit's.
+# The filter writes the bytes a terminal acts on as \xHH.
+@test "filter-trust: a client's export name with escape sequences and newlines is logged escaped" {
+  start_server t memory 1M
+  "$NBD_PYTHON" -c '
+import nbd, sys
+for n in ["x\x1b]0;pwned\x07\x1b[31m\nnbdkit: forged\u009b@blkhash,range=0+99999999999",
+          "y\x1b[2J\x7f@blkhash:nosuch"]:
+    h = nbd.NBD()
+    h.set_export_name(n)
+    try:
+        h.connect_unix(sys.argv[1])
+        sys.exit("connected to %r" % n)
+    except nbd.Error:
+        pass
+' "$sock"
+  stop_server
+  od -c "$err" | head -30
+  grep -qF "export 'x\\x1b]0;pwned\\x07\\x1b[31m\\x0anbdkit: forged\\xc2\\x9b': range=0+99999999999 ends past its end" "$err"
+  grep -qF "export 'y\\x1b[2J\\x7f@blkhash:nosuch': digest 'nosuch'" "$err"
+  ! grep -q "^nbdkit: forged" "$err" || false
+  ! LC_ALL=C grep -q $'[\x01-\x09\x0b-\x1f\x7f]' "$err" || false
+  ! LC_ALL=C grep -q $'\xc2[\x80-\x9f]' "$err" || false
+}

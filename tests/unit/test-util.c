@@ -5,6 +5,8 @@
 #include <config.h>
 
 #include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "util.h"
@@ -127,5 +129,34 @@ main (void)
       blk_work_size (UINT64_MAX, 4096, 64) == UINT64_MAX &&
       blk_work_size (12345, 0, 32) == 12345,
       "blk_work_size: in proportion, saturating, plain is the size");
+  {
+    /* Every byte but NUL, alone and after a C1's lead byte. */
+    bool all = true;
+    char in[3] = { 0 }, want[16];
+    for (int c = 1; c < 256; c++) {
+      char *e;
+      in[0] = c;
+      if ((c < 0x20 && c != '\t') || c == 0x7f)
+        snprintf (want, sizeof want, "\\x%02x", c);
+      else
+        snprintf (want, sizeof want, "%c", c);
+      e = blk_escape_controls (in, false);
+      all &= e && strcmp (e, want) == 0;
+      free (e);
+      in[0] = (char) 0xc2, in[1] = c;
+      e = blk_escape_controls (in, true);
+      if (c >= 0x80 && c <= 0x9f)
+        snprintf (want, sizeof want, "\\xc2\\x%02x", c);
+      else if ((c < 0x20 && c != '\t' && c != '\n') || c == 0x7f)
+        snprintf (want, sizeof want, "\xc2\\x%02x", c);
+      else
+        snprintf (want, sizeof want, "\xc2%c", c);
+      all &= e && strcmp (e, want) == 0;
+      free (e);
+      in[1] = 0;
+    }
+    ok (all, "blk_escape_controls: C0 but tab (newline with lines), DEL "
+        "and UTF-8's C1 as \\xHH, every other byte as it is");
+  }
   return done_testing ();
 }
