@@ -76,7 +76,7 @@ m.json: OK" ]
   head -n 2 m.txt > short.txt
   sed "s/\"checksum\": \"$root\"/\"checksum\": \"11${root:2}\"/" m.json \
     > root.json
-  ! cmp -s m.json root.json
+  ! cmp -s m.json root.json || false
   for f in digest.txt root.txt size.txt short.txt root.json; do
     run "$NBDSUM" --check-manifest "$f"
     echo "$f: $output"
