@@ -169,6 +169,17 @@ bats_example () {
   [ -z "$bad" ]
 }
 
+# A '! cmd' line asserts only as a test's last: bash's errexit ignores
+# a negated command (20 lines of the suites asserted nothing so).
+@test "docs: no test negates a command where its failure would be ignored" {
+  run grep -nE "^[[:space:]]*! " "$top_srcdir"/tests/*.bats
+  # Ending in '|| false' asserts; '&&', '||', a backslash or a quote
+  # continue a list or a quoted script, which asserts as a whole.
+  run grep -vE "(\|\| false|&&|\\\\|'|\|\|)[[:space:]]*\$" <<< "$output"
+  echo "$output"
+  [ -z "$output" ]
+}
+
 @test "docs: every source file and man page carries the licence" {
   local missing=() f
   [ -f "$top_srcdir/LICENSE" ]
