@@ -220,6 +220,40 @@ uri_export_name (const char *uri)
   return uri_decode (uri, start, end);
 }
 
+char *
+uri_take_userinfo (const char *uri, char **user, char **password)
+{
+  const char *auth = strstr (uri, "://");
+  const char *at = NULL, *colon;
+  char *out;
+
+  *user = *password = NULL;
+  if (auth) {
+    auth += 3;
+    /* The authority ends at the path, query or fragment; in it, the
+     * userinfo at its last '@'.
+     */
+    for (const char *p = auth; *p && !strchr ("/?#", *p); p++)
+      if (*p == '@')
+        at = p;
+  }
+  if (at == NULL)
+    return strdup (uri);
+  if ((out = malloc (strlen (uri) + 1)) == NULL)
+    return NULL;
+  stpcpy (stpncpy (out, uri, auth - uri), at + 1);
+  colon = memchr (auth, ':', at - auth);
+  if ((*user = uri_decode (auth, 0, (colon ? colon : at) - auth)) == NULL ||
+      (colon && (*password = uri_decode (colon + 1, 0, at - colon - 1))
+       == NULL)) {
+    free (*user);
+    *user = NULL;
+    free (out);
+    return NULL;
+  }
+  return out;
+}
+
 /* libnbd reads a query as parse_uri_queries does: a parameter ends at
  * the first '&' after it, else at the first ';', else at the end.
  */

@@ -33,6 +33,12 @@ extern char *uri_encode (char *dst, const char *src);
  */
 extern char *uri_take_tls_files (const char *uri, char **psk_file,
                                  char **certificates);
+/* uri without its userinfo (RFC 3986: "USER:PASSWORD@" before the
+ * host), whose parts are percent-decoded in *user and *password (NULL:
+ * none; malloc'd).  NULL if out of memory.
+ */
+extern char *uri_take_userinfo (const char *uri, char **user,
+                                char **password);
 /* uri with its export name replaced, percent-encoded.  NULL if out of
  * memory.
  */

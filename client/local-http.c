@@ -8,17 +8,22 @@
  * A URL is its bytes: no format is probed from it (a qcow2 from the
  * network could name backing files: nbdsum(1), SECURITY), and one
  * given other than raw is refused.  The URL is one argv element
- * (url=...), never through a shell; curl may use http and https
- * only, and follows no redirect: a redirect could lead the headers of
- * --http-header to another host, or to another scheme.
+ * (url=...), never through a shell, without its USER:PASSWORD@ (user=,
+ * and the password on a pipe: local users read nbdkit's arguments);
+ * curl may use http and https only, and follows no redirect: a
+ * redirect could lead the headers of --http-header to another host,
+ * or to another scheme.
  */
 #include <config.h>
 
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "helpers.h"
 #include "local-command.h"
 #include "local.h"
 #include "messages.h"
@@ -29,7 +34,10 @@
 /* The fixed part of nbdkit's command line, and the parameters of the
  * options.
  */
-#define FIXED_ARGS 13
+#define FIXED_ARGS 15
+
+/* A URL's password, the most a pipe holds before anyone reads it. */
+#define PASSWORD_MAX 4096
 
 /* A URL nbdsum hands to curl: the scheme names.c took it for, and no
  * byte curl might read otherwise (spaces, control characters: a URL
@@ -50,6 +58,40 @@ url_refused (const char *url)
   return NULL;
 }
 
+/* The password on a pipe nbdkit inherits (password=-FD): not in its
+ * arguments, which every local user can read.  The descriptor, 10 or
+ * above (local.c puts the listening socket at 3), or -1 (error
+ * printed).  The caller closes it once nbdkit has started.
+ */
+static int
+password_fd (const char *name, const char *password)
+{
+  const size_t len = strlen (password);
+  int p[2], fd;
+
+  if (len > PASSWORD_MAX || strchr (password, '\n')) {
+    error_at (name, "the URL's password is over %d bytes or holds a "
+              "newline: nbdkit cannot take it", PASSWORD_MAX);
+    return -1;
+  }
+  if (pipe2 (p, O_CLOEXEC) == -1) {
+    error_at (name, "pipe2: %m");
+    return -1;
+  }
+  if (write (p[1], password, len) != (ssize_t) len) {
+    error_at (name, "writing the URL's password to a pipe: %m");
+    close (p[0]);
+    close (p[1]);
+    return -1;
+  }
+  close (p[1]);
+  fd = fcntl (p[0], F_DUPFD, 10);
+  if (fd == -1)
+    error_at (name, "fcntl: %m");
+  close (p[0]);
+  return fd;
+}
+
 struct local_server *
 local_server_start_http (const char *name, const char *format)
 {
@@ -57,8 +99,10 @@ local_server_start_http (const char *name, const char *format)
   char **argv = calloc (n + 1, sizeof *argv);
   char **owned = calloc (n + 1, sizeof *owned);
   struct local_server *s = NULL;
+  char *bare = NULL, *user = NULL, *password = NULL;
   const char *why;
   size_t i = 0, k = 0;
+  int pw_fd = -1;
 
   if (argv == NULL || owned == NULL) {
     error_at (name, "out of memory");
@@ -87,8 +131,17 @@ local_server_start_http (const char *name, const char *format)
   if (ADDF ("--filter=%s", local_filter ()) == -1)
     goto oom;
   ADD ("curl");
-  if (ADDF ("url=%s", name) == -1)
+  /* Its credentials apart: the password on a pipe. */
+  if ((bare = uri_take_userinfo (name, &user, &password)) == NULL ||
+      ADDF ("url=%s", bare) == -1 ||
+      (user && ADDF ("user=%s", user) == -1))
     goto oom;
+  if (password) {
+    if ((pw_fd = password_fd (name, password)) == -1)
+      goto out;
+    if (ADDF ("password=-%d", pw_fd) == -1)
+      goto oom;
+  }
   ADD ("protocols=http,https");
   ADD ("followlocation=false");
   if (opts->http_insecure)
@@ -113,10 +166,15 @@ local_server_start_http (const char *name, const char *format)
  oom:
   error_at (name, "out of memory");
  out:
+  if (pw_fd >= 0)
+    close (pw_fd);
   for (size_t j = 0; owned && j < k; j++)
     free (owned[j]);
   free (owned);
   free (argv);
+  free (bare);
+  free (user);
+  free (password);
   return s;
 }
 
