@@ -31,13 +31,16 @@
 #include "options.h"
 #include "paths.h"
 
-/* The fixed part of nbdkit's command line, and the parameters of the
- * options.
+/* nbdkit's command line at most: its fixed part and the options'
+ * parameters.
  */
-#define FIXED_ARGS 15
+#define FIXED_ARGS 16
 
-/* A URL's password, the most a pipe holds before anyone reads it. */
+/* A URL's password, and --http-header's lines together: at most what
+ * a pipe holds before anyone reads it.
+ */
 #define PASSWORD_MAX 4096
+#define HEADERS_MAX 32768
 
 /* A URL nbdsum hands to curl: the scheme names.c took it for, and no
  * byte curl might read otherwise (spaces, control characters: a URL
@@ -58,28 +61,24 @@ url_refused (const char *url)
   return NULL;
 }
 
-/* The password on a pipe nbdkit inherits (password=-FD): not in its
- * arguments, which every local user can read.  The descriptor, 10 or
- * above (local.c puts the listening socket at 3), or -1 (error
- * printed).  The caller closes it once nbdkit has started.
+/* secret on a pipe nbdkit inherits (password=-FD, header-script=cat
+ * /dev/fd/FD): not in its arguments, which every local user can read.
+ * The descriptor, 10 or above (local.c puts the listening socket at
+ * 3), or -1 (error printed).  The caller closes it once nbdkit has
+ * started.
  */
 static int
-password_fd (const char *name, const char *password)
+secret_fd (const char *name, const char *secret)
 {
-  const size_t len = strlen (password);
+  const size_t len = strlen (secret);
   int p[2], fd;
 
-  if (len > PASSWORD_MAX || strchr (password, '\n')) {
-    error_at (name, "the URL's password is over %d bytes or holds a "
-              "newline: nbdkit cannot take it", PASSWORD_MAX);
-    return -1;
-  }
   if (pipe2 (p, O_CLOEXEC) == -1) {
     error_at (name, "pipe2: %m");
     return -1;
   }
-  if (write (p[1], password, len) != (ssize_t) len) {
-    error_at (name, "writing the URL's password to a pipe: %m");
+  if (write (p[1], secret, len) != (ssize_t) len) {
+    error_at (name, "writing to a pipe: %m");
     close (p[0]);
     close (p[1]);
     return -1;
@@ -92,17 +91,34 @@ password_fd (const char *name, const char *password)
   return fd;
 }
 
+/* --http-header's, a line each.  NULL if out of memory. */
+static char *
+http_header_lines (void)
+{
+  size_t len = 1;
+  char *lines, *p;
+
+  for (unsigned j = 0; j < opts->nhttp_headers; j++)
+    len += strlen (opts->http_headers[j]) + 1;
+  if ((p = lines = malloc (len)) == NULL)
+    return NULL;
+  for (unsigned j = 0; j < opts->nhttp_headers; j++)
+    p = stpcpy (stpcpy (p, opts->http_headers[j]), "\n");
+  *p = '\0';
+  return lines;
+}
+
 struct local_server *
 local_server_start_http (const char *name, const char *format)
 {
-  const size_t n = FIXED_ARGS + opts->nhttp_headers;
+  const size_t n = FIXED_ARGS;
   char **argv = calloc (n + 1, sizeof *argv);
   char **owned = calloc (n + 1, sizeof *owned);
   struct local_server *s = NULL;
-  char *bare = NULL, *user = NULL, *password = NULL;
+  char *bare = NULL, *user = NULL, *password = NULL, *headers = NULL;
   const char *why;
   size_t i = 0, k = 0;
-  int pw_fd = -1;
+  int pw_fd = -1, hdr_fd = -1;
 
   if (argv == NULL || owned == NULL) {
     error_at (name, "out of memory");
@@ -137,7 +153,12 @@ local_server_start_http (const char *name, const char *format)
       (user && ADDF ("user=%s", user) == -1))
     goto oom;
   if (password) {
-    if ((pw_fd = password_fd (name, password)) == -1)
+    if (strlen (password) > PASSWORD_MAX || strchr (password, '\n')) {
+      error_at (name, "the URL's password is over %d bytes or holds a "
+                "newline: nbdkit cannot take it", PASSWORD_MAX);
+      goto out;
+    }
+    if ((pw_fd = secret_fd (name, password)) == -1)
       goto out;
     if (ADDF ("password=-%d", pw_fd) == -1)
       goto oom;
@@ -150,9 +171,21 @@ local_server_start_http (const char *name, const char *format)
   if (opts->http_timeout &&
       ADDF ("timeout=%u", opts->http_timeout) == -1)
     goto oom;
-  for (unsigned j = 0; j < opts->nhttp_headers; j++)
-    if (ADDF ("header=%s", opts->http_headers[j]) == -1)
+  /* The headers' values may be secrets too: a script reads them from
+   * a pipe, once (curl keeps them for every request).
+   */
+  if (opts->nhttp_headers) {
+    if ((headers = http_header_lines ()) == NULL)
       goto oom;
+    if (strlen (headers) > HEADERS_MAX) {
+      error_at (name, "--http-header: over %d bytes in all", HEADERS_MAX);
+      goto out;
+    }
+    if ((hdr_fd = secret_fd (name, headers)) == -1)
+      goto out;
+    if (ADDF ("header-script=exec cat /dev/fd/%d", hdr_fd) == -1)
+      goto oom;
+  }
   /* nbdsum's limit is the view's too (the defaults agree). */
   if (opts->max_size_given &&
       ADDF ("blkhash-max-size=%" PRIu64, opts->max_size) == -1)
@@ -168,6 +201,9 @@ local_server_start_http (const char *name, const char *format)
  out:
   if (pw_fd >= 0)
     close (pw_fd);
+  if (hdr_fd >= 0)
+    close (hdr_fd);
+  free (headers);
   for (size_t j = 0; owned && j < k; j++)
     free (owned[j]);
   free (owned);

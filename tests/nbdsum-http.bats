@@ -364,13 +364,15 @@ $(reference sha256 65536 www/odd.img)  $url/odd.img" ]
 }
 
 # Review (issue 37): a URL's USER:PASSWORD@ went to the private nbdkit
-# inside url=, where every local user reads it (/proc/PID/cmdline;
-# ps).  curl gets it from user= and password=-FD, a pipe.
-@test "nbdsum-http: a URL's USER:PASSWORD@ reaches the server, not nbdkit's arguments" {
+# inside url=, and --http-header's values as header=, where every
+# local user reads them (/proc/PID/cmdline; ps).  curl gets them from
+# user=, password=-FD and a header script reading a pipe.
+@test "nbdsum-http: a URL's USER:PASSWORD@ and --http-header reach the server, not nbdkit's arguments" {
   local auth pid nbdkit_pid args
   auth=$(printf 'al@ice:p:s s' | base64)
   start_http www --need-header "/full.img=Authorization: Basic $auth" \
     --need-header "/sparse.img=Authorization: Basic $auth" \
+    --need-header "/odd.img=X-Token: s3cr3t-value" \
     --stall /sparse.img=4096
   run "$NBDSUM" "http://al%40ice:p%3As%20s@127.0.0.1:$port/full.img"
   echo "$output"
@@ -378,8 +380,12 @@ $(reference sha256 65536 www/odd.img)  $url/odd.img" ]
   [ "${output%% *}" = "$(reference sha256 65536 www/full.img)" ]
   fails_naming "$port/full.img" "HTTP 401" \
     "http://al%40ice:wrong@127.0.0.1:$port/full.img"
+  run "$NBDSUM" -C 4 --http-header='X-Token: s3cr3t-value' "$url/odd.img"
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "${output%% *}" = "$(reference sha256 65536 www/odd.img)" ]
   # A read stalled for a minute holds the private nbdkit: its arguments.
-  "$NBDSUM" --http-timeout=60 \
+  "$NBDSUM" --http-timeout=60 --http-header='X-Token: s3cr3t-value' \
     "http://al%40ice:p%3As%20s@127.0.0.1:$port/sparse.img" 3>&- &
   pid=$!
   wait_until 30 pgrep -f "curl .*127.0.0.1:$port/sparse.img" > /dev/null
@@ -389,5 +395,6 @@ $(reference sha256 65536 www/odd.img)  $url/odd.img" ]
   wait "$pid" || true
   echo "nbdkit's arguments: $args"
   [[ "$args" = *" url=http://127.0.0.1:$port/sparse.img user=al@ice password=-"[0-9]* ]]
-  [[ "$args" != *p%3As* && "$args" != *"p:s s"* ]]
+  [[ "$args" = *" header-script="* ]]
+  [[ "$args" != *p%3As* && "$args" != *"p:s s"* && "$args" != *s3cr3t* ]]
 }
