@@ -19,48 +19,43 @@
 
 #include "filter.h"
 
-/* The message, escaped; NULL if out of memory. */
-static char *
-blkhash_log_format (const char *fmt, va_list ap)
+/* The message, escaped, to nbdkit's log function. */
+static void
+blkhash_log (void (*log) (const char *fmt, ...), const char *fmt,
+             va_list ap)
 {
-  char *msg, *safe;
+  char *msg, *safe = NULL;
 
   /* %m is errno's words: vasprintf reads errno before anything here
    * can change it.
    */
-  if (vasprintf (&msg, fmt, ap) == -1)
-    return NULL;
-  safe = blk_escape_controls (msg, false);
-  free (msg);
-  return safe;
+  if (vasprintf (&msg, fmt, ap) != -1) {
+    safe = blk_escape_controls (msg, false);
+    free (msg);
+  }
+  if (safe == NULL)
+    log ("blkhash: out of memory for a message");
+  else
+    log ("%s", safe);
+  free (safe);
 }
 
 void
 blkhash_error (const char *fmt, ...)
 {
   va_list ap;
-  char *msg;
 
   va_start (ap, fmt);
-  msg = blkhash_log_format (fmt, ap);
+  blkhash_log (nbdkit_error, fmt, ap);
   va_end (ap);
-  if (msg == NULL)
-    nbdkit_error ("blkhash: out of memory for a message");
-  else
-    nbdkit_error ("%s", msg);
-  free (msg);
 }
 
 void
 blkhash_debug (const char *fmt, ...)
 {
   va_list ap;
-  char *msg;
 
   va_start (ap, fmt);
-  msg = blkhash_log_format (fmt, ap);
+  blkhash_log (nbdkit_debug, fmt, ap);
   va_end (ap);
-  if (msg)
-    nbdkit_debug ("%s", msg);
-  free (msg);
 }
