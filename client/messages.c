@@ -4,7 +4,6 @@
 /* nbdsum: messages on standard error. */
 #include <config.h>
 
-#include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -114,7 +113,6 @@ void
 notice_at (const char *name, const char *fmt, ...)
 {
   va_list ap;
-
   char *msg;
 
   if (quiet)
