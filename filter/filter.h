@@ -38,7 +38,31 @@ struct blkhash_stats {
 };
 extern struct blkhash_stats blkhash_stats;
 
-/* Parameters, parsed by blkhash.c. */
+/* config.c: the filter's lifetime callbacks, and the parameters they
+ * parse.
+ */
+extern void blkhash_load (void);
+extern void blkhash_unload (void);
+extern int blkhash_config (nbdkit_next_config *next, nbdkit_backend *nxdata,
+                           const char *key, const char *value);
+extern int blkhash_config_complete (nbdkit_next_config_complete *next,
+                                    nbdkit_backend *nxdata);
+extern const char blkhash_config_help[];
+extern void blkhash_cleanup (nbdkit_backend *backend);
+#ifdef HAVE_STRUCT_NBDKIT_FILTER_DUMP_PLUGIN
+extern void blkhash_dump_plugin (void);
+#endif
+extern int blkhash_get_ready (int thread_model);
+/* With -D blkhash.stats=1, the work counters, naming the export whose
+ * last client left.
+ */
+struct blkhash_export;
+extern void blkhash_log_stats (struct blkhash_export *e);
+/* blkhash-views-only=true: the data exports are refused, their views
+ * served, so a host can let others check images it does not let them
+ * read.
+ */
+extern bool blkhash_views_only;
 extern const struct blk_params *blkhash_default_params;
 extern const char *blkhash_file;
 extern const char *blkhash_file_name;   /* the default export's name there */
