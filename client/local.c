@@ -409,11 +409,15 @@ local_server_cause (struct local_server *s)
       continue;
     text += strlen ("error: ");
     n++;
-    /* Below the filter, or the filter's with an errno's words; not
-     * the filter's bare "reading ... failed".
+    /* Below the filter first; but libnbd's "invalid state" follows
+     * another error (its connection is gone), which it may be logged
+     * before; then the filter's with an errno's words, never its bare
+     * "reading ... failed".
      */
-    this = strncmp (text, "blkhash: ", 9) != 0 ? 2
-      : strstr (text, "failed: ") != NULL;
+    if (strncmp (text, "blkhash: ", 9) != 0)
+      this = strstr (text, ": invalid state: ") ? 2 : 3;
+    else
+      this = strstr (text, "failed: ") != NULL;
     if (this > rank)
       rank = this, cause = text;
   }

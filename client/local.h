@@ -79,9 +79,11 @@ extern const char *local_server_uri (const struct local_server *s);
  */
 extern char *local_server_message (struct local_server *s);
 /* Why a read from our own server failed, from its log: the first
- * error below the filter, else the filter's first that gives an
- * errno's words, and how many errors there were besides; NULL if none
- * (or s is NULL, or not ours: the errno the client got says it).  What it says after is of
+ * error below the filter (one that says it follows another last),
+ * else the filter's first that gives an errno's words, and how many
+ * errors there were besides; NULL if none (or s is NULL, or not ours:
+ * the errno the client got says it).  Which one it finds depends on
+ * the order the server's threads logged them.  What it says after is of
  * the same failure, seen by the other requests in flight: not printed
  * when it ends.  The caller frees it.
  */
