@@ -391,43 +391,6 @@ local_server_message (struct local_server *s)
   return out;
 }
 
-char *
-local_server_cause (struct local_server *s)
-{
-  char *log = s ? take_log (s) : NULL, *line, *save, *cause = NULL, *out;
-  unsigned n = 0;
-  int r, rank = 0;
-
-  if (log == NULL)
-    return NULL;
-  s->cause_told = true;
-  for (line = strtok_r (log, "\n", &save); line;
-       line = strtok_r (NULL, "\n", &save)) {
-    char *text = strstr (line, "error: ");
-    int this;
-    if (text == NULL)
-      continue;
-    text += strlen ("error: ");
-    n++;
-    /* Below the filter, or the filter's with an errno's words; not
-     * the filter's bare "reading ... failed".
-     */
-    this = strncmp (text, "blkhash: ", 9) != 0 ? 2
-      : strstr (text, "failed: ") != NULL;
-    if (this > rank)
-      rank = this, cause = text;
-  }
-  if (cause == NULL)
-    r = -1, out = NULL;
-  else if (n == 1)
-    r = asprintf (&out, "%s (nbdsum's private nbdkit)", cause);
-  else
-    r = asprintf (&out, "%s (nbdsum's private nbdkit, and %u more "
-                  "error%s)", cause, n - 1, n == 2 ? "" : "s");
-  free (log);
-  return r == -1 ? NULL : out;
-}
-
 void
 local_server_kill (struct local_server *s)
 {
@@ -510,6 +473,67 @@ local_server_stop (struct local_server *s)
   free (s->uri);
   free (s->dir);
   free (s);
+}
+
+char *
+local_server_cause (struct local_server *s)
+{
+  char *log, *line, *save, *cause = NULL, *out;
+  unsigned n = 0;
+  int r, rank = 0;
+
+  if (s == NULL)
+    return NULL;
+  /* Its log is whole once it has exited: the nbd plugin's reader
+   * thread says why its connection broke after failing the requests
+   * in flight, whose replies can reach us first.  A failure ends the
+   * input: nothing more is asked of this server.
+   */
+  if (s->log_fd >= 0 && s->pid > 0) {
+    kill (s->pid, SIGTERM);
+    if (!reap (s, STOP_SECONDS)) {
+      local_server_kill (s);
+      while (reap_server (s, 0) == -1 && errno == EINTR)
+        ;
+    }
+    s->pid = -1;
+  }
+  if ((log = take_log (s)) == NULL)
+    return NULL;
+  s->cause_told = true;
+  for (line = strtok_r (log, "\n", &save); line;
+       line = strtok_r (NULL, "\n", &save)) {
+    char *text = strstr (line, "error: ");
+    int this;
+    if (text == NULL)
+      continue;
+    text += strlen ("error: ");
+    n++;
+    /* Below the filter, then the filter's with an errno's words;
+     * last a failure's consequences, not its cause: libnbd's refusal
+     * of a call on a connection already broken (nbd_aio_pread:
+     * invalid state: CLOSED: ...: Invalid argument, ... is invalid in
+     * state DEAD: ...) and the filter's read it failed (EINVAL).
+     * Never the filter's bare "reading ... failed".
+     */
+    if (strncmp (text, "blkhash: ", 9) == 0)
+      this = strstr (text, "failed: ") == NULL ? 0
+        : strstr (text, "failed: Invalid argument") == NULL ? 3 : 2;
+    else
+      this = strstr (text, "invalid state: ") != NULL ||
+        strstr (text, " is invalid in state ") != NULL ? 1 : 4;
+    if (this > rank)
+      rank = this, cause = text;
+  }
+  if (cause == NULL)
+    r = -1, out = NULL;
+  else if (n == 1)
+    r = asprintf (&out, "%s (nbdsum's private nbdkit)", cause);
+  else
+    r = asprintf (&out, "%s (nbdsum's private nbdkit, and %u more "
+                  "error%s)", cause, n - 1, n == 2 ? "" : "s");
+  free (log);
+  return r == -1 ? NULL : out;
 }
 
 int

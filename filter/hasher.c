@@ -248,6 +248,15 @@ hash_run (nbdkit_next *next, struct blk_table *t, struct worker *w,
     t0 = blkhash_now_ns ();
     r = next->pread (next, w->buf, len, off, 0, err);
     blkhash_readahead_note (blkhash_now_ns () - t0);
+    /* In the errno's words: nbdkit sends EINVAL for one NBD has no
+     * code for (a server gone below: ENOTCONN), and a plugin may say
+     * nothing of it.
+     */
+    if (r == -1) {
+      errno = *err;
+      blkhash_error ("blkhash: reading %" PRIu64 " bytes at %" PRIu64
+                     " failed: %m", len, off);
+    }
     if (r == 0)
       r = hash_piece (t, &bh, w->ctx, first, w->buf, off, len, zero, out,
                       err);

@@ -526,6 +526,32 @@ print(u.quote(sys.argv[1], safe=""))' "$name")
   done
 }
 
+# Review (issue 37): a server that hung up cleanly mid-image (no
+# reset) left no line in the private nbdkit's log: its nbd plugin says
+# nothing of EOF, the filter nothing of its hashing read's ENOTCONN,
+# and nbdsum printed nbdkit's "Invalid argument"; and the plugin's
+# line for a reset could reach the log after the failed reply.  The
+# filter names its failed read, and nbdsum reads the log once that
+# nbdkit has exited.
+@test "nbdsum-inputs: a server hanging up mid-image: the cause, not Invalid argument" {
+  local lines_err
+  mkdir hang tmp
+  "$MKIMAGE" '8M;d:0+8M:a' hang/img
+  start_echo hang "$PWD/hang" --hangup-at=4194304
+  for opts in "-C1 -R1" "-C1 -R1 --client-side" "" --plain --bmap; do
+    run --separate-stderr env TMPDIR="$PWD/tmp" timeout 60 \
+      "$NBDSUM" -q $opts "nbd+unix:///img?socket=$sock"
+    echo "nbdsum $opts: $status; stdout: $output; stderr: $stderr"
+    [ "$status" -eq 1 ]
+    [ -z "$output" ]
+    lines_err=$(grep -c . <<< "$stderr")
+    [ "$lines_err" -eq 1 ]
+    [[ "$stderr" = *"failed: Transport endpoint is not connected (nbdsum's private nbdkit"* ]]
+    [[ "$stderr" != *"Invalid argument"* ]]
+    [ -z "$(ls -A tmp)" ]
+  done
+}
+
 @test "nbdsum-inputs: TLS with a pre-shared key" {
   echo "alice:$(openssl rand -hex 32)" > keys.psk
   chmod 600 keys.psk
