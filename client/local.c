@@ -107,10 +107,10 @@ open_log (const char *dir)
 }
 
 /* What s wrote on its standard error so far, NUL-terminated (NULL if
- * nothing, or out of memory); the log is emptied.
+ * nothing, or out of memory).
  */
 static char *
-take_log (struct local_server *s)
+read_log (struct local_server *s)
 {
   struct stat st;
   char *buf;
@@ -125,7 +125,16 @@ take_log (struct local_server *s)
     return NULL;
   }
   buf[n] = '\0';
-  if (ftruncate (s->log_fd, 0) == -1) {
+  return buf;
+}
+
+/* The same, and the log is emptied. */
+static char *
+take_log (struct local_server *s)
+{
+  char *buf = read_log (s);
+
+  if (buf && ftruncate (s->log_fd, 0) == -1) {
     /* Printed again at the end: better than lost. */
   }
   return buf;
@@ -498,13 +507,21 @@ local_server_cause (struct local_server *s)
     }
     s->pid = -1;
   }
-  if ((log = take_log (s)) == NULL)
+  if ((log = read_log (s)) == NULL)
     return NULL;
-  s->cause_told = true;
   for (line = strtok_r (log, "\n", &save); line;
        line = strtok_r (NULL, "\n", &save)) {
     char *text = strstr (line, "error: ");
     int this;
+    /* qemu-nbd's lines (behind the nbd plugin) say why in its words
+     * (qcow2: Image is corrupt: ...), with no "error: " of nbdkit's.
+     */
+    if (strncmp (line, "nbdkit: ", 8) != 0) {
+      n++;
+      if (rank < 4)
+        rank = 4, cause = line;
+      continue;
+    }
     if (text == NULL)
       continue;
     text += strlen ("error: ");
@@ -525,9 +542,13 @@ local_server_cause (struct local_server *s)
     if (this > rank)
       rank = this, cause = text;
   }
-  if (cause == NULL)
-    r = -1, out = NULL;
-  else if (n == 1)
+  if (cause == NULL) {
+    /* Nothing of a cause: what it said is local_server_stop's. */
+    free (log);
+    return NULL;
+  }
+  s->cause_told = true;
+  if (n == 1)
     r = asprintf (&out, "%s (nbdsum's private nbdkit)", cause);
   else
     r = asprintf (&out, "%s (nbdsum's private nbdkit, and %u more "

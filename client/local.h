@@ -80,11 +80,12 @@ extern const char *local_server_uri (const struct local_server *s);
 extern char *local_server_message (struct local_server *s);
 /* Why a read from our own server failed, from its log once it has
  * exited (stopped here: a failure ends the input): the first error
- * below the filter, else the filter's first that gives an errno's
- * words, consequences of a broken connection last, and how many
- * errors there were besides; NULL if none (or s is NULL, or not ours:
- * the errno the client got says it).  The rest of its log is of the
- * same failure: not printed when it ends.  The caller frees it.
+ * below the filter (qemu-nbd's lines are), else the filter's first
+ * that gives an errno's words, consequences of a broken connection
+ * last, and how many errors there were besides; NULL if none (or s is
+ * NULL, or not ours: the errno the client got says it).  The rest of
+ * its log is of the same failure: not printed when it ends.  The
+ * caller frees it.
  */
 extern char *local_server_cause (struct local_server *s);
 

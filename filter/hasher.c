@@ -126,8 +126,12 @@ find_holes (nbdkit_next *next, struct blk_table *t, uint64_t first,
     const uint64_t len = MIN (end - off, EXTENTS_WINDOW);
     struct nbdkit_extents *exts = nbdkit_extents_full (next, len, off, 0,
                                                        err);
-    if (exts == NULL)
+    if (exts == NULL) {
+      errno = *err;
+      blkhash_error ("blkhash: the extents of %" PRIu64 " bytes at %"
+                     PRIu64 " failed: %m", len, off);
       return -1;
+    }
     for (size_t i = 0; i < nbdkit_extents_count (exts); i++) {
       const struct nbdkit_extent e = nbdkit_get_extent (exts, i);
       const struct blk_extent z = {

@@ -552,6 +552,35 @@ print(u.quote(sys.argv[1], safe=""))' "$name")
   done
 }
 
+# Review (issue 37): a qcow2 whose L2 table points at an unaligned
+# cluster fails in qemu-nbd behind the private nbdkit, which says why
+# ("qcow2: Image is corrupt: ..."): that line has no "error: ", and the
+# filter said nothing of its failed block status, so nbdsum printed a
+# bare "Input/output error" and dropped qemu's line unread.
+@test "nbdsum-inputs: a corrupt qcow2: one line, with what qemu-nbd said" {
+  local l1 l2 lines_err
+  command -v qemu-nbd > /dev/null || skip "qemu-nbd is not installed"
+  mkdir tmp
+  "$MKIMAGE" '8M;d:0+8M:a' c.raw
+  qemu-img convert -f raw -O qcow2 c.raw c.qcow2
+  # L2 entry 64 (4 MiB in): a standard cluster at the unaligned 0x10200.
+  l1=$((16#$(hexdump_at c.qcow2 40 8)))
+  l2=$(( 16#$(hexdump_at c.qcow2 "$l1" 8) & 0x00fffffffffffe00 ))
+  printf '\x80\x00\x00\x00\x00\x01\x02\x00' |
+    dd of=c.qcow2 bs=1 seek=$((l2 + 8 * 64)) conv=notrunc status=none
+  for opts in "" --plain --bmap --blocks "-C1 -R1"; do
+    run --separate-stderr env TMPDIR="$PWD/tmp" timeout 60 \
+      "$NBDSUM" -q $opts c.qcow2
+    echo "nbdsum $opts: $status; stdout: $output; stderr: $stderr"
+    [ "$status" -eq 1 ]
+    [ -z "$output" ]
+    lines_err=$(grep -c . <<< "$stderr")
+    [ "$lines_err" -eq 1 ]
+    [[ "$stderr" = "nbdsum: c.qcow2: "*": qcow2: Image is corrupt: "*"(nbdsum's private nbdkit"* ]]
+    [ -z "$(ls -A tmp)" ]
+  done
+}
+
 @test "nbdsum-inputs: TLS with a pre-shared key" {
   echo "alice:$(openssl rand -hex 32)" > keys.psk
   chmod 600 keys.psk
