@@ -552,6 +552,26 @@ print(u.quote(sys.argv[1], safe=""))' "$name")
   done
 }
 
+# Review (issue 37): once a failure is named, the private nbdkit has
+# exited, and saying goodbye on nbdsum's connections to it made libnbd
+# 1.14's nbd_aio_disconnect read the command it had freed (valgrind:
+# Invalid read).  A connection whose server hung up is just closed.
+@test "nbdsum-inputs: a failure through the private nbdkit closes its connections cleanly (valgrind)" {
+  command -v valgrind > /dev/null || skip "valgrind is not installed"
+  mkdir hang
+  "$MKIMAGE" '8M;d:0+8M:a' hang/img
+  start_echo hang "$PWD/hang" --hangup-at=4194304
+  for opts in "-C1 -R1" ""; do
+    run --separate-stderr valgrind -q --error-exitcode=99 \
+      "$NBDSUM" -q $opts "nbd+unix:///img?socket=$sock"
+    echo "nbdsum $opts: $status; stdout: $output; stderr: $stderr"
+    [ "$status" -eq 1 ]
+    [ -z "$output" ]
+    [[ "$stderr" != *"Invalid read"* ]]
+    [ "$(grep -c . <<< "$stderr")" -eq 1 ]
+  done
+}
+
 # Review (issue 37): a qcow2 whose L2 table points at an unaligned
 # cluster fails in qemu-nbd behind the private nbdkit, which says why
 # ("qcow2: Image is corrupt: ..."): that line has no "error: ", and the
