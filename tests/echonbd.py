@@ -17,6 +17,8 @@ NBD_CMD_CACHE acknowledged.  It prints 'listening' once the socket is
 there.  With --hangup-at=OFFSET a read or cache reaching OFFSET is not
 answered: the server shuts its side of that connection and drops what
 follows, so the client sees the connection end cleanly (no reset).
+With --error-text=TEXT its refusals of unknown names carry TEXT, the
+message a server may send with an option's error (a hostile one's).
 """
 
 import os
@@ -36,6 +38,8 @@ NONCE = ",nonce="
 
 SOCKET, DIR = sys.argv[1:3]
 ECHO = "--no-echo" not in sys.argv[3:]
+ERROR_TEXT = next((a.split("=", 1)[1].encode() for a in sys.argv[3:]
+                   if a.startswith("--error-text=")), b"")
 HANGUP = next((int(a.split("=", 1)[1]) for a in sys.argv[3:]
                if a.startswith("--hangup-at=")), None)
 
@@ -84,7 +88,7 @@ def negotiate(conn):
         (nlen,) = struct.unpack(">I", data[:4])
         served = lookup(data[4:4 + nlen].decode(errors="replace"))
         if served is None:
-            option_reply(conn, opt, REP_ERR_UNKNOWN)
+            option_reply(conn, opt, REP_ERR_UNKNOWN, ERROR_TEXT)
             continue
         option_reply(conn, opt, REP_INFO,
                      struct.pack(">HQH", 0, served.size, EXPORT_FLAGS))
