@@ -190,7 +190,8 @@ read_bmap (const char *name, struct local_server *server,
   uint8_t *buf = NULL;
   uint64_t mapped = 0;
 
-  if (nbd_can_cache (h) == 1 && cache_all (name, server, h, hdr->block_count) == -1)
+  if (nbd_can_cache (h) == 1 &&
+      cache_all (name, server, h, hdr->block_count) == -1)
     return -1;
   if (source_pread (h, sbuf, sizeof sbuf, BLK_BMAP_SUMMARY_OFFSET) == -1) {
     if (!stop_signal ())

@@ -61,8 +61,9 @@ view_size_refused (struct source *src, const char *view_name,
 }
 
 int
-view_header_bytes (const char *name, struct nbd_handle *h, const char *header,
-              uint8_t buf[BLK_VIEW_HEADER_SIZE], int64_t *view_size)
+view_header_bytes (const char *name, struct nbd_handle *h,
+                   const char *header, uint8_t buf[BLK_VIEW_HEADER_SIZE],
+                   int64_t *view_size)
 {
   if ((*view_size = nbd_get_size (h)) == -1) {
     error_at (name, "%s", nbd_get_error ());
