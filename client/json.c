@@ -42,8 +42,8 @@ json_utf8_valid (const char *s)
   return true;
 }
 
-/* A JSON string: quotes, backslashes and control characters escaped,
- * UTF-8 as it is, any other byte as U+FFFD.
+/* A JSON string: quotes, backslashes and control characters (C0, DEL,
+ * C1) escaped, UTF-8 as it is, any other byte as U+FFFD.
  */
 static void
 put_string (struct json_writer *w, const char *s)
@@ -69,6 +69,12 @@ put_string (struct json_writer *w, const char *s)
     }
     if (c < 0x20 || c == 0x7f)
       fprintf (fp, "\\u%04x", c);
+    /* A C1 control (U+009B is a CSI) as the escape it is too. */
+    else if (c == 0xc2 && i + 1 < n && p[i + 1] >= 0x80 &&
+             p[i + 1] <= 0x9f) {
+      fprintf (fp, "\\u%04x", p[i + 1]);
+      len = 2;
+    }
     else if ((len = blk_utf8_char (p + i, n - i)) == 0) {
       fputs ("\\ufffd", fp);
       len = 1;

@@ -107,10 +107,10 @@ open_log (const char *dir)
 }
 
 /* What s wrote on its standard error so far, NUL-terminated (NULL if
- * nothing, or out of memory); the log is emptied.
+ * nothing, or out of memory).
  */
 static char *
-take_log (struct local_server *s)
+read_log (struct local_server *s)
 {
   struct stat st;
   char *buf;
@@ -125,7 +125,16 @@ take_log (struct local_server *s)
     return NULL;
   }
   buf[n] = '\0';
-  if (ftruncate (s->log_fd, 0) == -1) {
+  return buf;
+}
+
+/* The same, and the log is emptied. */
+static char *
+take_log (struct local_server *s)
+{
+  char *buf = read_log (s);
+
+  if (buf && ftruncate (s->log_fd, 0) == -1) {
     /* Printed again at the end: better than lost. */
   }
   return buf;
@@ -391,47 +400,6 @@ local_server_message (struct local_server *s)
   return out;
 }
 
-char *
-local_server_cause (struct local_server *s)
-{
-  char *log = s ? take_log (s) : NULL, *line, *save, *cause = NULL, *out;
-  unsigned n = 0;
-  int r, rank = 0;
-
-  if (log == NULL)
-    return NULL;
-  s->cause_told = true;
-  for (line = strtok_r (log, "\n", &save); line;
-       line = strtok_r (NULL, "\n", &save)) {
-    char *text = strstr (line, "error: ");
-    int this;
-    if (text == NULL)
-      continue;
-    text += strlen ("error: ");
-    n++;
-    /* Below the filter first; but libnbd's "invalid state" follows
-     * another error (its connection is gone), which it may be logged
-     * before; then the filter's with an errno's words, never its bare
-     * "reading ... failed".
-     */
-    if (strncmp (text, "blkhash: ", 9) != 0)
-      this = strstr (text, ": invalid state: ") ? 2 : 3;
-    else
-      this = strstr (text, "failed: ") != NULL;
-    if (this > rank)
-      rank = this, cause = text;
-  }
-  if (cause == NULL)
-    r = -1, out = NULL;
-  else if (n == 1)
-    r = asprintf (&out, "%s (nbdsum's private nbdkit)", cause);
-  else
-    r = asprintf (&out, "%s (nbdsum's private nbdkit, and %u more "
-                  "error%s)", cause, n - 1, n == 2 ? "" : "s");
-  free (log);
-  return r == -1 ? NULL : out;
-}
-
 void
 local_server_kill (struct local_server *s)
 {
@@ -514,6 +482,79 @@ local_server_stop (struct local_server *s)
   free (s->uri);
   free (s->dir);
   free (s);
+}
+
+char *
+local_server_cause (struct local_server *s)
+{
+  char *log, *line, *save, *cause = NULL, *out;
+  unsigned n = 0;
+  int r, rank = 0;
+
+  if (s == NULL)
+    return NULL;
+  /* Its log is whole once it has exited: the nbd plugin's reader
+   * thread says why its connection broke after failing the requests
+   * in flight, whose replies can reach us first.  A failure ends the
+   * input: nothing more is asked of this server.
+   */
+  if (s->log_fd >= 0 && s->pid > 0) {
+    kill (s->pid, SIGTERM);
+    if (!reap (s, STOP_SECONDS)) {
+      local_server_kill (s);
+      while (reap_server (s, 0) == -1 && errno == EINTR)
+        ;
+    }
+    s->pid = -1;
+  }
+  if ((log = read_log (s)) == NULL)
+    return NULL;
+  for (line = strtok_r (log, "\n", &save); line;
+       line = strtok_r (NULL, "\n", &save)) {
+    char *text = strstr (line, "error: ");
+    int this;
+    /* qemu-nbd's lines (behind the nbd plugin) say why in its words
+     * (qcow2: Image is corrupt: ...), with no "error: " of nbdkit's.
+     */
+    if (strncmp (line, "nbdkit: ", 8) != 0) {
+      n++;
+      if (rank < 4)
+        rank = 4, cause = line;
+      continue;
+    }
+    if (text == NULL)
+      continue;
+    text += strlen ("error: ");
+    n++;
+    /* Below the filter, then the filter's with an errno's words;
+     * last a failure's consequences, not its cause: libnbd's refusal
+     * of a call on a connection already broken (nbd_aio_pread:
+     * invalid state: CLOSED: ...: Invalid argument, ... is invalid in
+     * state DEAD: ...) and the filter's read it failed (EINVAL).
+     * Never the filter's bare "reading ... failed".
+     */
+    if (strncmp (text, "blkhash: ", 9) == 0)
+      this = strstr (text, "failed: ") == NULL ? 0
+        : strstr (text, "failed: Invalid argument") == NULL ? 3 : 2;
+    else
+      this = strstr (text, "invalid state: ") != NULL ||
+        strstr (text, " is invalid in state ") != NULL ? 1 : 4;
+    if (this > rank)
+      rank = this, cause = text;
+  }
+  if (cause == NULL) {
+    /* Nothing of a cause: what it said is local_server_stop's. */
+    free (log);
+    return NULL;
+  }
+  s->cause_told = true;
+  if (n == 1)
+    r = asprintf (&out, "%s (nbdsum's private nbdkit)", cause);
+  else
+    r = asprintf (&out, "%s (nbdsum's private nbdkit, and %u more "
+                  "error%s)", cause, n - 1, n == 2 ? "" : "s");
+  free (log);
+  return r == -1 ? NULL : out;
 }
 
 int

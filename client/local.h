@@ -78,14 +78,14 @@ extern const char *local_server_uri (const struct local_server *s);
  * taken so.
  */
 extern char *local_server_message (struct local_server *s);
-/* Why a read from our own server failed, from its log: the first
- * error below the filter (one that says it follows another last),
- * else the filter's first that gives an errno's words, and how many
- * errors there were besides; NULL if none (or s is NULL, or not ours:
- * the errno the client got says it).  Which one it finds depends on
- * the order the server's threads logged them.  What it says after is of
- * the same failure, seen by the other requests in flight: not printed
- * when it ends.  The caller frees it.
+/* Why a read from our own server failed, from its log once it has
+ * exited (stopped here: a failure ends the input): the first error
+ * below the filter (qemu-nbd's lines are), else the filter's first
+ * that gives an errno's words, consequences of a broken connection
+ * last, and how many errors there were besides; NULL if none (or s is
+ * NULL, or not ours: the errno the client got says it).  The rest of
+ * its log is of the same failure: not printed when it ends.  The
+ * caller frees it.
  */
 extern char *local_server_cause (struct local_server *s);
 

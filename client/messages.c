@@ -126,6 +126,20 @@ notice_at (const char *name, const char *fmt, ...)
 }
 
 void
+warning_at (const char *name, const char *fmt, ...)
+{
+  va_list ap;
+  char *msg;
+
+  va_start (ap, fmt);
+  if (vasprintf (&msg, fmt, ap) == -1)
+    msg = NULL;
+  va_end (ap);
+  put_line (name, msg ? msg : "out of memory for a warning");
+  free (msg);
+}
+
+void
 messages_capture (const char *name)
 {
   ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&lock);

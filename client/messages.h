@@ -21,6 +21,11 @@ extern void error_msg (const char *fmt, ...)
  */
 extern void notice_at (const char *name, const char *fmt, ...)
   __attribute__ ((format (printf, 2, 3)));
+/* "nbdsum: NAME: message" even with -q, and not kept for --json: a
+ * warning of -c's (-w), as sha256sum prints it.
+ */
+extern void warning_at (const char *name, const char *fmt, ...)
+  __attribute__ ((format (printf, 2, 3)));
 /* s on stderr, the bytes a terminal acts on (C0 controls but tab,
  * newline too unless lines, DEL, UTF-8's C1) written as \xHH: a name
  * may come from an image, a checksum file or a server.  Messages go

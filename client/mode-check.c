@@ -269,16 +269,16 @@ take_turn (struct check_run *run, const struct job_item *item)
       file_begin (run, tn->fc);
       break;
     case MALFORMED:
-      fprintf (stderr, "%s: %s: %u: improperly formatted checksum line "
-               "(%s)\n", progname, tn->fc->path, tn->lineno, tn->why);
+      warning_at (tn->fc->path, "%u: improperly formatted checksum line "
+                  "(%s)", tn->lineno, tn->why);
       break;
     case UNSIGNED:
       /* Not a notice -q silences: the file looks signed, and is not
        * checked as such.
        */
       if (!opts->status)
-        fprintf (stderr, "%s: %s: PGP signature not checked (verify it "
-                 "with gpgv)\n", progname, tn->fc->path);
+        warning_at (tn->fc->path, "PGP signature not checked (verify it "
+                    "with gpgv)");
       break;
     case LINE:
       line_done (run, tn, item->out);

@@ -314,6 +314,20 @@ source_block_status (struct nbd_handle *h, uint64_t count, uint64_t offset,
   return source_wait (h, UNTIL_COMPLETED, cookie, 0, NULL);
 }
 
+/* Has the server of h hung up (or shut its side)?  Nothing to say
+ * goodbye to then: ours is stopped once a failure is named
+ * (local_server_cause), and libnbd 1.14's nbd_aio_disconnect reads the
+ * command it has just freed when its write fails (EPIPE).
+ */
+static bool
+server_gone (struct nbd_handle *h)
+{
+  struct pollfd p = { .fd = nbd_aio_get_fd (h), .events = POLLRDHUP };
+
+  return p.fd == -1 ||
+    (poll (&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLRDHUP | POLLERR)));
+}
+
 void
 source_shutdown (struct nbd_handle *h)
 {
@@ -321,6 +335,8 @@ source_shutdown (struct nbd_handle *h)
   int r;
 
   failure = NULL;
+  if (nbd_aio_is_ready (h) && nbd_aio_in_flight (h) == 0 && server_gone (h))
+    return;
   if (nbd_aio_is_ready (h) && nbd_aio_in_flight (h) == 0)
     r = nbd_aio_disconnect (h, 0);
   else if (nbd_aio_is_negotiating (h))

@@ -244,6 +244,39 @@ source_close (struct source *src)
   free (src);
 }
 
+/* -v: libnbd's debug message, as its own handler writes it, through
+ * messages_put: it quotes what a server sent (an option's error text).
+ */
+static int
+debug_message (void *handle_name, const char *context, const char *msg)
+{
+  flockfile (stderr);
+  fputs ("libnbd: debug: ", stderr);
+  messages_put (handle_name ? handle_name : "nbd", false);
+  fputs (": ", stderr);
+  messages_put (context, false);
+  fputs (": ", stderr);
+  messages_put (msg, false);
+  fputc ('\n', stderr);
+  funlockfile (stderr);
+  return 0;
+}
+
+/* Turn on h's debug messages, written by debug_message (libnbd frees
+ * the handle's name with the callback, even when setting it fails).
+ */
+static int
+set_debug (struct nbd_handle *h)
+{
+  const nbd_debug_callback cb = {
+    debug_message, nbd_get_handle_name (h), free
+  };
+
+  if (nbd_set_debug_callback (h, cb) == -1)
+    return -1;
+  return nbd_set_debug (h, true);
+}
+
 struct nbd_handle *
 source_connect (const struct source *src, const char *export_name,
                 unsigned flags, double *deadline)
@@ -264,7 +297,7 @@ source_connect (const struct source *src, const char *export_name,
   if (stop_signal ())
     return NULL;
   if ((h = nbd_create ()) == NULL ||
-      (opts->verbose && nbd_set_debug (h, true) == -1) ||
+      (opts->verbose && set_debug (h) == -1) ||
       nbd_set_opt_mode (h, true) == -1 ||
       nbd_set_uri_allow_local_file (h, true) == -1 ||
       nbd_add_meta_context (h, LIBNBD_CONTEXT_BASE_ALLOCATION) == -1)

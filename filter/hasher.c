@@ -126,8 +126,12 @@ find_holes (nbdkit_next *next, struct blk_table *t, uint64_t first,
     const uint64_t len = MIN (end - off, EXTENTS_WINDOW);
     struct nbdkit_extents *exts = nbdkit_extents_full (next, len, off, 0,
                                                        err);
-    if (exts == NULL)
+    if (exts == NULL) {
+      errno = *err;
+      blkhash_error ("blkhash: the extents of %" PRIu64 " bytes at %"
+                     PRIu64 " failed: %m", len, off);
       return -1;
+    }
     for (size_t i = 0; i < nbdkit_extents_count (exts); i++) {
       const struct nbdkit_extent e = nbdkit_get_extent (exts, i);
       const struct blk_extent z = {
@@ -248,6 +252,15 @@ hash_run (nbdkit_next *next, struct blk_table *t, struct worker *w,
     t0 = blkhash_now_ns ();
     r = next->pread (next, w->buf, len, off, 0, err);
     blkhash_readahead_note (blkhash_now_ns () - t0);
+    /* In the errno's words: nbdkit sends EINVAL for one NBD has no
+     * code for (a server gone below: ENOTCONN), and a plugin may say
+     * nothing of it.
+     */
+    if (r == -1) {
+      errno = *err;
+      blkhash_error ("blkhash: reading %" PRIu64 " bytes at %" PRIu64
+                     " failed: %m", len, off);
+    }
     if (r == 0)
       r = hash_piece (t, &bh, w->ctx, first, w->buf, off, len, zero, out,
                       err);

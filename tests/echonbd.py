@@ -14,7 +14,11 @@ size: x@blkhash:sha1/1M) is looked up as '%2F'.  With --no-echo the file is
 served as it is: a server that drops what follows a comma (a mirror
 of files named like views) but cannot answer the nonce.  Simple replies; multi-conn;
 NBD_CMD_CACHE acknowledged.  It prints 'listening' once the socket is
-there.
+there.  With --hangup-at=OFFSET a read or cache reaching OFFSET is not
+answered: the server shuts its side of that connection and drops what
+follows, so the client sees the connection end cleanly (no reset).
+With --error-text=TEXT its refusals of unknown names carry TEXT, the
+message a server may send with an option's error (a hostile one's).
 """
 
 import os
@@ -34,6 +38,10 @@ NONCE = ",nonce="
 
 SOCKET, DIR = sys.argv[1:3]
 ECHO = "--no-echo" not in sys.argv[3:]
+ERROR_TEXT = next((a.split("=", 1)[1].encode() for a in sys.argv[3:]
+                   if a.startswith("--error-text=")), b"")
+HANGUP = next((int(a.split("=", 1)[1]) for a in sys.argv[3:]
+               if a.startswith("--hangup-at=")), None)
 
 
 class Served:
@@ -80,7 +88,7 @@ def negotiate(conn):
         (nlen,) = struct.unpack(">I", data[:4])
         served = lookup(data[4:4 + nlen].decode(errors="replace"))
         if served is None:
-            option_reply(conn, opt, REP_ERR_UNKNOWN)
+            option_reply(conn, opt, REP_ERR_UNKNOWN, ERROR_TEXT)
             continue
         option_reply(conn, opt, REP_INFO,
                      struct.pack(">HQH", 0, served.size, EXPORT_FLAGS))
@@ -96,6 +104,12 @@ def serve(conn):
          length) = struct.unpack(">IHHQQI", recv_exactly(conn, 28))
         assert magic == REQUEST_MAGIC
         if ctype == CMD_DISC:
+            return
+        if (HANGUP is not None and ctype in (CMD_READ, CMD_CACHE) and
+                offset + length > HANGUP):
+            conn.shutdown(socket.SHUT_WR)
+            while conn.recv(65536):
+                pass
             return
         if ctype == CMD_READ:
             conn.sendall(struct.pack(">IIQ", SIMPLE_REPLY_MAGIC, 0, cookie) +

@@ -1052,3 +1052,29 @@ nbdsum: ./SUMS: the checksum file being read: it cannot be hashed too
 "* ]]
   done
 }
+
+# Review (issue 37): the warnings of -w and of a clear-signed file
+# named the checksum file as it was, which a glob (nbdsum -c *.sum)
+# takes from whoever names files there: escape sequences reached the
+# terminal, and a newline forged a line of nbdsum's.  Written \xHH as
+# every other message.
+@test "nbdsum-check: -w's and the PGP warning's file name is written escaped" {
+  local f esc='S\x1b]0;pwned\x07\x0anbdsum: forged'
+  f=$(printf 'S\033]0;pwned\a\nnbdsum: forged')
+  for pgp in false true; do
+    if $pgp; then
+      printf '%s\n' '-----BEGIN PGP SIGNED MESSAGE-----' 'Hash: SHA256' '' \
+        'garbage line' '-----BEGIN PGP SIGNATURE-----' '' 'AAAA' \
+        '-----END PGP SIGNATURE-----' > "$f"
+    else
+      printf 'garbage line\n' > "$f"
+    fi
+    run --separate-stderr "$NBDSUM" -c -w "$f"
+    echo "$status: $stderr"
+    [ "$status" -eq 1 ]
+    [[ "$stderr" = *"$esc: "[0-9]": improperly formatted checksum line"* ]]
+    ! $pgp || [[ "$stderr" = *"$esc: PGP signature not checked"* ]]
+    ! grep -q '^nbdsum: forged' <<< "$stderr" || false
+    ! LC_ALL=C grep -q $'[\x01-\x08\x0b-\x1f\x7f]' <<< "$stderr" || false
+  done
+}

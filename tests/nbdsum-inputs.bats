@@ -527,6 +527,81 @@ print(u.quote(sys.argv[1], safe=""))' "$name")
   done
 }
 
+# Review (issue 37): a server that hung up cleanly mid-image (no
+# reset) left no line in the private nbdkit's log: its nbd plugin says
+# nothing of EOF, the filter nothing of its hashing read's ENOTCONN,
+# and nbdsum printed nbdkit's "Invalid argument"; and the plugin's
+# line for a reset could reach the log after the failed reply.  The
+# filter names its failed read, and nbdsum reads the log once that
+# nbdkit has exited.
+@test "nbdsum-inputs: a server hanging up mid-image: the cause, not Invalid argument" {
+  local lines_err
+  mkdir hang tmp
+  "$MKIMAGE" '8M;d:0+8M:a' hang/img
+  start_echo hang "$PWD/hang" --hangup-at=4194304
+  for opts in "-C1 -R1" "-C1 -R1 --client-side" "" --plain --bmap; do
+    run --separate-stderr env TMPDIR="$PWD/tmp" timeout 60 \
+      "$NBDSUM" -q $opts "nbd+unix:///img?socket=$sock"
+    echo "nbdsum $opts: $status; stdout: $output; stderr: $stderr"
+    [ "$status" -eq 1 ]
+    [ -z "$output" ]
+    lines_err=$(grep -c . <<< "$stderr")
+    [ "$lines_err" -eq 1 ]
+    [[ "$stderr" = *"failed: Transport endpoint is not connected (nbdsum's private nbdkit"* ]]
+    [[ "$stderr" != *"Invalid argument"* ]]
+    [ -z "$(ls -A tmp)" ]
+  done
+}
+
+# Review (issue 37): once a failure is named, the private nbdkit has
+# exited, and saying goodbye on nbdsum's connections to it made libnbd
+# 1.14's nbd_aio_disconnect read the command it had freed (valgrind:
+# Invalid read).  A connection whose server hung up is just closed.
+@test "nbdsum-inputs: a failure through the private nbdkit closes its connections cleanly (valgrind)" {
+  command -v valgrind > /dev/null || skip "valgrind is not installed"
+  mkdir hang
+  "$MKIMAGE" '8M;d:0+8M:a' hang/img
+  start_echo hang "$PWD/hang" --hangup-at=4194304
+  for opts in "-C1 -R1" ""; do
+    run --separate-stderr valgrind -q --error-exitcode=99 \
+      "$NBDSUM" -q $opts "nbd+unix:///img?socket=$sock"
+    echo "nbdsum $opts: $status; stdout: $output; stderr: $stderr"
+    [ "$status" -eq 1 ]
+    [ -z "$output" ]
+    [[ "$stderr" != *"Invalid read"* ]]
+    [ "$(grep -c . <<< "$stderr")" -eq 1 ]
+  done
+}
+
+# Review (issue 37): a qcow2 whose L2 table points at an unaligned
+# cluster fails in qemu-nbd behind the private nbdkit, which says why
+# ("qcow2: Image is corrupt: ..."): that line has no "error: ", and the
+# filter said nothing of its failed block status, so nbdsum printed a
+# bare "Input/output error" and dropped qemu's line unread.
+@test "nbdsum-inputs: a corrupt qcow2: one line, with what qemu-nbd said" {
+  local l1 l2 lines_err
+  command -v qemu-nbd > /dev/null || skip "qemu-nbd is not installed"
+  mkdir tmp
+  "$MKIMAGE" '8M;d:0+8M:a' c.raw
+  qemu-img convert -f raw -O qcow2 c.raw c.qcow2
+  # L2 entry 64 (4 MiB in): a standard cluster at the unaligned 0x10200.
+  l1=$((16#$(hexdump_at c.qcow2 40 8)))
+  l2=$(( 16#$(hexdump_at c.qcow2 "$l1" 8) & 0x00fffffffffffe00 ))
+  printf '\x80\x00\x00\x00\x00\x01\x02\x00' |
+    dd of=c.qcow2 bs=1 seek=$((l2 + 8 * 64)) conv=notrunc status=none
+  for opts in "" --plain --bmap --blocks "-C1 -R1"; do
+    run --separate-stderr env TMPDIR="$PWD/tmp" timeout 60 \
+      "$NBDSUM" -q $opts c.qcow2
+    echo "nbdsum $opts: $status; stdout: $output; stderr: $stderr"
+    [ "$status" -eq 1 ]
+    [ -z "$output" ]
+    lines_err=$(grep -c . <<< "$stderr")
+    [ "$lines_err" -eq 1 ]
+    [[ "$stderr" = "nbdsum: c.qcow2: "*": qcow2: Image is corrupt: "*"(nbdsum's private nbdkit"* ]]
+    [ -z "$(ls -A tmp)" ]
+  done
+}
+
 @test "nbdsum-inputs: TLS with a pre-shared key" {
   echo "alice:$(openssl rand -hex 32)" > keys.psk
   chmod 600 keys.psk

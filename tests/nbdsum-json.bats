@@ -147,6 +147,7 @@ PY
     $'del\177' $'caf\303\251' '日本語' 'ok-𝄞'
     $'latin1-\351' $'overlong-\300\257' $'surrogate-\355\240\200'
     $'truncated-\346\227' $'beyond-\364\220\200\200' $'stray-\200x'
+    $'csi-\302\233'
   )
   local n
   mkdir names
@@ -166,7 +167,7 @@ raw.decode("utf-8")                      # valid UTF-8 throughout
 doc = json.loads(raw)
 files = sorted(os.listdir(b"names"))
 rows = doc["inputs"]
-assert len(rows) == len(files) == 15, (rows, files)
+assert len(rows) == len(files) == 16, (rows, files)
 by_bytes = {}
 for r in rows:
     assert r["checksum"] == os.environ["want"], r
@@ -188,6 +189,8 @@ assert sorted(by_bytes) == files, (sorted(by_bytes), files)
 # Escapes, not raw control characters.
 assert b'"new\\nline"' in raw and b'"tab\\there"' in raw
 assert b'"esc\\u001b[0m"' in raw and b'"del\\u007f"' in raw
+# C1 controls too (U+009B is a CSI), as nbdsum's messages write them.
+assert b'"csi-\\u009b"' in raw
 assert b'"quote\\"d"' in raw and b'"back\\\\slash"' in raw
 assert "caf\u00e9".encode() in raw and "日本語".encode() in raw
 # One U+FFFD per byte that is not part of a character.

@@ -5,6 +5,7 @@
 # sizes, connections and requests, the output format, memory.
 
 load "$top_srcdir/tests/helpers"
+load "$top_srcdir/tests/servers"
 bats_require_minimum_version 1.5.0
 
 setup_file () {
@@ -14,6 +15,10 @@ setup_file () {
 setup () {
   disk="$BATS_FILE_TMPDIR/disk.img"
   export disk
+}
+
+teardown () {
+  kill_servers
 }
 
 @test "nbdsum-options: --help and --version" {
@@ -312,6 +317,21 @@ $want" ]
   [[ "$stderr" = *"libnbd: debug:"* ]]
   run --separate-stderr "$NBDSUM" "$disk"
   [[ "$stderr" != *"libnbd: debug:"* ]]
+}
+
+# Review (issue 37): with -v, libnbd's debug messages (its own handler)
+# wrote a server's error text as it came: a hostile server's escape
+# sequences reached the terminal, and its newline forged a line of
+# nbdsum's.  They go through nbdsum's messages, \xHH.
+@test "nbdsum-options: -v writes a server's words in libnbd's debug messages escaped" {
+  cd "$BATS_TEST_TMPDIR"
+  mkdir dir
+  start_echo evil "$PWD/dir" --error-text=$'x\033]0;pwned\a\302\233\nnbdsum: forged'
+  run --separate-stderr "$NBDSUM" -v "nbd+unix:///none?socket=$sock"
+  [ "$status" -eq 1 ]
+  grep -F 'server error message: x\x1b]0;pwned\x07\xc2\x9b\x0anbdsum: forged' <<< "$stderr"
+  ! grep -q '^nbdsum: forged' <<< "$stderr" || false
+  ! LC_ALL=C grep -q $'[\x01-\x08\x0b-\x1f\x7f]' <<< "$stderr" || false
 }
 
 # complete WORDS...: what nbdsum's bash completion offers for the last

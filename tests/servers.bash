@@ -192,15 +192,15 @@ start_http () {
   url="http://127.0.0.1:$port"
 }
 
-# start_echo NAME DIR: tests/echonbd.py serving DIR (crafted views
-# that answer the nonce) as a background job of the test, as
-# start_nbdkit sets pid, sock, uri and err.
+# start_echo NAME DIR [OPTION...]: tests/echonbd.py serving DIR
+# (crafted views that answer the nonce) as a background job of the
+# test, as start_nbdkit sets pid, sock, uri and err.
 start_echo () {
   sock="$BATS_TEST_TMPDIR/$1.sock"
   err="$BATS_TEST_TMPDIR/$1.err"
   uri="nbd+unix:///?socket=$sock"
   rm -f "$sock"
-  "$NBD_PYTHON" "$top_srcdir/tests/echonbd.py" "$sock" "$2" \
+  "$NBD_PYTHON" "$top_srcdir/tests/echonbd.py" "$sock" "$2" "${@:3}" \
     </dev/null >"$err" 2>&1 3>&- &
   pid=$!
   servers+=("$pid")
