@@ -99,8 +99,18 @@ source_poll (struct nbd_handle *h, int timeout)
     fds[0].events |= POLLOUT;
   if (fds[0].fd == -1 || fds[0].events == 0)
     return fail (ENOTCONN, "the connection to the server was lost");
-  /* The pipe stays readable once a signal came: then only the server. */
-  fds[1].fd = stop_signal () ? -1 : stop_fd ();
+  /* The pipe stays readable once a signal came: then only the server,
+   * and never past the signal's deadline, whatever the caller chose
+   * (it may have chosen before the signal came: no limit, or a
+   * handshake's).
+   */
+  fds[1].fd = stop_fd ();
+  if (stop_signal ()) {
+    const int left = stop_poll_timeout ();
+    fds[1].fd = -1;
+    if (timeout < 0 || timeout > left)
+      timeout = left;
+  }
   fds[1].events = POLLIN;
   fds[1].revents = 0;
 
@@ -179,8 +189,7 @@ source_wait (struct nbd_handle *h, enum until until, int64_t cookie,
     if (stop_signal ()) {
       if (until == UNTIL_NEGOTIATED)
         return fail (EINTR, "interrupted");
-      if (until == UNTIL_COMPLETED &&
-          (deadline == 0 || deadline > stop_deadline ()))
+      if (deadline == 0 || deadline > stop_deadline ())
         deadline = stop_deadline ();
     }
     if (deadline) {
