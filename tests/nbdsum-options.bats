@@ -329,7 +329,11 @@ $want" ]
   start_echo evil "$PWD/dir" --error-text=$'x\033]0;pwned\a\302\233\nnbdsum: forged'
   run --separate-stderr "$NBDSUM" -v "nbd+unix:///none?socket=$sock"
   [ "$status" -eq 1 ]
-  grep -F 'server error message: x\x1b]0;pwned\x07\xc2\x9b\x0anbdsum: forged' <<< "$stderr"
+  # libnbd 1.14 quotes the server's message in its debug messages;
+  # 1.22 and 1.24 do not, and then only what follows holds.
+  if grep -q pwned <<< "$stderr"; then
+    grep -F 'server error message: x\x1b]0;pwned\x07\xc2\x9b\x0anbdsum: forged' <<< "$stderr"
+  fi
   ! grep -q '^nbdsum: forged' <<< "$stderr" || false
   ! LC_ALL=C grep -q $'[\x01-\x08\x0b-\x1f\x7f]' <<< "$stderr" || false
 }
