@@ -66,8 +66,11 @@ put_line (const char *name, const char *msg)
   funlockfile (stderr);
 }
 
+/* One line; an error is also kept for --json, a notice or a warning
+ * is not.
+ */
 static void
-vmessage (const char *name, const char *fmt, va_list ap)
+vmessage (const char *name, bool error, const char *fmt, va_list ap)
 {
   char *msg;
 
@@ -75,7 +78,8 @@ vmessage (const char *name, const char *fmt, va_list ap)
     put_line (name, "out of memory for a message");
   else {
     put_line (name, msg);
-    keep (name, msg);
+    if (error)
+      keep (name, msg);
     free (msg);
   }
 }
@@ -86,7 +90,7 @@ error_at (const char *name, const char *fmt, ...)
   va_list ap;
 
   va_start (ap, fmt);
-  vmessage (name, fmt, ap);
+  vmessage (name, true, fmt, ap);
   va_end (ap);
 }
 
@@ -96,7 +100,7 @@ error_msg (const char *fmt, ...)
   va_list ap;
 
   va_start (ap, fmt);
-  vmessage (NULL, fmt, ap);
+  vmessage (NULL, true, fmt, ap);
   va_end (ap);
 }
 
@@ -113,30 +117,22 @@ void
 notice_at (const char *name, const char *fmt, ...)
 {
   va_list ap;
-  char *msg;
 
   if (quiet)
     return;
   va_start (ap, fmt);
-  if (vasprintf (&msg, fmt, ap) == -1)
-    msg = NULL;
+  vmessage (name, false, fmt, ap);
   va_end (ap);
-  put_line (name, msg ? msg : "out of memory for a notice");
-  free (msg);
 }
 
 void
 warning_at (const char *name, const char *fmt, ...)
 {
   va_list ap;
-  char *msg;
 
   va_start (ap, fmt);
-  if (vasprintf (&msg, fmt, ap) == -1)
-    msg = NULL;
+  vmessage (name, false, fmt, ap);
   va_end (ap);
-  put_line (name, msg ? msg : "out of memory for a warning");
-  free (msg);
 }
 
 void
