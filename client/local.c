@@ -423,6 +423,28 @@ reap (struct local_server *s, int seconds)
   return false;
 }
 
+/* SIGTERM, and SIGKILL to its group if it has not exited within
+ * STOP_SECONDS; reaped either way, and forgotten.  False if it had to
+ * be killed.
+ */
+static bool
+stop_process (struct local_server *s)
+{
+  bool exited = true;
+
+  if (s->pid <= 0)
+    return true;
+  kill (s->pid, SIGTERM);
+  if (!reap (s, STOP_SECONDS)) {
+    exited = false;
+    local_server_kill (s);
+    while (reap_server (s, 0) == -1 && errno == EINTR)
+      ;
+  }
+  s->pid = -1;
+  return exited;
+}
+
 void
 local_server_end (struct local_server *s)
 {
@@ -449,17 +471,9 @@ local_server_stop (struct local_server *s)
 {
   if (s == NULL)
     return;
-  if (s->pid > 0) {
-    kill (s->pid, SIGTERM);
-    if (!reap (s, STOP_SECONDS)) {
-      error_at (s->name, "the %s did not exit in %d seconds: killing it",
-                s->what, STOP_SECONDS);
-      local_server_kill (s);
-      stop_signals_forget (s->pid);
-      while (waitpid (s->pid, NULL, 0) == -1 && errno == EINTR)
-        ;
-    }
-  }
+  if (!stop_process (s))
+    error_at (s->name, "the %s did not exit in %d seconds: killing it",
+              s->what, STOP_SECONDS);
   if (s->log_fd >= 0) {
     /* What it said that no failure took (a warning): not lost. */
     char *log = take_log (s);
@@ -498,15 +512,8 @@ local_server_cause (struct local_server *s)
    * in flight, whose replies can reach us first.  A failure ends the
    * input: nothing more is asked of this server.
    */
-  if (s->log_fd >= 0 && s->pid > 0) {
-    kill (s->pid, SIGTERM);
-    if (!reap (s, STOP_SECONDS)) {
-      local_server_kill (s);
-      while (reap_server (s, 0) == -1 && errno == EINTR)
-        ;
-    }
-    s->pid = -1;
-  }
+  if (s->log_fd >= 0)
+    stop_process (s);
   if ((log = read_log (s)) == NULL)
     return NULL;
   for (line = strtok_r (log, "\n", &save); line;
