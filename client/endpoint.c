@@ -291,13 +291,17 @@ endpoint_run (struct endpoint *ep)
   }
   if (atomic_load (&ep->failed)) {
     char *cause = local_server_cause (ep->src->server);
+    /* What our own server saw stands for the errno it sent, or after
+     * a message that has none.
+     */
+    const char *why = cause ? cause
+      : ep->first_errno ? strerror (ep->first_errno) : NULL;
+
     progress_abandon (&ep->progress);
     error_at (ep->src->name, "%s%s%s",
               ep->first_error ? ep->first_error : "failed",
-              cause || ep->first_errno ? (ep->first_errno ? ": " : "; ")
-              : "",
-              cause ? cause
-              : ep->first_errno ? strerror (ep->first_errno) : "");
+              why == NULL ? "" : ep->first_errno ? ": " : "; ",
+              why ? why : "");
     free (cause);
     return -1;
   }
