@@ -305,21 +305,27 @@ local_server_start_private (const char *name, const char *format,
 }
 
 
-/* waitpid (s->pid, flags), and once reaped (its pid may then be
- * reused) the signal handler forgets it, before another signal.
+/* waitpid (s->pid, flags): true once it is reaped (or is not ours).
+ * Its pid may then be another process's: the signal handler forgets
+ * it, before another signal, and so does s (-1), so that no later
+ * kill reaches a stranger.
  */
-static pid_t
+static bool
 reap_server (struct local_server *s, int flags)
 {
   sigset_t saved;
   pid_t r;
+  bool gone;
 
   stop_signals_block (&saved);
   r = waitpid (s->pid, NULL, flags);
-  if (r == s->pid || (r == -1 && errno == ECHILD))
+  gone = r == s->pid || (r == -1 && errno == ECHILD);
+  if (gone) {
     stop_signals_forget (s->pid);
+    s->pid = -1;
+  }
   stop_signals_restore (&saved);
-  return r;
+  return gone;
 }
 
 bool
@@ -334,11 +340,8 @@ local_server_exited (struct local_server *s)
    * the error.  A [ CMD ]'s is taken as it is now.
    */
   for (int i = 0; i < (s->log_fd >= 0 ? EXIT_WAIT_TICKS : 1); i++) {
-    const pid_t r = reap_server (s, WNOHANG);
-    if (r == s->pid || (r == -1 && errno == ECHILD)) {
-      s->pid = -1;
+    if (reap_server (s, WNOHANG))
       return true;
-    }
     if (i + 1 < EXIT_WAIT_TICKS)
       nanosleep (&tick, NULL);
   }
@@ -415,8 +418,7 @@ reap (struct local_server *s, int seconds)
   const struct timespec tick = { 0, 10 * 1000 * 1000 };
 
   for (int i = 0; i < seconds * 100; i++) {
-    const pid_t r = reap_server (s, WNOHANG);
-    if (r == s->pid || (r == -1 && errno == ECHILD))
+    if (reap_server (s, WNOHANG))
       return true;
     nanosleep (&tick, NULL);
   }
@@ -438,7 +440,7 @@ stop_process (struct local_server *s)
   if (!reap (s, STOP_SECONDS)) {
     exited = false;
     local_server_kill (s);
-    while (reap_server (s, 0) == -1 && errno == EINTR)
+    while (!reap_server (s, 0) && errno == EINTR)
       ;
   }
   s->pid = -1;

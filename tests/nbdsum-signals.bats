@@ -212,6 +212,55 @@ gone () {
   false
 }
 
+# stale_kills TRACE: the kill(2) calls in strace's TRACE (-f -e
+# trace=kill,wait4,clone,clone3) aimed at a process, or its group, that
+# the same process had reaped (and not started again since): its pid
+# may be another's by then.
+stale_kills () {
+  awk '
+    / wait4[(]|wait4 resumed>/ && $NF ~ /^[0-9]+$/ { reaped[$1 " " $NF] = 1 }
+    / clone3?[(]|clone3? resumed>/ && $NF ~ /^[0-9]+$/ { delete reaped[$1 " " $NF] }
+    / kill[(]/ {
+      t = $2; sub(/^kill[(]-?/, "", t); sub(/,.*/, "", t)
+      if (($1 " " t) in reaped) print
+    }' "$1"
+}
+
+@test "nbdsum-signals: SIGTERM in the handshake of a private nbdkit that exits: no signal to its reaped pid" {
+  # A qemu-nbd that waits for the file go (30 s at most): nbdsum is in
+  # its private nbdkit's handshake until then, and nbdkit, told to
+  # stop, exits once its plugin has connected.
+  command -v strace >/dev/null ||
+    skip "strace is not installed (Debian package strace)"
+  strace -o /dev/null true 2>/dev/null ||
+    skip "strace cannot trace processes here"
+  mkdir bin
+  printf '#!/bin/sh\necho $$ >> "%s/qemu.pid"\ni=0\nwhile [ ! -e "%s/go" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); done\nexec %s "$@"\n' \
+    "$BATS_TEST_TMPDIR" "$BATS_TEST_TMPDIR" "$(command -v qemu-nbd)" > bin/qemu-nbd
+  chmod +x bin/qemu-nbd
+  : > qemu.pid
+  qemu-img convert -f raw -O qcow2 "$small" small.qcow2
+  tmp=$(mktemp -d "$BATS_TEST_TMPDIR/tmp.XXXXXX")
+  TMPDIR="$tmp" PATH="$PWD/bin:$PATH" env --default-signal=HUP,INT,PIPE,TERM \
+    strace -f -qq -e trace=kill,wait4,clone,clone3 -e signal=none -o trace \
+    "$NBDSUM" small.qcow2 >out 2>err 3>&- &
+  local tracer=$!
+  pid=$tracer
+  wait_for qemu.pid 1
+  wait_until 10 pgrep -P "$tracer" >/dev/null
+  pid=$(pgrep -P "$tracer")
+  wait_until 30 blocked "$pid"
+  kill -TERM "$pid"
+  touch go
+  # strace ends as nbdsum did (it was killed by SIGTERM).
+  wait_exit "$tracer" 30
+  echo "status $rc; stderr: $(cat err)"
+  grep -E 'kill\(|wait4\(.* = [1-9-]' trace || :
+  [ "$rc" -eq 143 ]
+  [ -z "$(ls -A "$tmp")" ]
+  [ -z "$(stale_kills trace)" ]
+}
+
 @test "nbdsum-signals: a private nbdkit stuck in the handshake is given up on, killed and named" {
   local t0 qcow2=$BATS_TEST_TMPDIR/small.qcow2
   stuck_qemu_nbd
