@@ -66,8 +66,15 @@ blkhash_serve () {
 }
 
 blkhash_stop () {
+  local stat ppid
   if [ -n "${BLKHASH_PID:-}" ]; then
-    kill "$BLKHASH_PID" 2>/dev/null && wait "$BLKHASH_PID" 2>/dev/null
+    # Still our nbdkit, a child of this shell?  One that ended was
+    # reaped by bash at once, and its pid may be another's by now.
+    stat=$(cat "/proc/$BLKHASH_PID/stat" 2>/dev/null) || stat=
+    read -r _ ppid _ <<< "${stat##*) }"
+    if [ "$ppid" = "$BASHPID" ]; then
+      kill "$BLKHASH_PID" 2>/dev/null && wait "$BLKHASH_PID" 2>/dev/null
+    fi
     BLKHASH_PID=
   fi
   return 0

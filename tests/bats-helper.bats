@@ -42,6 +42,24 @@ teardown () {
 }
 
 # The sample from the helpers' own comment, as a user writes it.
+@test "bats-helper: blkhash_stop signals no process but its nbdkit (a pid it held may be another's by then)" {
+  local stranger
+  blkhash_serve disk.img
+  # nbdkit ends on its own, and bash reaps it at once: its pid is free.
+  kill -9 "$BLKHASH_PID"
+  while kill -0 "$BLKHASH_PID" 2>/dev/null; do sleep 0.05; done
+  # Another's process that got the pid (a process not a child of this
+  # shell stands for it).
+  stranger=$(sleep 60 </dev/null >/dev/null 2>&1 3>&- & echo $!)
+  BLKHASH_PID=$stranger
+  blkhash_stop
+  [ -z "$BLKHASH_PID" ]
+  # Not a zombie either (its new parent reaps it at leisure).
+  [[ "$(ps -o stat= -p "$stranger")" = [^Z]* ]] ||
+    { echo "blkhash_stop killed $stranger"; false; }
+  kill "$stranger"
+}
+
 @test "bats-helper: a user's test: the copy is the image, a corrupted copy is not" {
   blkhash_serve disk.img
   qemu-img convert -f raw -O qcow2 "$BLKHASH_URI" copy.qcow2

@@ -38,7 +38,8 @@ setup () {
 
 teardown () {
   kill_servers
-  [ -z "${holder:-}" ] || { kill "$holder" && wait "$holder"; } 2>/dev/null || true
+  [ -z "${holder:-}" ] || ! ours "$holder" ||
+    { kill "$holder" && wait "$holder"; } 2>/dev/null || true
   [ -z "${tmpfs:-}" ] || umount -l "$tmpfs" 2>/dev/null || true
 }
 

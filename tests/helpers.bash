@@ -193,6 +193,20 @@ disk40_vars () {
   export disk40 want40
 }
 
+# ours PID: PID is still a process of this test's: a child of this
+# shell, or one whose command line names the test's or its file's
+# directory (a daemon, a script's nbdkit).  Bash reaps a background job that ends at
+# once, and with pid_max 32768 and suites beside it, a pid held since
+# may be another's: signal only what this says is ours.
+ours () {
+  local stat ppid
+  stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+  read -r _ ppid _ <<< "${stat##*) }"
+  [ "$ppid" = "$BASHPID" ] && return 0
+  tr '\0' '\n' < "/proc/$1/cmdline" 2>/dev/null |
+    grep -qF -e "$BATS_TEST_TMPDIR" -e "${BATS_FILE_TMPDIR:-$BATS_TEST_TMPDIR}"
+}
+
 # A test that hangs fails alone, showing what its processes wait for,
 # instead of holding the suite until CI's limit: after
 # BLKHASH_TEST_TIMEOUT seconds (default 600) a watchdog adds them to the

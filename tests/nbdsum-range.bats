@@ -77,6 +77,26 @@ ranges () {
   done
 }
 
+# Run 45: an nbdsum of this suite died of SIGKILL.  kill_servers sent
+# SIGKILL to every pid a test had started, although bash reaps a
+# server that ended at once: with pid_max 32768 and suites beside it,
+# its pid could be another's by then.
+@test "kill_servers signals no process but a server of the test's" {
+  local stranger
+  start_nbdkit srv memory 1M
+  kill -9 "$pid"
+  while kill -0 "$pid" 2>/dev/null; do sleep 0.05; done
+  # Another's process that got the pid (not a child of this shell, and
+  # its command line names nothing of this test's).
+  stranger=$(sleep 60 </dev/null >/dev/null 2>&1 3>&- & echo $!)
+  servers=("$stranger")
+  kill_servers
+  # Not a zombie either (its new parent reaps it at leisure).
+  [[ "$(ps -o stat= -p "$stranger")" = [^Z]* ]] ||
+    { echo "kill_servers killed $stranger"; false; }
+  kill "$stranger"
+}
+
 @test "range checksums of a local file equal the reference's over the bytes (4K, 64K, 1M; sha256, sha1)" {
   seed_random RANGE_SEED
   local bs off len n=0

@@ -18,8 +18,10 @@ setup () {
 }
 
 teardown () {
+  local p
   if [ -f "$BATS_TEST_TMPDIR/nbdkit.pid" ]; then
-    kill "$(cat "$BATS_TEST_TMPDIR/nbdkit.pid")" 2>/dev/null || :
+    p=$(cat "$BATS_TEST_TMPDIR/nbdkit.pid")
+    ! ours "$p" || kill "$p" 2>/dev/null || :
   fi
 }
 

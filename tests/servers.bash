@@ -30,6 +30,7 @@ fi
 kill_servers () {
   local p
   for p in "${servers[@]}"; do
+    ours "$p" || continue
     { kill -9 "$p" && wait "$p"; } 2>/dev/null || true
   done
   servers=()

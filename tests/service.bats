@@ -48,7 +48,8 @@ setup () {
 
 teardown () {
   # A traced nbdkit outlives its tracer killed by kill_servers.
-  [ -z "${nbdkit_pid:-}" ] || kill -9 "$nbdkit_pid" 2>/dev/null || true
+  [ -z "${nbdkit_pid:-}" ] || ! ours "$nbdkit_pid" ||
+    kill -9 "$nbdkit_pid" 2>/dev/null || true
   kill_servers
 }
 
