@@ -80,13 +80,14 @@ endpoint_keep_one (struct endpoint *ep)
   ep->nconns = 1;
 }
 
-void
-endpoint_close (struct endpoint *ep)
+/* Close the connections: a failed run's before its server is asked
+ * why (local_server_cause stops it, and nbdkit waits for its clients
+ * to leave before it exits).
+ */
+static void
+endpoint_hang_up (struct endpoint *ep)
 {
   unsigned stuck = 0;
-
-  if (ep == NULL)
-    return;
 
   /* Requests still in flight: a signal came and the server did not
    * answer them in time, or a connection failed.  Our own server is
@@ -110,8 +111,17 @@ endpoint_close (struct endpoint *ep)
       /* Idle: say goodbye (NBD_CMD_DISC) rather than just hang up. */
       source_shutdown (h);
       nbd_close (h);
+      ep->conns[i].h = NULL;
     }
   }
+}
+
+void
+endpoint_close (struct endpoint *ep)
+{
+  if (ep == NULL)
+    return;
+  endpoint_hang_up (ep);
   free (ep->first_error);
   pthread_mutex_destroy (&ep->lock);
 }
@@ -290,7 +300,10 @@ endpoint_run (struct endpoint *ep)
     return -1;
   }
   if (atomic_load (&ep->failed)) {
-    char *cause = local_server_cause (ep->src->server);
+    char *cause;
+
+    endpoint_hang_up (ep);
+    cause = local_server_cause (ep->src->server);
     /* What our own server saw stands for the errno it sent, or after
      * a message that has none.
      */

@@ -128,7 +128,11 @@ cache_all (const char *name, struct local_server *server,
     if (reqs[i].error)
       failed = &reqs[i];
   if (failed) {
-    char *cause = local_server_cause (server);
+    char *cause;
+
+    /* Goodbye first: nbdkit, asked why, exits once its clients left. */
+    source_shutdown (h);
+    cause = local_server_cause (server);
     error_at (name, "the server failed to map image bytes from %" PRIu64
               ": %s", failed->first * BLK_PLAIN_SPAN_SIZE,
               cause ? cause : strerror (failed->error));

@@ -527,6 +527,34 @@ print(u.quote(sys.argv[1], safe=""))' "$name")
   done
 }
 
+# A failure through the private nbdkit waited 5 s for it to stop:
+# nbdsum asked it why with its own connections still open, and nbdkit
+# waits for its clients to leave, so it was killed after STOP_SECONDS
+# (a second per failed -c line with -j, in every mode).  It stops on
+# SIGTERM now, nobody killed.
+@test "nbdsum-inputs: a read error through the private nbdkit: it stops on SIGTERM, not killed after 5 s" {
+  local kills
+  command -v strace >/dev/null ||
+    skip "strace is not installed (Debian package strace)"
+  strace -o /dev/null true 2>/dev/null ||
+    skip "strace cannot trace processes here"
+  "$MKIMAGE" '4M;d:0+4M:a' eio.img
+  # Only the default export: nbdsum finds no view, and hashes through
+  # its private nbdkit.
+  start_nbdkit eio --filter=exportname --filter=error file eio.img \
+    exportname-strict=true exportname= error-pread=EIO error-pread-rate=100%
+  for mode in "" --client-side --plain --bmap; do
+    run --separate-stderr timeout 60 strace -f -qq -e trace=kill \
+      -e signal=none -o trace "$NBDSUM" -q $mode "$uri"
+    kills=$(grep 'kill(' trace || :)
+    echo "nbdsum $mode: $status; stderr: $stderr; kill(2): $kills"
+    [ "$status" -eq 1 ]
+    [[ "$stderr" = *"Input/output error (nbdsum's private nbdkit"* ]]
+    [[ "$kills" = *SIGTERM* ]]
+    [[ "$kills" != *SIGKILL* ]]
+  done
+}
+
 # Review (issue 37): a server that hung up cleanly mid-image (no
 # reset) left no line in the private nbdkit's log: its nbd plugin says
 # nothing of EOF, the filter nothing of its hashing read's ENOTCONN,
