@@ -618,7 +618,9 @@ extern int blkhash_expect_ready (void);
 extern bool blkhash_expect_passive (void);
 extern void blkhash_expect_value_free (void);
 
-/* expect.c: the gate (see the notes at the top of expect.c). */
+/* expect.c and expectimport.c (imports): the gate (see the notes at
+ * the top of each).
+ */
 /* A data write (or zero, or trim) through e, around the plugin call:
  * begin voids every verdict (0, or -1 with *err set: out of memory);
  * end records the range as written if ok.

@@ -2,8 +2,8 @@
  * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
  */
 /* nbdkit-blkhash filter: what an import was sent, checked and kept in
- * the record the gate judges it by (record.c; expect.c keeps one per
- * session and content), and the value of it.
+ * the record the gate judges it by (record.c; expectimport.c keeps one
+ * per session and content), and the value of it.
  *
  * An import is judged only from the bytes the filter returned to the
  * client in that session: never from bytes read again from the plugin,

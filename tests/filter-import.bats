@@ -2,7 +2,7 @@
 # Copyright (C) 2026 The nbdkit-blkhash developers
 # SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
 # The gate on imports, blkhash-expect= on an export a client reads
-# whole (filter/expect.c, filter/readfollow.c): a copy of the right
+# whole (filter/expectimport.c, filter/readfollow.c): a copy of the right
 # image out of the export passes, of a wrong one fails at the read that
 # completes it, before its data goes out, so that qemu-img convert and
 # nbdcopy exit non-zero; for the file and curl plugins (the curl one
