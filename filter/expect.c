@@ -44,7 +44,7 @@
  * checksum while the content is known to match; else zeros, which
  * nbdsum -c reports FAILED.
  *
- * gates_lock guards the list, every gate's fields and the write
+ * expect_gates_lock guards the list, every gate's fields and the write
  * counters; plugin I/O and hashing happen outside it.  Gates live until
  * unload.
  */
@@ -62,16 +62,16 @@
 
 #define JUDGE_TRIES 3
 
-pthread_mutex_t gates_lock = PTHREAD_MUTEX_INITIALIZER;
+pthread_mutex_t expect_gates_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t judged_cond = PTHREAD_COND_INITIALIZER;
 static pthread_cond_t writes_cond = PTHREAD_COND_INITIALIZER;
 static struct blkhash_gate *gates;
 /* Writes through any export that began, and that ended: the content's
- * generation is writes_begun, and it is settled when they are equal.
+ * generation is expect_writes_begun, and it is settled when they are equal.
  */
-uint64_t writes_begun, writes_ended;
+uint64_t expect_writes_begun, expect_writes_ended;
 
-/* The gate of name, or NULL; gates_lock held. */
+/* The gate of name, or NULL; expect_gates_lock held. */
 static struct blkhash_gate *
 expect_find (const char *name)
 {
@@ -83,15 +83,15 @@ expect_find (const char *name)
   return g;
 }
 
-/* The verdict on the content as it is now; gates_lock held. */
+/* The verdict on the content as it is now; expect_gates_lock held. */
 enum verdict
-verdict_now (const struct blkhash_gate *g)
+expect_verdict_now (const struct blkhash_gate *g)
 {
-  return g->verdict_gen == writes_begun ? g->verdict : VERDICT_NONE;
+  return g->verdict_gen == expect_writes_begun ? g->verdict : VERDICT_NONE;
 }
 
 void
-rs_put (struct blkhash_rsent *rs)
+expect_rs_put (struct blkhash_rsent *rs)
 {
   if (--rs->refs == 0) {
     blkhash_sent_free (rs->s);
@@ -115,13 +115,13 @@ gate_reset (struct blkhash_gate *g, uint64_t size)
   if (blkhash_expected->plain)
     g->follow = blkhash_plain_follow_new (&blkhash_expected->digest, size);
   if (g->rs)
-    rs_put (g->rs);
+    expect_rs_put (g->rs);
   g->rs = NULL;
   g->verdict = VERDICT_NONE;
   g->logged = false;
 }
 
-/* The gate of name, made if need be; gates_lock held.  NULL with
+/* The gate of name, made if need be; expect_gates_lock held.  NULL with
  * *err set if out of memory.
  */
 static struct blkhash_gate *
@@ -145,12 +145,12 @@ gate_get (const char *name, int *err)
   return g;
 }
 
-/* A request through e: its gate, in its session.  gates_lock held;
+/* A request through e: its gate, in its session.  expect_gates_lock held;
  * NULL with *err set if out of memory, or if e is not of the
  * session's size (expect_connect refuses such connections: in case).
  */
 struct blkhash_gate *
-gate_enter (struct blkhash_export *e, int *err)
+expect_gate_enter (struct blkhash_export *e, int *err)
 {
   struct blkhash_gate *g = gate_get (blkhash_export_name (e), err);
 
@@ -169,7 +169,7 @@ gate_enter (struct blkhash_export *e, int *err)
   return g;
 }
 
-/* Is the upload complete (see the top)?  gates_lock held. */
+/* Is the upload complete (see the top)?  expect_gates_lock held. */
 static bool
 written_whole (const struct blkhash_gate *g)
 {
@@ -185,11 +185,11 @@ blkhash_expect_write_begin (struct blkhash_export *e, int *err)
 
   if (blkhash_expected == NULL)
     return 0;
-  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&gates_lock);
-  if ((g = gate_enter (e, err)) == NULL)
+  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&expect_gates_lock);
+  if ((g = expect_gate_enter (e, err)) == NULL)
     return -1;
   g->wrote = true;
-  writes_begun++;
+  expect_writes_begun++;
   return 0;
 }
 
@@ -201,9 +201,9 @@ blkhash_expect_write_end (struct blkhash_export *e, uint64_t offset,
 
   if (blkhash_expected == NULL)
     return;
-  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&gates_lock);
+  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&expect_gates_lock);
   own = expect_find (blkhash_export_name (e));
-  writes_ended++;
+  expect_writes_ended++;
   pthread_cond_broadcast (&writes_cond);
   if (own && ok) {
     blkhash_ranges_add (&own->written, offset, offset + count, true);
@@ -226,7 +226,7 @@ blkhash_expect_follow (nbdkit_next *next, struct blkhash_export *e)
   if (blkhash_expected == NULL || !blkhash_expected->plain)
     return;
   {
-    ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&gates_lock);
+    ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&expect_gates_lock);
     struct blkhash_gate *g = expect_find (blkhash_export_name (e));
     /* Merged ranges say more than was written: not followed. */
     if (g == NULL || (f = g->follow) == NULL || g->written.merged ||
@@ -301,33 +301,33 @@ expect_judge (nbdkit_next *next, struct blkhash_export *e,
     int r;
 
     {
-      ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&gates_lock);
+      ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&expect_gates_lock);
       for (;;) {
-        const enum verdict v = verdict_now (g);
+        const enum verdict v = expect_verdict_now (g);
         if (v != VERDICT_NONE)
           return v;
         if (g->judging)
-          pthread_cond_wait (&judged_cond, &gates_lock);
-        else if (writes_begun != writes_ended) {
+          pthread_cond_wait (&judged_cond, &expect_gates_lock);
+        else if (expect_writes_begun != expect_writes_ended) {
           if (!wait_writes)
             return JUDGE_RACED;
-          pthread_cond_wait (&writes_cond, &gates_lock);
+          pthread_cond_wait (&writes_cond, &expect_gates_lock);
         }
         else
           break;
       }
-      gen = writes_begun;
+      gen = expect_writes_begun;
       g->judging = true;
       f = g->follow;
     }
     r = expect_compute (next, e, f, detached, got, err);
 
-    ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&gates_lock);
+    ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&expect_gates_lock);
     g->judging = false;
     pthread_cond_broadcast (&judged_cond);
     if (r == -1)
       return -1;
-    if (writes_begun == gen && writes_ended == gen) {
+    if (expect_writes_begun == gen && expect_writes_ended == gen) {
       g->verdict = memcmp (got, blkhash_expected->want,
                            blkhash_expected->len) == 0
         ? VERDICT_PASS : VERDICT_FAIL;
@@ -348,7 +348,7 @@ expect_log_mismatch (struct blkhash_gate *g, const char *what,
   char got[2 * BLK_DIGEST_MAX + 1], want[2 * BLK_DIGEST_MAX + 1];
 
   {
-    ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&gates_lock);
+    ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&expect_gates_lock);
     memcpy (got, g->got, sizeof got);
     g->logged = true;
   }
@@ -369,7 +369,7 @@ blkhash_expect_flush (nbdkit_next *next, struct blkhash_export *e, int *err)
   if (blkhash_expected == NULL)
     return 0;
   {
-    ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&gates_lock);
+    ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&expect_gates_lock);
     g = expect_find (blkhash_export_name (e));
     if (g == NULL || g->session_over || !g->wrote)
       return 0;                 /* nothing written in this session */
@@ -449,7 +449,7 @@ blkhash_expect_connect (struct blkhash_export *e)
     return 0;
   if (size == 0 && expect_empty (e) == -1)
     return -1;
-  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&gates_lock);
+  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&expect_gates_lock);
   if ((g = gate_get (blkhash_export_name (e), &err)) == NULL)
     return -1;
   /* A source that tells connections different sizes (a hostile HTTP
@@ -474,17 +474,17 @@ blkhash_expect_disconnect (struct blkhash_export *e)
 
   if (blkhash_expected == NULL)
     return;
-  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&gates_lock);
+  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&expect_gates_lock);
   g = expect_find (blkhash_export_name (e));
   if (g && g->conns)
     g->conns--;
 }
 
-/* Bytes sent or known zero of the content as it is; gates_lock held. */
+/* Bytes sent or known zero of the content as it is; expect_gates_lock held. */
 static uint64_t
 expect_seen_bytes (const struct blkhash_gate *g)
 {
-  if (g->rs == NULL || g->rs->gen != writes_begun)
+  if (g->rs == NULL || g->rs->gen != expect_writes_begun)
     return 0;
   return blkhash_sent_bytes (g->rs->s);
 }
@@ -501,14 +501,14 @@ blkhash_expect_session_end (nbdkit_next *next, struct blkhash_export *e)
   if (blkhash_expected == NULL)
     return;
   {
-    ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&gates_lock);
+    ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&expect_gates_lock);
     g = expect_find (blkhash_export_name (e));
     /* Another size's export (a view's, a refused connection's) is not
      * the session's.
      */
     if (g == NULL || g->session_over || g->size != blkhash_export_size (e))
       return;
-    v = verdict_now (g);
+    v = expect_verdict_now (g);
     logged = g->logged;
     wrote = g->wrote;
     entered = g->entered;
@@ -547,12 +547,12 @@ blkhash_expect_session_end (nbdkit_next *next, struct blkhash_export *e)
    * own (nbdkit's): its requests go on counting, and its flushes, its
    * reads and its end judge it.
    */
-  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&gates_lock);
+  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&expect_gates_lock);
   if (g->entered == entered) {
     g->session_over = true;
     /* Its record (and the file holding data read ahead) goes now. */
     if (g->rs)
-      rs_put (g->rs);
+      expect_rs_put (g->rs);
     g->rs = NULL;
   }
   else
@@ -568,9 +568,9 @@ blkhash_expect_passed (const char *name)
 
   if (blkhash_expected == NULL)
     return false;
-  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&gates_lock);
+  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&expect_gates_lock);
   g = expect_find (name);
-  return g && !g->session_over && verdict_now (g) == VERDICT_PASS;
+  return g && !g->session_over && expect_verdict_now (g) == VERDICT_PASS;
 }
 
 bool
@@ -583,9 +583,9 @@ blkhash_expect_vouches (const char *name, const uint8_t *root)
   /* The line's checksum is the value judged: no verdict needed. */
   if (blkhash_expect_passive ())
     return memcmp (root, blkhash_expected->want, blkhash_expected->len) == 0;
-  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&gates_lock);
+  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&expect_gates_lock);
   g = expect_find (name);
-  return g && verdict_now (g) == VERDICT_PASS;
+  return g && expect_verdict_now (g) == VERDICT_PASS;
 }
 
 void
@@ -595,9 +595,9 @@ blkhash_expect_exit (void)
 
   if (blkhash_expected == NULL)
     return;
-  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&gates_lock);
+  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&expect_gates_lock);
   for (g = gates; g; g = g->next) {
-    const enum verdict v = verdict_now (g);
+    const enum verdict v = expect_verdict_now (g);
     if (!g->session_over && g->wrote && v != VERDICT_PASS &&
         !(v == VERDICT_FAIL && g->logged))
       blkhash_error ("blkhash: export '%s': nbdkit is exiting while it is in "
@@ -617,7 +617,7 @@ blkhash_expect_free_all (void)
     next = g->next;
     blkhash_plain_follow_free (g->follow);
     if (g->rs)
-      rs_put (g->rs);
+      expect_rs_put (g->rs);
     blkhash_ranges_free (&g->written);
     free (g->name);
     free (g);

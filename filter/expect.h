@@ -50,21 +50,23 @@ struct blkhash_gate {
   struct blkhash_gate *next;
 };
 
-/* expect.c: gates_lock guards every gate and the write counters (the
- * content's generation is writes_begun, settled when they are equal).
+/* expect.c: expect_gates_lock guards every gate and the write
+ * counters (the content's generation is expect_writes_begun, settled
+ * when they are equal).
  */
-extern pthread_mutex_t gates_lock;
-extern uint64_t writes_begun, writes_ended;
-/* The verdict on the content as it is now; gates_lock held. */
-extern enum verdict verdict_now (const struct blkhash_gate *g);
-/* Drop a hold on a record; gates_lock held. */
-extern void rs_put (struct blkhash_rsent *rs);
-/* A request through e: its gate, in its session.  gates_lock held;
+extern pthread_mutex_t expect_gates_lock;
+extern uint64_t expect_writes_begun, expect_writes_ended;
+/* The verdict on the content as it is now; expect_gates_lock held. */
+extern enum verdict expect_verdict_now (const struct blkhash_gate *g);
+/* Drop a hold on a record; expect_gates_lock held. */
+extern void expect_rs_put (struct blkhash_rsent *rs);
+/* A request through e: its gate, in its session.  expect_gates_lock held;
  * NULL with *err set (out of memory, or a connection of another size).
  */
-extern struct blkhash_gate *gate_enter (struct blkhash_export *e, int *err);
+extern struct blkhash_gate *expect_gate_enter (struct blkhash_export *e,
+                                              int *err);
 /* Log g's mismatch as an error; what: upload or import.  Takes
- * gates_lock: not held.
+ * expect_gates_lock: not held.
  */
 extern void expect_log_mismatch (struct blkhash_gate *g, const char *what,
                                  const char *when);

@@ -57,18 +57,19 @@ blkhash_expect_read_begin (struct blkhash_export *e,
   io->rs = NULL;
   if (blkhash_expected == NULL)
     return 0;
-  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&gates_lock);
-  if ((g = gate_enter (e, err)) == NULL)
+  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&expect_gates_lock);
+  if ((g = expect_gate_enter (e, err)) == NULL)
     return -1;
   io->g = g;
-  if (is_read && verdict_now (g) == VERDICT_FAIL)
+  if (is_read && expect_verdict_now (g) == VERDICT_FAIL)
     return expect_refuse (g, err);
   /* Racing a write, the content is not settled: not recorded. */
-  io->gen = writes_begun == writes_ended ? writes_begun : UINT64_MAX;
+  io->gen = expect_writes_begun == expect_writes_ended
+    ? expect_writes_begun : UINT64_MAX;
   if (io->gen == UINT64_MAX)
     return 0;
   if (g->rs && g->rs->gen != io->gen) {
-    rs_put (g->rs);
+    expect_rs_put (g->rs);
     g->rs = NULL;
   }
   if (g->rs == NULL) {
@@ -106,19 +107,21 @@ expect_judge_import (struct blkhash_gate *g, struct blkhash_rsent *rs,
   enum verdict v;
 
   {
-    ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&gates_lock);
-    if ((v = verdict_now (g)) != VERDICT_NONE)
+    ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&expect_gates_lock);
+    if ((v = expect_verdict_now (g)) != VERDICT_NONE)
       return v;
-    if (rs->gen != writes_begun || writes_begun != writes_ended)
+    if (rs->gen != expect_writes_begun ||
+        expect_writes_begun != expect_writes_ended)
       return JUDGE_RACED;
   }
   /* Computed once; the reads that find it complete wait for it. */
   if (blkhash_sent_final (rs->s, got, err) == -1)
     return -1;
-  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&gates_lock);
-  if ((v = verdict_now (g)) != VERDICT_NONE)
+  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&expect_gates_lock);
+  if ((v = expect_verdict_now (g)) != VERDICT_NONE)
     return v;
-  if (rs->gen != writes_begun || writes_begun != writes_ended)
+  if (rs->gen != expect_writes_begun ||
+      expect_writes_begun != expect_writes_ended)
     return JUDGE_RACED;
   g->verdict = memcmp (got, blkhash_expected->want,
                        blkhash_expected->len) == 0
@@ -141,8 +144,8 @@ expect_settle (struct blkhash_gate *g, struct blkhash_rsent *rs,
   int r;
 
   {
-    ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&gates_lock);
-    v = verdict_now (g);
+    ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&expect_gates_lock);
+    v = expect_verdict_now (g);
   }
   if (v == VERDICT_NONE && complete && rs) {
     r = expect_judge_import (g, rs, err);
@@ -174,8 +177,8 @@ static void
 expect_io_end (struct blkhash_expect_io *io)
 {
   if (io->rs) {
-    ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&gates_lock);
-    rs_put (io->rs);
+    ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&expect_gates_lock);
+    expect_rs_put (io->rs);
     io->rs = NULL;
   }
 }
