@@ -202,16 +202,27 @@ blk_escape_controls (const char *s, bool lines)
 
   if (out == NULL)
     return NULL;
-  for (const unsigned char *p = (const unsigned char *) s; *p; p++) {
-    if (p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f) {
-      q += sprintf (q, "\\x%02x\\x%02x", p[0], p[1]);
+  for (const unsigned char *p = (const unsigned char *) s; *p; ) {
+    const size_t n = blk_utf8_char (p, len - (p - (const unsigned char *) s));
+
+    /* UTF-8's C1 controls (U+0080 to U+009F), and bytes that are no
+     * UTF-8: an 8-bit terminal takes 0x9b for a CSI.
+     */
+    if (n == 0 || (p[0] == 0xc2 && p[1] <= 0x9f)) {
+      for (size_t i = 0; i < (n ? n : 1); i++)
+        q += sprintf (q, "\\x%02x", p[i]);
+      p += n ? n : 1;
+    }
+    else if (n == 1 &&
+             ((*p < 0x20 && *p != '\t' && !(lines && *p == '\n')) ||
+              *p == 0x7f)) {
+      q += sprintf (q, "\\x%02x", *p);
       p++;
     }
-    else if ((*p < 0x20 && *p != '\t' && !(lines && *p == '\n')) ||
-             *p == 0x7f)
-      q += sprintf (q, "\\x%02x", *p);
-    else
-      *q++ = *p;
+    else {
+      memcpy (q, p, n);
+      q += n, p += n;
+    }
   }
   *q = '\0';
   return out;

@@ -99,8 +99,9 @@ blk_hex_value (int c)
 extern size_t blk_utf8_char (const unsigned char *p, size_t n);
 
 /* s with the bytes a terminal acts on written as \xHH: C0 controls
- * but tab (and newline if lines), DEL, and UTF-8's C1 controls
- * (U+0080 to U+009F; U+009B is a CSI).  Messages name exports,
+ * but tab (and newline if lines), DEL, UTF-8's C1 controls (U+0080 to
+ * U+009F; U+009B is a CSI), and every byte that is not well-formed
+ * UTF-8 (in an 8-bit charset, 0x9b is a CSI).  Messages name exports,
  * images and files, and clients, images and checksum files choose
  * those.  malloc'd; NULL if out of memory.
  */

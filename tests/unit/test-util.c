@@ -130,13 +130,16 @@ main (void)
       blk_work_size (12345, 0, 32) == 12345,
       "blk_work_size: in proportion, saturating, plain is the size");
   {
-    /* Every byte but NUL, alone and after a C1's lead byte. */
+    /* Every byte but NUL, alone and after a C1's lead byte.  A byte
+     * of 0x80 or more alone is no UTF-8: escaped too (a terminal in
+     * an 8-bit charset takes 0x9b for a CSI).
+     */
     bool all = true;
     char in[3] = { 0 }, want[16];
     for (int c = 1; c < 256; c++) {
       char *e;
       in[0] = c;
-      if ((c < 0x20 && c != '\t') || c == 0x7f)
+      if ((c < 0x20 && c != '\t') || c >= 0x7f)
         snprintf (want, sizeof want, "\\x%02x", c);
       else
         snprintf (want, sizeof want, "%c", c);
@@ -147,16 +150,47 @@ main (void)
       e = blk_escape_controls (in, true);
       if (c >= 0x80 && c <= 0x9f)
         snprintf (want, sizeof want, "\\xc2\\x%02x", c);
-      else if ((c < 0x20 && c != '\t' && c != '\n') || c == 0x7f)
-        snprintf (want, sizeof want, "\xc2\\x%02x", c);
-      else
+      else if (c >= 0xa0 && c <= 0xbf)
         snprintf (want, sizeof want, "\xc2%c", c);
+      else if ((c < 0x20 && c != '\t' && c != '\n') || c >= 0x7f)
+        snprintf (want, sizeof want, "\\xc2\\x%02x", c);
+      else
+        snprintf (want, sizeof want, "\\xc2%c", c);
       all &= e && strcmp (e, want) == 0;
       free (e);
       in[1] = 0;
     }
-    ok (all, "blk_escape_controls: C0 but tab (newline with lines), DEL "
-        "and UTF-8's C1 as \\xHH, every other byte as it is");
+    ok (all, "blk_escape_controls: C0 but tab (newline with lines), DEL, "
+        "UTF-8's C1 and bytes that are no UTF-8 as \\xHH, every other "
+        "byte as it is");
+  }
+  {
+    /* Well-formed UTF-8 as it is; what is not, byte by byte. */
+    static const struct { const char *in, *want; } cases[] = {
+      { "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80",
+        "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80" },
+      { "caf\xe9", "caf\\xe9" },                  /* Latin-1 */
+      { "a\x9b""31mred", "a\\x9b31mred" },          /* 8-bit CSI */
+      { "\xc0\x80", "\\xc0\\x80" },                /* overlong */
+      { "\xe2\x82", "\\xe2\\x82" },                /* cut short */
+      { "\xe2\x82x", "\\xe2\\x82x" },
+      { "\xed\xa0\x80", "\\xed\\xa0\\x80" },       /* a surrogate */
+      { "\xe0\x80\xaf", "\\xe0\\x80\\xaf" },       /* overlong */
+      { "\xf4\x90\x80\x80", "\\xf4\\x90\\x80\\x80" }, /* past U+10FFFF */
+      { "\xf8\x88\x80\x80\x80", "\\xf8\\x88\\x80\\x80\\x80" },
+    };
+    bool all = true;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+      char *e = blk_escape_controls (cases[i].in, false);
+      if (e == NULL || strcmp (e, cases[i].want) != 0) {
+        printf ("# case %zu: got '%s'\n", i, e ? e : "(null)");
+        all = false;
+      }
+      free (e);
+    }
+    ok (all, "blk_escape_controls: well-formed UTF-8 as it is, the bytes "
+        "of anything else (Latin-1, overlong, cut short, surrogates, "
+        "past U+10FFFF) as \\xHH");
   }
   return done_testing ();
 }
