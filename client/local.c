@@ -328,24 +328,33 @@ reap_server (struct local_server *s, int flags)
   return gone;
 }
 
-bool
-local_server_exited (struct local_server *s)
+/* Wait up to ticks of 10 ms for s to exit and reap it: false if it
+ * did not.
+ */
+static bool
+reap (struct local_server *s, int ticks)
 {
   const struct timespec tick = { 0, 10 * 1000 * 1000 };
 
+  for (int i = 0; i < ticks; i++) {
+    if (reap_server (s, WNOHANG))
+      return true;
+    if (i + 1 < ticks)
+      nanosleep (&tick, NULL);
+  }
+  return false;
+}
+
+bool
+local_server_exited (struct local_server *s)
+{
   if (s->pid <= 0)
     return false;
   /* Ours may be a moment from exiting after the connection broke
    * (nbdkit after qemu-nbd failed): waited for, so that its message is
    * the error.  A [ CMD ]'s is taken as it is now.
    */
-  for (int i = 0; i < (s->log_fd >= 0 ? EXIT_WAIT_TICKS : 1); i++) {
-    if (reap_server (s, WNOHANG))
-      return true;
-    if (i + 1 < EXIT_WAIT_TICKS)
-      nanosleep (&tick, NULL);
-  }
-  return false;
+  return reap (s, s->log_fd >= 0 ? EXIT_WAIT_TICKS : 1);
 }
 
 const char *
@@ -411,20 +420,6 @@ local_server_kill (struct local_server *s)
     kill (-s->pid, SIGKILL);
 }
 
-/* Wait up to seconds for s to exit and reap it: false if it did not. */
-static bool
-reap (struct local_server *s, int seconds)
-{
-  const struct timespec tick = { 0, 10 * 1000 * 1000 };
-
-  for (int i = 0; i < seconds * 100; i++) {
-    if (reap_server (s, WNOHANG))
-      return true;
-    nanosleep (&tick, NULL);
-  }
-  return false;
-}
-
 /* SIGTERM, and SIGKILL to its group if it has not exited within
  * STOP_SECONDS; reaped either way, and forgotten.  False if it had to
  * be killed.
@@ -437,7 +432,7 @@ stop_process (struct local_server *s)
   if (s->pid <= 0)
     return true;
   kill (s->pid, SIGTERM);
-  if (!reap (s, STOP_SECONDS)) {
+  if (!reap (s, STOP_SECONDS * 100)) {
     exited = false;
     local_server_kill (s);
     while (!reap_server (s, 0) && errno == EINTR)
@@ -464,7 +459,7 @@ local_server_end (struct local_server *s)
     return;
   }
   kill (s->pid, SIGTERM);
-  if (!reap (s, END_SECONDS))
+  if (!reap (s, END_SECONDS * 100))
     local_server_kill (s);
 }
 
