@@ -60,6 +60,20 @@ blkhash_unload (void)
   free ((char *) blkhash_file);
 }
 
+/* key=value, a boolean as nbdkit reads them, into *b. */
+static int
+config_bool (const char *key, const char *value, bool *b)
+{
+  const int r = nbdkit_parse_bool (value);
+
+  if (r == -1) {
+    blkhash_error ("%s=%s: expected true or false", key, value);
+    return -1;
+  }
+  *b = r;
+  return 0;
+}
+
 int
 blkhash_config (nbdkit_next_config *next, nbdkit_backend *nxdata,
                 const char *key, const char *value)
@@ -119,26 +133,12 @@ blkhash_config (nbdkit_next_config *next, nbdkit_backend *nxdata,
            strcmp (key, "blkhash-expect-at") == 0 ||
            strcmp (key, "blkhash-expect-spill") == 0)
     return blkhash_expect_config (key, value);
-  else if (strcmp (key, "blkhash-views-only") == 0) {
-    int r = nbdkit_parse_bool (value);
-    if (r == -1) {
-      blkhash_error ("blkhash-views-only=%s: expected true or false", value);
-      return -1;
-    }
-    blkhash_views_only = r;
-    return 0;
-  }
+  else if (strcmp (key, "blkhash-views-only") == 0)
+    return config_bool (key, value, &blkhash_views_only);
   else if (strcmp (key, "blkhash-max-size") == 0)
     return blkhash_max_size_config (value);
-  else if (strcmp (key, "blkhash-cache") == 0) {
-    int r = nbdkit_parse_bool (value);
-    if (r == -1) {
-      blkhash_error ("blkhash-cache=%s: expected true or false", value);
-      return -1;
-    }
-    blkhash_cache = r;
-    return 0;
-  }
+  else if (strcmp (key, "blkhash-cache") == 0)
+    return config_bool (key, value, &blkhash_cache);
   return next (nxdata, key, value);
 }
 
