@@ -96,6 +96,23 @@ blkhash_expect_read_begin (struct blkhash_export *e,
   return 0;
 }
 
+/* The verdict already given, JUDGE_RACED if a write began since rs's
+ * content, or VERDICT_NONE; expect_gates_lock held.
+ */
+static int
+expect_import_standing (const struct blkhash_gate *g,
+                        const struct blkhash_rsent *rs)
+{
+  const enum verdict v = expect_verdict_now (g);
+
+  if (v != VERDICT_NONE)
+    return v;
+  if (rs->gen != expect_writes_begun ||
+      expect_writes_begun != expect_writes_ended)
+    return JUDGE_RACED;
+  return VERDICT_NONE;
+}
+
 /* Judge the import recorded in rs, complete: from what was sent.  The
  * verdict, JUDGE_RACED (a write began since), or -1 with *err set.
  */
@@ -104,25 +121,19 @@ expect_judge_import (struct blkhash_gate *g, struct blkhash_rsent *rs,
                      int *err)
 {
   uint8_t got[BLK_DIGEST_MAX];
-  enum verdict v;
+  int v;
 
   {
     ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&expect_gates_lock);
-    if ((v = expect_verdict_now (g)) != VERDICT_NONE)
+    if ((v = expect_import_standing (g, rs)) != VERDICT_NONE)
       return v;
-    if (rs->gen != expect_writes_begun ||
-        expect_writes_begun != expect_writes_ended)
-      return JUDGE_RACED;
   }
   /* Computed once; the reads that find it complete wait for it. */
   if (blkhash_sent_final (rs->s, got, err) == -1)
     return -1;
   ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&expect_gates_lock);
-  if ((v = expect_verdict_now (g)) != VERDICT_NONE)
+  if ((v = expect_import_standing (g, rs)) != VERDICT_NONE)
     return v;
-  if (rs->gen != expect_writes_begun ||
-      expect_writes_begun != expect_writes_ended)
-    return JUDGE_RACED;
   g->verdict = memcmp (got, blkhash_expected->want,
                        blkhash_expected->len) == 0
     ? VERDICT_PASS : VERDICT_FAIL;
