@@ -504,6 +504,7 @@ char *
 local_server_cause (struct local_server *s)
 {
   char *log, *line, *save, *cause = NULL, *out;
+  const char *who;
   unsigned n = 0;
   int r, rank = 0;
 
@@ -523,8 +524,11 @@ local_server_cause (struct local_server *s)
     char *text = strstr (line, "error: ");
     int this;
     /* qemu-nbd's lines (behind the nbd plugin) say why in its words
-     * (qcow2: Image is corrupt: ...), with no "error: " of nbdkit's.
+     * (qcow2: Image is corrupt: ...), with no "error: " of nbdkit's;
+     * but not that a client went, a consequence.
      */
+    if (strstr (line, "qemu-nbd: Disconnect client, due to: ") == line)
+      continue;
     if (strncmp (line, "nbdkit: ", 8) != 0) {
       n++;
       if (rank < 4)
@@ -557,11 +561,14 @@ local_server_cause (struct local_server *s)
     return NULL;
   }
   s->cause_told = true;
+  /* Our nbdkit of any kind, or --since's qemu-nbd. */
+  who = strncmp (s->what, "private nbdkit", 14) == 0 ? "private nbdkit"
+    : s->what;
   if (n == 1)
-    r = asprintf (&out, "%s (nbdsum's private nbdkit)", cause);
+    r = asprintf (&out, "%s (nbdsum's %s)", cause, who);
   else
-    r = asprintf (&out, "%s (nbdsum's private nbdkit, and %u more "
-                  "error%s)", cause, n - 1, n == 2 ? "" : "s");
+    r = asprintf (&out, "%s (nbdsum's %s, and %u more error%s)", cause,
+                  who, n - 1, n == 2 ? "" : "s");
   free (log);
   return r == -1 ? NULL : out;
 }
