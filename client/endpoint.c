@@ -300,10 +300,18 @@ endpoint_run (struct endpoint *ep)
     return -1;
   }
   if (atomic_load (&ep->failed)) {
-    char *cause;
+    char *cause, *behind;
 
     endpoint_hang_up (ep);
     cause = local_server_cause (ep->src->server);
+    /* Our filter in front of our qemu-nbd (--since of a local file):
+     * qemu says why, and the status connection reads it directly.
+     */
+    if (ep->src->behind &&
+        (behind = local_server_cause (ep->src->behind->server)) != NULL) {
+      free (cause);
+      cause = behind;
+    }
     /* What our own server saw stands for the errno it sent, or after
      * a message that has none.
      */

@@ -113,6 +113,10 @@ cache_all (const char *name, struct local_server *server,
     /* After a signal, those in flight get until its deadline. */
     if (busy && ((timeout = stop_poll_timeout ()) == 0 ||
                  source_poll (h, timeout) == -1)) {
+      /* Requests left in flight: our own server is killed now, as in
+       * endpoint_close, not asked to stop (it would wait for them).
+       */
+      local_server_kill (server);
       if (!stop_signal ())
         error_at (name, "%s", source_error ());
       else if (timeout == 0)

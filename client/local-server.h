@@ -24,6 +24,8 @@ struct local_server {
   struct local_pins pins;       /* what its qemu-nbd may hold open */
   bool verified;                /* ... and it was checked once */
   bool cause_told;              /* a failure named from its log */
+  int status;                   /* its wait status once reaped, or -1 */
+  bool killed;                  /* by nbdsum (SIGKILL to its group) */
 };
 
 /* In the child: the listening socket as fd 3 for systemd-style socket

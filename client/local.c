@@ -162,6 +162,7 @@ local_serve (const char *name, const char *what,
   s->what = what;
   s->pid = -1;
   s->log_fd = -1;
+  s->status = -1;
   /* It inherits our limit (raised as far as allowed at start). */
   if (getrlimit (RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
       rl.rlim_cur < LOCAL_SERVER_FDS (opts->connections)) {
@@ -315,11 +316,14 @@ reap_server (struct local_server *s, int flags)
 {
   sigset_t saved;
   pid_t r;
+  int status;
   bool gone;
 
   stop_signals_block (&saved);
-  r = waitpid (s->pid, NULL, flags);
+  r = waitpid (s->pid, &status, flags);
   gone = r == s->pid || (r == -1 && errno == ECHILD);
+  if (r == s->pid)
+    s->status = status;
   if (gone) {
     stop_signals_forget (s->pid);
     s->pid = -1;
@@ -416,8 +420,10 @@ void
 local_server_kill (struct local_server *s)
 {
   /* The group: qemu-nbd too, for other formats than raw. */
-  if (s && s->pid > 0)
+  if (s && s->pid > 0) {
     kill (-s->pid, SIGKILL);
+    s->killed = true;
+  }
 }
 
 /* SIGTERM, and SIGKILL to its group if it has not exited within
@@ -499,27 +505,40 @@ char *
 local_server_cause (struct local_server *s)
 {
   char *log, *line, *save, *cause = NULL, *out;
+  const char *who;
   unsigned n = 0;
   int r, rank = 0;
 
   if (s == NULL)
     return NULL;
+  /* Our nbdkit of any kind, or --since's qemu-nbd. */
+  who = strncmp (s->what, "private nbdkit", 14) == 0 ? "private nbdkit"
+    : s->what;
   /* Its log is whole once it has exited: the nbd plugin's reader
    * thread says why its connection broke after failing the requests
    * in flight, whose replies can reach us first.  A failure ends the
    * input: nothing more is asked of this server.
    */
-  if (s->log_fd >= 0)
-    stop_process (s);
-  if ((log = read_log (s)) == NULL)
+  if (s->log_fd < 0)
     return NULL;
-  for (line = strtok_r (log, "\n", &save); line;
+  stop_process (s);
+  /* Whole lines: qemu-nbd, which can outlive nbdkit a moment, writes
+   * its "qemu-nbd: " before the rest.
+   */
+  if ((log = read_log (s)) != NULL && (line = strrchr (log, '\n')) != NULL)
+    line[1] = '\0';
+  else if (log)
+    *log = '\0';
+  for (line = log ? strtok_r (log, "\n", &save) : NULL; line;
        line = strtok_r (NULL, "\n", &save)) {
     char *text = strstr (line, "error: ");
     int this;
     /* qemu-nbd's lines (behind the nbd plugin) say why in its words
-     * (qcow2: Image is corrupt: ...), with no "error: " of nbdkit's.
+     * (qcow2: Image is corrupt: ...), with no "error: " of nbdkit's;
+     * but not that a client went, a consequence.
      */
+    if (strstr (line, "qemu-nbd: Disconnect client, due to: ") == line)
+      continue;
     if (strncmp (line, "nbdkit: ", 8) != 0) {
       n++;
       if (rank < 4)
@@ -547,16 +566,24 @@ local_server_cause (struct local_server *s)
       rank = this, cause = text;
   }
   if (cause == NULL) {
-    /* Nothing of a cause: what it said is local_server_stop's. */
     free (log);
+    /* Killed, by a signal nbdsum did not send (the OOM killer's). */
+    if (!s->killed && s->status != -1 && WIFSIGNALED (s->status) &&
+        WTERMSIG (s->status) != SIGTERM) {
+      s->cause_told = true;
+      r = asprintf (&out, "the %s serving it was killed by SIG%s", who,
+                    sigabbrev_np (WTERMSIG (s->status)) ?: "?");
+      return r == -1 ? NULL : out;
+    }
+    /* Nothing of a cause: what it said is local_server_stop's. */
     return NULL;
   }
   s->cause_told = true;
   if (n == 1)
-    r = asprintf (&out, "%s (nbdsum's private nbdkit)", cause);
+    r = asprintf (&out, "%s (nbdsum's %s)", cause, who);
   else
-    r = asprintf (&out, "%s (nbdsum's private nbdkit, and %u more "
-                  "error%s)", cause, n - 1, n == 2 ? "" : "s");
+    r = asprintf (&out, "%s (nbdsum's %s, and %u more error%s)", cause,
+                  who, n - 1, n == 2 ? "" : "s");
   free (log);
   return r == -1 ? NULL : out;
 }

@@ -82,8 +82,9 @@ extern char *local_server_message (struct local_server *s);
  * exited (stopped here: a failure ends the input): the first error
  * below the filter (qemu-nbd's lines are), else the filter's first
  * that gives an errno's words, consequences of a broken connection
- * last, and how many errors there were besides; NULL if none (or s is
- * NULL, or not ours: the errno the client got says it).  The rest of
+ * last, and how many errors there were besides; else the signal that
+ * killed it, not nbdsum's; NULL if none (or s is NULL, or not ours:
+ * the errno the client got says it).  The rest of
  * its log is of the same failure: not printed when it ends.  The
  * caller frees it.
  */

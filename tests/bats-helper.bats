@@ -41,7 +41,6 @@ teardown () {
   assert_blkhash "$BLKHASH_URI" "$(head -c 1M /dev/zero | reference sha256 65536 -)"
 }
 
-# The sample from the helpers' own comment, as a user writes it.
 @test "bats-helper: blkhash_stop signals no process but its nbdkit (a pid it held may be another's by then)" {
   local stranger
   blkhash_serve disk.img
@@ -60,6 +59,7 @@ teardown () {
   kill "$stranger"
 }
 
+# The sample from the helpers' own comment, as a user writes it.
 @test "bats-helper: a user's test: the copy is the image, a corrupted copy is not" {
   blkhash_serve disk.img
   qemu-img convert -f raw -O qcow2 "$BLKHASH_URI" copy.qcow2

@@ -555,6 +555,34 @@ print(u.quote(sys.argv[1], safe=""))' "$name")
   done
 }
 
+# Review 46: the private nbdkit killed mid-image (the OOM killer, a
+# user's kill -9) failed the run with "Transport endpoint is not
+# connected" alone, nothing saying that nbdkit had died.
+@test "nbdsum-inputs: the private nbdkit killed mid-image: one line naming it" {
+  local mode nbdkit_pid
+  "$MKIMAGE" '4M;d:0+4M:a' slow.img
+  for mode in "" --plain --bmap; do
+    # Every read takes a minute: nbdsum is mid-image until it fails.
+    start_nbdkit slow -v "${KILLED_CLIENT_OPTS[@]}" --filter=exportname \
+      --filter=delay file slow.img exportname-strict=true exportname= \
+      delay-read=60
+    mkdir -p tmp
+    TMPDIR="$PWD/tmp" "$NBDSUM" -q $mode "$uri" >out 2>err 3>&- &
+    pid=$!
+    wait_until 30 grep -q 'debug: delay: pread' "$err"
+    nbdkit_pid=$(pgrep -x nbdkit -P "$pid")
+    kill -9 "$nbdkit_pid"
+    wait_exit "$pid" 30
+    echo "nbdsum $mode: $rc; stdout: $(cat out); stderr: $(cat err)"
+    [ "$rc" -eq 1 ]
+    [ ! -s out ]
+    [ "$(grep -c . err)" -eq 1 ]
+    grep -q "the private nbdkit serving it was killed by SIGKILL" err
+    [ -z "$(ls -A tmp)" ]
+    kill_servers
+  done
+}
+
 # Review (issue 37): a server that hung up cleanly mid-image (no
 # reset) left no line in the private nbdkit's log: its nbd plugin says
 # nothing of EOF, the filter nothing of its hashing read's ENOTCONN,

@@ -313,6 +313,24 @@ stale_kills () {
   no_crash "$err"
 }
 
+
+# Review 46: --bmap through the private nbdkit, whose read of a server
+# that never answers is still in flight when the drain ends, asked
+# that nbdkit to stop with SIGTERM: it waits for its stuck read, so
+# 5 s more, then "did not exit in 5 seconds: killing it".  It is
+# killed at once, as the other modes do.
+@test "nbdsum-signals: SIGTERM while the server behind the private nbdkit never answers a --bmap read" {
+  local allowed
+  # Only the default export: no view, so the private nbdkit maps it.
+  start_nbdkit slow -v "${KILLED_CLIENT_OPTS[@]}" --filter=exportname \
+    --filter=delay file "$small" exportname-strict=true exportname= \
+    delay-read=60
+  run_nbdsum -q --bmap "$uri"
+  wait_until 30 grep -q 'debug: delay: pread' "$err"
+  allowed='^nbdsum: .*: 1 connection still had requests in flight after [0-9]+ seconds: closing it anyway$'
+  signalled TERM 60
+  no_crash "$err"
+}
 @test "nbdsum-signals: --connect-timeout gives up on a server that never answers" {
   local t0 u
   start_stall silent

@@ -489,6 +489,38 @@ backing_chain () {
   [[ "$output" = *"raw.img: a raw image has no dirty bitmaps"* ]]
 }
 
+
+# Review 46: a local qcow2 whose dirty cluster's L2 entry is corrupt
+# failed --since with nbdsum's line naming no cause ("block status of
+# qemu:dirty-bitmap:b1: ...: Input/output error"), then the private
+# qemu-nbd's lines printed raw after it (qcow2's "Image is corrupt",
+# and its "Disconnect client" of the client that went).  One line now,
+# with qemu's words, as a corrupt image without --since.
+@test "nbdsum-since: a corrupt local qcow2 file: one line, with what qemu-nbd said" {
+  local l1 l2 opts
+  mkdir tmp
+  qemu-img create -q -f qcow2 c.qcow2 8M
+  qemu-io -f qcow2 -c 'write -P 1 0 8M' c.qcow2 > /dev/null
+  "$NBDSUM" -q --blocks c.qcow2 > m0
+  qemu-img bitmap --add --enable c.qcow2 b1
+  qemu-io -f qcow2 -c 'write -P 2 4M 64K' c.qcow2 > /dev/null
+  # L2 entry 64 (4 MiB in, dirty): a standard cluster at the unaligned
+  # 0x10200.
+  l1=$((16#$(hexdump_at c.qcow2 40 8)))
+  l2=$(( 16#$(hexdump_at c.qcow2 "$l1" 8) & 0x00fffffffffffe00 ))
+  printf '\x80\x00\x00\x00\x00\x01\x02\x00' |
+    dd of=c.qcow2 bs=1 seek=$((l2 + 8 * 64)) conv=notrunc status=none
+  for opts in "" --blocks "-C1 -R1"; do
+    run --separate-stderr env TMPDIR="$PWD/tmp" timeout 60 \
+      "$NBDSUM" -q $opts --since=m0 --dirty-bitmap=b1 c.qcow2
+    echo "nbdsum $opts: $status; stdout: $output; stderr: $stderr"
+    [ "$status" -eq 1 ]
+    [ -z "$output" ]
+    [ "$(grep -c . <<< "$stderr")" -eq 1 ]
+    [[ "$stderr" = "nbdsum: c.qcow2: "*"; qcow2: Image is corrupt: "*" (nbdsum's qemu-nbd)" ]]
+    [ -z "$(ls -A tmp)" ]
+  done
+}
 @test "nbdsum-since: a symlinked local qcow2 file: its relative backing file beside the link, as qemu reads it" {
   # A/top.qcow2 -> ../B/top.qcow2, backed by 'base.raw', which is only
   # in A: qemu finds it there, from the path as given.
