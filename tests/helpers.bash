@@ -203,8 +203,12 @@ ours () {
   stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
   read -r _ ppid _ <<< "${stat##*) }"
   [ "$ppid" = "$BASHPID" ] && return 0
+  # A whole directory: test 1's is not test 10's.
   tr '\0' '\n' < "/proc/$1/cmdline" 2>/dev/null |
-    grep -qF -e "$BATS_TEST_TMPDIR" -e "${BATS_FILE_TMPDIR:-$BATS_TEST_TMPDIR}"
+    awk -v a="$BATS_TEST_TMPDIR/" \
+        -v b="${BATS_FILE_TMPDIR:-$BATS_TEST_TMPDIR}/" '
+      index($0 "/", a) || index($0 "/", b) { found = 1 }
+      END { exit !found }'
 }
 
 # A test that hangs fails alone, showing what its processes wait for,
