@@ -291,6 +291,8 @@ view_go (struct source *src, const struct hash_spec *spec,
         local_server_end (src->server);
       free (base);
       free (view_name);
+      free (vg->shown);
+      vg->shown = NULL;
       nbd_close (h);
       return -1;
     }
