@@ -135,13 +135,14 @@ parse_options (int argc, char **argv, int *first_arg)
     OPT_DIRTY_BITMAP, OPT_IMMUTABLE_BACKING, OPT_CHECK_MANIFEST,
     OPT_PLAIN, OPT_ALLOW_BACKING, OPT_MAX_SIZE, OPT_SPOT_CHECK,
     OPT_NO_SPOT_CHECK, OPT_HTTP_HEADER, OPT_HTTP_INSECURE, OPT_HTTP_TIMEOUT,
-    OPT_RANGE,
+    OPT_RANGE, OPT_REPLY_TIMEOUT,
     OPT_BMAP,
   };
   static const struct option long_options[] = {
     { "connections", required_argument, NULL, 'C' },
     { "requests", required_argument, NULL, 'R' },
     { "connect-timeout", required_argument, NULL, OPT_CONNECT_TIMEOUT },
+    { "reply-timeout", required_argument, NULL, OPT_REPLY_TIMEOUT },
     { "jobs", required_argument, NULL, 'j' },
     { "digest", required_argument, NULL, 'd' },
     { "block-size", required_argument, NULL, OPT_BLOCK_SIZE },
@@ -231,6 +232,10 @@ parse_options (int argc, char **argv, int *first_arg)
     case OPT_CONNECT_TIMEOUT:
       parsed.connect_timeout = parse_seconds ("--connect-timeout", optarg,
                                               MAX_CONNECT_TIMEOUT);
+      break;
+    case OPT_REPLY_TIMEOUT:
+      parsed.reply_timeout = parse_seconds ("--reply-timeout", optarg,
+                                            MAX_CONNECT_TIMEOUT);
       break;
     case 'd': {
       struct blk_digest d;

@@ -25,6 +25,7 @@ struct options {
   unsigned connections;         /* -C, default 4 */
   unsigned requests;            /* -R, default 16 */
   double connect_timeout;       /* --connect-timeout, seconds; 0: none */
+  double reply_timeout;         /* --reply-timeout, seconds; 0: none */
   const char *digest;           /* -d, NULL: the server's default */
   bool plain;                   /* --plain: digests of the bytes */
   const char *plain_digest;     /* --plain=ALG, canonical; sha256 */

@@ -87,6 +87,7 @@ source_poll (struct nbd_handle *h, int timeout)
 {
   const unsigned dir = nbd_aio_get_direction (h);
   struct pollfd fds[2];
+  bool silence = false;
   int r;
 
   failure = NULL;
@@ -113,6 +114,18 @@ source_poll (struct nbd_handle *h, int timeout)
   }
   fds[1].events = POLLIN;
   fds[1].revents = 0;
+  /* --reply-timeout: requests wait, and the server neither answers nor
+   * takes more for that long.  A poll that returns with nothing is
+   * that silence, since each event ends a poll.  (A handshake has
+   * --connect-timeout instead.)
+   */
+  if (opts->reply_timeout && nbd_aio_in_flight (h) > 0) {
+    const int limit = (int) (opts->reply_timeout * 1000) + 1;
+    if (timeout < 0 || timeout > limit) {
+      timeout = limit;
+      silence = true;
+    }
+  }
 
   r = poll (fds, 2, timeout);
   if (r == -1) {
@@ -120,6 +133,9 @@ source_poll (struct nbd_handle *h, int timeout)
       return 0;
     return fail (errno, "poll: %s", strerror (errno));
   }
+  if (r == 0 && silence)
+    return fail (ETIMEDOUT, "timed out waiting for the server's reply "
+                 "(--reply-timeout=%g)", opts->reply_timeout);
   /* Not both notifications: the first may change what the second
    * means.  Replies first, as nbd_poll does.  A hang-up while libnbd
    * waits only to write (a server that closes as soon as it accepts,

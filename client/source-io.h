@@ -36,8 +36,9 @@ extern int source_block_status (struct nbd_handle *h, uint64_t count,
 extern void source_shutdown (struct nbd_handle *h);
 /* Wait until h needs us, timeout ms pass (-1: no limit) or, unless
  * one came already, a signal, and let libnbd move on: nbd_poll, but
- * a signal wakes it.  The worker loops keep their requests in flight
- * with it.
+ * a signal wakes it, and requests waiting longer than --reply-timeout
+ * on a silent server fail it.  The worker loops keep their requests
+ * in flight with it.
  */
 extern int source_poll (struct nbd_handle *h, int timeout);
 /* Why the last call failed in this thread: nbdsum's reason if it was

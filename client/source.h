@@ -5,8 +5,8 @@
  * names a server; a file gets a private nbdkit (local-nbdkit.c).  Views are
  * never hashed: the server side would hash the view's image, the
  * client side the view's bytes.  Every wait on a connection is one
- * poll loop (source-io.h), so that a signal or --connect-timeout ends
- * any.
+ * poll loop (source-io.h), so that a signal, --connect-timeout or
+ * --reply-timeout ends any.
  */
 #ifndef NBDSUM_SOURCE_H
 #define NBDSUM_SOURCE_H

@@ -56,7 +56,7 @@ usage (FILE *fp, int status)
 "\n"
 "  -C, --connections=N       connections (default 4)\n"
 "  -R, --requests=N          requests in flight per connection (default 16)\n"
-"      --connect-timeout=S   give up on a server that does not answer in S s\n"
+"      --connect-timeout=S, --reply-timeout=S   give up on a silent server\n"
 "  -j, --jobs=N              hash N inputs (or -c lines) at once (default 1)\n"
 "  -d, --digest=NAME         an OpenSSL digest, or blake3 (default: the\n"
 "                            server's blkhash-digest=, else sha256)\n"

@@ -9,7 +9,8 @@
 # requests in flight), stops its private nbdkit quietly and leaves
 # nothing in TMPDIR; a second signal ends it at once.
 # --connect-timeout bounds the waits of connecting, and without it a
-# private nbdkit stuck starting is given up on too.
+# private nbdkit stuck starting is given up on too; --reply-timeout
+# bounds a server's silence while requests wait.
 
 load "$top_srcdir/tests/helpers"
 load "$top_srcdir/tests/servers"
@@ -388,6 +389,80 @@ stale_kills () {
   done
   run "$NBDSUM" --diff --connect-timeout=x "$small" "$small"
   [ "$status" -eq 2 ]
+}
+
+# A server that stops answering mid-image: --reply-timeout=S gives up
+# when S seconds pass with requests waiting and nothing from the
+# server, wherever the stall is: a view's first read, hashing below the
+# filter, a server without the filter behind nbdsum's private nbdkit.
+# (timeout 60 is only a hang guard: every read below takes an hour.)
+@test "nbdsum-signals: --reply-timeout gives up on a server that stops answering" {
+  local out
+  # Above the filter: the view's header is never read.
+  start_nbdkit header -v "${KILLED_CLIENT_OPTS[@]}" --filter=delay \
+    --filter="$BLKHASH_FILTER" file "$small" delay-read=3600
+  run timeout 60 "$NBDSUM" --reply-timeout=1 "$uri"
+  echo "header: status $status: $output"
+  [ "$status" -eq 1 ]
+  [ "$output" = "nbdsum: $uri: reading the view header: timed out waiting for the server's reply (--reply-timeout=1)" ]
+  printf '%064d  %s\n' 0 "$uri" > SUMS
+  run timeout 60 "$NBDSUM" --reply-timeout=0.5 -c SUMS
+  echo "check: status $status: $output"
+  [ "$status" -eq 1 ]
+  [[ "$output" = *"$uri: FAILED open or read"* ]]
+  [[ "$output" = *"timed out waiting for the server's reply (--reply-timeout=0.5)"* ]]
+  run timeout 60 "$NBDSUM" --reply-timeout=0.5 --json "$uri"
+  echo "json: status $status: $output"
+  [ "$status" -eq 1 ]
+  [[ "$output" = *'"error": "reading the view header: timed out waiting for the server'"'"'s reply (--reply-timeout=0.5)"'* ]]
+
+  # Below the filter: the view answers, hashing stalls (every
+  # connection, each with its requests in flight).
+  start_nbdkit below -v "${KILLED_CLIENT_OPTS[@]}" \
+    --filter="$BLKHASH_FILTER" --filter=delay file "$small" delay-read=3600
+  run timeout 60 "$NBDSUM" --reply-timeout=1 "$uri"
+  echo "below: status $status: $output"
+  [ "$status" -eq 1 ]
+  [[ "$output" = "nbdsum: $uri: timed out waiting for the server's reply (--reply-timeout=1)"* ]]
+  [ "$(grep -c . <<< "$output")" -eq 1 ]
+
+  # No filter there: nbdsum's private nbdkit reads it, and waits.
+  start_nbdkit plain -v "${KILLED_CLIENT_OPTS[@]}" --filter=delay \
+    file "$small" delay-read=3600
+  for out in "" --client-side --plain --bmap; do
+    run timeout 60 "$NBDSUM" --reply-timeout=1 $out "$uri"
+    echo "plain ${out:-sums}: status $status: $output"
+    [ "$status" -eq 1 ]
+    [[ "$output" = "nbdsum: $uri: "*"timed out waiting for the server's reply (--reply-timeout=1)"* ]]
+    [ "$(grep -c . <<< "$output")" -eq 1 ]
+  done
+  no_crash "$BATS_TEST_TMPDIR/header.err"
+  no_crash "$BATS_TEST_TMPDIR/below.err"
+}
+
+@test "nbdsum-signals: --reply-timeout takes seconds from 0 (no limit) to 86400 and hurries no server" {
+  local v
+  # Every read a tenth of a second late, far inside the limit: the
+  # right checksum, over the view and through the private nbdkit.
+  start_server slow --filter=delay file "$small" delay-read=100ms
+  run "$NBDSUM" --reply-timeout=60 "$uri"
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$(sum_hex "$output")" = "$(reference sha256 65536 "$small")" ]
+  start_nbdkit plain --filter=delay file "$small" delay-read=100ms
+  run "$NBDSUM" -q --reply-timeout=60 "$uri"
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$(sum_hex "$output")" = "$(reference sha256 65536 "$small")" ]
+  run "$NBDSUM" --reply-timeout=0 "$small"
+  [ "$status" -eq 0 ]
+  [ "$(sum_hex "$output")" = "$(reference sha256 65536 "$small")" ]
+  for v in x -1 86401 inf nan ''; do
+    run "$NBDSUM" --reply-timeout="$v" "$small"
+    echo "$v: $output"
+    [ "$status" -eq 1 ]
+    [ "$output" = "nbdsum: --reply-timeout must be a number of seconds from 0 (no limit) to 86400: '$v'" ]
+  done
 }
 
 # Wait until no nbdkit serves big.img: a private one that outlived
