@@ -459,3 +459,28 @@ campaign () {
   report "in $((SECONDS - start)) s"
 }
 
+
+# A view's requests were checked when it opened: what fails under one
+# is the storage, and its client is told EIO.  The nbd plugin's server
+# gone (ENOTCONN, which NBD has no code for, and libnbd's EINVAL on a
+# closed handle) reached the client as nbdkit's "Invalid argument", as
+# if the client had asked something wrong.  The real cause stays in
+# the server's log.
+@test "filter-faults: storage gone under a view: the client is told EIO, never EINVAL" {
+  local opts dir=$BATS_TEST_TMPDIR/gone
+  mkdir "$dir"
+  "$MKIMAGE" '8M;d:0+8M:a' "$dir/img"
+  start_echo backend "$dir" --hangup-at=4194304
+  start_server front nbd socket="$sock" export=img
+  for opts in "" "-C1 -R1" --plain --bmap "--range=0+6M"; do
+    run --separate-stderr timeout 60 "$NBDSUM" -q $opts "$uri"
+    echo "nbdsum $opts: $status; stdout: $output; stderr: $stderr"
+    [ "$status" -eq 1 ]
+    [ -z "$output" ]
+    [[ "$stderr" = *": Input/output error" ]]
+    [[ "$stderr" != *"Invalid argument"* ]]
+  done
+  # The server says why.
+  grep -q "failed: Transport endpoint is not connected" "$err"
+  no_crash "$err"
+}
