@@ -117,9 +117,10 @@ source_poll (struct nbd_handle *h, int timeout)
   /* --reply-timeout: requests wait, and the server neither answers nor
    * takes more for that long.  A poll that returns with nothing is
    * that silence, since each event ends a poll.  (A handshake has
-   * --connect-timeout instead.)
+   * --connect-timeout instead.)  Not after a signal: its deadline,
+   * the 5 s its message names, bounds the wait for those in flight.
    */
-  if (opts->reply_timeout && nbd_aio_in_flight (h) > 0) {
+  if (opts->reply_timeout && !stop_signal () && nbd_aio_in_flight (h) > 0) {
     const int limit = (int) (opts->reply_timeout * 1000) + 1;
     if (timeout < 0 || timeout > limit) {
       timeout = limit;

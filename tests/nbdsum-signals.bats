@@ -317,6 +317,23 @@ stale_kills () {
 }
 
 
+# A signal's 5 s for the requests in flight are not cut short by a
+# shorter --reply-timeout (hostile test of --reply-timeout: nbdsum went
+# 3 s after SIGTERM, saying "after 5 seconds").
+@test "nbdsum-signals: SIGTERM with a --reply-timeout shorter than the 5 s for the requests in flight" {
+  local t0
+  start_nbdkit slow -v "${KILLED_CLIENT_OPTS[@]}" --filter="$BLKHASH_FILTER" \
+    --filter=delay file "$small" delay-read=3600
+  run_nbdsum --reply-timeout=3 "$uri"
+  wait_until 30 grep -q 'debug: delay: pread' "$err"
+  t0=$(ms)
+  allowed='^nbdsum: .*: [0-9]+ connections? still had requests in flight after 5 seconds: closing (it|them) anyway$'
+  signalled TERM 30
+  [ "$(($(ms) - t0))" -ge 5000 ]
+  grep -qE "$allowed" err
+  no_crash "$err"
+}
+
 # Review 46: --bmap through the private nbdkit, whose read of a server
 # that never answers is still in flight when the drain ends, asked
 # that nbdkit to stop with SIGTERM: it waits for its stuck read, so
