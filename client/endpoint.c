@@ -134,7 +134,8 @@ endpoint_connect_rest (struct endpoint *ep, const char *export_name)
 
   for (ep->nconns = 1; ep->nconns < want; ep->nconns++) {
     struct conn *c = &ep->conns[ep->nconns];
-    c->h = source_connect (ep->src, export_name, SOURCE_GO | SOURCE_QUIET,
+    c->h = source_connect (ep->src, export_name,
+                           SOURCE_GO | SOURCE_QUIET | SOURCE_EXTRA,
                            NULL);
     if (c->h == NULL && stop_signal ())
       return -1;

@@ -191,8 +191,8 @@ view_scan (struct endpoint *ep)
   struct view_input *v = container_of (ep, struct view_input, ep);
   struct nbd_handle *h;
 
-  h = source_connect (ep->src, v->image_export, SOURCE_GO | SOURCE_QUIET,
-                      NULL);
+  h = source_connect (ep->src, v->image_export,
+                      SOURCE_GO | SOURCE_QUIET | SOURCE_EXTRA, NULL);
   if (h == NULL)
     return;
   if (nbd_get_size (h) == (int64_t) ep->size) {

@@ -2,7 +2,8 @@
  * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
  */
 /* nbdsum: a private server's inside, for the files that start one
- * (local.c runs it; local-nbdkit.c and local-bitmap.c say what).
+ * (local.c runs it, local-log.c reads what it says; local-nbdkit.c
+ * and local-bitmap.c say what).
  */
 #ifndef NBDSUM_LOCAL_SERVER_H
 #define NBDSUM_LOCAL_SERVER_H
@@ -26,6 +27,7 @@ struct local_server {
   bool cause_told;              /* a failure named from its log */
   int status;                   /* its wait status once reaped, or -1 */
   bool killed;                  /* by nbdsum (SIGKILL to its group) */
+  bool abandoned;               /* a connection left in its handshake */
 };
 
 /* In the child: the listening socket as fd 3 for systemd-style socket
@@ -47,5 +49,17 @@ extern struct local_server *local_serve (const char *name, const char *what,
                                          void (*exec_fn) (int listen_fd,
                                                           const void *data),
                                          const void *data, bool ours);
+
+/* Its log (local-log.c).  A file in dir for a server's standard
+ * error, unlinked at once so that nothing is left behind, whatever
+ * ends nbdsum: its descriptor, or -1.
+ */
+extern int local_log_open (const char *dir);
+/* What s wrote on its standard error so far, NUL-terminated (NULL if
+ * nothing, or out of memory), and the log is emptied.
+ */
+extern char *local_log_take (struct local_server *s);
+/* local_server_cause's reading of the log of s, which has exited. */
+extern char *local_log_cause (struct local_server *s);
 
 #endif /* NBDSUM_LOCAL_SERVER_H */

@@ -4,8 +4,8 @@
 /* nbdsum: a private server's process (local-server.h): a listening
  * Unix socket in a private directory, handed to it by socket
  * activation (LISTEN_FDS), so every connection reaches the same server
- * and none can race its start; what it says on its standard error; its
- * end.  What it runs is local-nbdkit.c's, local-bitmap.c's,
+ * and none can race its start; its end.  What it says on its standard
+ * error is local-log.c's.  What it runs is local-nbdkit.c's, local-bitmap.c's,
  * local-http.c's or a [ CMD ]'s.  The server has a process group of
  * its own: a terminal's ^C is for nbdsum, which disconnects before
  * stopping it.
@@ -88,58 +88,6 @@ socket_uri (const char *path)
   return uri;
 }
 
-/* A file in dir for a server's standard error, unlinked at once so
- * that nothing is left behind, whatever ends nbdsum.
- */
-static int
-open_log (const char *dir)
-{
-  char *path;
-  int fd;
-
-  if (asprintf (&path, "%s/log", dir) == -1)
-    return -1;
-  fd = open (path, O_RDWR | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0600);
-  if (fd >= 0)
-    unlink (path);
-  free (path);
-  return fd;
-}
-
-/* What s wrote on its standard error so far, NUL-terminated (NULL if
- * nothing, or out of memory).
- */
-static char *
-read_log (struct local_server *s)
-{
-  struct stat st;
-  char *buf;
-  ssize_t n;
-
-  if (s->log_fd == -1 || fstat (s->log_fd, &st) == -1 || st.st_size == 0 ||
-      (buf = malloc (st.st_size + 1)) == NULL)
-    return NULL;
-  n = pread (s->log_fd, buf, st.st_size, 0);
-  if (n <= 0) {
-    free (buf);
-    return NULL;
-  }
-  buf[n] = '\0';
-  return buf;
-}
-
-/* The same, and the log is emptied. */
-static char *
-take_log (struct local_server *s)
-{
-  char *buf = read_log (s);
-
-  if (buf && ftruncate (s->log_fd, 0) == -1) {
-    /* Printed again at the end: better than lost. */
-  }
-  return buf;
-}
-
 struct local_server *
 local_serve (const char *name, const char *what,
              void (*exec_fn) (int listen_fd, const void *data),
@@ -207,7 +155,7 @@ local_serve (const char *name, const char *what,
    * start reads as one message naming its cause (qemu-nbd's, not the
    * chain of connections it broke); a [ CMD ]'s stays the user's.
    */
-  if (ours && (s->log_fd = open_log (s->dir)) == -1) {
+  if (ours && (s->log_fd = local_log_open (s->dir)) == -1) {
     error_at (name, "cannot make a file in %s: %m", s->dir);
     goto err;
   }
@@ -379,43 +327,6 @@ local_server_uri (const struct local_server *s)
   return s->uri;
 }
 
-char *
-local_server_message (struct local_server *s)
-{
-  char *log = take_log (s), *out, *line, *save;
-  bool others = false;
-  size_t len = 0;
-
-  if (log == NULL)
-    return NULL;
-  /* qemu-nbd's lines, when there are any: nbdkit's nbd plugin only
-   * says that its connection to it broke.
-   */
-  for (line = log; *line; line += strcspn (line, "\n"), line += *line == '\n')
-    others |= strncmp (line, "nbdkit: ", 8) != 0;
-  /* A '.' and a space at most between each two lines. */
-  out = malloc (2 * strlen (log) + 1);
-  if (out == NULL) {
-    free (log);
-    return NULL;
-  }
-  for (line = strtok_r (log, "\n", &save); line;
-       line = strtok_r (NULL, "\n", &save)) {
-    if (others && strncmp (line, "nbdkit: ", 8) == 0)
-      continue;
-    /* qemu's second line is a sentence of its own. */
-    if (len && !strchr (".?!:;", out[len - 1]))
-      out[len++] = '.';
-    len += sprintf (out + len, "%s%s", len ? " " : "", line);
-  }
-  free (log);
-  if (len == 0) {
-    free (out);
-    return NULL;
-  }
-  return out;
-}
-
 void
 local_server_kill (struct local_server *s)
 {
@@ -437,15 +348,23 @@ stop_process (struct local_server *s)
 
   if (s->pid <= 0)
     return true;
-  kill (s->pid, SIGTERM);
-  if (!reap (s, STOP_SECONDS * 100)) {
+  if (!s->abandoned)
+    kill (s->pid, SIGTERM);
+  if (s->abandoned || !reap (s, STOP_SECONDS * 100)) {
     exited = false;
     local_server_kill (s);
     while (!reap_server (s, 0) && errno == EINTR)
       ;
   }
   s->pid = -1;
-  return exited;
+  return exited || s->abandoned;
+}
+
+void
+local_server_abandoned (struct local_server *s)
+{
+  if (s)
+    s->abandoned = true;
 }
 
 void
@@ -464,8 +383,9 @@ local_server_end (struct local_server *s)
     local_server_kill (s);
     return;
   }
-  kill (s->pid, SIGTERM);
-  if (!reap (s, END_SECONDS * 100))
+  if (!s->abandoned)
+    kill (s->pid, SIGTERM);
+  if (s->abandoned || !reap (s, END_SECONDS * 100))
     local_server_kill (s);
 }
 
@@ -479,7 +399,7 @@ local_server_stop (struct local_server *s)
               s->what, STOP_SECONDS);
   if (s->log_fd >= 0) {
     /* What it said that no failure took (a warning): not lost. */
-    char *log = take_log (s);
+    char *log = local_log_take (s);
     if (log && !s->cause_told) {
       flockfile (stderr);
       messages_put (log, true);
@@ -504,88 +424,15 @@ local_server_stop (struct local_server *s)
 char *
 local_server_cause (struct local_server *s)
 {
-  char *log, *line, *save, *cause = NULL, *out;
-  const char *who;
-  unsigned n = 0;
-  int r, rank = 0;
-
-  if (s == NULL)
-    return NULL;
-  /* Our nbdkit of any kind, or --since's qemu-nbd. */
-  who = strncmp (s->what, "private nbdkit", 14) == 0 ? "private nbdkit"
-    : s->what;
   /* Its log is whole once it has exited: the nbd plugin's reader
    * thread says why its connection broke after failing the requests
    * in flight, whose replies can reach us first.  A failure ends the
    * input: nothing more is asked of this server.
    */
-  if (s->log_fd < 0)
+  if (s == NULL || s->log_fd < 0)
     return NULL;
   stop_process (s);
-  /* Whole lines: qemu-nbd, which can outlive nbdkit a moment, writes
-   * its "qemu-nbd: " before the rest.
-   */
-  if ((log = read_log (s)) != NULL && (line = strrchr (log, '\n')) != NULL)
-    line[1] = '\0';
-  else if (log)
-    *log = '\0';
-  for (line = log ? strtok_r (log, "\n", &save) : NULL; line;
-       line = strtok_r (NULL, "\n", &save)) {
-    char *text = strstr (line, "error: ");
-    int this;
-    /* qemu-nbd's lines (behind the nbd plugin) say why in its words
-     * (qcow2: Image is corrupt: ...), with no "error: " of nbdkit's;
-     * but not that a client went, a consequence.
-     */
-    if (strstr (line, "qemu-nbd: Disconnect client, due to: ") == line)
-      continue;
-    if (strncmp (line, "nbdkit: ", 8) != 0) {
-      n++;
-      if (rank < 4)
-        rank = 4, cause = line;
-      continue;
-    }
-    if (text == NULL)
-      continue;
-    text += strlen ("error: ");
-    n++;
-    /* Below the filter, then the filter's with an errno's words;
-     * last a failure's consequences, not its cause: libnbd's refusal
-     * of a call on a connection already broken (nbd_aio_pread:
-     * invalid state: CLOSED: ...: Invalid argument, ... is invalid in
-     * state DEAD: ...) and the filter's read it failed (EINVAL).
-     * Never the filter's bare "reading ... failed".
-     */
-    if (strncmp (text, "blkhash: ", 9) == 0)
-      this = strstr (text, "failed: ") == NULL ? 0
-        : strstr (text, "failed: Invalid argument") == NULL ? 3 : 2;
-    else
-      this = strstr (text, "invalid state: ") != NULL ||
-        strstr (text, " is invalid in state ") != NULL ? 1 : 4;
-    if (this > rank)
-      rank = this, cause = text;
-  }
-  if (cause == NULL) {
-    free (log);
-    /* Killed, by a signal nbdsum did not send (the OOM killer's). */
-    if (!s->killed && s->status != -1 && WIFSIGNALED (s->status) &&
-        WTERMSIG (s->status) != SIGTERM) {
-      s->cause_told = true;
-      r = asprintf (&out, "the %s serving it was killed by SIG%s", who,
-                    sigabbrev_np (WTERMSIG (s->status)) ?: "?");
-      return r == -1 ? NULL : out;
-    }
-    /* Nothing of a cause: what it said is local_server_stop's. */
-    return NULL;
-  }
-  s->cause_told = true;
-  if (n == 1)
-    r = asprintf (&out, "%s (nbdsum's %s)", cause, who);
-  else
-    r = asprintf (&out, "%s (nbdsum's %s, and %u more error%s)", cause,
-                  who, n - 1, n == 2 ? "" : "s");
-  free (log);
-  return r == -1 ? NULL : out;
+  return local_log_cause (s);
 }
 
 int

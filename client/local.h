@@ -120,6 +120,11 @@ extern int local_server_verify (struct local_server *s);
  * in flight: a dead server cannot trip over them.
  */
 extern void local_server_kill (struct local_server *s);
+/* A connection of ours timed out in its handshake while s serves
+ * others: s would wait for it on SIGTERM, so it will be stopped with
+ * local_server_kill.
+ */
+extern void local_server_abandoned (struct local_server *s);
 /* Stop it now, but let it clean up: SIGTERM, and what local_server_kill
  * does if it lingers (a raw file's nbdkit, with nothing to clean up:
  * local_server_kill at once).  Not with requests in flight (nbdkit before

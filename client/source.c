@@ -340,10 +340,17 @@ source_connect (const struct source *src, const char *export_name,
   /* Stopped mid-handshake: our own server goes first, or it would
    * complain of the client that vanished, and gently, so that it
    * cleans up; timed out, it is stuck, and would not stop on SIGTERM
-   * either.
+   * either.  But not while it serves another connection of ours: then
+   * what is stuck is this one (the nbd plugin's, to a server that
+   * admits fewer clients than it said), and the server is stopped
+   * hard only at the end.
    */
   timed_out = src->server && source_errno () == ETIMEDOUT;
-  if (timed_out)
+  if (timed_out && (flags & SOURCE_EXTRA)) {
+    local_server_abandoned (src->server);
+    timed_out = false;
+  }
+  else if (timed_out)
     local_server_kill (src->server);
   else if (stop_signal ())
     local_server_end (src->server);

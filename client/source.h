@@ -66,6 +66,8 @@ extern void source_close (struct source *src);
 /* source_connect's flags. */
 #define SOURCE_GO    1          /* go to the export: transmission */
 #define SOURCE_QUIET 2          /* print nothing; source_error says why */
+#define SOURCE_EXTRA 4          /* the server serves another of ours: a
+                                   timeout is this connection's own */
 
 /* Connect to src->uri, export name export_name (NULL: the URI's, which
  * must not be a view), leaving the handle in option mode unless flags

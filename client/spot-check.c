@@ -251,7 +251,8 @@ spot_check (struct endpoint *ep, const char *image_export,
     s.n = choose (s.blocks, count, ep->nblocks, p->block_size, map, &rng);
   if (read_all (&s, ep->conns[0].h, false, ep->requests, name) == -1)
     goto out;
-  h = source_connect (ep->src, image_export, SOURCE_GO | SOURCE_QUIET, NULL);
+  h = source_connect (ep->src, image_export,
+                      SOURCE_GO | SOURCE_QUIET | SOURCE_EXTRA, NULL);
   if (h == NULL) {
     if (!stop_signal ())
       error_at (name, "spot-checking the view: connecting to its image: %s",

@@ -19,6 +19,9 @@ answered: the server shuts its side of that connection and drops what
 follows, so the client sees the connection end cleanly (no reset).
 With --error-text=TEXT its refusals of unknown names carry TEXT, the
 message a server may send with an option's error (a hostile one's).
+With --stall-after=N it greets only its first N clients: the others'
+handshakes wait for ever (a server that advertises multi-conn but
+admits fewer).
 """
 
 import os
@@ -42,6 +45,8 @@ ERROR_TEXT = next((a.split("=", 1)[1].encode() for a in sys.argv[3:]
                    if a.startswith("--error-text=")), b"")
 HANGUP = next((int(a.split("=", 1)[1]) for a in sys.argv[3:]
                if a.startswith("--hangup-at=")), None)
+STALL_AFTER = next((int(a.split("=", 1)[1]) for a in sys.argv[3:]
+                    if a.startswith("--stall-after=")), None)
 
 
 class Served:
@@ -136,8 +141,15 @@ def main():
     sock.bind(SOCKET)
     sock.listen(64)
     print("listening", flush=True)
+    stalled, greet = [], STALL_AFTER
     while True:
         conn, _ = sock.accept()
+        if greet is not None and greet <= 0:
+            stalled.append(conn)
+            print("stalled a client", flush=True)
+            continue
+        if greet is not None:
+            greet -= 1
         threading.Thread(target=client, args=(conn,), daemon=True).start()
 
 

@@ -408,6 +408,26 @@ stale_kills () {
   [ "$status" -eq 2 ]
 }
 
+# Review: a server that advertises multi-conn but greets only its
+# first clients.  nbdsum's private nbdkit (the server has no filter)
+# took the first; --connect-timeout ended an extra one, and killed the
+# private nbdkit as if it were stuck, under the connection it was
+# serving ("Transport endpoint is not connected").  An extra
+# connection's timeout is its own: nbdsum hashes over fewer.
+@test "nbdsum-signals: --connect-timeout on an extra connection: hashed over fewer, right" {
+  mkdir srv
+  "$MKIMAGE" '8M;d:0+3M:a;d:5M+1M:b' srv/img
+  # Greeted: nbdsum's look for a view, then its private nbdkit's first.
+  start_echo few "$PWD/srv" --stall-after=2
+  run --separate-stderr timeout 60 "$NBDSUM" --connect-timeout=1 \
+    "nbd+unix:///img?socket=$sock"
+  echo "status $status; stdout: $output; stderr: $stderr"
+  [ "$status" -eq 0 ]
+  [ "$(sum_hex "$output")" = "$(reference sha256 65536 srv/img)" ]
+  [[ "$stderr" = *"the server took 1 of 4 connections (timed out negotiating export '@blkhash' (--connect-timeout=1)): hashing over 1"* ]]
+  [[ "$stderr" != *"killing it"* ]]
+}
+
 # A server that stops answering mid-image: --reply-timeout=S gives up
 # when S seconds pass with requests waiting and nothing from the
 # server, wherever the stall is: a view's first read, hashing below the

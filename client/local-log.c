@@ -1,0 +1,179 @@
+/* Copyright (C) 2026 The nbdkit-blkhash developers
+ * SPDX-License-Identifier: BSD-3-Clause (see LICENSE)
+ */
+/* nbdsum: what a private server says on its standard error
+ * (local-server.h): kept in an unlinked file of its directory, taken
+ * for the messages of a failed start or connection, and read, once
+ * it has exited (local.c stops it), for why a read failed.
+ */
+#include <config.h>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include "local-server.h"
+
+int
+local_log_open (const char *dir)
+{
+  char *path;
+  int fd;
+
+  if (asprintf (&path, "%s/log", dir) == -1)
+    return -1;
+  fd = open (path, O_RDWR | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0600);
+  if (fd >= 0)
+    unlink (path);
+  free (path);
+  return fd;
+}
+
+/* local_log_take, but the log is kept. */
+static char *
+read_log (struct local_server *s)
+{
+  struct stat st;
+  char *buf;
+  ssize_t n;
+
+  if (s->log_fd == -1 || fstat (s->log_fd, &st) == -1 || st.st_size == 0 ||
+      (buf = malloc (st.st_size + 1)) == NULL)
+    return NULL;
+  n = pread (s->log_fd, buf, st.st_size, 0);
+  if (n <= 0) {
+    free (buf);
+    return NULL;
+  }
+  buf[n] = '\0';
+  return buf;
+}
+
+char *
+local_log_take (struct local_server *s)
+{
+  char *buf = read_log (s);
+
+  if (buf && ftruncate (s->log_fd, 0) == -1) {
+    /* Printed again at the end: better than lost. */
+  }
+  return buf;
+}
+
+char *
+local_server_message (struct local_server *s)
+{
+  char *log = local_log_take (s), *out, *line, *save;
+  bool others = false;
+  size_t len = 0;
+
+  if (log == NULL)
+    return NULL;
+  /* qemu-nbd's lines, when there are any: nbdkit's nbd plugin only
+   * says that its connection to it broke.
+   */
+  for (line = log; *line; line += strcspn (line, "\n"), line += *line == '\n')
+    others |= strncmp (line, "nbdkit: ", 8) != 0;
+  /* A '.' and a space at most between each two lines. */
+  out = malloc (2 * strlen (log) + 1);
+  if (out == NULL) {
+    free (log);
+    return NULL;
+  }
+  for (line = strtok_r (log, "\n", &save); line;
+       line = strtok_r (NULL, "\n", &save)) {
+    if (others && strncmp (line, "nbdkit: ", 8) == 0)
+      continue;
+    /* qemu's second line is a sentence of its own. */
+    if (len && !strchr (".?!:;", out[len - 1]))
+      out[len++] = '.';
+    len += sprintf (out + len, "%s%s", len ? " " : "", line);
+  }
+  free (log);
+  if (len == 0) {
+    free (out);
+    return NULL;
+  }
+  return out;
+}
+
+char *
+local_log_cause (struct local_server *s)
+{
+  char *log, *line, *save, *cause = NULL, *out;
+  /* Our nbdkit of any kind, or --since's qemu-nbd. */
+  const char *who = strncmp (s->what, "private nbdkit", 14) == 0
+    ? "private nbdkit" : s->what;
+  unsigned n = 0;
+  int r, rank = 0;
+
+  /* Whole lines: qemu-nbd, which can outlive nbdkit a moment, writes
+   * its "qemu-nbd: " before the rest.
+   */
+  if ((log = read_log (s)) != NULL && (line = strrchr (log, '\n')) != NULL)
+    line[1] = '\0';
+  else if (log)
+    *log = '\0';
+  for (line = log ? strtok_r (log, "\n", &save) : NULL; line;
+       line = strtok_r (NULL, "\n", &save)) {
+    char *text = strstr (line, "error: ");
+    int this;
+    /* qemu-nbd's lines (behind the nbd plugin) say why in its words
+     * (qcow2: Image is corrupt: ...), with no "error: " of nbdkit's;
+     * but not that a client went, a consequence.
+     */
+    if (strstr (line, "qemu-nbd: Disconnect client, due to: ") == line)
+      continue;
+    if (strncmp (line, "nbdkit: ", 8) != 0) {
+      n++;
+      if (rank < 4)
+        rank = 4, cause = line;
+      continue;
+    }
+    if (text == NULL)
+      continue;
+    text += strlen ("error: ");
+    n++;
+    /* Below the filter, then the filter's with an errno's words;
+     * last a failure's consequences, not its cause: libnbd's refusal
+     * of a call on a connection already broken (nbd_aio_pread:
+     * invalid state: CLOSED: ...: Invalid argument, ... is invalid in
+     * state DEAD: ...) and the filter's read it failed (EINVAL).
+     * Never the filter's bare "reading ... failed".
+     */
+    if (strncmp (text, "blkhash: ", 9) == 0)
+      this = strstr (text, "failed: ") == NULL ? 0
+        : strstr (text, "failed: Invalid argument") == NULL ? 3 : 2;
+    else
+      this = strstr (text, "invalid state: ") != NULL ||
+        strstr (text, " is invalid in state ") != NULL ? 1 : 4;
+    if (this > rank)
+      rank = this, cause = text;
+  }
+  if (cause == NULL) {
+    free (log);
+    /* Killed, by a signal nbdsum did not send (the OOM killer's). */
+    if (!s->killed && s->status != -1 && WIFSIGNALED (s->status) &&
+        WTERMSIG (s->status) != SIGTERM) {
+      s->cause_told = true;
+      r = asprintf (&out, "the %s serving it was killed by SIG%s", who,
+                    sigabbrev_np (WTERMSIG (s->status)) ?: "?");
+      return r == -1 ? NULL : out;
+    }
+    /* Nothing of a cause: what it said is local_server_stop's. */
+    return NULL;
+  }
+  s->cause_told = true;
+  if (n == 1)
+    r = asprintf (&out, "%s (nbdsum's %s)", cause, who);
+  else
+    r = asprintf (&out, "%s (nbdsum's %s, and %u more error%s)", cause,
+                  who, n - 1, n == 2 ? "" : "s");
+  free (log);
+  return r == -1 ? NULL : out;
+}
