@@ -581,28 +581,6 @@ blkhash_can_cache (nbdkit_next *next, void *handle)
   return is_view (handle) ? NBDKIT_CACHE_NATIVE : next->can_cache (next);
 }
 
-/* What a view's client is told of a request that failed.  The
- * request was checked before any work (nbdkit checks its bounds; the
- * view has no other), so what failed is below: the plugin, or the
- * storage behind it.  Its EINVAL, and what NBD has no code for (which
- * nbdkit sends as EINVAL: the nbd plugin's server gone is ENOTCONN),
- * would blame the client: they go as EIO, the cause in the log.
- */
-static int
-view_failed (int r, int *err)
-{
-  if (r == -1) {
-    switch (*err) {
-    case EPERM: case EROFS: case EIO: case ENOMEM: case ENOSPC:
-    case EDQUOT: case EFBIG: case EOVERFLOW: case ENOTSUP: case ESHUTDOWN:
-      break;
-    default:
-      *err = EIO;
-    }
-  }
-  return r;
-}
-
 static int
 blkhash_pread (nbdkit_next *next, void *handle, void *buf, uint32_t count,
                uint64_t offset, uint32_t flags, int *err)
@@ -612,20 +590,18 @@ blkhash_pread (nbdkit_next *next, void *handle, void *buf, uint32_t count,
   struct blkhash_expect_io io;
   int r;
 
-  if (is_plain (h))
-    return view_failed (blkhash_plain_view_pread (view_next (next, h, &rn),
-                                                  h->plain, buf, count,
-                                                  offset, err), err);
-  if (is_bmap (h))
-    return view_failed (blkhash_bmap_view_pread (next, h->bmap, buf, count,
-                                                 offset, err), err);
   if (is_view (h)) {
     struct blk_table *t;
-    if (view_table (h, count, offset, &t, err) == -1)
-      return -1;
-    return view_failed (blkhash_view_pread (view_next (next, h, &rn),
-                                            h->view, t, buf, count, offset,
-                                            err), err);
+    if (is_plain (h))
+      r = blkhash_plain_view_pread (view_next (next, h, &rn), h->plain, buf,
+                                    count, offset, err);
+    else if (is_bmap (h))
+      r = blkhash_bmap_view_pread (next, h->bmap, buf, count, offset, err);
+    else
+      r = view_table (h, count, offset, &t, err) == -1 ? -1
+        : blkhash_view_pread (view_next (next, h, &rn), h->view, t, buf,
+                              count, offset, err);
+    return blkhash_view_failed (r, err);
   }
   /* The gate judges an import at the read that completes it. */
   if (blkhash_expect_read_begin (h->e, &io, true, err) == -1)
@@ -754,21 +730,20 @@ blkhash_cache_request (nbdkit_next *next, void *handle, uint32_t count,
 {
   struct handle *h = handle;
   struct blkhash_range_next rn;
+  int r;
 
-  if (is_plain (h))
-    return view_failed (blkhash_plain_view_cache (view_next (next, h, &rn),
-                                                  h->plain, count, offset,
-                                                  err), err);
-  if (is_bmap (h))
-    return view_failed (blkhash_bmap_view_cache (next, h->bmap, count,
-                                                 offset, err), err);
   if (is_view (h)) {
     struct blk_table *t;
-    if (view_table (h, count, offset, &t, err) == -1)
-      return -1;
-    return view_failed (blkhash_view_cache (view_next (next, h, &rn),
-                                            h->view, t, count, offset, err),
-                        err);
+    if (is_plain (h))
+      r = blkhash_plain_view_cache (view_next (next, h, &rn), h->plain,
+                                    count, offset, err);
+    else if (is_bmap (h))
+      r = blkhash_bmap_view_cache (next, h->bmap, count, offset, err);
+    else
+      r = view_table (h, count, offset, &t, err) == -1 ? -1
+        : blkhash_view_cache (view_next (next, h, &rn), h->view, t, count,
+                              offset, err);
+    return blkhash_view_failed (r, err);
   }
   return next->cache (next, count, offset, flags, err);
 }

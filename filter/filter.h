@@ -492,6 +492,10 @@ extern int blkhash_view_pread (nbdkit_next *next, struct blkhash_view *v,
 extern int blkhash_view_cache (nbdkit_next *next, struct blkhash_view *v,
                                struct blk_table *t, uint32_t count,
                                uint64_t offset, int *err);
+/* r, a view's answer to a request (any view's); when it failed, *err
+ * as its client is told it.
+ */
+extern int blkhash_view_failed (int r, int *err);
 /* A range view's blocks [0, shared) are src's from src_first on:
  * copied from there before they are computed (range.c).
  */

@@ -200,3 +200,24 @@ blkhash_view_cache (nbdkit_next *next, struct blkhash_view *v,
   }
   return 0;
 }
+
+/* The request was checked before any work (nbdkit checks its bounds; a
+ * view has no other), so what failed is below: the plugin, or the
+ * storage behind it.  Its EINVAL, and what NBD has no code for (which
+ * nbdkit sends as EINVAL: the nbd plugin's server gone is ENOTCONN),
+ * would blame the client: they go as EIO, the cause in the log.
+ */
+int
+blkhash_view_failed (int r, int *err)
+{
+  if (r == -1) {
+    switch (*err) {
+    case EPERM: case EROFS: case EIO: case ENOMEM: case ENOSPC:
+    case EDQUOT: case EFBIG: case EOVERFLOW: case ENOTSUP: case ESHUTDOWN:
+      break;
+    default:
+      *err = EIO;
+    }
+  }
+  return r;
+}
