@@ -390,20 +390,26 @@ stale_kills () {
   [ "$output" = "nbdsum: $uri: timed out asking about the default export (--connect-timeout=1)" ]
 }
 
-@test "nbdsum-signals: --connect-timeout takes seconds from 0 (no limit) to 86400" {
+# refuses_seconds OPTION: nbdsum refuses OPTION's values that are not
+# seconds from 0 to 86400, saying so.
+refuses_seconds () {
   local v
+  for v in x -1 86401 inf nan ''; do
+    run "$NBDSUM" "$1=$v" "$small"
+    echo "$1=$v: $output"
+    [ "$status" -eq 1 ]
+    [ "$output" = "nbdsum: $1 must be a number of seconds from 0 (no limit) to 86400: '$v'" ]
+  done
+}
+
+@test "nbdsum-signals: --connect-timeout takes seconds from 0 (no limit) to 86400" {
   # A working server is not hurried.
   run "$NBDSUM" --connect-timeout=0.5 "$small"
   [ "$status" -eq 0 ]
   [ "$(sum_hex "$output")" = "$(reference sha256 65536 "$small")" ]
   run "$NBDSUM" --connect-timeout=0 "$small"
   [ "$status" -eq 0 ]
-  for v in x -1 86401 inf nan ''; do
-    run "$NBDSUM" --connect-timeout="$v" "$small"
-    echo "$v: $output"
-    [ "$status" -eq 1 ]
-    [ "$output" = "nbdsum: --connect-timeout must be a number of seconds from 0 (no limit) to 86400: '$v'" ]
-  done
+  refuses_seconds --connect-timeout
   run "$NBDSUM" --diff --connect-timeout=x "$small" "$small"
   [ "$status" -eq 2 ]
 }
@@ -478,7 +484,6 @@ stale_kills () {
 }
 
 @test "nbdsum-signals: --reply-timeout takes seconds from 0 (no limit) to 86400 and hurries no server" {
-  local v
   # Every read a tenth of a second late, far inside the limit: the
   # right checksum, over the view and through the private nbdkit.
   start_server slow --filter=delay file "$small" delay-read=100ms
@@ -494,12 +499,7 @@ stale_kills () {
   run "$NBDSUM" --reply-timeout=0 "$small"
   [ "$status" -eq 0 ]
   [ "$(sum_hex "$output")" = "$(reference sha256 65536 "$small")" ]
-  for v in x -1 86401 inf nan ''; do
-    run "$NBDSUM" --reply-timeout="$v" "$small"
-    echo "$v: $output"
-    [ "$status" -eq 1 ]
-    [ "$output" = "nbdsum: --reply-timeout must be a number of seconds from 0 (no limit) to 86400: '$v'" ]
-  done
+  refuses_seconds --reply-timeout
 }
 
 # Wait until no nbdkit serves big.img: a private one that outlived
