@@ -434,6 +434,22 @@ refuses_seconds () {
   [[ "$stderr" != *"killing it"* ]]
 }
 
+# Greeting only nbdsum's look for a view: its private nbdkit's own
+# handshake is what times out, stuck on the nbd plugin's.  That nbdkit
+# is killed then, not left for 5 s more and "did not exit in 5 seconds".
+@test "nbdsum-signals: --connect-timeout on the private nbdkit's first connection kills it at once" {
+  mkdir srv
+  "$MKIMAGE" '8M;d:0+3M:a' srv/img
+  start_echo first "$PWD/srv" --stall-after=1
+  run --separate-stderr timeout 60 "$NBDSUM" --connect-timeout=1 \
+    "nbd+unix:///img?socket=$sock"
+  echo "status $status; stdout: $output; stderr: $stderr"
+  [ "$status" -eq 1 ]
+  [ -z "$output" ]
+  [[ "$stderr" = *"timed out negotiating export '@blkhash' (--connect-timeout=1)"* ]]
+  [[ "$stderr" != *"killing it"* ]]
+}
+
 # A server that stops answering mid-image: --reply-timeout=S gives up
 # when S seconds pass with requests waiting and nothing from the
 # server, wherever the stall is: a view's first read, hashing below the
