@@ -204,8 +204,9 @@ blkhash_view_cache (nbdkit_next *next, struct blkhash_view *v,
 /* The request was checked before any work (nbdkit checks its bounds; a
  * view has no other), so what failed is below: the plugin, or the
  * storage behind it.  Its EINVAL, and what NBD has no code for (which
- * nbdkit sends as EINVAL: the nbd plugin's server gone is ENOTCONN),
- * would blame the client: they go as EIO, the cause in the log.
+ * nbdkit sends as EINVAL: the nbd plugin's server gone is ENOTCONN;
+ * EOVERFLOW but for a structured read's DF flag, which views do not
+ * take), would blame the client: they go as EIO, the cause in the log.
  */
 int
 blkhash_view_failed (int r, int *err)
@@ -213,7 +214,7 @@ blkhash_view_failed (int r, int *err)
   if (r == -1) {
     switch (*err) {
     case EPERM: case EROFS: case EIO: case ENOMEM: case ENOSPC:
-    case EDQUOT: case EFBIG: case EOVERFLOW: case ENOTSUP: case ESHUTDOWN:
+    case EDQUOT: case EFBIG: case ENOTSUP: case ESHUTDOWN:
       break;
     default:
       *err = EIO;
