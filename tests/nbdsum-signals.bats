@@ -420,14 +420,20 @@ refuses_seconds () {
 # private nbdkit as if it were stuck, under the connection it was
 # serving ("Transport endpoint is not connected").  An extra
 # connection's timeout is its own: nbdsum hashes over fewer.
-@test "nbdsum-signals: --connect-timeout on an extra connection: hashed over fewer, right" {
+# greeted N: nbdsum --connect-timeout=1 on srv/img, served by
+# echonbd.py to its first N clients only (nbdsum's look for a view
+# first, then its private nbdkit's connections).
+greeted () {
   mkdir srv
   "$MKIMAGE" '8M;d:0+3M:a;d:5M+1M:b' srv/img
-  # Greeted: nbdsum's look for a view, then its private nbdkit's first.
-  start_echo few "$PWD/srv" --stall-after=2
+  start_echo few "$PWD/srv" --stall-after="$1"
   run --separate-stderr timeout 60 "$NBDSUM" --connect-timeout=1 \
     "nbd+unix:///img?socket=$sock"
   echo "status $status; stdout: $output; stderr: $stderr"
+}
+
+@test "nbdsum-signals: --connect-timeout on an extra connection: hashed over fewer, right" {
+  greeted 2
   [ "$status" -eq 0 ]
   [ "$(sum_hex "$output")" = "$(reference sha256 65536 srv/img)" ]
   [[ "$stderr" = *"the server took 1 of 4 connections (timed out negotiating export '@blkhash' (--connect-timeout=1)): hashing over 1"* ]]
@@ -438,12 +444,7 @@ refuses_seconds () {
 # handshake is what times out, stuck on the nbd plugin's.  That nbdkit
 # is killed then, not left for 5 s more and "did not exit in 5 seconds".
 @test "nbdsum-signals: --connect-timeout on the private nbdkit's first connection kills it at once" {
-  mkdir srv
-  "$MKIMAGE" '8M;d:0+3M:a' srv/img
-  start_echo first "$PWD/srv" --stall-after=1
-  run --separate-stderr timeout 60 "$NBDSUM" --connect-timeout=1 \
-    "nbd+unix:///img?socket=$sock"
-  echo "status $status; stdout: $output; stderr: $stderr"
+  greeted 1
   [ "$status" -eq 1 ]
   [ -z "$output" ]
   [[ "$stderr" = *"timed out negotiating export '@blkhash' (--connect-timeout=1)"* ]]
