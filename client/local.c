@@ -5,8 +5,8 @@
  * Unix socket in a private directory, handed to it by socket
  * activation (LISTEN_FDS), so every connection reaches the same server
  * and none can race its start; its end.  What it says on its standard
- * error is local-log.c's.  What it runs is local-nbdkit.c's, local-bitmap.c's,
- * local-http.c's or a [ CMD ]'s.  The server has a process group of
+ * error is local-log.c's.  What it runs is local-nbdkit.c's,
+ * local-bitmap.c's, local-http.c's or a [ CMD ]'s.  The server has a process group of
  * its own: a terminal's ^C is for nbdsum, which disconnects before
  * stopping it.
  */
@@ -338,8 +338,8 @@ local_server_kill (struct local_server *s)
 }
 
 /* SIGTERM, and SIGKILL to its group if it has not exited within
- * STOP_SECONDS; reaped either way, and forgotten.  False if it had to
- * be killed.
+ * STOP_SECONDS (at once if abandoned); reaped either way, and
+ * forgotten.  False if it had to be killed unforeseen.
  */
 static bool
 stop_process (struct local_server *s)
