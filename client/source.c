@@ -277,6 +277,28 @@ set_debug (struct nbd_handle *h)
   return nbd_set_debug (h, true);
 }
 
+bool
+source_handshake_failed (const struct source *src, unsigned flags)
+{
+  /* Stopped mid-handshake: our own server goes first, or it would
+   * complain of the client that vanished, and gently, so that it
+   * cleans up; timed out, it is stuck, and would not stop on SIGTERM
+   * either.  But not while it serves another connection of ours: then
+   * what is stuck is this one (the nbd plugin's, to a server that
+   * admits fewer clients than it said), and the server is stopped
+   * hard only at the end.
+   */
+  const bool timed_out = src->server && source_errno () == ETIMEDOUT;
+
+  if (timed_out && (flags & SOURCE_EXTRA))
+    local_server_abandoned (src->server);
+  else if (timed_out)
+    local_server_kill (src->server);
+  else if (stop_signal ())
+    local_server_end (src->server);
+  return timed_out && !(flags & SOURCE_EXTRA);
+}
+
 struct nbd_handle *
 source_connect (const struct source *src, const char *export_name,
                 unsigned flags, double *deadline)
@@ -337,23 +359,7 @@ source_connect (const struct source *src, const char *export_name,
   return h;
 
  err:
-  /* Stopped mid-handshake: our own server goes first, or it would
-   * complain of the client that vanished, and gently, so that it
-   * cleans up; timed out, it is stuck, and would not stop on SIGTERM
-   * either.  But not while it serves another connection of ours: then
-   * what is stuck is this one (the nbd plugin's, to a server that
-   * admits fewer clients than it said), and the server is stopped
-   * hard only at the end.
-   */
-  timed_out = src->server && source_errno () == ETIMEDOUT;
-  if (timed_out && (flags & SOURCE_EXTRA)) {
-    local_server_abandoned (src->server);
-    timed_out = false;
-  }
-  else if (timed_out)
-    local_server_kill (src->server);
-  else if (stop_signal ())
-    local_server_end (src->server);
+  timed_out = source_handshake_failed (src, flags);
   if (!(flags & SOURCE_QUIET) && !stop_signal ()) {
     char *said;
     if (timed_out)

@@ -69,6 +69,12 @@ extern void source_close (struct source *src);
 #define SOURCE_EXTRA 4          /* the server serves another of ours: a
                                    timeout is this connection's own */
 
+/* A handshake with src failed (source_errno says why), on a connection
+ * made with flags: what becomes of nbdsum's own server, if src has one
+ * (killed, stopped or left to the end).  True if it was killed, stuck.
+ */
+extern bool source_handshake_failed (const struct source *src,
+                                     unsigned flags);
 /* Connect to src->uri, export name export_name (NULL: the URI's, which
  * must not be a view), leaving the handle in option mode unless flags
  * has SOURCE_GO.  If deadline is not NULL, *deadline is when

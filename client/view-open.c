@@ -282,19 +282,12 @@ view_go (struct source *src, const struct hash_spec *spec,
      */
     const int err = source_errno ();
     if (stop_signal () || (err != ENOENT && err != EINVAL)) {
-      if (!stop_signal ()) {
-        /* Timed out, our own server is stuck in its plugin's handshake
-         * and would not stop on SIGTERM (as in source_connect).
-         */
-        if (src->server && err == ETIMEDOUT)
-          local_server_kill (src->server);
-        error_at (src->name, "%s%s", source_error (), source_hint (h));
-      }
-      /* Cut mid-handshake: our own server goes first (as in
-       * source_connect), or it complains of the client that vanished.
+      /* Our own server, cut mid-handshake or stuck in it: as in
+       * source_connect (this is the first connection).
        */
-      else
-        local_server_end (src->server);
+      source_handshake_failed (src, 0);
+      if (!stop_signal ())
+        error_at (src->name, "%s%s", source_error (), source_hint (h));
       free (base);
       free (view_name);
       free (vg->shown);
