@@ -351,13 +351,13 @@ stop_process (struct local_server *s)
   if (!s->abandoned)
     kill (s->pid, SIGTERM);
   if (s->abandoned || !reap (s, STOP_SECONDS * 100)) {
-    exited = false;
+    exited = s->abandoned;      /* foreseen */
     local_server_kill (s);
     while (!reap_server (s, 0) && errno == EINTR)
       ;
   }
   s->pid = -1;
-  return exited || s->abandoned;
+  return exited;
 }
 
 void
