@@ -304,12 +304,12 @@ endpoint_run (struct endpoint *ep)
     char *cause, *behind;
 
     endpoint_hang_up (ep);
-    cause = local_server_cause (ep->src->server);
+    cause = local_server_cause (ep->src->server, ep->first_errno);
     /* Our filter in front of our qemu-nbd (--since of a local file):
      * qemu says why, and the status connection reads it directly.
      */
     if (ep->src->behind &&
-        (behind = local_server_cause (ep->src->behind->server)) != NULL) {
+        (behind = local_server_cause (ep->src->behind->server, 0)) != NULL) {
       free (cause);
       cause = behind;
     }

@@ -136,7 +136,7 @@ cache_all (const char *name, struct local_server *server,
 
     /* Goodbye first: nbdkit, asked why, exits once its clients left. */
     source_shutdown (h);
-    cause = local_server_cause (server);
+    cause = local_server_cause (server, failed->error);
     error_at (name, "the server failed to map image bytes from %" PRIu64
               ": %s", failed->first * BLK_PLAIN_SPAN_SIZE,
               cause ? cause : strerror (failed->error));

@@ -102,24 +102,19 @@ local_server_message (struct local_server *s)
   return out;
 }
 
-char *
-local_log_cause (struct local_server *s)
+/* The line of log (which it cuts) that says why a read failed, and
+ * how many errors it holds (*n): the first below the filter
+ * (qemu-nbd's lines are), else the filter's with an errno's words,
+ * consequences of a broken connection last.  NULL if none.
+ */
+static char *
+log_cause (char *log, unsigned *n)
 {
-  char *log, *line, *save, *cause = NULL, *out;
-  /* Our nbdkit of any kind, or --since's qemu-nbd. */
-  const char *who = strncmp (s->what, "private nbdkit", 14) == 0
-    ? "private nbdkit" : s->what;
-  unsigned n = 0;
-  int r, rank = 0;
+  char *line, *save, *cause = NULL;
+  int rank = 0;
 
-  /* Whole lines: qemu-nbd, which can outlive nbdkit a moment, writes
-   * its "qemu-nbd: " before the rest.
-   */
-  if ((log = read_log (s)) != NULL && (line = strrchr (log, '\n')) != NULL)
-    line[1] = '\0';
-  else if (log)
-    *log = '\0';
-  for (line = log ? strtok_r (log, "\n", &save) : NULL; line;
+  *n = 0;
+  for (line = strtok_r (log, "\n", &save); line;
        line = strtok_r (NULL, "\n", &save)) {
     char *text = strstr (line, "error: ");
     int this;
@@ -130,7 +125,7 @@ local_log_cause (struct local_server *s)
     if (strstr (line, "qemu-nbd: Disconnect client, due to: ") == line)
       continue;
     if (strncmp (line, "nbdkit: ", 8) != 0) {
-      n++;
+      (*n)++;
       if (rank < 4)
         rank = 4, cause = line;
       continue;
@@ -138,15 +133,19 @@ local_log_cause (struct local_server *s)
     if (text == NULL)
       continue;
     text += strlen ("error: ");
-    n++;
-    /* Below the filter, then the filter's with an errno's words;
-     * last a failure's consequences, not its cause: libnbd's refusal
-     * of a call on a connection already broken (nbd_aio_pread:
-     * invalid state: CLOSED: ...: Invalid argument, ... is invalid in
-     * state DEAD: ...) and the filter's read it failed (EINVAL).
-     * Never the filter's bare "reading ... failed".
+    (*n)++;
+    /* libnbd's refusal of a call on a connection already broken
+     * (nbd_aio_pread: invalid state: CLOSED: ...: Invalid argument,
+     * ... is invalid in state DEAD: ...) and the filter's read it
+     * failed (EINVAL) are consequences.  Never the filter's bare
+     * "reading ... failed", nor nbdkit's word that it is quitting
+     * (its sleep, which the filter's long work asks, aborted): that
+     * it exits says so.
      */
-    if (strncmp (text, "blkhash: ", 9) == 0)
+    if (strncmp (text, "aborting sleep because ", 23) == 0 ||
+        strncmp (text, "blkhash: stopped computing digests: ", 36) == 0)
+      this = 0;
+    else if (strncmp (text, "blkhash: ", 9) == 0)
       this = strstr (text, "failed: ") == NULL ? 0
         : strstr (text, "failed: Invalid argument") == NULL ? 3 : 2;
     else
@@ -155,6 +154,38 @@ local_log_cause (struct local_server *s)
     if (this > rank)
       rank = this, cause = text;
   }
+  return cause;
+}
+
+bool
+local_log_says_why (struct local_server *s)
+{
+  char *log = read_log (s);
+  unsigned n;
+  bool r = log && log_cause (log, &n) != NULL;
+
+  free (log);
+  return r;
+}
+
+char *
+local_log_cause (struct local_server *s)
+{
+  char *log, *line, *cause, *out;
+  /* Our nbdkit of any kind, or --since's qemu-nbd. */
+  const char *who = strncmp (s->what, "private nbdkit", 14) == 0
+    ? "private nbdkit" : s->what;
+  unsigned n;
+  int r;
+
+  /* Whole lines: qemu-nbd, which can outlive nbdkit a moment, writes
+   * its "qemu-nbd: " before the rest.
+   */
+  if ((log = read_log (s)) != NULL && (line = strrchr (log, '\n')) != NULL)
+    line[1] = '\0';
+  else if (log)
+    *log = '\0';
+  cause = log ? log_cause (log, &n) : NULL;
   if (cause == NULL) {
     free (log);
     /* Killed, by a signal nbdsum did not send (the OOM killer's). */
@@ -163,6 +194,13 @@ local_log_cause (struct local_server *s)
       s->cause_told = true;
       r = asprintf (&out, "the %s serving it was killed by SIG%s", who,
                     sigabbrev_np (WTERMSIG (s->status)) ?: "?");
+      return r == -1 ? NULL : out;
+    }
+    /* Or it quit, as nbdkit does on SIGTERM, SIGINT or SIGHUP. */
+    if (s->quit_alone) {
+      s->cause_told = true;
+      r = asprintf (&out, "the %s serving it was stopped by a signal "
+                    "nbdsum did not send", who);
       return r == -1 ? NULL : out;
     }
     /* Nothing of a cause: what it said is local_server_stop's. */

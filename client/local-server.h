@@ -28,6 +28,7 @@ struct local_server {
   int status;                   /* its wait status once reaped, or -1 */
   bool killed;                  /* by nbdsum (SIGKILL to its group) */
   bool abandoned;               /* a connection left in its handshake */
+  bool quit_alone;              /* exited, not told to, after a failure */
 };
 
 /* In the child: the listening socket as fd 3 for systemd-style socket
@@ -61,5 +62,7 @@ extern int local_log_open (const char *dir);
 extern char *local_log_take (struct local_server *s);
 /* local_server_cause's reading of the log of s, which has exited. */
 extern char *local_log_cause (struct local_server *s);
+/* Does its log so far say why a read failed? */
+extern bool local_log_says_why (struct local_server *s);
 
 #endif /* NBDSUM_LOCAL_SERVER_H */

@@ -422,7 +422,7 @@ local_server_stop (struct local_server *s)
 }
 
 char *
-local_server_cause (struct local_server *s)
+local_server_cause (struct local_server *s, int err)
 {
   /* Its log is whole once it has exited: the nbd plugin's reader
    * thread says why its connection broke after failing the requests
@@ -431,6 +431,14 @@ local_server_cause (struct local_server *s)
    */
   if (s == NULL || s->log_fd < 0)
     return NULL;
+  /* nbdkit closed our connection, or answered ESHUTDOWN, and said no
+   * more (a failure below it is logged before its reply): it is
+   * quitting, on a signal from someone else.  Seen if it exits
+   * untold.
+   */
+  if (s->pid > 0 && (err == ENOTCONN || err == ESHUTDOWN) &&
+      !local_log_says_why (s))
+    s->quit_alone = reap (s, STOP_SECONDS * 100);
   stop_process (s);
   return local_log_cause (s);
 }

@@ -78,17 +78,17 @@ extern const char *local_server_uri (const struct local_server *s);
  * taken so.
  */
 extern char *local_server_message (struct local_server *s);
-/* Why a read from our own server failed, from its log once it has
- * exited (stopped here: a failure ends the input): the first error
- * below the filter (qemu-nbd's lines are), else the filter's first
- * that gives an errno's words, consequences of a broken connection
- * last, and how many errors there were besides; else the signal that
- * killed it, not nbdsum's; NULL if none (or s is NULL, or not ours:
- * the errno the client got says it).  The rest of
- * its log is of the same failure: not printed when it ends.  The
- * caller frees it.
+/* Why a read from our own server failed (with errno err), from its
+ * log once it has exited (stopped here: a failure ends the input):
+ * the first error below the filter (qemu-nbd's lines are), else the
+ * filter's first that gives an errno's words, consequences of a
+ * broken connection last, and how many errors there were besides;
+ * else the signal that killed or stopped it, not nbdsum's; NULL if
+ * none (or s is NULL, or not ours: the errno the client got says
+ * it).  The rest of its log is of the same failure: not printed when
+ * it ends.  The caller frees it.
  */
-extern char *local_server_cause (struct local_server *s);
+extern char *local_server_cause (struct local_server *s, int err);
 
 /* File descriptors a server of n connections needs (nbdkit 1.32 with
  * the filter needs 8 + 4n, at least 16), with room to spare: one that

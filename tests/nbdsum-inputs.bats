@@ -586,6 +586,37 @@ print(u.quote(sys.argv[1], safe=""))' "$name")
   done
 }
 
+# The private nbdkit stopped by someone else's SIGTERM (a user's kill,
+# a shutdown) failed the run with nbdkit's ESHUTDOWN alone, "Cannot
+# send after transport endpoint shutdown", nothing saying who.  nbdkit
+# finishes the requests in flight first: the server below it is held
+# (the pause filter) until the signal, so that it comes mid-image.
+@test "nbdsum-inputs: the private nbdkit stopped by another's SIGTERM: one line naming it" {
+  local mode nbdkit_pid ctl="$BATS_TEST_TMPDIR/pause.ctl"
+  for mode in "" --plain --bmap; do
+    rm -f "$ctl"
+    start_nbdkit paused -v --filter=exportname --filter=delay \
+      --filter=pause random 4G exportname-strict=true exportname= \
+      delay-read=1ms pause-control="$ctl"
+    pause_control p
+    mkdir -p tmp
+    TMPDIR="$PWD/tmp" "$NBDSUM" -q $mode "$uri" >out 2>err 3>&- &
+    pid=$!
+    wait_until 30 grep -q 'debug: delay: pread' "$err"
+    nbdkit_pid=$(pgrep -x nbdkit -P "$pid")
+    kill -TERM "$nbdkit_pid"
+    pause_control r
+    wait_exit "$pid" 30
+    echo "nbdsum $mode: $rc; stdout: $(cat out); stderr: $(cat err)"
+    [ "$rc" -eq 1 ]
+    [ ! -s out ]
+    [ "$(grep -c . err)" -eq 1 ]
+    grep -q "the private nbdkit serving it was stopped by a signal nbdsum did not send" err
+    [ -z "$(ls -A tmp)" ]
+    kill_servers
+  done
+}
+
 # Review (issue 37): a server that hung up cleanly mid-image (no
 # reset) left no line in the private nbdkit's log: its nbd plugin says
 # nothing of EOF, the filter nothing of its hashing read's ENOTCONN,

@@ -66,6 +66,18 @@ start_server () {
   start_nbdkit "$name" --filter="$BLKHASH_FILTER" "$@"
 }
 
+# pause_control p|r: pause or resume the requests of a server with
+# nbdkit's pause filter (pause-control=$ctl), once it said it has.
+pause_control () {
+  "$NBD_PYTHON" - "$ctl" "$1" <<'EOF'
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+s.sendall(sys.argv[2].encode())
+assert s.recv(1) == sys.argv[2].upper().encode()
+EOF
+}
+
 # wait_exit PID SECONDS: wait at most SECONDS for the background job
 # PID to end; sets rc to its exit status.  Fails if it is still running.
 wait_exit () {
