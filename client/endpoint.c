@@ -134,6 +134,7 @@ endpoint_connect_rest (struct endpoint *ep, const char *export_name)
 
   for (ep->nconns = 1; ep->nconns < want; ep->nconns++) {
     struct conn *c = &ep->conns[ep->nconns];
+    const off_t mark = local_server_log_mark (ep->src->server);
     c->h = source_connect (ep->src, export_name,
                            SOURCE_GO | SOURCE_QUIET | SOURCE_EXTRA,
                            NULL);
@@ -144,10 +145,15 @@ endpoint_connect_rest (struct endpoint *ep, const char *export_name)
      * same.  A server gone fails the first request.
      */
     if (c->h == NULL) {
+      /* Our private nbdkit refuses it when the server behind refused
+       * its nbd plugin: its log says why.
+       */
+      char *why = local_server_refusal (ep->src->server, mark);
       if (source_errno () != EMFILE)
         notice_at (ep->src->name, "the server took %u of %u connections "
                    "(%s): hashing over %u", ep->nconns, want,
-                   source_error (), ep->nconns);
+                   why ? why : source_error (), ep->nconns);
+      free (why);
       break;
     }
     c->ep = ep;

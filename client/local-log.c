@@ -34,6 +34,34 @@ local_log_open (const char *dir)
   return fd;
 }
 
+/* nbdkit's handshake with a connection of ours that went (given up
+ * on by --connect-timeout, or a signal): "nbdkit: nbd[2]: error:
+ * write: NBD_OPT_GO: Broken pipe".  nbdsum knows; no news, and no
+ * cause of a failure.  Removed from buf in place.
+ */
+static void
+drop_handshake_lines (char *buf)
+{
+  char *in = buf, *out = buf;
+
+  while (*in) {
+    size_t len = strcspn (in, "\n");
+    const char *text = memmem (in, len, "error: ", 7);
+
+    len += in[len] == '\n';
+    if (strncmp (in, "nbdkit: ", 8) == 0 && text &&
+        (strncmp (text + 7, "write: NBD_OPT_", 15) == 0 ||
+         strncmp (text + 7, "read: NBD_OPT_", 14) == 0))
+      in += len;
+    else {
+      memmove (out, in, len);
+      in += len;
+      out += len;
+    }
+  }
+  *out = '\0';
+}
+
 /* local_log_take, but the log is kept. */
 static char *
 read_log (struct local_server *s)
@@ -51,6 +79,7 @@ read_log (struct local_server *s)
     return NULL;
   }
   buf[n] = '\0';
+  drop_handshake_lines (buf);
   return buf;
 }
 
@@ -98,6 +127,43 @@ local_server_message (struct local_server *s)
   if (len == 0) {
     free (out);
     return NULL;
+  }
+  return out;
+}
+
+off_t
+local_log_mark (const struct local_server *s)
+{
+  struct stat st;
+
+  if (s->log_fd == -1 || fstat (s->log_fd, &st) == -1)
+    return 0;
+  return st.st_size;
+}
+
+char *
+local_log_cut (struct local_server *s, off_t mark)
+{
+  const char *who = strncmp (s->what, "private nbdkit", 14) == 0
+    ? "private nbdkit" : s->what;
+  char *log, *line, *save, *text = NULL, *out = NULL;
+  off_t len = local_log_mark (s) - mark;
+  ssize_t n;
+
+  if (len <= 0 || (log = malloc (len + 1)) == NULL)
+    return NULL;
+  n = pread (s->log_fd, log, len, mark);
+  log[n > 0 ? n : 0] = '\0';
+  /* The nbd plugin's: "nbdkit: nbd[2]: error: nbd_connect_uri: ...". */
+  for (line = strtok_r (log, "\n", &save); line;
+       line = strtok_r (NULL, "\n", &save))
+    if (strstr (line, "error: "))
+      text = strstr (line, "error: ") + strlen ("error: ");
+  if (text && asprintf (&out, "nbdsum's %s: %s", who, text) == -1)
+    out = NULL;
+  free (log);
+  if (out && ftruncate (s->log_fd, mark) == -1) {
+    /* Printed again at the end: better than lost. */
   }
   return out;
 }

@@ -60,6 +60,13 @@ extern int local_log_open (const char *dir);
  * nothing, or out of memory), and the log is emptied.
  */
 extern char *local_log_take (struct local_server *s);
+/* The log's length now (0 without one), for local_log_cut. */
+extern off_t local_log_mark (const struct local_server *s);
+/* What s logged since mark about one connection it failed: the text
+ * of its last error, and those lines are cut from the log; NULL if
+ * none.  The caller frees it.
+ */
+extern char *local_log_cut (struct local_server *s, off_t mark);
 /* local_server_cause's reading of the log of s, which has exited. */
 extern char *local_log_cause (struct local_server *s);
 /* Does its log so far say why a read failed? */

@@ -421,6 +421,23 @@ local_server_stop (struct local_server *s)
   free (s);
 }
 
+off_t
+local_server_log_mark (const struct local_server *s)
+{
+  return s && s->log_fd >= 0 ? local_log_mark (s) : 0;
+}
+
+char *
+local_server_refusal (struct local_server *s, off_t mark)
+{
+  /* Timed out, and left to finish its handshake alone: it has said
+   * nothing of it yet.
+   */
+  if (s == NULL || s->log_fd < 0 || s->abandoned)
+    return NULL;
+  return local_log_cut (s, mark);
+}
+
 char *
 local_server_cause (struct local_server *s, int err)
 {

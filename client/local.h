@@ -78,6 +78,15 @@ extern const char *local_server_uri (const struct local_server *s);
  * taken so.
  */
 extern char *local_server_message (struct local_server *s);
+/* For a connection to our own server that may be refused (one of
+ * -C's after the first): where its log is now; then why it refused
+ * the connection, in nbdkit's words from its log since mark, not
+ * printed again when it stops ("nbdsum's private nbdkit: TEXT"), or
+ * NULL (not ours, or nothing said: the error the client got says it).
+ * The caller frees it.
+ */
+extern off_t local_server_log_mark (const struct local_server *s);
+extern char *local_server_refusal (struct local_server *s, off_t mark);
 /* Why a read from our own server failed (with errno err), from its
  * log once it has exited (stopped here: a failure ends the input):
  * the first error below the filter (qemu-nbd's lines are), else the

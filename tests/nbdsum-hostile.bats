@@ -340,6 +340,24 @@ EOF
   [ "$(first_sum "$output")" = "$want" ]
 }
 
+# Review: hashed client-side, the server's refusal of an extra
+# connection reaches nbdsum as its private nbdkit's refusal ("No such
+# file or directory"), and the reason, in that nbdkit's log, was
+# printed raw at the end ("nbdkit: nbd[2]: error: ...").  The notice
+# names the reason; nothing of the private nbdkit is left to print.
+@test "nbdsum-hostile: client-side, a server that admits one client: the notice names its refusal" {
+  local want
+  want=$(reference sha256 65536 "$small")
+  start_nbdkit bare --filter=limit file "$small" limit=1
+  run --separate-stderr "$NBDSUM" "$uri"
+  echo "status $status; stdout: $output; stderr: $stderr"
+  [ "$status" -eq 0 ]
+  [ "$(first_sum "$output")" = "$want" ]
+  [[ "$stderr" = *"the server took 1 of 4 connections (nbdsum's private nbdkit: nbd_connect_uri: recv: server disconnected unexpectedly): hashing over 1"* ]]
+  ! grep -q '^nbdkit: ' <<< "$stderr" || false
+  [[ "$stderr" != *"No such file"* ]]
+}
+
 @test "nbdsum-hostile: a disk forging a views-only view header is not believed: it does not echo the nonce, and is hashed as a disk" {
   # The file plugin serves the disk under every name: its first 4 KiB
   # a view header saying the server refuses the image (views-only),

@@ -440,6 +440,21 @@ greeted () {
   [[ "$stderr" != *"killing it"* ]]
 }
 
+# An extra connection given up on must not hide what the private
+# nbdkit says later: its log was kept only up to that connection, and a
+# failure after it lost its cause.
+@test "nbdsum-signals: after --connect-timeout gives up on a connection, a later failure still names its cause" {
+  mkdir srv
+  "$MKIMAGE" '8M;d:0+8M:a' srv/img
+  start_echo few "$PWD/srv" --stall-after=2 --hangup-at=4194304
+  run --separate-stderr timeout 60 "$NBDSUM" -q --connect-timeout=1 \
+    "nbd+unix:///img?socket=$sock"
+  echo "status $status; stdout: $output; stderr: $stderr"
+  [ "$status" -eq 1 ]
+  [ -z "$output" ]
+  [[ "$stderr" = *"failed: Transport endpoint is not connected (nbdsum's private nbdkit"* ]]
+}
+
 # Greeting only nbdsum's look for a view: its private nbdkit's own
 # handshake is what times out, stuck on the nbd plugin's.  That nbdkit
 # is killed then, not left for 5 s more and "did not exit in 5 seconds".

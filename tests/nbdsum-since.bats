@@ -16,6 +16,10 @@ setup () {
   command -v qemu-nbd > /dev/null || skip "qemu-nbd is not installed"
 }
 
+teardown () {
+  if [ -n "${qpid:-}" ]; then kill "$qpid" 2>/dev/null || true; fi
+}
+
 # The private qemu-nbd that nbdsum starts: serve IMAGE [BITMAP], with
 # the bitmap also the allocation depth (-A) that --since asks for.
 qnbd () {
@@ -757,4 +761,31 @@ data_32m () {
   run "$NBDSUM" --max-size=1000000 --check-manifest m.txt
   [ "$status" -eq 0 ]
   [ "$output" = "m.txt: OK" ]
+}
+
+# Review: a server that greets two clients (qemu-nbd --shared=2, which
+# queues the rest): the bitmap's connection and one of the private
+# nbdkit's, whose second --connect-timeout gives up on.  That nbdkit
+# then answered the connection nbdsum had left ("nbdkit: nbd[2]:
+# error: write: NBD_OPT_GO: Broken pipe", printed at the end): no news.
+@test "nbdsum-since: a server that greets two clients, --connect-timeout: hashed over fewer, quietly" {
+  local want
+  make_image
+  # shellcheck disable=SC2046
+  "$NBDSUM" -q --blocks $(qnbd d.qcow2) > m0
+  qemu-img bitmap --add --enable d.qcow2 b1
+  qemu-io -f qcow2 -c 'write -P 9 1000 5000' d.qcow2 > /dev/null
+  want=$(reference_of d.qcow2 sha256 65536)
+  qemu-nbd -r -f qcow2 -A -B b1 --shared=2 --persistent -k "$PWD/q.sock" \
+    d.qcow2 </dev/null >q.err 2>&1 3>&- &
+  qpid=$!
+  wait_until 10 test -S q.sock
+  run --separate-stderr timeout 60 "$NBDSUM" --connect-timeout=1 \
+    --since=m0 --dirty-bitmap=b1 "nbd+unix:///?socket=$PWD/q.sock"
+  kill "$qpid"
+  echo "status $status; stdout: $output; stderr: $stderr"
+  [ "$status" -eq 0 ]
+  [ "$(first_sum "$output")" = "$want" ]
+  [[ "$stderr" = *"the server took 1 of 4 connections (timed out negotiating export '@blkhash:sha256/64K' (--connect-timeout=1)): hashing over 1"* ]]
+  ! grep -q '^nbdkit: ' <<< "$stderr" || false
 }
