@@ -147,17 +147,49 @@ front_open (struct source *src, struct fallback *fb,
   return source_open_front (src);
 }
 
+/* In what the private nbdkit in front said (why), its nbd plugin's
+ * failed connection to the server, libnbd's "nbd_connect_uri: ..."
+ * without nbdkit's "nbdkit: nbd[1]: error: " (why is cut after it);
+ * else NULL.
+ */
+static const char *
+connect_failed (const struct source *src, char *why)
+{
+  char *p, *end;
+
+  if (src->behind == NULL || why == NULL ||
+      (p = strstr (why, "error: nbd_connect_")) == NULL)
+    return NULL;
+  p += strlen ("error: ");
+  /* Its line only: local_server_message joined them with ". ". */
+  if ((end = strstr (p, " nbdkit: ")) != NULL) {
+    *end = '\0';
+    if (end > p && end[-1] == '.')
+      end[-1] = '\0';
+  }
+  return p;
+}
+
 void
 front_failed (struct source *src, struct fallback *fb)
 {
   char *why = local_server_message (src->server);
+  const char *refused = connect_failed (src, why);
 
-  /* What nbdkit said (its nbd plugin's connection failed), else why
-   * the view was not found.
+  /* The server admitted nbdsum's connections, then refused the
+   * filter's (one that takes a client at a time, taken by another
+   * job of -j).  Else what nbdkit said, else why the view was not
+   * found.
    */
-  error_at (src->name, "nbdsum's private nbdkit --filter=blkhash has no "
-            "view of it: %s", why ? why : fb->notice ? fb->notice
-            : "unknown error");
+  if (refused)
+    error_at (src->name, "the server refused or dropped the connection "
+              "of nbdsum's private nbdkit --filter=blkhash to it, after "
+              "admitting nbdsum's own (does it take fewer clients?): %s",
+              refused);
+  else
+    error_at (src->name, "nbdsum's private nbdkit --filter=blkhash has "
+              "no view of it: %s", why ? why : fb->notice ? fb->notice
+              : "unknown error");
   free (why);
   nbd_close (fb->h);
   free (fb->export_name);

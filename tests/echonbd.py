@@ -21,7 +21,9 @@ With --error-text=TEXT its refusals of unknown names carry TEXT, the
 message a server may send with an option's error (a hostile one's).
 With --stall-after=N it greets only its first N clients: the others'
 handshakes wait for ever (a server that advertises multi-conn but
-admits fewer).
+admits fewer).  With --refuse-after=N the clients after its first N
+are refused as nbdkit's limit filter refuses them: their connection is
+closed before the greeting.
 """
 
 import os
@@ -47,6 +49,8 @@ HANGUP = next((int(a.split("=", 1)[1]) for a in sys.argv[3:]
                if a.startswith("--hangup-at=")), None)
 STALL_AFTER = next((int(a.split("=", 1)[1]) for a in sys.argv[3:]
                     if a.startswith("--stall-after=")), None)
+REFUSE_AFTER = next((int(a.split("=", 1)[1]) for a in sys.argv[3:]
+                     if a.startswith("--refuse-after=")), None)
 
 
 class Served:
@@ -141,9 +145,15 @@ def main():
     sock.bind(SOCKET)
     sock.listen(64)
     print("listening", flush=True)
-    stalled, greet = [], STALL_AFTER
+    stalled, greet, admit = [], STALL_AFTER, REFUSE_AFTER
     while True:
         conn, _ = sock.accept()
+        if admit is not None and admit <= 0:
+            conn.close()
+            print("refused a client", flush=True)
+            continue
+        if admit is not None:
+            admit -= 1
         if greet is not None and greet <= 0:
             stalled.append(conn)
             print("stalled a client", flush=True)

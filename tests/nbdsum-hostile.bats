@@ -546,3 +546,42 @@ PY
   [ "$status" -eq 0 ]
   [ "$(first_sum "$output")" = "$fake" ]
 }
+
+# Review: a server without the filter that admits nbdsum's own
+# connections, then refuses its private nbdkit's (a one-client server
+# whose slot another job of -j took: nbdkit --filter=limit closes an
+# extra client's connection unanswered, as echonbd.py --refuse-after).
+# nbdsum said its private nbdkit "has no view of it", after nbdkit's
+# raw "nbdkit: nbd[1]: error: ".
+# refused_front OPTION...: nbdsum on srv/img, served by echonbd.py to
+# its first client only (nbdsum's look for a view, its check of the
+# export), TMPDIR=tmp.
+refused_front () {
+  kill_servers
+  start_echo one "$PWD/srv" --refuse-after=1
+  run --separate-stderr env TMPDIR="$PWD/tmp" timeout 60 "$NBDSUM" "$@"
+  echo "nbdsum $*: status $status; stdout: $output; stderr: $stderr"
+  [ "$status" -eq 1 ]
+  [ -z "$(ls -A tmp)" ]
+}
+
+@test "nbdsum-hostile: a server that refuses the private nbdkit's connection is named for it" {
+  local u cause="the server refused or dropped the connection of nbdsum's private nbdkit --filter=blkhash to it, after admitting nbdsum's own (does it take fewer clients?): nbd_connect_uri: "
+  mkdir srv tmp
+  "$MKIMAGE" '4M;d:0+1M:a' srv/img
+  u="nbd+unix:///img?socket=$BATS_TEST_TMPDIR/one.sock"
+  refused_front -q "$u"
+  [ -z "$output" ]
+  [ "$(wc -l <<< "$stderr")" -eq 1 ]
+  [[ "$stderr" = "nbdsum: $u: $cause"?* ]]
+  [[ "$stderr" != *"nbdkit: nbd["* ]]
+  [[ "$stderr" != *"has no view"* ]]
+  printf '%064d  %s\n' 0 "$u" > SUMS
+  refused_front -q -c SUMS
+  [ "$output" = "$u: FAILED open or read" ]
+  [[ "$stderr" = "nbdsum: $u: $cause"?*"
+nbdsum: WARNING: 1 listed file could not be read" ]]
+  refused_front --json "$u"
+  [[ "$output" = *"\"error\": \"$cause"?* ]]
+  [[ "$output" != *"nbdkit: nbd["* ]]
+}
