@@ -336,3 +336,27 @@ endpoint_run (struct endpoint *ep)
   progress_update (&ep->progress, true);
   return 0;
 }
+
+void
+endpoint_read_failed (struct endpoint *ep, const char *what)
+{
+  char *said = strdup (source_error ());
+
+  endpoint_report (ep, what, source_errno (), said);
+  free (said);
+}
+
+void
+endpoint_report (struct endpoint *ep, const char *what, int err,
+                 const char *said)
+{
+  char *cause = NULL;
+
+  if (ep->src->server) {
+    endpoint_hang_up (ep);
+    cause = local_server_cause (ep->src->server, err);
+  }
+  error_at (ep->src->name, "%s: %s", what,
+            cause ? cause : said ? said : strerror (err));
+  free (cause);
+}

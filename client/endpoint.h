@@ -121,5 +121,16 @@ extern int endpoint_connect_rest (struct endpoint *ep,
  * printed).
  */
 extern int endpoint_run (struct endpoint *ep);
+/* A read of ep's view after its run failed (source_error says why):
+ * print "WHAT: why", why in our own server's words when its log has
+ * them, or when it quit alone (local_server_cause); the connections
+ * are closed first, as nbdkit exits only once its clients left.
+ */
+extern void endpoint_read_failed (struct endpoint *ep, const char *what);
+/* The same for a read that failed with err, which said said (NULL:
+ * err's words); every other connection to the server is closed.
+ */
+extern void endpoint_report (struct endpoint *ep, const char *what, int err,
+                             const char *said);
 
 #endif /* NBDSUM_ENDPOINT_H */

@@ -284,7 +284,7 @@ view_checksum (struct input *in, uint8_t *root)
   if (source_pread (ep->conns[0].h, root, ep->params->digest.len,
                     BLK_VIEW_ROOT_OFFSET) == -1) {
     if (!stop_signal ())
-      error_at (ep->src->name, "reading the checksum: %s", source_error ());
+      endpoint_read_failed (ep, "reading the checksum");
     return -1;
   }
   /* The root first: the server answers before it sees the draw. */
@@ -318,8 +318,7 @@ view_digests (struct input *in, uint64_t first, uint64_t count,
                       BLK_VIEW_DIGESTS_OFFSET + b * ep->params->digest.len)
         == -1) {
       if (!stop_signal ())
-        error_at (ep->src->name, "reading block digests: %s",
-                  source_error ());
+        endpoint_read_failed (ep, "reading block digests");
       return -1;
     }
   }

@@ -43,6 +43,7 @@ struct spot {
   unsigned in_flight;
   int error;                    /* the first failed read's, and its k */
   size_t error_k;
+  bool unsaid, error_data;      /* that error, not yet told; a data read's */
 };
 
 /* A block (or its digest), read in pieces no larger than the server
@@ -204,10 +205,13 @@ read_all (struct spot *s, struct nbd_handle *h, bool data, unsigned most,
       return -1;
     }
   }
-  if (s->error && !stop_signal ())
-    error_at (name, "spot-checking the view: reading %s %" PRIu64 ": %s",
-              data ? "block" : "the digest of block", s->blocks[s->error_k],
-              strerror (s->error));
+  /* Told by spot_check once its connection is closed: our own server
+   * then says why (endpoint_report).
+   */
+  if (s->error && !stop_signal ()) {
+    s->unsaid = true;
+    s->error_data = data;
+  }
   return stop_signal () || s->error ? -1 : 0;
 }
 
@@ -285,6 +289,13 @@ spot_check (struct endpoint *ep, const char *image_export,
   if (h && s.in_flight == 0)
     source_shutdown (h);
   nbd_close (h);
+  if (s.unsaid) {
+    char what[128];
+    snprintf (what, sizeof what, "spot-checking the view: reading %s %"
+              PRIu64, s.error_data ? "block" : "the digest of block",
+              s.blocks[s.error_k]);
+    endpoint_report (ep, what, s.error, NULL);
+  }
   blk_ctx_free (s.ctx);
   free (s.blocks);
   free (s.said);
@@ -315,7 +326,7 @@ root_check (struct endpoint *ep, const uint8_t *root, bool *checked)
     if (source_pread (ep->conns[0].h, buf, n * p->digest.len,
                       BLK_VIEW_DIGESTS_OFFSET + b * p->digest.len) == -1) {
       if (!stop_signal ())
-        error_at (name, "checking the view's root: %s", source_error ());
+        endpoint_read_failed (ep, "checking the view's root");
       goto out;
     }
     if (blk_root_add (&r, buf, n) == -1) {
