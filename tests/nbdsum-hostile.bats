@@ -353,7 +353,10 @@ EOF
   echo "status $status; stdout: $output; stderr: $stderr"
   [ "$status" -eq 0 ]
   [ "$(first_sum "$output")" = "$want" ]
-  [[ "$stderr" = *"the server took 1 of 4 connections (nbdsum's private nbdkit: nbd_connect_uri: recv: server disconnected unexpectedly): hashing over 1"* ]]
+  # libnbd's words for the closed socket vary with when it is seen
+  # ("recv: server disconnected unexpectedly", "external event 0 is
+  # invalid in state CONNECT.START: ...").
+  [[ "$stderr" = *"the server took 1 of 4 connections (nbdsum's private nbdkit: nbd_connect_uri: "*"): hashing over 1"* ]]
   ! grep -q '^nbdkit: ' <<< "$stderr" || false
   [[ "$stderr" != *"No such file"* ]]
 }
