@@ -34,13 +34,29 @@ local_log_open (const char *dir)
   return fd;
 }
 
-/* nbdkit's handshake with a connection of ours that went (given up
- * on by --connect-timeout, or a signal): "nbdkit: nbd[2]: error:
- * write: NBD_OPT_GO: Broken pipe".  nbdsum knows; no news, and no
- * cause of a failure.  Removed from buf in place.
+/* Lines of nbdkit that are no news, and no cause of a failure: its
+ * handshake with a connection of ours that went (given up on by
+ * --connect-timeout, or a signal): "nbdkit: nbd[2]: error: write:
+ * NBD_OPT_GO: Broken pipe"; and its word that it is quitting (its
+ * sleep, which the filter's long work asks, aborted), which nbdsum
+ * either did or tells (it exits untold).  Removed from buf in place.
  */
+static bool
+no_news (const char *text)
+{
+  static const char *const starts[] = {
+    "write: NBD_OPT_", "read: NBD_OPT_", "aborting sleep because ",
+    "blkhash: stopped computing digests: ",
+  };
+
+  for (size_t i = 0; i < sizeof starts / sizeof starts[0]; i++)
+    if (strncmp (text, starts[i], strlen (starts[i])) == 0)
+      return true;
+  return false;
+}
+
 static void
-drop_handshake_lines (char *buf)
+drop_no_news (char *buf)
 {
   char *in = buf, *out = buf;
 
@@ -49,9 +65,7 @@ drop_handshake_lines (char *buf)
     const char *text = memmem (in, len, "error: ", 7);
 
     len += in[len] == '\n';
-    if (strncmp (in, "nbdkit: ", 8) == 0 && text &&
-        (strncmp (text + 7, "write: NBD_OPT_", 15) == 0 ||
-         strncmp (text + 7, "read: NBD_OPT_", 14) == 0))
+    if (strncmp (in, "nbdkit: ", 8) == 0 && text && no_news (text + 7))
       in += len;
     else {
       memmove (out, in, len);
@@ -79,7 +93,7 @@ read_log (struct local_server *s)
     return NULL;
   }
   buf[n] = '\0';
-  drop_handshake_lines (buf);
+  drop_no_news (buf);
   return buf;
 }
 
@@ -204,14 +218,9 @@ log_cause (char *log, unsigned *n)
      * (nbd_aio_pread: invalid state: CLOSED: ...: Invalid argument,
      * ... is invalid in state DEAD: ...) and the filter's read it
      * failed (EINVAL) are consequences.  Never the filter's bare
-     * "reading ... failed", nor nbdkit's word that it is quitting
-     * (its sleep, which the filter's long work asks, aborted): that
-     * it exits says so.
+     * "reading ... failed".
      */
-    if (strncmp (text, "aborting sleep because ", 23) == 0 ||
-        strncmp (text, "blkhash: stopped computing digests: ", 36) == 0)
-      this = 0;
-    else if (strncmp (text, "blkhash: ", 9) == 0)
+    if (strncmp (text, "blkhash: ", 9) == 0)
       this = strstr (text, "failed: ") == NULL ? 0
         : strstr (text, "failed: Invalid argument") == NULL ? 3 : 2;
     else

@@ -586,6 +586,24 @@ print(u.quote(sys.argv[1], safe=""))' "$name")
   done
 }
 
+# paused_mid_image SIZE OPTION...: nbdsum -q OPTION... (pid) reading
+# a random image of SIZE from a server without the filter (uri, err;
+# ctl, its pause filter's control), through its private nbdkit
+# (nbdkit_pid), whose read below is held until pause_control r.
+paused_mid_image () {
+  rm -f "$ctl"
+  start_nbdkit paused -v --filter=exportname --filter=delay \
+    --filter=pause random "$1" exportname-strict=true exportname= \
+    delay-read=1ms pause-control="$ctl"
+  shift
+  pause_control p
+  mkdir -p tmp
+  TMPDIR="$PWD/tmp" "$NBDSUM" -q "$@" "$uri" >out 2>err 3>&- &
+  pid=$!
+  wait_until 30 grep -q 'debug: delay: pread' "$err"
+  nbdkit_pid=$(pgrep -x nbdkit -P "$pid")
+}
+
 # The private nbdkit stopped by someone else's SIGTERM (a user's kill,
 # a shutdown) failed the run with nbdkit's ESHUTDOWN alone, "Cannot
 # send after transport endpoint shutdown", nothing saying who.  nbdkit
@@ -598,16 +616,7 @@ print(u.quote(sys.argv[1], safe=""))' "$name")
   local mode size nbdkit_pid ctl="$BATS_TEST_TMPDIR/pause.ctl"
   for mode in "4G " "4G --plain" "4G --bmap" "4M " "4M --blocks"; do
     size=${mode%% *} mode=${mode#* }
-    rm -f "$ctl"
-    start_nbdkit paused -v --filter=exportname --filter=delay \
-      --filter=pause random "$size" exportname-strict=true exportname= \
-      delay-read=1ms pause-control="$ctl"
-    pause_control p
-    mkdir -p tmp
-    TMPDIR="$PWD/tmp" "$NBDSUM" -q $mode "$uri" >out 2>err 3>&- &
-    pid=$!
-    wait_until 30 grep -q 'debug: delay: pread' "$err"
-    nbdkit_pid=$(pgrep -x nbdkit -P "$pid")
+    paused_mid_image "$size" $mode
     kill -TERM "$nbdkit_pid"
     pause_control r
     wait_exit "$pid" 30
@@ -616,6 +625,26 @@ print(u.quote(sys.argv[1], safe=""))' "$name")
     [ ! -s out ]
     [ "$(grep -c . err)" -eq 1 ]
     grep -q "the private nbdkit serving it was stopped by a signal nbdsum did not send" err
+    [ -z "$(ls -A tmp)" ]
+    kill_servers
+  done
+}
+
+# Review: nbdsum and its private nbdkit stopped together (a service
+# stopped, its process group signalled): nbdsum printed nbdkit's lines
+# of quitting ("error: aborting sleep because of server shut down",
+# "blkhash: stopped computing digests: ..."), no news.
+@test "nbdsum-inputs: nbdsum and its private nbdkit given SIGTERM together: nothing printed" {
+  local mode ctl="$BATS_TEST_TMPDIR/pause.ctl"
+  for mode in "" --plain --bmap; do
+    paused_mid_image 4G $mode
+    kill -TERM "$pid" "$nbdkit_pid"
+    pause_control r
+    wait_exit "$pid" 30
+    echo "nbdsum $mode: $rc; stdout: $(cat out); stderr: $(cat err)"
+    [ "$rc" -eq 143 ]
+    [ ! -s out ]
+    [ ! -s err ]
     [ -z "$(ls -A tmp)" ]
     kill_servers
   done
