@@ -39,7 +39,10 @@ local_log_open (const char *dir)
  * --connect-timeout, or a signal): "nbdkit: nbd[2]: error: write:
  * NBD_OPT_GO: Broken pipe"; and its word that it is quitting (its
  * sleep, which the filter's long work asks, aborted), which nbdsum
- * either did or tells (it exits untold).  Removed from buf in place.
+ * either did or tells (it exits untold).  Likewise qemu-nbd's
+ * "Disconnect client, due to: ...", one a request in flight, when
+ * our nbdkit in front of it went (--since of a local file).  Removed
+ * from buf in place.
  */
 static bool
 no_news (const char *text)
@@ -65,7 +68,8 @@ drop_no_news (char *buf)
     const char *text = memmem (in, len, "error: ", 7);
 
     len += in[len] == '\n';
-    if (strncmp (in, "nbdkit: ", 8) == 0 && text && no_news (text + 7))
+    if ((strncmp (in, "nbdkit: ", 8) == 0 && text && no_news (text + 7)) ||
+        strncmp (in, "qemu-nbd: Disconnect client, due to: ", 37) == 0)
       in += len;
     else {
       memmove (out, in, len);
@@ -200,10 +204,8 @@ log_cause (char *log, unsigned *n)
     int this;
     /* qemu-nbd's lines (behind the nbd plugin) say why in its words
      * (qcow2: Image is corrupt: ...), with no "error: " of nbdkit's;
-     * but not that a client went, a consequence.
+     * not that a client went (drop_no_news), a consequence.
      */
-    if (strstr (line, "qemu-nbd: Disconnect client, due to: ") == line)
-      continue;
     if (strncmp (line, "nbdkit: ", 8) != 0) {
       (*n)++;
       if (rank < 4)
