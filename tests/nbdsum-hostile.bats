@@ -345,11 +345,17 @@ EOF
 # file or directory"), and the reason, in that nbdkit's log, was
 # printed raw at the end ("nbdkit: nbd[2]: error: ...").  The notice
 # names the reason; nothing of the private nbdkit is left to print.
+# echonbd.py admits nbdsum's look for a view and the private nbdkit's
+# first connection, then refuses as nbdkit --filter=limit limit=1
+# does (whose slot, though, is free again only once the server has
+# seen a client go: nbdsum's next connection can come first).
 @test "nbdsum-hostile: client-side, a server that admits one client: the notice names its refusal" {
   local want
-  want=$(reference sha256 65536 "$small")
-  start_nbdkit bare --filter=limit file "$small" limit=1
-  run --separate-stderr "$NBDSUM" "$uri"
+  mkdir srv
+  "$MKIMAGE" '4M;d:0+1M:a' srv/img
+  want=$(reference sha256 65536 srv/img)
+  start_echo two "$PWD/srv" --refuse-after=2
+  run --separate-stderr "$NBDSUM" "nbd+unix:///img?socket=$sock"
   echo "status $status; stdout: $output; stderr: $stderr"
   [ "$status" -eq 0 ]
   [ "$(first_sum "$output")" = "$want" ]
@@ -358,7 +364,7 @@ EOF
   # invalid in state CONNECT.START: ...").
   [[ "$stderr" = *"the server took 1 of 4 connections (nbdsum's private nbdkit: nbd_connect_uri: "*"): hashing over 1"* ]]
   ! grep -q '^nbdkit: ' <<< "$stderr" || false
-  [[ "$stderr" != *"No such file"* ]]
+  ! grep -q 'connections (.*No such file' <<< "$stderr" || false
 }
 
 @test "nbdsum-hostile: a disk forging a views-only view header is not believed: it does not echo the nonce, and is hashed as a disk" {
