@@ -480,7 +480,7 @@ bmap_fetch (const char *name, const struct hash_spec *spec_in,
             struct bmap *bm)
 {
   struct hash_spec spec = *spec_in;
-  struct fallback fb = { NULL, NULL, 0, NULL };
+  struct fallback fb = { NULL, NULL, 0, NULL, NULL };
   struct view_go vg = { 0 };
   struct blk_header hdr;
   struct source *src;
@@ -502,9 +502,13 @@ bmap_fetch (const char *name, const struct hash_spec *spec_in,
    * maps it (input-front.c); a local file's has the filter already.
    */
   if (r == 0 && !(src->server && local_server_format (src->server))) {
+    double pause = 0;
+
     if ((src = front_open (src, &fb, &spec)) == NULL)
       return -1;
-    r = go_bmap (src, &spec, &vg, &hdr, &fb);
+    do
+      r = go_bmap (src, &spec, &vg, &hdr, &fb);
+    while (r == 0 && front_retry (src, &fb, &pause));
     if (r == 0 && !bmap_refused_for_size (name, src, &fb)) {
       front_failed (src, &fb);
       r = -1;

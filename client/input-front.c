@@ -138,7 +138,7 @@ front_open (struct source *src, struct fallback *fb,
   }
   free (fb->export_name);
   free (fb->notice);
-  *fb = (struct fallback) { NULL, NULL, 0, NULL };
+  *fb = (struct fallback) { NULL, NULL, 0, NULL, NULL };
   if (r == -1) {
     source_close (src);
     return NULL;
@@ -170,10 +170,39 @@ connect_failed (const struct source *src, char *why)
   return p;
 }
 
+/* How long front_retry tries again: as source_connect. */
+#define FRONT_RETRY_SECONDS 2
+
+bool
+front_retry (struct source *src, struct fallback *fb, double *pause)
+{
+  const char *refused;
+
+  if (fb->why == NULL)
+    fb->why = local_server_message (src->server);
+  refused = connect_failed (src, fb->why);
+  /* libnbd's words for a socket closed before the greeting. */
+  if (refused == NULL || stop_signal () ||
+      (strstr (refused, "server disconnected unexpectedly") == NULL &&
+       strstr (refused, "invalid in state CONNECT") == NULL))
+    return false;
+  *pause = *pause ? *pause * 2 : 0.05;
+  /* 0.05 + 0.1 + ... : the waits so far, with this one. */
+  if (*pause * 2 - 0.05 > FRONT_RETRY_SECONDS ||
+      (opts->connect_timeout && *pause * 2 - 0.05 > opts->connect_timeout))
+    return false;
+  nbd_close (fb->h);
+  free (fb->export_name);
+  free (fb->notice);
+  free (fb->why);
+  *fb = (struct fallback) { NULL, NULL, 0, NULL, NULL };
+  return source_pause (*pause);
+}
+
 void
 front_failed (struct source *src, struct fallback *fb)
 {
-  char *why = local_server_message (src->server);
+  char *why = fb->why ? fb->why : local_server_message (src->server);
   const char *refused = connect_failed (src, why);
 
   /* The server admitted nbdsum's connections, then refused the
@@ -194,5 +223,5 @@ front_failed (struct source *src, struct fallback *fb)
   nbd_close (fb->h);
   free (fb->export_name);
   free (fb->notice);
-  *fb = (struct fallback) { NULL, NULL, 0, NULL };
+  *fb = (struct fallback) { NULL, NULL, 0, NULL, NULL };
 }

@@ -50,6 +50,8 @@ struct fallback {
    * hashed client-side.
    */
   char *notice;
+  /* The front's message, taken by front_retry, for front_failed. */
+  char *why;
 };
 
 /* input-view.c: returns 1 with *in open, 0 when the server has no
@@ -136,6 +138,14 @@ extern struct source *front_open (struct source *src, struct fallback *fb,
  * and free what fb holds.
  */
 extern void front_failed (struct source *src, struct fallback *fb);
+/* The front src has no view because its first connection to the
+ * server was closed before the greeting (a server admitting one client
+ * at a time, whose slot is not free yet: see source_connect)?  Then
+ * free what fb holds, wait and return true, a few times: the caller
+ * asks again.  *pause is 0 before the first call.
+ */
+extern bool front_retry (struct source *src, struct fallback *fb,
+                         double *pause);
 
 /* input-view.c: the connections of a view input view_input_open
  * opened, for --since to run with a refill of its own (conns' priv are

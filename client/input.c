@@ -58,7 +58,7 @@ views_open (struct source *src, const struct hash_spec *spec,
 static struct input *
 served_input_open (const char *name, const struct hash_spec *spec)
 {
-  struct fallback fb = { NULL, NULL, 0, NULL };
+  struct fallback fb = { NULL, NULL, 0, NULL, NULL };
   struct input *in = NULL;
   struct source *src;
   char format[sizeof in->about.format] = "";
@@ -86,10 +86,14 @@ served_input_open (const char *name, const struct hash_spec *spec)
     r = views_open (src, spec, &in, &fb);
   if (r == 0) {
     /* front_open takes src. */
+    double pause = 0;
+
     front = true;
     if ((src = front_open (src, &fb, spec)) == NULL)
       return NULL;
-    r = views_open (src, spec, &in, &fb);
+    do
+      r = views_open (src, spec, &in, &fb);
+    while (r == 0 && front_retry (src, &fb, &pause));
     if (r == 0) {
       front_failed (src, &fb);
       r = -1;

@@ -402,7 +402,7 @@ multi_conn (struct incremental *inc)
 int
 since_server_open (struct incremental *inc, const struct hash_spec *hs)
 {
-  struct fallback fb = { NULL, NULL, 0, NULL };
+  struct fallback fb = { NULL, NULL, 0, NULL, NULL };
   struct source *front;
   struct endpoint *ep;
   int r;

@@ -31,6 +31,10 @@
 static _Thread_local const char *failure;
 static _Thread_local int failure_errno;
 static _Thread_local char failure_buf[512];
+/* source_connect_uri: the server's greeting was read; it failed for
+ * the server closing the connection before that.
+ */
+static _Thread_local bool greeted, ungreeted;
 
 static int __attribute__ ((format (printf, 2, 3)))
 fail (int err, const char *fmt, ...)
@@ -188,11 +192,17 @@ source_wait (struct nbd_handle *h, enum until until, int64_t cookie,
 {
   for (;;) {
     int timeout = -1, r;
+    const char *state;
 
     switch (until) {
     case UNTIL_NEGOTIATED:
       if (!nbd_aio_is_connecting (h))
         return 0;
+      /* Past connecting and reading the greeting's magic. */
+      state = nbd_connection_state (h);
+      if (state && strncmp (state, "CONNECT", 7) != 0 &&
+          strncmp (state, "MAGIC", 5) != 0)
+        greeted = true;
       break;
     case UNTIL_COMPLETED:
       if ((r = nbd_aio_command_completed (h, cookie)) != 0)
@@ -235,15 +245,42 @@ source_wait (struct nbd_handle *h, enum until until, int64_t cookie,
 int
 source_connect_uri (struct nbd_handle *h, const char *uri, double deadline)
 {
-  if (nbd_aio_connect_uri (h, uri) == -1 ||
-      source_wait (h, UNTIL_NEGOTIATED, 0, deadline, NULL) == -1)
+  int err;
+
+  greeted = ungreeted = false;
+  if (nbd_aio_connect_uri (h, uri) == -1)
     return -1;
+  if (source_wait (h, UNTIL_NEGOTIATED, 0, deadline, NULL) == -1) {
+    err = source_errno ();
+    ungreeted = !greeted && err != ETIMEDOUT && err != EINTR &&
+      !stop_signal ();
+    return -1;
+  }
   if (nbd_aio_is_negotiating (h) || nbd_aio_is_ready (h))
     return 0;
+  ungreeted = !greeted;
   if (nbd_aio_is_closed (h))
     return fail (ECONNRESET, "the server closed the connection");
   /* Dead: libnbd said why. */
   return -1;
+}
+
+bool
+source_closed_ungreeted (void)
+{
+  return ungreeted;
+}
+
+bool
+source_pause (double seconds)
+{
+  struct pollfd p = { .fd = stop_fd (), .events = POLLIN };
+  const double until = now () + seconds;
+  double left;
+
+  while (!stop_signal () && (left = until - now ()) > 0)
+    poll (&p, 1, (int) (left * 1000) + 1);
+  return !stop_signal ();
 }
 
 static int

@@ -5,6 +5,7 @@
 #ifndef NBDSUM_SOURCE_IO_H
 #define NBDSUM_SOURCE_IO_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -54,6 +55,13 @@ extern const char *source_hint (struct nbd_handle *h);
 /* nbd_connect_uri by deadline (0: no limit), for source_connect. */
 extern int source_connect_uri (struct nbd_handle *h, const char *uri,
                                double deadline);
+/* Did the last source_connect_uri in this thread fail because the
+ * server closed the connection before its greeting was read (not a
+ * timeout, a signal or a refused connect)?
+ */
+extern bool source_closed_ungreeted (void);
+/* Wait seconds, or until a stop signal (then false). */
+extern bool source_pause (double seconds);
 /* Forget why the last call failed: the next error is libnbd's. */
 extern void source_error_clear (void);
 

@@ -23,6 +23,11 @@
 #include "util.h"
 #include "viewname.h"
 
+/* How long source_connect tries again a server that closed the
+ * connection before greeting it.
+ */
+#define RETRY_SECONDS 2
+
 /* Views are refused before nbdsum connects anywhere (nbdsum(1),
  * INPUTS), which needs the export name of a URI first; libnbd reads a
  * URI only inside nbd_connect_uri, which connects.  So helpers.c reads
@@ -310,25 +315,44 @@ source_connect (const struct source *src, const char *export_name,
   const double limit = opts->connect_timeout ? opts->connect_timeout
     : src->server ? local_server_handshake_limit (src->server) : 0;
   const double until = limit ? now () + limit : 0;
+  const double give_up = now () + RETRY_SECONDS;
   struct nbd_handle *h = NULL;
-  bool timed_out;
+  bool timed_out, ungreeted = false;
 
   source_error_clear ();
   if (deadline)
     *deadline = until;
   if (stop_signal ())
     return NULL;
-  if ((h = nbd_create ()) == NULL ||
-      (opts->verbose && set_debug (h) == -1) ||
-      nbd_set_opt_mode (h, true) == -1 ||
-      nbd_set_uri_allow_local_file (h, true) == -1 ||
-      nbd_add_meta_context (h, LIBNBD_CONTEXT_BASE_ALLOCATION) == -1)
-    goto err;
-  for (size_t i = 0; i < SOURCE_META_CONTEXTS && src->meta_contexts[i]; i++)
-    if (nbd_add_meta_context (h, src->meta_contexts[i]) == -1)
+  /* A server that admits one client at a time (nbdkit --filter=limit
+   * limit=1) frees its slot only once it has seen the last client go,
+   * which can be after nbdsum's next connection came: that one is
+   * closed before the greeting.  So it is tried again, a little later,
+   * unless it is an extra one of -C (given up on alone).
+   */
+  for (double pause = 0.05;; pause *= 2) {
+    if ((h = nbd_create ()) == NULL ||
+        (opts->verbose && set_debug (h) == -1) ||
+        nbd_set_opt_mode (h, true) == -1 ||
+        nbd_set_uri_allow_local_file (h, true) == -1 ||
+        nbd_add_meta_context (h, LIBNBD_CONTEXT_BASE_ALLOCATION) == -1)
       goto err;
-  if (source_connect_uri (h, src->uri, until) == -1)
-    goto err;
+    for (size_t i = 0; i < SOURCE_META_CONTEXTS && src->meta_contexts[i];
+         i++)
+      if (nbd_add_meta_context (h, src->meta_contexts[i]) == -1)
+        goto err;
+    if (source_connect_uri (h, src->uri, until) == 0)
+      break;
+    ungreeted = source_closed_ungreeted () && src->server == NULL &&
+      !(flags & SOURCE_EXTRA);
+    if (!ungreeted || now () + pause > give_up ||
+        (until && now () + pause >= until))
+      goto err;
+    nbd_close (h);
+    h = NULL;
+    if (!source_pause (pause))
+      return NULL;
+  }
   /* Our own qemu-nbd is up: it may hold only the files checked. */
   if (src->server && local_server_verify (src->server) == -1) {
     local_server_kill (src->server);
@@ -379,6 +403,15 @@ source_connect (const struct source *src, const char *export_name,
         error_at (src->name, "%s (the %s serving it exited)",
                   source_error (), local_server_what (src->server));
       free (why);
+    }
+    else if (ungreeted) {
+      /* Not twice, when the words are source_poll's own. */
+      const char *e = source_error ();
+      const char *cause = "the server closed the connection";
+      const bool own = strncmp (e, cause, strlen (cause)) == 0;
+      error_at (src->name, "%s before greeting it (does it admit one "
+                "client at a time?)%s%s", cause, own ? "" : ": ",
+                own ? "" : e);
     }
     else
       error_at (src->name, "%s%s", source_error (), source_hint (h));

@@ -23,7 +23,10 @@ With --stall-after=N it greets only its first N clients: the others'
 handshakes wait for ever (a server that advertises multi-conn but
 admits fewer).  With --refuse-after=N the clients after its first N
 are refused as nbdkit's limit filter refuses them: their connection is
-closed before the greeting.
+closed before the greeting.  With --one-client=SECONDS a client that
+comes while another is connected, or within SECONDS of the last one
+leaving, is refused so: nbdkit --filter=limit limit=1, which frees its
+slot only once it has seen the last client go.
 """
 
 import os
@@ -31,6 +34,7 @@ import socket
 import struct
 import sys
 import threading
+import time
 
 from nbdwire import (CMD_CACHE, CMD_DISC, CMD_READ, IHAVEOPT, OPT_ABORT,
                      OPT_GO, OPT_INFO, REP_ACK, REP_ERR_UNKNOWN, REP_ERR_UNSUP,
@@ -51,6 +55,11 @@ STALL_AFTER = next((int(a.split("=", 1)[1]) for a in sys.argv[3:]
                     if a.startswith("--stall-after=")), None)
 REFUSE_AFTER = next((int(a.split("=", 1)[1]) for a in sys.argv[3:]
                      if a.startswith("--refuse-after=")), None)
+ONE_CLIENT = next((float(a.split("=", 1)[1]) for a in sys.argv[3:]
+                   if a.startswith("--one-client=")), None)
+# --one-client: clients connected, and when the last one left.
+slot = {"held": 0, "freed": 0.0}
+slot_lock = threading.Lock()
 
 
 class Served:
@@ -136,6 +145,20 @@ def client(conn):
         pass
     finally:
         conn.close()
+        if ONE_CLIENT is not None:
+            with slot_lock:
+                slot["held"] -= 1
+                slot["freed"] = time.monotonic()
+
+
+def slot_taken():
+    """--one-client: is the slot taken (else take it)?"""
+    with slot_lock:
+        if (slot["held"] or
+                time.monotonic() < slot["freed"] + ONE_CLIENT):
+            return True
+        slot["held"] += 1
+        return False
 
 
 def main():
@@ -148,7 +171,8 @@ def main():
     stalled, greet, admit = [], STALL_AFTER, REFUSE_AFTER
     while True:
         conn, _ = sock.accept()
-        if admit is not None and admit <= 0:
+        if ((admit is not None and admit <= 0) or
+                (ONE_CLIENT is not None and slot_taken())):
             conn.close()
             print("refused a client", flush=True)
             continue
