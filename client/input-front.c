@@ -170,9 +170,6 @@ connect_failed (const struct source *src, char *why)
   return p;
 }
 
-/* How long front_retry tries again: as source_connect. */
-#define FRONT_RETRY_SECONDS 2
-
 bool
 front_retry (struct source *src, struct fallback *fb, double *pause)
 {
@@ -188,7 +185,7 @@ front_retry (struct source *src, struct fallback *fb, double *pause)
     return false;
   *pause = *pause ? *pause * 2 : 0.05;
   /* 0.05 + 0.1 + ... : the waits so far, with this one. */
-  if (*pause * 2 - 0.05 > FRONT_RETRY_SECONDS ||
+  if (*pause * 2 - 0.05 > SOURCE_RETRY_SECONDS ||
       (opts->connect_timeout && *pause * 2 - 0.05 > opts->connect_timeout))
     return false;
   nbd_close (fb->h);

@@ -23,11 +23,6 @@
 #include "util.h"
 #include "viewname.h"
 
-/* How long source_connect tries again a server that closed the
- * connection before greeting it.
- */
-#define RETRY_SECONDS 2
-
 /* Views are refused before nbdsum connects anywhere (nbdsum(1),
  * INPUTS), which needs the export name of a URI first; libnbd reads a
  * URI only inside nbd_connect_uri, which connects.  So helpers.c reads
@@ -315,7 +310,7 @@ source_connect (const struct source *src, const char *export_name,
   const double limit = opts->connect_timeout ? opts->connect_timeout
     : src->server ? local_server_handshake_limit (src->server) : 0;
   const double until = limit ? now () + limit : 0;
-  const double give_up = now () + RETRY_SECONDS;
+  const double give_up = now () + SOURCE_RETRY_SECONDS;
   struct nbd_handle *h = NULL;
   bool timed_out, ungreeted = false;
 
@@ -341,8 +336,10 @@ source_connect (const struct source *src, const char *export_name,
          i++)
       if (nbd_add_meta_context (h, src->meta_contexts[i]) == -1)
         goto err;
-    if (source_connect_uri (h, src->uri, until) == 0)
+    if (source_connect_uri (h, src->uri, until) == 0) {
+      ungreeted = false;        /* a later failure is another's */
       break;
+    }
     ungreeted = source_closed_ungreeted () && src->server == NULL &&
       !(flags & SOURCE_EXTRA);
     if (!ungreeted || now () + pause > give_up ||
