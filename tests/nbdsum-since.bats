@@ -494,6 +494,16 @@ backing_chain () {
   [[ "$output" = *"raw.img: a raw image has no dirty bitmaps"* ]]
 }
 
+# dirtied FILE SIZE 'OFFSET LENGTH': a qcow2 FILE of SIZE written
+# whole, its manifest m0 (--blocks), then a bitmap b1 enabled and
+# OFFSET LENGTH written again.
+dirtied () {
+  qemu-img create -q -f qcow2 "$1" "$2"
+  qemu-io -f qcow2 -c "write -P 1 0 $2" "$1" > /dev/null
+  "$NBDSUM" -q --blocks "$1" > m0
+  qemu-img bitmap --add --enable "$1" b1
+  qemu-io -f qcow2 -c "write -P 2 $3" "$1" > /dev/null
+}
 
 # Review 46: a local qcow2 whose dirty cluster's L2 entry is corrupt
 # failed --since with nbdsum's line naming no cause ("block status of
@@ -504,11 +514,7 @@ backing_chain () {
 @test "nbdsum-since: a corrupt local qcow2 file: one line, with what qemu-nbd said" {
   local l1 l2 opts
   mkdir tmp
-  qemu-img create -q -f qcow2 c.qcow2 8M
-  qemu-io -f qcow2 -c 'write -P 1 0 8M' c.qcow2 > /dev/null
-  "$NBDSUM" -q --blocks c.qcow2 > m0
-  qemu-img bitmap --add --enable c.qcow2 b1
-  qemu-io -f qcow2 -c 'write -P 2 4M 64K' c.qcow2 > /dev/null
+  dirtied c.qcow2 8M '4M 64K'
   # L2 entry 64 (4 MiB in, dirty): a standard cluster at the unaligned
   # 0x10200.
   l1=$((16#$(hexdump_at c.qcow2 40 8)))
@@ -541,11 +547,7 @@ rchar () {
 @test "nbdsum-since: the private nbdkit or qemu-nbd signalled mid-image: one line" {
   local c sig who p nk q try
   mkdir tmp
-  qemu-img create -q -f qcow2 d.qcow2 256M
-  qemu-io -f qcow2 -c 'write -P 1 0 256M' d.qcow2 > /dev/null
-  "$NBDSUM" -q --blocks d.qcow2 > m0
-  qemu-img bitmap --add --enable d.qcow2 b1
-  qemu-io -f qcow2 -c 'write -P 2 0 256M' d.qcow2 > /dev/null
+  dirtied d.qcow2 256M '0 256M'
   for c in "KILL nbdkit" "TERM qemu-nbd" "HUP qemu-nbd"; do
     read -r sig who <<< "$c"
     for ((try = 1; ; try++)); do
