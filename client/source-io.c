@@ -251,9 +251,14 @@ source_connect_uri (struct nbd_handle *h, const char *uri, double deadline)
   if (nbd_aio_connect_uri (h, uri) == -1)
     return -1;
   if (source_wait (h, UNTIL_NEGOTIATED, 0, deadline, NULL) == -1) {
+    /* Closed or reset on recv, not a timeout, a signal or bytes that
+     * are no greeting (an HTTP server, an oldstyle one's bad flags).
+     */
     err = source_errno ();
-    ungreeted = !greeted && err != ETIMEDOUT && err != EINTR &&
-      !stop_signal ();
+    ungreeted = !greeted && !stop_signal () &&
+      strstr (source_error (), "recv: ") != NULL &&
+      (err == ECONNRESET ||
+       strstr (source_error (), "server disconnected unexpectedly"));
     return -1;
   }
   if (nbd_aio_is_negotiating (h) || nbd_aio_is_ready (h))

@@ -71,3 +71,43 @@ one_client () {
   [[ "$stderr" = "nbdsum: $u: $cause"?* ]]
   (( $(date +%s) - start < 20 ))
 }
+
+# start_rude BYTES: a server on $sock that sends BYTES (Python
+# expression) to each client, closes, and appends a line to accepts;
+# listening is there once it listens.
+start_rude () {
+  sock="$BATS_TEST_TMPDIR/rude.sock"
+  rm -f "$sock" accepts listening
+  "$PYTHON" -c '
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.bind(sys.argv[1])
+s.listen(16)
+open("listening", "w").close()
+data = eval(sys.argv[2])
+while True:
+    c, _ = s.accept()
+    with open("accepts", "a") as f:
+        f.write("accepted\n")
+    c.sendall(data)
+    c.close()' "$sock" "$1" </dev/null >/dev/null 2>&1 3>&- &
+  servers+=("$!")
+  wait_until 10 test -e listening
+}
+
+@test "nbdsum-one-client: a server that answers with other than a greeting is not tried again, nor said to have closed before it" {
+  local bytes
+  for bytes in "b'HTTP/1.1 400 Bad Request\r\n\r\n'" \
+    "b'NBDMAGIC' + bytes(8) + bytes([0, 3])" \
+    "b'NBDMAGIC' + bytes.fromhex('0000420281861253') + bytes(136)"; do
+    kill_servers
+    start_rude "$bytes"
+    u="nbd+unix:///?socket=$sock"
+    run --separate-stderr env TMPDIR="$PWD/tmp" timeout 60 "$NBDSUM" "$u"
+    echo "$bytes: status $status; stderr: $stderr; $(wc -l < accepts) accepts"
+    [ "$status" -eq 1 ]
+    [[ "$stderr" != *"before greeting"* ]]
+    [ "$(wc -l < accepts)" -eq 1 ]
+    [ -z "$(ls -A tmp)" ]
+  done
+}
