@@ -205,9 +205,11 @@ front_failed (struct source *src, struct fallback *fb)
   /* The server admitted nbdsum's connections, then refused the
    * filter's (one that takes a client at a time, taken by another
    * job of -j).  Else what nbdkit said, else why the view was not
-   * found.
+   * found.  Nothing on a signal: front_retry's wait was cut short.
    */
-  if (refused)
+  if (stop_signal ())
+    ;
+  else if (refused)
     error_at (src->name, "the server refused or dropped the connection "
               "of nbdsum's private nbdkit --filter=blkhash to it, after "
               "admitting nbdsum's own (does it take fewer clients?): %s",

@@ -111,3 +111,29 @@ while True:
     [ -z "$(ls -A tmp)" ]
   done
 }
+
+# refused N: the server refused N clients or more.
+refused () {
+  [ "$(grep -c 'refused a client' "$err")" -ge "$1" ]
+}
+
+@test "nbdsum-one-client: a signal while the private nbdkit's connection is tried again: nbdsum dies of it quietly" {
+  local sig rc
+  for sig in TERM INT; do
+    kill_servers
+    start_echo one "$PWD/srv" --one-client=3600 --no-echo
+    # Default actions: a script's background jobs ignore SIGINT.
+    TMPDIR="$PWD/tmp" env --default-signal=INT,TERM "$NBDSUM" \
+      --client-side "nbd+unix:///img?socket=$sock" >out 2>errs 3>&- &
+    # Two refusals: the private nbdkit's first try, and a second.
+    wait_until 10 refused 2
+    kill -s "$sig" $!
+    rc=0
+    wait $! || rc=$?
+    echo "SIG$sig: status $rc; stdout: $(cat out); stderr: $(cat errs)"
+    [ "$rc" -eq $((128 + $(kill -l "$sig"))) ]
+    [ ! -s out ]
+    [ ! -s errs ]
+    [ -z "$(ls -A tmp)" ]
+  done
+}
