@@ -208,8 +208,8 @@ front_failed (struct source *src, struct fallback *fb)
    * found.  Nothing on a signal: front_retry's wait was cut short.
    */
   if (stop_signal ())
-    ;
-  else if (refused)
+    goto out;
+  if (refused)
     error_at (src->name, "the server refused or dropped the connection "
               "of nbdsum's private nbdkit --filter=blkhash to it, after "
               "admitting nbdsum's own (does it take fewer clients?): %s",
@@ -218,6 +218,7 @@ front_failed (struct source *src, struct fallback *fb)
     error_at (src->name, "nbdsum's private nbdkit --filter=blkhash has "
               "no view of it: %s", why ? why : fb->notice ? fb->notice
               : "unknown error");
+ out:
   free (why);
   nbd_close (fb->h);
   free (fb->export_name);

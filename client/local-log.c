@@ -149,6 +149,16 @@ local_server_message (struct local_server *s)
   return out;
 }
 
+/* Who s is, in messages: our nbdkit of any kind, or --since's
+ * qemu-nbd.
+ */
+static const char *
+log_who (const struct local_server *s)
+{
+  return strncmp (s->what, "private nbdkit", 14) == 0
+    ? "private nbdkit" : s->what;
+}
+
 off_t
 local_log_mark (const struct local_server *s)
 {
@@ -162,9 +172,8 @@ local_log_mark (const struct local_server *s)
 char *
 local_log_cut (struct local_server *s, off_t mark)
 {
-  const char *who = strncmp (s->what, "private nbdkit", 14) == 0
-    ? "private nbdkit" : s->what;
-  char *log, *line, *save, *text = NULL, *out = NULL;
+  const char *who = log_who (s);
+  char *log, *line, *save, *text = NULL, *out = NULL, *e;
   off_t len = local_log_mark (s) - mark;
   ssize_t n;
 
@@ -175,8 +184,8 @@ local_log_cut (struct local_server *s, off_t mark)
   /* The nbd plugin's: "nbdkit: nbd[2]: error: nbd_connect_uri: ...". */
   for (line = strtok_r (log, "\n", &save); line;
        line = strtok_r (NULL, "\n", &save))
-    if (strstr (line, "error: "))
-      text = strstr (line, "error: ") + strlen ("error: ");
+    if ((e = strstr (line, "error: ")) != NULL)
+      text = e + strlen ("error: ");
   if (text && asprintf (&out, "nbdsum's %s: %s", who, text) == -1)
     out = NULL;
   free (log);
@@ -249,9 +258,7 @@ char *
 local_log_cause (struct local_server *s)
 {
   char *log, *line, *cause, *out;
-  /* Our nbdkit of any kind, or --since's qemu-nbd. */
-  const char *who = strncmp (s->what, "private nbdkit", 14) == 0
-    ? "private nbdkit" : s->what;
+  const char *who = log_who (s);
   unsigned n;
   int r;
 
