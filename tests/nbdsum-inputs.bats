@@ -612,21 +612,36 @@ paused_mid_image () {
 # A small image is asked whole at once: nbdkit finishes hashing it
 # before it quits, and the read after fails, of the checksum, or of the
 # digests (--blocks), which said nbdkit's ESHUTDOWN alone too.
+#
+# nbdkit itself can crash as it exits here (seen once in about 15 runs
+# on nbdkit 1.48 under load): told to quit, it does not close its
+# plugin's connections, so the nbd plugin's reader threads outlive the
+# plugin's unloading, and one still returning from a reply's callback
+# runs unmapped code.  nbdsum then says what it saw, "killed by
+# SIGSEGV"; that run is checked like the others and tried again, at
+# most 10 times, saying so.
 @test "nbdsum-inputs: the private nbdkit stopped by another's SIGTERM: one line naming it" {
-  local mode size nbdkit_pid ctl="$BATS_TEST_TMPDIR/pause.ctl"
+  local mode size try nbdkit_pid ctl="$BATS_TEST_TMPDIR/pause.ctl"
   for mode in "4G " "4G --plain" "4G --bmap" "4M " "4M --blocks"; do
     size=${mode%% *} mode=${mode#* }
-    paused_mid_image "$size" $mode
-    kill -TERM "$nbdkit_pid"
-    pause_control r
-    wait_exit "$pid" 30
-    echo "nbdsum $size $mode: $rc; stdout: $(cat out); stderr: $(cat err)"
-    [ "$rc" -eq 1 ]
-    [ ! -s out ]
-    [ "$(grep -c . err)" -eq 1 ]
+    for ((try = 1; ; try++)); do
+      paused_mid_image "$size" $mode
+      kill -TERM "$nbdkit_pid"
+      pause_control r
+      wait_exit "$pid" 30
+      echo "nbdsum $size $mode (try $try): $rc; stdout: $(cat out); stderr: $(cat err)"
+      [ "$rc" -eq 1 ]
+      [ ! -s out ]
+      [ "$(grep -c . err)" -eq 1 ]
+      [ -z "$(ls -A tmp)" ]
+      kill_servers
+      if ((try < 10)) && grep -Eq "the private nbdkit serving it was killed by SIG(SEGV|BUS|ILL)$" err; then
+        echo "try $try: nbdkit crashed as it exited; trying again"
+        continue
+      fi
+      break
+    done
     grep -q "the private nbdkit serving it was stopped by a signal nbdsum did not send" err
-    [ -z "$(ls -A tmp)" ]
-    kill_servers
   done
 }
 
