@@ -502,13 +502,13 @@ bmap_fetch (const char *name, const struct hash_spec *spec_in,
    * maps it (input-front.c); a local file's has the filter already.
    */
   if (r == 0 && !(src->server && local_server_format (src->server))) {
-    double pause = 0;
+    struct source_retry retry = { 0, 0 };
 
     if ((src = front_open (src, &fb, &spec)) == NULL)
       return -1;
     do
       r = go_bmap (src, &spec, &vg, &hdr, &fb);
-    while (r == 0 && front_retry (src, &fb, &pause));
+    while (r == 0 && front_retry (src, &fb, &retry));
     if (r == 0 && !bmap_refused_for_size (name, src, &fb)) {
       front_failed (src, &fb);
       r = -1;

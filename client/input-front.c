@@ -171,7 +171,8 @@ connect_failed (const struct source *src, char *why)
 }
 
 bool
-front_retry (struct source *src, struct fallback *fb, double *pause)
+front_retry (struct source *src, struct fallback *fb,
+             struct source_retry *retry)
 {
   const char *refused;
 
@@ -183,17 +184,14 @@ front_retry (struct source *src, struct fallback *fb, double *pause)
       (strstr (refused, "server disconnected unexpectedly") == NULL &&
        strstr (refused, "invalid in state CONNECT") == NULL))
     return false;
-  *pause = *pause ? *pause * 2 : 0.05;
-  /* 0.05 + 0.1 + ... : the waits so far, with this one. */
-  if (*pause * 2 - 0.05 > SOURCE_RETRY_SECONDS ||
-      (opts->connect_timeout && *pause * 2 - 0.05 > opts->connect_timeout))
+  if (!source_retry_wait (retry))
     return false;
   nbd_close (fb->h);
   free (fb->export_name);
   free (fb->notice);
   free (fb->why);
   *fb = (struct fallback) { NULL, NULL, 0, NULL, NULL };
-  return source_pause (*pause);
+  return true;
 }
 
 void

@@ -141,11 +141,11 @@ extern void front_failed (struct source *src, struct fallback *fb);
 /* The front src has no view because its first connection to the
  * server was closed before the greeting (a server admitting one client
  * at a time, whose slot is not free yet: see source_connect)?  Then
- * free what fb holds, wait and return true, a few times: the caller
- * asks again.  *pause is 0 before the first call.
+ * wait, free what fb holds and return true, while retry allows: the
+ * caller asks again.  *retry is zeros before the first call.
  */
 extern bool front_retry (struct source *src, struct fallback *fb,
-                         double *pause);
+                         struct source_retry *retry);
 
 /* input-view.c: the connections of a view input view_input_open
  * opened, for --since to run with a refill of its own (conns' priv are

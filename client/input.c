@@ -86,14 +86,14 @@ served_input_open (const char *name, const struct hash_spec *spec)
     r = views_open (src, spec, &in, &fb);
   if (r == 0) {
     /* front_open takes src. */
-    double pause = 0;
+    struct source_retry retry = { 0, 0 };
 
     front = true;
     if ((src = front_open (src, &fb, spec)) == NULL)
       return NULL;
     do
       r = views_open (src, spec, &in, &fb);
-    while (r == 0 && front_retry (src, &fb, &pause));
+    while (r == 0 && front_retry (src, &fb, &retry));
     if (r == 0) {
       front_failed (src, &fb);
       r = -1;

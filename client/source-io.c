@@ -277,12 +277,19 @@ source_closed_ungreeted (void)
 }
 
 bool
-source_pause (double seconds)
+source_retry_wait (struct source_retry *r)
 {
   struct pollfd p = { .fd = stop_fd (), .events = POLLIN };
-  const double until = now () + seconds;
-  double left;
+  const double t = now ();
+  double until, left;
 
+  if (r->first == 0)
+    r->first = t;
+  r->pause = r->pause ? r->pause * 2 : 0.05;
+  until = t + r->pause;
+  if (until > r->first + SOURCE_RETRY_SECONDS ||
+      (opts->connect_timeout && until >= r->first + opts->connect_timeout))
+    return false;
   while (!stop_signal () && (left = until - now ()) > 0)
     poll (&p, 1, (int) (left * 1000) + 1);
   return !stop_signal ();

@@ -310,7 +310,7 @@ source_connect (const struct source *src, const char *export_name,
   const double limit = opts->connect_timeout ? opts->connect_timeout
     : src->server ? local_server_handshake_limit (src->server) : 0;
   const double until = limit ? now () + limit : 0;
-  const double give_up = now () + SOURCE_RETRY_SECONDS;
+  struct source_retry retry = { 0, 0 };
   struct nbd_handle *h = NULL;
   bool timed_out, ungreeted = false;
 
@@ -325,7 +325,7 @@ source_connect (const struct source *src, const char *export_name,
    * closed before the greeting.  So it is tried again, a little later,
    * unless it is an extra one of -C (given up on alone).
    */
-  for (double pause = 0.05;; pause *= 2) {
+  for (;;) {
     if ((h = nbd_create ()) == NULL ||
         (opts->verbose && set_debug (h) == -1) ||
         nbd_set_opt_mode (h, true) == -1 ||
@@ -342,13 +342,11 @@ source_connect (const struct source *src, const char *export_name,
     }
     ungreeted = source_closed_ungreeted () && src->server == NULL &&
       !(flags & SOURCE_EXTRA);
-    if (!ungreeted || now () + pause > give_up ||
-        (until && now () + pause >= until))
+    /* A signal in the wait goes to err too: nothing is said. */
+    if (!ungreeted || !source_retry_wait (&retry))
       goto err;
     nbd_close (h);
     h = NULL;
-    if (!source_pause (pause))
-      return NULL;
   }
   /* Our own qemu-nbd is up: it may hold only the files checked. */
   if (src->server && local_server_verify (src->server) == -1) {

@@ -68,13 +68,6 @@ extern void source_close (struct source *src);
 #define SOURCE_QUIET 2          /* print nothing; source_error says why */
 #define SOURCE_EXTRA 4          /* the server serves another of ours: a
                                    timeout is this connection's own */
-/* How long a connection that a server closed before greeting it is
- * tried again (a server admitting one client at a time frees its slot
- * late): by source_connect, and input-front.c for the private
- * nbdkit's.
- */
-#define SOURCE_RETRY_SECONDS 5
-
 /* A handshake with src failed (source_errno says why), on a connection
  * made with flags: what becomes of nbdsum's own server, if src has one
  * (killed, stopped or left to the end).  True if it was killed, stuck.

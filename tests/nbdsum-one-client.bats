@@ -72,6 +72,30 @@ one_client () {
   (( $(date +%s) - start < 20 ))
 }
 
+# The tries a slot never freed gets: 50 ms, then twice as long each
+# time, while the next try comes within the limit (5 s, or
+# --connect-timeout) of the first refusal: at most 1 + k tries, for
+# the largest k with 0.05 * (2^k - 1) below it; fewer on a busy
+# machine, never more.  The same rule for nbdsum's own connection and
+# for its private nbdkit's (--client-side).
+@test "nbdsum-one-client: a slot never freed: tried again within 5 s, or within --connect-timeout" {
+  local limit most opts ct
+  echo_opts=--no-echo
+  for limit in "5 7" "0.3 3" "1 5"; do
+    most=${limit#* } limit=${limit% *} ct=()
+    [ "$limit" = 5 ] || ct=(--connect-timeout="$limit")
+    for opts in "" --client-side; do
+      # shellcheck disable=SC2086
+      one_client 3600 "${ct[@]}" $opts
+      echo "refused $(grep -c 'refused a client' "$err") times, $most at most"
+      [ "$status" -eq 1 ]
+      [ "$(wc -l <<< "$stderr")" -eq 1 ]
+      [ "$(grep -c 'refused a client' "$err")" -ge 2 ]
+      [ "$(grep -c 'refused a client' "$err")" -le "$most" ]
+    done
+  done
+}
+
 # start_rude BYTES: a server on $sock that sends BYTES (Python
 # expression) to each client, closes, and appends a line to accepts;
 # listening is there once it listens.
