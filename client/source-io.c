@@ -261,8 +261,15 @@ source_connect_uri (struct nbd_handle *h, const char *uri, double deadline)
        strstr (source_error (), "server disconnected unexpectedly"));
     return -1;
   }
-  if (nbd_aio_is_negotiating (h) || nbd_aio_is_ready (h))
+  if (nbd_aio_is_negotiating (h))
     return 0;
+  /* Ready without options (oldstyle, or newstyle without the fixed
+   * flag): it has one unnamed export, and views are export names.
+   */
+  if (nbd_aio_is_ready (h))
+    return fail (EPROTONOSUPPORT, "the server speaks NBD's %s protocol, "
+                 "without options (no export names, so no views): nbdsum "
+                 "needs a newstyle server", nbd_get_protocol (h));
   ungreeted = !greeted;
   if (nbd_aio_is_closed (h))
     return fail (ECONNRESET, "the server closed the connection");

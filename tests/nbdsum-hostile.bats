@@ -594,3 +594,27 @@ nbdsum: WARNING: 1 listed file could not be read" ]]
   [[ "$output" = *"\"error\": \"$cause"?* ]]
   [[ "$output" != *"nbdkit: nbd["* ]]
 }
+
+# A server that does not negotiate (NBD's oldstyle handshake, nbdkit
+# -o) has no export names, so no views: nbdsum failed with libnbd's
+# "nbd_set_export_name: invalid state: READY", or "nbd_aio_opt_info:
+# invalid state" with --plain, nothing saying why.
+@test "nbdsum-hostile: an oldstyle server is refused, naming its handshake" {
+  local opts cause="the server speaks NBD's oldstyle protocol, without options (no export names, so no views): nbdsum needs a newstyle server"
+  mkdir tmp
+  start_nbdkit old -o pattern 1M
+  for opts in "" --client-side --plain "-C 1" --bmap --blocks --json; do
+    # shellcheck disable=SC2086
+    run --separate-stderr env TMPDIR="$PWD/tmp" timeout 60 "$NBDSUM" \
+      $opts "$uri"
+    echo "nbdsum $opts: status $status; stdout: $output; stderr: $stderr"
+    [ "$status" -eq 1 ]
+    if [ "$opts" = --json ]; then
+      [[ "$output" = *"\"error\": \"$cause\""* ]]
+    else
+      [ -z "$output" ]
+      [ "$stderr" = "nbdsum: $uri: $cause" ]
+    fi
+    [ -z "$(ls -A tmp)" ]
+  done
+}
