@@ -76,7 +76,7 @@ one_client () {
 # time, while the next try comes within the limit (5 s, or
 # --connect-timeout) of the first refusal: at most 1 + k tries, for
 # the largest k with 0.05 * (2^k - 1) below it; fewer on a busy
-# machine, never more.  The same rule for nbdsum's own connection and
+# machine (where a try can also time out), never more.  The same rule for nbdsum's own connection and
 # for its private nbdkit's (--client-side).
 @test "nbdsum-one-client: a slot never freed: tried again within 5 s, or within --connect-timeout" {
   local limit most opts ct
@@ -90,8 +90,9 @@ one_client () {
       echo "refused $(grep -c 'refused a client' "$err") times, $most at most"
       [ "$status" -eq 1 ]
       [ "$(wc -l <<< "$stderr")" -eq 1 ]
-      [ "$(grep -c 'refused a client' "$err")" -ge 2 ]
       [ "$(grep -c 'refused a client' "$err")" -le "$most" ]
+      # A try can time out instead on a busy machine (0.3 s).
+      [ -n "${ct[*]}" ] || [ "$(grep -c 'refused a client' "$err")" -ge 2 ]
     done
   done
 }
