@@ -509,7 +509,9 @@ bmap_fetch (const char *name, const struct hash_spec *spec_in,
     do
       r = go_bmap (src, &spec, &vg, &hdr, &fb);
     while (r == 0 && front_retry (src, &fb, &retry));
-    if (r == 0 && !bmap_refused_for_size (name, src, &fb)) {
+    /* A server that refused our nbdkit would refuse its size too. */
+    if (r == 0 && (front_refused (src, &fb) ||
+                   !bmap_refused_for_size (name, src, &fb))) {
       front_failed (src, &fb);
       r = -1;
     }
@@ -527,6 +529,7 @@ bmap_fetch (const char *name, const struct hash_spec *spec_in,
     }
     free (fb.export_name);
     free (fb.notice);
+    free (fb.why);
   }
   if (r == 1) {
     if (hdr.image_size == 0) {

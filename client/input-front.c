@@ -171,6 +171,14 @@ connect_failed (const struct source *src, char *why)
 }
 
 bool
+front_refused (struct source *src, struct fallback *fb)
+{
+  if (fb->why == NULL)
+    fb->why = local_server_message (src->server);
+  return connect_failed (src, fb->why) != NULL;
+}
+
+bool
 front_retry (struct source *src, struct fallback *fb,
              struct source_retry *retry)
 {

@@ -146,6 +146,10 @@ extern void front_failed (struct source *src, struct fallback *fb);
  */
 extern bool front_retry (struct source *src, struct fallback *fb,
                          struct source_retry *retry);
+/* Did the server refuse or drop the private nbdkit's connection to it
+ * (what it said kept in fb->why, for front_failed)?
+ */
+extern bool front_refused (struct source *src, struct fallback *fb);
 
 /* input-view.c: the connections of a view input view_input_open
  * opened, for --since to run with a refill of its own (conns' priv are

@@ -97,6 +97,21 @@ one_client () {
   done
 }
 
+# --bmap asks the image's size once its private nbdkit has no view,
+# for a refusal of its size: not of a server that refused that nbdkit,
+# which would refuse it again (the line of nbdkit's log, raw, after).
+@test "nbdsum-one-client: --bmap, a slot never freed: no connection once given up, nor a line of nbdkit's" {
+  echo_opts=--no-echo
+  one_client 3600 --bmap
+  echo "refused $(grep -c 'refused a client' "$err") times"
+  [ "$status" -eq 1 ]
+  [ -z "$output" ]
+  [ "$(wc -l <<< "$stderr")" -eq 2 ]
+  [[ "$stderr" = *"the server refused or dropped the connection of nbdsum's private nbdkit"* ]]
+  ! grep -q '^nbdkit: ' <<< "$stderr" || false
+  [ "$(grep -c 'refused a client' "$err")" -le 7 ]
+}
+
 # start_rude BYTES: a server on $sock that sends BYTES (Python
 # expression) to each client, closes, and appends a line to accepts;
 # listening is there once it listens.
