@@ -263,8 +263,9 @@ source_connect_uri (struct nbd_handle *h, const char *uri, double deadline)
   }
   if (nbd_aio_is_negotiating (h))
     return 0;
-  /* Ready without options (oldstyle, or newstyle without the fixed
-   * flag): it has one unnamed export, and views are export names.
+  /* Ready without options (oldstyle): it has one unnamed export, and
+   * views are export names.  (libnbd negotiates with a newstyle server
+   * without the fixed flag, which then hangs up on a view's name.)
    */
   if (nbd_aio_is_ready (h))
     return fail (EPROTONOSUPPORT, "the server speaks NBD's %s protocol, "
