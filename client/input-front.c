@@ -170,23 +170,40 @@ connect_failed (const struct source *src, char *why)
   return p;
 }
 
-bool
-front_refused (struct source *src, struct fallback *fb)
+/* What the private nbdkit said of its connection to the server
+ * refused (connect_failed), its log kept in fb->why; else NULL.
+ */
+static const char *
+front_refusal (struct source *src, struct fallback *fb)
 {
   if (fb->why == NULL)
     fb->why = local_server_message (src->server);
-  return connect_failed (src, fb->why) != NULL;
+  return connect_failed (src, fb->why);
+}
+
+/* Free what fb holds, and empty it. */
+static void
+front_release (struct fallback *fb)
+{
+  nbd_close (fb->h);
+  free (fb->export_name);
+  free (fb->notice);
+  free (fb->why);
+  *fb = (struct fallback) { NULL, NULL, 0, NULL, NULL };
+}
+
+bool
+front_refused (struct source *src, struct fallback *fb)
+{
+  return front_refusal (src, fb) != NULL;
 }
 
 bool
 front_retry (struct source *src, struct fallback *fb,
              struct source_retry *retry)
 {
-  const char *refused;
+  const char *refused = front_refusal (src, fb);
 
-  if (fb->why == NULL)
-    fb->why = local_server_message (src->server);
-  refused = connect_failed (src, fb->why);
   /* libnbd's words for a socket closed before the greeting. */
   if (refused == NULL || stop_signal () ||
       (strstr (refused, "server disconnected unexpectedly") == NULL &&
@@ -194,40 +211,28 @@ front_retry (struct source *src, struct fallback *fb,
     return false;
   if (!source_retry_wait (retry))
     return false;
-  nbd_close (fb->h);
-  free (fb->export_name);
-  free (fb->notice);
-  free (fb->why);
-  *fb = (struct fallback) { NULL, NULL, 0, NULL, NULL };
+  front_release (fb);
   return true;
 }
 
 void
 front_failed (struct source *src, struct fallback *fb)
 {
-  char *why = fb->why ? fb->why : local_server_message (src->server);
-  const char *refused = connect_failed (src, why);
+  const char *refused = front_refusal (src, fb);
 
   /* The server admitted nbdsum's connections, then refused the
    * filter's (one that takes a client at a time, taken by another
    * job of -j).  Else what nbdkit said, else why the view was not
    * found.  Nothing on a signal: front_retry's wait was cut short.
    */
-  if (stop_signal ())
-    goto out;
-  if (refused)
+  if (refused && !stop_signal ())
     error_at (src->name, "the server refused or dropped the connection "
               "of nbdsum's private nbdkit --filter=blkhash to it, after "
               "admitting nbdsum's own (does it take fewer clients?): %s",
               refused);
-  else
+  else if (!stop_signal ())
     error_at (src->name, "nbdsum's private nbdkit --filter=blkhash has "
-              "no view of it: %s", why ? why : fb->notice ? fb->notice
-              : "unknown error");
- out:
-  free (why);
-  nbd_close (fb->h);
-  free (fb->export_name);
-  free (fb->notice);
-  *fb = (struct fallback) { NULL, NULL, 0, NULL, NULL };
+              "no view of it: %s", fb->why ? fb->why : fb->notice ?
+              fb->notice : "unknown error");
+  front_release (fb);
 }
