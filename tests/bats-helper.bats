@@ -99,6 +99,38 @@ teardown () {
   [[ "$output" = *"nosuch-plugin"* ]]
 }
 
+# nbdkit makes its socket file at bind(2), and refuses clients until
+# listen(2); blkhash_serve returns once it accepts them.  (Seen as
+# "Connection refused" in this project's own tests under valgrind.)
+@test "bats-helper: blkhash_serve returns once nbdkit accepts connections, not at its socket file" {
+  local real
+  real=$(command -v nbdkit)
+  mkdir bin
+  printf '#!/bin/sh\nexec %q %q 1.5 %q "$@"\n' "$PYTHON" \
+    "$top_srcdir/tests/slowlisten.py" "$real" > bin/nbdkit
+  chmod +x bin/nbdkit
+  PATH="$PWD/bin:$PATH" blkhash_serve disk.img
+  run blkhash_sum "$BLKHASH_URI"
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$output" = "$(reference sha256 65536 disk.img)" ]
+}
+
+@test "bats-helper: blkhash_serve gives up, saying so, on an nbdkit that never listens" {
+  local real
+  real=$(command -v nbdkit)
+  mkdir bin
+  printf '#!/bin/sh\necho $$ > started\nexec %q %q never %q "$@"\n' \
+    "$PYTHON" "$top_srcdir/tests/slowlisten.py" "$real" > bin/nbdkit
+  chmod +x bin/nbdkit
+  PATH="$PWD/bin:$PATH" run blkhash_serve disk.img
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [[ "$output" = "blkhash_serve: nbdkit did not accept connections within 10 s"* ]]
+  # It stopped what it started.
+  ! kill -0 "$(cat started)" 2>/dev/null
+}
+
 @test "bats-helper: nbdsum --bats-helper names an existing file; make install puts it there" {
   [ -f "$("$NBDSUM" --bats-helper)" ]
   make -C "$top_builddir" install DESTDIR="$BATS_TEST_TMPDIR/root" >/dev/null
