@@ -162,11 +162,16 @@ def slot_taken():
 
 
 def main():
-    if os.path.exists(SOCKET):
-        os.unlink(SOCKET)
+    for path in (SOCKET, SOCKET + ".new"):
+        if os.path.exists(path):
+            os.unlink(path)
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    sock.bind(SOCKET)
+    # Bound and listening under another name, then renamed: a client
+    # that sees the socket file is not refused (bind(2) makes it
+    # before listen(2)).
+    sock.bind(SOCKET + ".new")
     sock.listen(64)
+    os.rename(SOCKET + ".new", SOCKET)
     print("listening", flush=True)
     stalled, greet, admit = [], STALL_AFTER, REFUSE_AFTER
     while True:

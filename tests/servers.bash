@@ -41,15 +41,19 @@ kill_servers () {
 start_nbdkit () {
   local name=$1 i
   shift
+  local pidfile="$BATS_TEST_TMPDIR/$name.pid"
   sock="$BATS_TEST_TMPDIR/$name.sock"
   err="$BATS_TEST_TMPDIR/$name.err"
   uri="nbd+unix:///?socket=$sock"
-  rm -f "$sock"
-  nbdkit -f -U "$sock" "$@" </dev/null >"$err" 2>&1 3>&- &
+  rm -f "$sock" "$pidfile"
+  nbdkit -f -U "$sock" -P "$pidfile" "$@" </dev/null >"$err" 2>&1 3>&- &
   pid=$!
   servers+=("$pid")
+  # Not the socket file: it exists from bind(2), and a client before
+  # listen(2) is refused (seen under valgrind).  nbdkit writes its
+  # pidfile once it accepts connections.
   for ((i = 0; i < 200; i++)); do
-    [ -S "$sock" ] && return 0
+    [ -s "$pidfile" ] && return 0
     kill -0 "$pid" 2>/dev/null || break
     sleep 0.05
   done

@@ -15,6 +15,7 @@ It prints a line on standard output as it stalls: 'stalled MODE'.
 Each client's socket stays open until the client hangs up.
 """
 
+import os
 import socket
 import struct
 import sys
@@ -70,8 +71,11 @@ def main():
     if mode not in ("silent", "greeting"):
         sys.exit("stallnbd.py: unknown mode " + mode)
     lsock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    lsock.bind(path)
+    # Renamed once listening: the socket file exists from bind(2), and
+    # a client before listen(2) would be refused.
+    lsock.bind(path + ".new")
     lsock.listen(64)
+    os.rename(path + ".new", path)
     while True:
         conn, _ = lsock.accept()
         threading.Thread(target=serve, args=(conn, mode), daemon=True).start()
