@@ -408,9 +408,21 @@ PY
       echo "$o: its standard error:"; cat err
       for t in /proc/"$p"/task/*; do
         echo "$t: $(cat "$t/comm") $(cat "$t/wchan"; echo) $(grep -E '^(State|SigBlk|SigCgt|SigPnd|ShdPnd)' "$t/status" | tr '\n' ' ')"
+        echo "  syscall: $(cat "$t/syscall" 2>&1)"
+        sed 's/^/  /' "$t/stack" 2>/dev/null || true
       done
       pstree -p "$p" 2>/dev/null || true
-      kill -KILL "$p"; false
+      # A probe: nbdsum's handler takes SIGPIPE as a first signal only
+      # (a later one is ignored).  Ending with 141 now says the SIGTERM
+      # never reached the handler; still running, that it did and
+      # something else holds nbdsum.
+      kill -PIPE "$p"
+      if wait_exit "$p" 10; then
+        echo "after SIGPIPE: exit status $rc"
+      else
+        echo "after SIGPIPE: still running"; kill -KILL "$p"
+      fi
+      false
     }
     [ "$rc" -eq 143 ] || { echo "$o: $rc"; cat err; false; }
     [ ! -s out ]
