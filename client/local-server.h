@@ -29,6 +29,7 @@ struct local_server {
   bool killed;                  /* by nbdsum (SIGKILL to its group) */
   bool abandoned;               /* a connection left in its handshake */
   bool quit_alone;              /* exited, not told to, after a failure */
+  bool command;                 /* a [ CMD ]'s: the user's server */
 };
 
 /* In the child: the listening socket as fd 3 for systemd-style socket

@@ -236,7 +236,12 @@ local_server_format (const struct local_server *s)
 struct local_server *
 local_server_start_command (const char *name, char **argv)
 {
-  return local_serve (name, argv[0], local_exec_command, argv, false);
+  struct local_server *s = local_serve (name, argv[0], local_exec_command,
+                                        argv, false);
+
+  if (s)
+    s->command = true;
+  return s;
 }
 
 struct local_server *
@@ -307,6 +312,12 @@ local_server_exited (struct local_server *s)
    * the error.  A [ CMD ]'s is taken as it is now.
    */
   return reap (s, s->log_fd >= 0 ? EXIT_WAIT_TICKS : 1);
+}
+
+bool
+local_server_is_command (const struct local_server *s)
+{
+  return s->command;
 }
 
 const char *

@@ -113,6 +113,8 @@ extern char *local_server_cause (struct local_server *s, int err);
 /* That limit for s, in seconds: 0 (none) for a [ CMD ]'s server. */
 extern double local_server_handshake_limit (const struct local_server *s);
 
+/* Is it a [ CMD ]'s server (the user's, as a URI's is), not ours? */
+extern bool local_server_is_command (const struct local_server *s);
 /* What serves it: "private nbdkit", or the command's program. */
 extern const char *local_server_what (const struct local_server *s);
 /* Has the server exited (for a clearer error)?  nbdsum's own is

@@ -323,7 +323,8 @@ source_connect (const struct source *src, const char *export_name,
    * limit=1) frees its slot only once it has seen the last client go,
    * which can be after nbdsum's next connection came: that one is
    * closed before the greeting.  So it is tried again, a little later,
-   * unless it is an extra one of -C (given up on alone).
+   * unless it is an extra one of -C (given up on alone); a [ CMD ]'s
+   * server too, while it runs.
    */
   for (;;) {
     if ((h = nbd_create ()) == NULL ||
@@ -340,8 +341,11 @@ source_connect (const struct source *src, const char *export_name,
       ungreeted = false;        /* a later failure is another's */
       break;
     }
-    ungreeted = source_closed_ungreeted () && src->server == NULL &&
-      !(flags & SOURCE_EXTRA);
+    /* Not our own server: one that closes before greeting is dying. */
+    ungreeted = source_closed_ungreeted () && !(flags & SOURCE_EXTRA) &&
+      (src->server == NULL ||
+       (local_server_is_command (src->server) &&
+        !local_server_exited (src->server)));
     /* A signal in the wait goes to err too: nothing is said. */
     if (!ungreeted || !source_retry_wait (&retry))
       goto err;

@@ -26,7 +26,14 @@ are refused as nbdkit's limit filter refuses them: their connection is
 closed before the greeting.  With --one-client=SECONDS a client that
 comes while another is connected, or within SECONDS of the last one
 leaving, is refused so: nbdkit --filter=limit limit=1, which frees its
-slot only once it has seen the last client go.
+slot only once it has seen the last client go.  With --refuse-delay=SECONDS
+a refused client is closed only SECONDS after it came (a server slow to
+refuse), and 'refused a client' printed then.  With --not-fixed it
+speaks newstyle without the fixed flag: NBD_OPT_EXPORT_NAME only, and
+an unknown name closes the connection, as such a server must.  With
+--default=NAME the default export ('') is the file NAME.  With SOCKET
+'-' it serves the socket it was handed as fd 3 (socket activation, as
+nbdsum's [ CMD ] runs it).
 """
 
 import os
@@ -37,9 +44,9 @@ import threading
 import time
 
 from nbdwire import (CMD_CACHE, CMD_DISC, CMD_READ, IHAVEOPT, OPT_ABORT,
-                     OPT_GO, OPT_INFO, REP_ACK, REP_ERR_UNKNOWN, REP_ERR_UNSUP,
-                     REP_INFO, REQUEST_MAGIC, SIMPLE_REPLY_MAGIC, option_reply,
-                     recv_exactly)
+                     OPT_EXPORT_NAME, OPT_GO, OPT_INFO, REP_ACK,
+                     REP_ERR_UNKNOWN, REP_ERR_UNSUP, REP_INFO, REQUEST_MAGIC,
+                     SIMPLE_REPLY_MAGIC, option_reply, recv_exactly)
 
 # HAS_FLAGS, READ_ONLY, CAN_MULTI_CONN, SEND_CACHE
 EXPORT_FLAGS = 1 | 2 | (1 << 8) | (1 << 10)
@@ -57,6 +64,11 @@ REFUSE_AFTER = next((int(a.split("=", 1)[1]) for a in sys.argv[3:]
                      if a.startswith("--refuse-after=")), None)
 ONE_CLIENT = next((float(a.split("=", 1)[1]) for a in sys.argv[3:]
                    if a.startswith("--one-client=")), None)
+NOT_FIXED = "--not-fixed" in sys.argv[3:]
+DEFAULT = next((a.split("=", 1)[1] for a in sys.argv[3:]
+                if a.startswith("--default=")), None)
+REFUSE_DELAY = next((float(a.split("=", 1)[1]) for a in sys.argv[3:]
+                     if a.startswith("--refuse-delay=")), 0)
 # --one-client: clients connected, and when the last one left.
 slot = {"held": 0, "freed": 0.0}
 slot_lock = threading.Lock()
@@ -86,13 +98,29 @@ def lookup(name):
         name, hexdigits = name.rsplit(NONCE, 1)
         nonce = hexdigits.encode()[:64] if ECHO else b""
     name = name.replace("/", "%2F")
+    if not name and DEFAULT:
+        name = DEFAULT
     path = os.path.join(DIR, name)
     if "/" in name or not name or not os.path.isfile(path):
         return None
     return Served(path, nonce)
 
 
+def negotiate_not_fixed(conn):
+    conn.sendall(b"NBDMAGIC" + struct.pack(">QH", IHAVEOPT, 0))
+    recv_exactly(conn, 4)
+    _, opt, length = struct.unpack(">QII", recv_exactly(conn, 16))
+    data = recv_exactly(conn, length)
+    served = lookup(data.decode(errors="replace"))
+    if opt != OPT_EXPORT_NAME or served is None:
+        raise EOFError
+    conn.sendall(struct.pack(">QH", served.size, EXPORT_FLAGS) + bytes(124))
+    return served
+
+
 def negotiate(conn):
+    if NOT_FIXED:
+        return negotiate_not_fixed(conn)
     conn.sendall(b"NBDMAGIC" + struct.pack(">QH", IHAVEOPT, 3))
     recv_exactly(conn, 4)
     while True:
@@ -161,25 +189,36 @@ def slot_taken():
         return False
 
 
+def refuse(conn):
+    conn.close()
+    print("refused a client", flush=True)
+
+
 def main():
-    for path in (SOCKET, SOCKET + ".new"):
-        if os.path.exists(path):
-            os.unlink(path)
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    # Bound and listening under another name, then renamed: a client
-    # that sees the socket file is not refused (bind(2) makes it
-    # before listen(2)).
-    sock.bind(SOCKET + ".new")
-    sock.listen(64)
-    os.rename(SOCKET + ".new", SOCKET)
-    print("listening", flush=True)
+    if SOCKET == "-":
+        # Socket activation (LISTEN_FDS): nbdsum's [ CMD ].
+        sock = socket.socket(fileno=3)
+    else:
+        for path in (SOCKET, SOCKET + ".new"):
+            if os.path.exists(path):
+                os.unlink(path)
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        # Bound and listening under another name, then renamed: a client
+        # that sees the socket file is not refused (bind(2) makes it
+        # before listen(2)).
+        sock.bind(SOCKET + ".new")
+        sock.listen(64)
+        os.rename(SOCKET + ".new", SOCKET)
+        print("listening", flush=True)
     stalled, greet, admit = [], STALL_AFTER, REFUSE_AFTER
     while True:
         conn, _ = sock.accept()
         if ((admit is not None and admit <= 0) or
                 (ONE_CLIENT is not None and slot_taken())):
-            conn.close()
-            print("refused a client", flush=True)
+            if REFUSE_DELAY:
+                threading.Timer(REFUSE_DELAY, refuse, (conn,)).start()
+            else:
+                refuse(conn)
             continue
         if admit is not None:
             admit -= 1

@@ -112,6 +112,33 @@ one_client () {
   [ "$(grep -c 'refused a client' "$err")" -le 7 ]
 }
 
+# A [ CMD ] is as much the user's server as a URI's, and may admit one
+# client at a time too: nbdsum's own connections to it were not tried
+# again (only its private nbdkit's), and failed at random with nbdkit
+# --filter=limit limit=1 (the file plugin serves the view names: not
+# echoed, nbdsum connects again), always with echonbd.py --one-client.
+@test "nbdsum-one-client: a [ CMD ] server whose slot frees late is waited for too" {
+  local want plain opts
+  cp srv/img srv/@blkhash
+  cp srv/img srv/@digest:sha256
+  want=$(reference sha256 65536 srv/img)
+  plain=$(sha256sum < srv/img | cut -d' ' -f1)
+  for opts in "" --client-side --plain "-C 1"; do
+    # shellcheck disable=SC2086
+    run --separate-stderr env TMPDIR="$PWD/tmp" timeout 60 "$NBDSUM" \
+      $opts --no-names [ "$NBD_PYTHON" "$top_srcdir/tests/echonbd.py" - \
+      "$PWD/srv" --default=img --one-client=0.3 --no-echo ]
+    echo "nbdsum $opts: status $status; stdout: $output; stderr: $stderr"
+    [ "$status" -eq 0 ]
+    if [ "$opts" = --plain ]; then
+      [ "$output" = "$plain" ]
+    else
+      [ "$output" = "$want" ]
+    fi
+    [ -z "$(ls -A tmp)" ]
+  done
+}
+
 # start_rude BYTES: a server on $sock that sends BYTES (Python
 # expression) to each client, closes, and appends a line to accepts;
 # listening is there once it listens.
