@@ -264,8 +264,8 @@ source_connect_uri (struct nbd_handle *h, const char *uri, double deadline)
   if (nbd_aio_is_negotiating (h))
     return 0;
   /* Ready without options (oldstyle): it has one unnamed export, and
-   * views are export names.  (libnbd negotiates with a newstyle server
-   * without the fixed flag, which then hangs up on a view's name.)
+   * views are export names.  (libnbd negotiates with newstyle without
+   * the fixed flag: see view_go.)
    */
   if (nbd_aio_is_ready (h))
     return fail (EPROTONOSUPPORT, "the server speaks NBD's %s protocol, "

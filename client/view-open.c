@@ -266,6 +266,20 @@ view_go (struct source *src, const struct hash_spec *spec,
     nbd_close (h);
     return -1;
   }
+  /* Newstyle without the fixed flag: NBD_OPT_EXPORT_NAME only, and a
+   * name it does not serve closes the connection.  The filter is
+   * never behind such a server.
+   */
+  if (!(nbd_get_handshake_flags (h) & LIBNBD_HANDSHAKE_FLAG_FIXED_NEWSTYLE)) {
+    notice = view_filterless_chosen (src->name) ? NULL
+      : strdup ("the server speaks NBD's newstyle protocol without the "
+                "fixed flag (it cannot refuse a name but by hanging up), "
+                "so has no views; hashing client-side");
+    *fb = (struct fallback) {
+      .h = h, .export_name = base, .deadline = deadline, .notice = notice,
+    };
+    return 0;
+  }
   if ((view_name = name_of (base, spec, vg->nonce)) == NULL ||
       (vg->shown = name_of (base, spec, NULL)) == NULL) {
     error_at (src->name, "out of memory");

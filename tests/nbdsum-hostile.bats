@@ -618,3 +618,35 @@ nbdsum: WARNING: 1 listed file could not be read" ]]
     [ -z "$(ls -A tmp)" ]
   done
 }
+
+# A newstyle server without the fixed flag negotiates (libnbd sends it
+# NBD_OPT_EXPORT_NAME) but cannot refuse a name: it closes the
+# connection.  nbdsum asked it for a view so, and failed with libnbd's
+# bare "recv: server disconnected unexpectedly"; it has no views.
+@test "nbdsum-hostile: a newstyle server without the fixed flag has no views: hashed client-side, saying so" {
+  local want plain opts notice="the server speaks NBD's newstyle protocol without the fixed flag (it cannot refuse a name but by hanging up), so has no views; hashing client-side"
+  mkdir srv tmp
+  "$MKIMAGE" '4M;d:0+1M:a;d:3M+100000:b' srv/img
+  want=$(reference sha256 65536 srv/img)
+  plain=$(sha256sum < srv/img | cut -d' ' -f1)
+  start_echo nf "$PWD/srv" --not-fixed
+  u="nbd+unix:///img?socket=$sock"
+  for opts in "" "-C 1" --client-side --plain --bmap; do
+    # shellcheck disable=SC2086
+    run --separate-stderr env TMPDIR="$PWD/tmp" timeout 60 "$NBDSUM" \
+      $opts "$u"
+    echo "nbdsum $opts: status $status; stdout: $output; stderr: $stderr"
+    [ "$status" -eq 0 ]
+    case $opts in
+      --plain) [ "$output" = "SHA256 ($u) = $plain" ] ;;
+      --bmap) [[ "$output" = "<?xml"* ]] ;;
+      *) [ "$output" = "$want  $u" ] ;;
+    esac
+    if [ "$opts" = --client-side ]; then
+      [ -z "$stderr" ]
+    else
+      [ "$stderr" = "nbdsum: $u: $notice" ]
+    fi
+    [ -z "$(ls -A tmp)" ]
+  done
+}
