@@ -502,7 +502,7 @@ bmap_fetch (const char *name, const struct hash_spec *spec_in,
    * maps it (input-front.c); a local file's has the filter already.
    */
   if (r == 0 && !(src->server && local_server_format (src->server))) {
-    struct source_retry retry = { 0, 0 };
+    struct source_retry retry = { now (), 0 };
 
     if ((src = front_open (src, &fb, &spec)) == NULL)
       return -1;

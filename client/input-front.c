@@ -212,6 +212,10 @@ front_retry (struct source *src, struct fallback *fb,
   if (!source_retry_wait (retry))
     return false;
   front_release (fb);
+  /* The next try's connection is the first's: within its
+   * --connect-timeout, as source_connect's own tries are.
+   */
+  fb->deadline = source_retry_deadline (retry);
   return true;
 }
 

@@ -43,7 +43,9 @@ struct fallback {
   struct nbd_handle *h;
   /* The image's export name as libnbd had it, to go to with h. */
   char *export_name;
-  /* When --connect-timeout runs out for h (0: never). */
+  /* When --connect-timeout runs out for h (0: never); after
+   * front_retry, for the next try's connection.
+   */
   double deadline;
   /* Why the server does not hash, malloc'd: said once the image is
    * open, so that an image that cannot be opened is not announced as
@@ -61,8 +63,9 @@ struct fallback {
 extern int view_input_open (struct source *src, const struct hash_spec *spec,
                             struct input **in, struct fallback *fb);
 /* view-open.c: going to a view (input-bmap.c too) and checking it.
- * view_go connects to src and goes to the view name_of names for the
- * export, as negotiating.  Returns 1 on the view (*vg the caller's), 0
+ * view_go connects to src (by fb->deadline, if not 0: front_retry's)
+ * and goes to the view name_of names for the export, as negotiating.
+ * Returns 1 on the view (*vg the caller's), 0
  * when the server has no such export (*fb filled in, with a notice
  * that names the view as what), -1 on error (printed).
  */
@@ -142,7 +145,8 @@ extern void front_failed (struct source *src, struct fallback *fb);
  * server was closed before the greeting (a server admitting one client
  * at a time, whose slot is not free yet: see source_connect)?  Then
  * wait, free what fb holds and return true, while retry allows: the
- * caller asks again.  *retry is zeros before the first call.
+ * caller asks again, fb->deadline bounding the next connection.
+ * retry->first is when the first try began, retry->pause 0.
  */
 extern bool front_retry (struct source *src, struct fallback *fb,
                          struct source_retry *retry);

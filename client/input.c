@@ -86,7 +86,7 @@ served_input_open (const char *name, const struct hash_spec *spec)
     r = views_open (src, spec, &in, &fb);
   if (r == 0) {
     /* front_open takes src. */
-    struct source_retry retry = { 0, 0 };
+    struct source_retry retry = { now (), 0 };
 
     front = true;
     if ((src = front_open (src, &fb, spec)) == NULL)

@@ -375,7 +375,7 @@ open_client (struct incremental *inc, const struct hash_spec *hs)
 static int
 multi_conn (struct incremental *inc)
 {
-  double deadline;
+  double deadline = 0;
   struct nbd_handle *h = source_connect (inc->src, NULL, 0, &deadline);
   int r = -1;
 

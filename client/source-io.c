@@ -296,11 +296,17 @@ source_retry_wait (struct source_retry *r)
   r->pause = r->pause ? r->pause * 2 : 0.05;
   until = t + r->pause;
   if (until > r->first + SOURCE_RETRY_SECONDS ||
-      (opts->connect_timeout && until >= r->first + opts->connect_timeout))
+      (source_retry_deadline (r) && until >= source_retry_deadline (r)))
     return false;
   while (!stop_signal () && (left = until - now ()) > 0)
     poll (&p, 1, (int) (left * 1000) + 1);
   return !stop_signal ();
+}
+
+double
+source_retry_deadline (const struct source_retry *r)
+{
+  return opts->connect_timeout ? r->first + opts->connect_timeout : 0;
 }
 
 static int

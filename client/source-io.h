@@ -63,18 +63,21 @@ extern bool source_closed_ungreeted (void);
 /* A connection that a server closed before its greeting (one that
  * admits a client at a time frees its slot late) is tried again after
  * 50 ms, then twice as long each time, while the next try comes within
- * SOURCE_RETRY_SECONDS of the first failure and of --connect-timeout.
- * By source_connect, and input-front.c for the private nbdkit's.
+ * SOURCE_RETRY_SECONDS and --connect-timeout of the first try's start:
+ * the tries together are one connection's.  By source_connect, and
+ * input-front.c for the private nbdkit's.
  */
 #define SOURCE_RETRY_SECONDS 5
 struct source_retry {
-  double first;                 /* the first failure, 0 before it */
+  double first;                 /* the first try began (the caller's) */
   double pause;                 /* the last wait, 0 before it */
 };
 /* Wait for the next try (true), or false: no time left for one, or a
  * stop signal came (stop_signal says which).
  */
 extern bool source_retry_wait (struct source_retry *r);
+/* When --connect-timeout runs out for r's tries (0: never). */
+extern double source_retry_deadline (const struct source_retry *r);
 /* Forget why the last call failed: the next error is libnbd's. */
 extern void source_error_clear (void);
 

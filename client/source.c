@@ -108,7 +108,7 @@ refuse_view (const char *name)
 static int
 http_check (const struct source *src)
 {
-  double deadline;
+  double deadline = 0;
   struct nbd_handle *h = source_connect (src, NULL, 0, &deadline);
   int64_t size;
   char *said;
@@ -309,12 +309,14 @@ source_connect (const struct source *src, const char *export_name,
    */
   const double limit = opts->connect_timeout ? opts->connect_timeout
     : src->server ? local_server_handshake_limit (src->server) : 0;
-  const double until = limit ? now () + limit : 0;
-  struct source_retry retry = { 0, 0 };
+  struct source_retry retry = { now (), 0 };
+  double until = limit ? retry.first + limit : 0;
   struct nbd_handle *h = NULL;
   bool timed_out, ungreeted = false;
 
   source_error_clear ();
+  if (deadline && *deadline && (until == 0 || *deadline < until))
+    until = *deadline;
   if (deadline)
     *deadline = until;
   if (stop_signal ())

@@ -78,7 +78,8 @@ extern bool source_handshake_failed (const struct source *src,
  * must not be a view), leaving the handle in option mode unless flags
  * has SOURCE_GO.  If deadline is not NULL, *deadline is when
  * --connect-timeout runs out for this connection (0: never), for
- * source_go and source_info on it.  NULL on error (printed unless
+ * source_go and source_info on it; if it is not 0 on entry, it comes
+ * no later than that (a connection tried again is still the first's).  NULL on error (printed unless
  * SOURCE_QUIET), or quietly after a signal: no new connections then.
  */
 extern struct nbd_handle *source_connect (const struct source *src,

@@ -176,7 +176,7 @@ view_check_image (struct source *src, const char *base,
 {
   const uint64_t image_size = hdr->image_size;
   const bool views_only = hdr->flags & BLK_VIEW_FLAG_VIEWS_ONLY;
-  double deadline;
+  double deadline = 0;
   struct nbd_handle *h = source_connect (src, base, SOURCE_QUIET, &deadline);
   int64_t size = -1;
 
@@ -248,7 +248,8 @@ view_go (struct source *src, const struct hash_spec *spec,
          view_name_fn *name_of, const char *what, struct view_go *vg,
          struct fallback *fb)
 {
-  double deadline;
+  /* Set by front_retry: this connection is a try again of the first. */
+  double deadline = fb->deadline;
   struct nbd_handle *h;
   char *base, *view_name, *notice;
   uint8_t random[BLK_VIEW_NONCE_LEN / 2];
@@ -300,7 +301,14 @@ view_go (struct source *src, const struct hash_spec *spec,
        * source_connect (this is the first connection).
        */
       source_handshake_failed (src, 0);
-      if (!stop_signal ())
+      /* The export named is our private nbdkit's, which waited for
+       * its own connection to the server.
+       */
+      if (!stop_signal () && src->behind && err == ETIMEDOUT)
+        error_at (src->name, "%s, with nbdsum's private nbdkit "
+                  "--filter=blkhash, waiting for its connection to the "
+                  "server", source_error ());
+      else if (!stop_signal ())
         error_at (src->name, "%s%s", source_error (), source_hint (h));
       free (base);
       free (view_name);

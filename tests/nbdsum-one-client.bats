@@ -112,6 +112,22 @@ one_client () {
   [ "$(grep -c 'refused a client' "$err")" -le 7 ]
 }
 
+# A server slow to refuse (0.6 s): the private nbdkit's connection
+# is tried again only within --connect-timeout (1 s) of its first try,
+# which it ends, as nbdsum's own: the try at 0.65 s is cut at 1 s, not
+# given a second of its own and followed by a third at 1.35 s (which
+# took 2 s in all).
+@test "nbdsum-one-client: a server slow to refuse: the tries stay within --connect-timeout of the first" {
+  echo_opts="--no-echo --refuse-delay=0.6"
+  one_client 3600 --connect-timeout=1 --client-side
+  echo "refused $(grep -c 'refused a client' "$err") times"
+  [ "$status" -eq 1 ]
+  [ -z "$output" ]
+  [ "$(wc -l <<< "$stderr")" -eq 1 ]
+  [[ "$stderr" = *"(--connect-timeout=1), with nbdsum's private nbdkit --filter=blkhash, waiting for its connection to the server" ]]
+  [ "$(grep -c 'refused a client' "$err")" -le 2 ]
+}
+
 # A [ CMD ] is as much the user's server as a URI's, and may admit one
 # client at a time too: nbdsum's own connections to it were not tried
 # again (only its private nbdkit's), and failed at random with nbdkit
