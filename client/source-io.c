@@ -242,6 +242,13 @@ source_wait (struct nbd_handle *h, enum until until, int64_t cookie,
   }
 }
 
+static int
+closed_ungreeted (void)
+{
+  return fail (ECONNRESET, "the server closed the connection before "
+               "greeting it (does it admit one client at a time?)");
+}
+
 int
 source_connect_uri (struct nbd_handle *h, const char *uri, double deadline)
 {
@@ -251,14 +258,17 @@ source_connect_uri (struct nbd_handle *h, const char *uri, double deadline)
   if (nbd_aio_connect_uri (h, uri) == -1)
     return -1;
   if (source_wait (h, UNTIL_NEGOTIATED, 0, deadline, NULL) == -1) {
-    /* Closed or reset on recv, not a timeout, a signal or bytes that
-     * are no greeting (an HTTP server, an oldstyle one's bad flags).
+    /* Closed or reset, not a timeout, a signal, a refused connect or
+     * bytes that are no greeting (an HTTP server, an oldstyle one's
+     * bad flags).  Said in nbdsum's words: libnbd's depend on when it
+     * saw the socket close.
      */
     err = source_errno ();
     ungreeted = !greeted && !stop_signal () &&
-      strstr (source_error (), "recv: ") != NULL &&
       (err == ECONNRESET ||
        strstr (source_error (), "server disconnected unexpectedly"));
+    if (ungreeted)
+      return closed_ungreeted ();
     return -1;
   }
   if (nbd_aio_is_negotiating (h))
@@ -273,7 +283,8 @@ source_connect_uri (struct nbd_handle *h, const char *uri, double deadline)
                  "needs a newstyle server", nbd_get_protocol (h));
   ungreeted = !greeted;
   if (nbd_aio_is_closed (h))
-    return fail (ECONNRESET, "the server closed the connection");
+    return ungreeted ? closed_ungreeted ()
+      : fail (ECONNRESET, "the server closed the connection");
   /* Dead: libnbd said why. */
   return -1;
 }

@@ -405,15 +405,6 @@ source_connect (const struct source *src, const char *export_name,
                   source_error (), local_server_what (src->server));
       free (why);
     }
-    else if (ungreeted) {
-      /* Not twice, when the words are source_poll's own. */
-      const char *e = source_error ();
-      const char *cause = "the server closed the connection";
-      const bool own = strncmp (e, cause, strlen (cause)) == 0;
-      error_at (src->name, "%s before greeting it (does it admit one "
-                "client at a time?)%s%s", cause, own ? "" : ": ",
-                own ? "" : e);
-    }
     else
       error_at (src->name, "%s%s", source_error (), source_hint (h));
   }

@@ -177,7 +177,12 @@ view_check_image (struct source *src, const char *base,
   const uint64_t image_size = hdr->image_size;
   const bool views_only = hdr->flags & BLK_VIEW_FLAG_VIEWS_ONLY;
   double deadline = 0;
-  struct nbd_handle *h = source_connect (src, base, SOURCE_QUIET, &deadline);
+  /* Extra: the view's connection is held, and a server that admits one
+   * client would refuse this one however long it waited.
+   */
+  struct nbd_handle *h = source_connect (src, base,
+                                         SOURCE_QUIET | SOURCE_EXTRA,
+                                         &deadline);
   int64_t size = -1;
 
   if (h && source_info (h, deadline) == 0)
