@@ -484,7 +484,7 @@ bmap_fetch (const char *name, const struct hash_spec *spec_in,
   struct view_go vg = { 0 };
   struct blk_header hdr;
   struct source *src;
-  int r;
+  int r, checked = 1;
 
   memset (bm, 0, sizeof *bm);
   /* The whole image, always. */
@@ -539,13 +539,18 @@ bmap_fetch (const char *name, const struct hash_spec *spec_in,
     }
     if (r == 1 && bmap_size_refused_view (name, vg.shown, hdr.image_size))
       r = -1;
-    /* nbdsum's own filter in front of a server is not checked. */
+    /* nbdsum's own filter in front of a server is not checked.  A
+     * view that could not be (a server admitting one client) is
+     * trusted, as in checksum mode: the spot check could not connect
+     * either.
+     */
     if (r == 1 && !src->behind &&
-        view_check_image (src, vg.base, vg.shown, &hdr, &spec.range) == -1)
+        (checked = view_check_image (src, vg.base, vg.shown, &hdr,
+                                     &spec.range)) == -1)
       r = -1;
     if (r == 1 && read_bmap (name, src->server, &vg, &hdr, bm) == -1)
       r = -1;
-    if (r == 1 && !src->behind &&
+    if (r == 1 && !src->behind && checked == 1 &&
         spot_check_bmap (name, src, vg.base, vg.shown, bm) == -1)
       r = -1;
     view_go_end (&vg, true);

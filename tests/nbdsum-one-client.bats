@@ -93,6 +93,27 @@ nbdsum: $uri: the server took 1 of 4 connections ($cause): hashing over 1" ]
   [ "$n" -le 3 ]
 }
 
+# --bmap on such a server, as the checksum: the view that cannot be
+# checked is trusted, said once, not spot-checked on a connection the
+# server cannot admit (it failed the run after 7 tries).  The map is
+# the one a server admitting more clients gives.
+@test "nbdsum-one-client: --bmap of a server admitting one client: its header trusted, said once, the same map" {
+  local cause="the server closed the connection before greeting it (does it admit one client at a time?)"
+  local want
+  "$MKIMAGE" '8M;d:0+1M:a;d:5M+300000:b' disk.img
+  start_server free file disk.img
+  run --separate-stderr timeout 60 "$NBDSUM" --bmap "$uri"
+  [ "$status" -eq 0 ]
+  want=$output
+  start_server lim --filter=limit file disk.img limit=1
+  run --separate-stderr timeout 60 "$NBDSUM" --bmap "$uri"
+  echo "status $status; stderr: $stderr"
+  [ "$status" -eq 0 ]
+  [ "$output" = "$want" ]
+  [ "$stderr" = "nbdsum: $uri: cannot check the blkhash view '@bmap' against its image ($cause); trusting its header" ]
+  [ "$(grep -c 'too many clients connected' "$err")" -eq 1 ]
+}
+
 # The tries a slot never freed gets: 50 ms, then twice as long each
 # time, while the next try comes within the limit (5 s, or
 # --connect-timeout) of the first refusal: at most 1 + k tries, for
