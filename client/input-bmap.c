@@ -502,10 +502,12 @@ bmap_fetch (const char *name, const struct hash_spec *spec_in,
    * maps it (input-front.c); a local file's has the filter already.
    */
   if (r == 0 && !(src->server && local_server_format (src->server))) {
-    struct source_retry retry = { now (), 0 };
+    struct source_retry retry;
 
     if ((src = front_open (src, &fb, &spec)) == NULL)
       return -1;
+    /* Its first try starts now (see served_input_open). */
+    retry = (struct source_retry) { now (), 0 };
     do
       r = go_bmap (src, &spec, &vg, &hdr, &fb);
     while (r == 0 && front_retry (src, &fb, &retry));

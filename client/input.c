@@ -86,11 +86,15 @@ served_input_open (const char *name, const struct hash_spec *spec)
     r = views_open (src, spec, &in, &fb);
   if (r == 0) {
     /* front_open takes src. */
-    struct source_retry retry = { now (), 0 };
+    struct source_retry retry;
 
     front = true;
     if ((src = front_open (src, &fb, spec)) == NULL)
       return NULL;
+    /* The private nbdkit's first try starts now: the look at the image
+     * and nbdkit's start are not its, and ate its --connect-timeout.
+     */
+    retry = (struct source_retry) { now (), 0 };
     do
       r = views_open (src, spec, &in, &fb);
     while (r == 0 && front_retry (src, &fb, &retry));

@@ -26,14 +26,15 @@ are refused as nbdkit's limit filter refuses them: their connection is
 closed before the greeting.  With --one-client=SECONDS a client that
 comes while another is connected, or within SECONDS of the last one
 leaving, is refused so: nbdkit --filter=limit limit=1, which frees its
-slot only once it has seen the last client go.  With --refuse-delay=SECONDS
-a refused client is closed only SECONDS after it came (a server slow to
-refuse), and 'refused a client' printed then.  With --not-fixed it
-speaks newstyle without the fixed flag: NBD_OPT_EXPORT_NAME only, and
-an unknown name closes the connection, as such a server must.  With
---default=NAME the default export ('') is the file NAME.  With SOCKET
-'-' it serves the socket it was handed as fd 3 (socket activation, as
-nbdsum's [ CMD ] runs it).
+slot only once it has seen the last client go.  With
+--refuse-delay=SECONDS a refused client is closed only SECONDS after it
+came (a server slow to refuse), and 'refused a client' printed then.
+With --info-delay=SECONDS NBD_OPT_INFO is answered only after SECONDS
+(a server slow to answer).  With --not-fixed it speaks newstyle without
+the fixed flag: NBD_OPT_EXPORT_NAME only, and an unknown name closes
+the connection, as such a server must.  With --default=NAME the default
+export ('') is the file NAME.  With SOCKET '-' it serves the socket it
+was handed as fd 3 (socket activation, as nbdsum's [ CMD ] runs it).
 """
 
 import os
@@ -69,6 +70,8 @@ DEFAULT = next((a.split("=", 1)[1] for a in sys.argv[3:]
                 if a.startswith("--default=")), None)
 REFUSE_DELAY = next((float(a.split("=", 1)[1]) for a in sys.argv[3:]
                      if a.startswith("--refuse-delay=")), 0)
+INFO_DELAY = next((float(a.split("=", 1)[1]) for a in sys.argv[3:]
+                   if a.startswith("--info-delay=")), 0)
 # --one-client: clients connected, and when the last one left.
 slot = {"held": 0, "freed": 0.0}
 slot_lock = threading.Lock()
@@ -136,6 +139,8 @@ def negotiate(conn):
         if served is None:
             option_reply(conn, opt, REP_ERR_UNKNOWN, ERROR_TEXT)
             continue
+        if opt == OPT_INFO:
+            time.sleep(INFO_DELAY)
         option_reply(conn, opt, REP_INFO,
                      struct.pack(">HQH", 0, served.size, EXPORT_FLAGS))
         option_reply(conn, opt, REP_ACK)

@@ -170,6 +170,24 @@ nbdsum: $uri: the server took 1 of 4 connections ($cause): hashing over 1" ]
   [ "$(grep -c 'refused a client' "$err")" -le 2 ]
 }
 
+# A server slow to answer NBD_OPT_INFO (1.7 s of --connect-timeout=2)
+# frees its slot 0.3 s after nbdsum's look at the image left: the
+# private nbdkit's connection, refused until then, is tried again
+# within 2 s of its own first try, not of that look's (which left it
+# no time to wait, and failed a healthy server).
+@test "nbdsum-one-client: the private nbdkit's tries are timed from its first, not from nbdsum's look at the image" {
+  local want opts
+  want=$(reference sha256 65536 srv/img)
+  rm srv/img@blkhash srv/img@digest:sha256
+  echo_opts="--no-echo --info-delay=1.7"
+  for opts in --client-side "" --bmap; do
+    # shellcheck disable=SC2086
+    one_client 0.3 --connect-timeout=2 $opts
+    [ "$status" -eq 0 ]
+    [ "$opts" = --bmap ] || [ "$output" = "$want  $u" ]
+  done
+}
+
 # A [ CMD ] is as much the user's server as a URI's, and may admit one
 # client at a time too: nbdsum's own connections to it were not tried
 # again (only its private nbdkit's), and failed at random with nbdkit
