@@ -50,6 +50,7 @@ check_image (struct source *src, struct fallback *fb, uint64_t block_size,
   uint32_t digest_len = 32;
   struct blk_digest d;
   int64_t size;
+  bool fixed;
 
   fb->h = NULL;
   if (h == NULL && (h = source_connect (src, NULL, 0, &deadline)) == NULL)
@@ -60,12 +61,16 @@ check_image (struct source *src, struct fallback *fb, uint64_t block_size,
     nbd_close (h);
     return -1;
   }
-  if (source_info (h, deadline) == -1) {
+  /* Newstyle without the fixed flag has no NBD_OPT_INFO, and hangs up
+   * on a name it does not serve: going to it checks it.
+   */
+  fixed = nbd_get_handshake_flags (h) & LIBNBD_HANDSHAKE_FLAG_FIXED_NEWSTYLE;
+  if ((fixed ? source_info (h, deadline) : source_go (h, deadline)) == -1) {
     /* A server without NBD_OPT_INFO (not one requiring TLS, which
      * refuses it too): the view's header has the size, and one
      * connection is safe.
      */
-    if (source_errno () == ENOTSUP && nbd_aio_is_negotiating (h) &&
+    if (fixed && source_errno () == ENOTSUP && nbd_aio_is_negotiating (h) &&
         !stop_signal () && source_hint (h)[0] == '\0') {
       source_shutdown (h);
       nbd_close (h);
@@ -77,6 +82,15 @@ check_image (struct source *src, struct fallback *fb, uint64_t block_size,
       local_server_end (src->server);   /* as in view_go */
     else if (source_errno () == ETIMEDOUT)
       error_at (src->name, "%s", source_error ());
+    else if (!fixed && (source_errno () == ENOTCONN ||
+                        source_errno () == ECONNRESET ||
+                        strstr (source_error (),
+                                "server disconnected unexpectedly")))
+      error_at (src->name, "%s%s%s: the server hung up when asked for it "
+                "(a newstyle server without the fixed flag cannot refuse "
+                "a name otherwise)",
+                export[0] ? "export '" : "the default export", export,
+                export[0] ? "'" : "");
     else
       error_at (src->name, "%s%s%s: %s%s",
                 export[0] ? "export '" : "the default export",

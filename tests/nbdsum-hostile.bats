@@ -650,3 +650,25 @@ nbdsum: WARNING: 1 listed file could not be read" ]]
     [ -z "$(ls -A tmp)" ]
   done
 }
+
+# Such a server has no NBD_OPT_INFO either: nbdsum took the image as
+# there, and its private nbdkit's connection, hung up on at the name,
+# was tried again for 3 s and said refused "after admitting nbdsum's
+# own (does it take fewer clients?)".  Going to the export checks it.
+@test "nbdsum-hostile: a newstyle server without the fixed flag, a name it does not serve: said at once, as the export's" {
+  local opts
+  mkdir srv tmp
+  "$MKIMAGE" '1M;d:0+1M:a' srv/img
+  start_echo nf "$PWD/srv" --not-fixed
+  u="nbd+unix:///nosuch?socket=$sock"
+  for opts in "" --client-side --plain --bmap; do
+    # shellcheck disable=SC2086
+    run --separate-stderr env TMPDIR="$PWD/tmp" timeout 60 "$NBDSUM" \
+      $opts "$u"
+    echo "nbdsum $opts: status $status; stdout: $output; stderr: $stderr"
+    [ "$status" -eq 1 ]
+    [ -z "$output" ]
+    [ "$stderr" = "nbdsum: $u: export 'nosuch': the server hung up when asked for it (a newstyle server without the fixed flag cannot refuse a name otherwise)" ]
+    [ -z "$(ls -A tmp)" ]
+  done
+}
