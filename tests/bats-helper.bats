@@ -116,19 +116,76 @@ teardown () {
   [ "$output" = "$(reference sha256 65536 disk.img)" ]
 }
 
+# After 10 s by the clock, not 200 sleeps of 0.05 s: each forks, and
+# took 15 s on a busy machine (here each sleep takes 0.2 s: 40 s).
 @test "bats-helper: blkhash_serve gives up, saying so, on an nbdkit that never listens" {
-  local real
+  local real start
   real=$(command -v nbdkit)
   mkdir bin
   printf '#!/bin/sh\necho $$ > started\nexec %q %q never %q "$@"\n' \
     "$PYTHON" "$top_srcdir/tests/slowlisten.py" "$real" > bin/nbdkit
-  chmod +x bin/nbdkit
+  printf '#!/bin/sh\nexec %q 0.2\n' "$(command -v sleep)" > bin/sleep
+  chmod +x bin/nbdkit bin/sleep
+  start=$SECONDS
   PATH="$PWD/bin:$PATH" run blkhash_serve disk.img
-  echo "$output"
+  echo "$output; after $((SECONDS - start)) s"
   [ "$status" -eq 1 ]
+  (( SECONDS - start <= 13 ))
   [[ "$output" = "blkhash_serve: nbdkit did not accept connections within 10 s"* ]]
   # It stopped what it started.
-  ! kill -0 "$(cat started)" 2>/dev/null
+  ! kill -0 "$(cat started)" 2>/dev/null || false
+}
+
+# nbdkit takes the last -U and -P: a user's -P hid the pidfile that
+# says it is ready (10 s lost, then "did not accept connections"), a
+# user's -U made BLKHASH_URI name a socket nobody listens on.
+@test "bats-helper: blkhash_serve refuses a -U or -P of the user's, saying so, at once" {
+  local opt
+  for opt in "-P my.pid" --pidfile=my.pid "-U my.sock" "--unix my.sock" \
+    "-fU my.sock"; do
+    # shellcheck disable=SC2086
+    run blkhash_serve $opt file disk.img
+    echo "$opt: $status: $output"
+    [ "$status" -eq 1 ]
+    [ "$output" = "blkhash_serve: ${opt%% *}: it gives nbdkit its own -U and -P (BLKHASH_SOCKET, and a pidfile to know when it is ready): leave out yours" ]
+    [ ! -e my.pid ] && [ ! -e my.sock ]
+  done
+}
+
+# Outside a test (setup_file) there is no BATS_TEST_TMPDIR: the socket,
+# the pidfile and the log went to /.
+@test "bats-helper: blkhash_serve in setup_file serves from BATS_FILE_TMPDIR" {
+  # Not "@test" at the start of a line here: bats would take it.
+  local at=@
+  cat > file.bats <<EOT
+load "\$("$NBDSUM" --bats-helper)"
+setup_file () {
+  "$MKIMAGE" '1M;d:0+100000:a' "\$BATS_FILE_TMPDIR/f.img"
+  blkhash_serve "\$BATS_FILE_TMPDIR/f.img"
+}
+teardown_file () { blkhash_stop; }
+${at}test "served once for the file" {
+  [[ "\$BLKHASH_SOCKET" = "\$BATS_FILE_TMPDIR"/* ]]
+  assert_blkhash "\$BLKHASH_URI" "\$(blkhash_sum "\$BATS_FILE_TMPDIR/f.img" --client-side)"
+}
+EOT
+  # As bats runs setup_file: no BATS_TEST_TMPDIR (this test's is
+  # exported).
+  PATH="$(dirname "$NBDSUM"):$PATH" run env -u BATS_TEST_TMPDIR bats file.bats
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" = *"ok 1 served once for the file"* ]]
+}
+
+# BLKHASH_URI is a URI: a socket's path with a space (or %, &, +) in
+# it is percent-encoded there.
+@test "bats-helper: blkhash_serve in a directory with a space and a percent sign" {
+  mkdir "a b%20&c+d"
+  BATS_TEST_TMPDIR="$PWD/a b%20&c+d"
+  blkhash_serve disk.img
+  [ "$BLKHASH_SOCKET" = "$PWD/a b%20&c+d/blkhash.sock" ]
+  [[ "$BLKHASH_URI" = *"/a%20b%2520%26c%2Bd/blkhash.sock" ]]
+  assert_blkhash "$BLKHASH_URI" "$(reference sha256 65536 disk.img)"
 }
 
 @test "bats-helper: nbdsum --bats-helper names an existing file; make install puts it there" {
