@@ -219,9 +219,7 @@ front_retry (struct source *src, struct fallback *fb,
   const char *refused = front_refusal (src, fb);
 
   /* libnbd's words for a socket closed before the greeting. */
-  if (refused == NULL || stop_signal () ||
-      (strstr (refused, "server disconnected unexpectedly") == NULL &&
-       strstr (refused, "invalid in state CONNECT") == NULL))
+  if (refused == NULL || stop_signal () || !local_said_ungreeted (refused))
     return false;
   if (!source_retry_wait (retry))
     return false;
@@ -247,7 +245,7 @@ front_failed (struct source *src, struct fallback *fb)
     error_at (src->name, "the server refused or dropped the connection "
               "of nbdsum's private nbdkit --filter=blkhash to it, after "
               "admitting nbdsum's own (does it take fewer clients?): %s",
-              refused);
+              local_said_ungreeted (refused) ? LOCAL_UNGREETED : refused);
   else if (!stop_signal ())
     error_at (src->name, "nbdsum's private nbdkit --filter=blkhash has "
               "no view of it: %s", fb->why ? fb->why : fb->notice ?

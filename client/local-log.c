@@ -169,6 +169,14 @@ local_log_mark (const struct local_server *s)
   return st.st_size;
 }
 
+bool
+local_said_ungreeted (const char *text)
+{
+  return text && strncmp (text, "nbd_connect_", 12) == 0 &&
+    (strstr (text, "server disconnected unexpectedly") ||
+     strstr (text, " is invalid in state CONNECT"));
+}
+
 char *
 local_log_cut (struct local_server *s, off_t mark)
 {
@@ -186,6 +194,8 @@ local_log_cut (struct local_server *s, off_t mark)
        line = strtok_r (NULL, "\n", &save))
     if ((e = strstr (line, "error: ")) != NULL)
       text = e + strlen ("error: ");
+  if (local_said_ungreeted (text))
+    text = LOCAL_UNGREETED;
   if (text && asprintf (&out, "nbdsum's %s: %s", who, text) == -1)
     out = NULL;
   free (log);

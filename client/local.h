@@ -86,6 +86,13 @@ extern char *local_server_message (struct local_server *s);
  * The caller frees it.
  */
 extern off_t local_server_log_mark (const struct local_server *s);
+/* Does text, the nbd plugin's failed connection ("nbd_connect_uri:
+ * ..."), say that the server closed it before greeting it?  libnbd's
+ * words vary with when it saw that, some are its state names: said
+ * as LOCAL_UNGREETED instead.
+ */
+extern bool local_said_ungreeted (const char *text);
+#define LOCAL_UNGREETED "the server closed its connection before greeting it"
 extern char *local_server_refusal (struct local_server *s, off_t mark);
 /* Why a read from our own server failed (with errno err), from its
  * log once it has exited (stopped here: a failure ends the input):

@@ -361,8 +361,8 @@ EOF
   [ "$(first_sum "$output")" = "$want" ]
   # libnbd's words for the closed socket vary with when it is seen
   # ("recv: server disconnected unexpectedly", "external event 0 is
-  # invalid in state CONNECT.START: ...").
-  [[ "$stderr" = *"the server took 1 of 4 connections (nbdsum's private nbdkit: nbd_connect_uri: "*"): hashing over 1"* ]]
+  # invalid in state CONNECT.START: ..."): said plainly.
+  [[ "$stderr" = *"the server took 1 of 4 connections (nbdsum's private nbdkit: the server closed its connection before greeting it): hashing over 1"* ]]
   ! grep -q '^nbdkit: ' <<< "$stderr" || false
   ! grep -q 'connections (.*No such file' <<< "$stderr" || false
 }
@@ -575,23 +575,23 @@ refused_front () {
 }
 
 @test "nbdsum-hostile: a server that refuses the private nbdkit's connection is named for it" {
-  local u cause="the server refused or dropped the connection of nbdsum's private nbdkit --filter=blkhash to it, after admitting nbdsum's own (does it take fewer clients?): nbd_connect_uri: "
+  local u cause="the server refused or dropped the connection of nbdsum's private nbdkit --filter=blkhash to it, after admitting nbdsum's own (does it take fewer clients?): the server closed its connection before greeting it"
   mkdir srv tmp
   "$MKIMAGE" '4M;d:0+1M:a' srv/img
   u="nbd+unix:///img?socket=$BATS_TEST_TMPDIR/one.sock"
   refused_front -q "$u"
   [ -z "$output" ]
   [ "$(wc -l <<< "$stderr")" -eq 1 ]
-  [[ "$stderr" = "nbdsum: $u: $cause"?* ]]
+  [ "$stderr" = "nbdsum: $u: $cause" ]
   [[ "$stderr" != *"nbdkit: nbd["* ]]
   [[ "$stderr" != *"has no view"* ]]
   printf '%064d  %s\n' 0 "$u" > SUMS
   refused_front -q -c SUMS
   [ "$output" = "$u: FAILED open or read" ]
-  [[ "$stderr" = "nbdsum: $u: $cause"?*"
-nbdsum: WARNING: 1 listed file could not be read" ]]
+  [ "$stderr" = "nbdsum: $u: $cause
+nbdsum: WARNING: 1 listed file could not be read" ]
   refused_front --json "$u"
-  [[ "$output" = *"\"error\": \"$cause"?* ]]
+  [[ "$output" = *"\"error\": \"$cause\""* ]]
   [[ "$output" != *"nbdkit: nbd["* ]]
 }
 
