@@ -305,8 +305,9 @@ reap (struct local_server *s, int ticks)
 bool
 local_server_exited (struct local_server *s)
 {
+  /* Reaped already (source_connect asks twice): it still has. */
   if (s->pid <= 0)
-    return false;
+    return s->status != -1;
   /* Ours may be a moment from exiting after the connection broke
    * (nbdkit after qemu-nbd failed): waited for, so that its message is
    * the error.  A [ CMD ]'s is taken as it is now.

@@ -216,6 +216,31 @@ nbdsum: $uri: the server took 1 of 4 connections ($cause): hashing over 1" ]
   done
 }
 
+# A [ CMD ] that exited, its connection closed ungreeted later (by a
+# child): nbdsum, asking whether to try again, reaped it, and then
+# said the bare "server disconnected unexpectedly", not that it exited.
+@test "nbdsum-one-client: a [ CMD ] that exited is said to have, after the check whether to try again" {
+  local opts
+  cat > exits.py <<'PY'
+import os, socket, time
+s = socket.socket(fileno=3)
+c, _ = s.accept()
+if os.fork() == 0:
+    s.close()
+    time.sleep(0.5)
+    os._exit(0)
+PY
+  for opts in "" --client-side; do
+    # shellcheck disable=SC2086
+    run --separate-stderr env TMPDIR="$PWD/tmp" timeout 60 "$NBDSUM" \
+      $opts [ "$NBD_PYTHON" exits.py ]
+    echo "nbdsum $opts: status $status; stdout: $output; stderr: $stderr"
+    [ "$status" -eq 1 ]
+    [[ "$stderr" = *": recv: server disconnected unexpectedly (the $NBD_PYTHON serving it exited)" ]]
+    [ -z "$(ls -A tmp)" ]
+  done
+}
+
 # start_rude BYTES: a server on $sock that sends BYTES (Python
 # expression) to each client, closes, and appends a line to accepts;
 # listening is there once it listens.
