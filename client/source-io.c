@@ -245,8 +245,8 @@ source_wait (struct nbd_handle *h, enum until until, int64_t cookie,
 static int
 closed_ungreeted (void)
 {
-  return fail (ECONNRESET, "the server closed the connection before "
-               "greeting it (does it admit one client at a time?)");
+  return fail (ECONNRESET, "%s (does it admit one client at a time?)",
+               SOURCE_UNGREETED);
 }
 
 int

@@ -60,6 +60,8 @@ extern int source_connect_uri (struct nbd_handle *h, const char *uri,
  * timeout, a signal or a refused connect)?
  */
 extern bool source_closed_ungreeted (void);
+/* What nbdsum says of it. */
+#define SOURCE_UNGREETED "the server closed the connection before greeting it"
 /* A connection that a server closed before its greeting (one that
  * admits a client at a time frees its slot late) is tried again after
  * 50 ms, then twice as long each time, while the next try comes within

@@ -401,8 +401,10 @@ source_connect (const struct source *src, const char *export_name,
       if (why)
         error_at (src->name, "%s", why);
       else
+        /* Not a server that admits one client, then. */
         error_at (src->name, "%s (the %s serving it exited)",
-                  source_error (), local_server_what (src->server));
+                  source_closed_ungreeted () ? SOURCE_UNGREETED
+                  : source_error (), local_server_what (src->server));
       free (why);
     }
     else

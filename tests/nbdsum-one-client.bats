@@ -236,7 +236,7 @@ PY
       $opts [ "$NBD_PYTHON" exits.py ]
     echo "nbdsum $opts: status $status; stdout: $output; stderr: $stderr"
     [ "$status" -eq 1 ]
-    [[ "$stderr" = *": recv: server disconnected unexpectedly (the $NBD_PYTHON serving it exited)" ]]
+    [[ "$stderr" = *": the server closed the connection before greeting it (the $NBD_PYTHON serving it exited)" ]]
     [ -z "$(ls -A tmp)" ]
   done
 }
