@@ -254,6 +254,10 @@ source_connect_uri (struct nbd_handle *h, const char *uri, double deadline)
 {
   int err;
 
+  /* A failure of nbd_aio_connect_uri is libnbd's: not the last try's
+   * (a server that closed it, then died: the connect is refused).
+   */
+  failure = NULL;
   greeted = ungreeted = false;
   if (nbd_aio_connect_uri (h, uri) == -1)
     return -1;

@@ -32,9 +32,12 @@ came (a server slow to refuse), and 'refused a client' printed then.
 With --info-delay=SECONDS NBD_OPT_INFO is answered only after SECONDS
 (a server slow to answer).  With --not-fixed it speaks newstyle without
 the fixed flag: NBD_OPT_EXPORT_NAME only, and an unknown name closes
-the connection, as such a server must.  With --default=NAME the default
-export ('') is the file NAME.  With SOCKET '-' it serves the socket it
-was handed as fd 3 (socket activation, as nbdsum's [ CMD ] runs it).
+the connection, as such a server must.  With --exit-on-refusal the
+first client it refuses is closed after the listening socket, and the
+server exits: one that dies (the next connect is refused).  With
+--default=NAME the default export ('') is the file NAME.  With SOCKET
+'-' it serves the socket it was handed as fd 3 (socket activation, as
+nbdsum's [ CMD ] runs it).
 """
 
 import os
@@ -66,6 +69,7 @@ REFUSE_AFTER = next((int(a.split("=", 1)[1]) for a in sys.argv[3:]
 ONE_CLIENT = next((float(a.split("=", 1)[1]) for a in sys.argv[3:]
                    if a.startswith("--one-client=")), None)
 NOT_FIXED = "--not-fixed" in sys.argv[3:]
+EXIT_ON_REFUSAL = "--exit-on-refusal" in sys.argv[3:]
 DEFAULT = next((a.split("=", 1)[1] for a in sys.argv[3:]
                 if a.startswith("--default=")), None)
 REFUSE_DELAY = next((float(a.split("=", 1)[1]) for a in sys.argv[3:]
@@ -220,6 +224,10 @@ def main():
         conn, _ = sock.accept()
         if ((admit is not None and admit <= 0) or
                 (ONE_CLIENT is not None and slot_taken())):
+            if EXIT_ON_REFUSAL:
+                sock.close()
+                refuse(conn)
+                os._exit(0)
             if REFUSE_DELAY:
                 threading.Timer(REFUSE_DELAY, refuse, (conn,)).start()
             else:

@@ -367,6 +367,22 @@ EOF
   ! grep -q 'connections (.*No such file' <<< "$stderr" || false
 }
 
+# Review: a server that closed nbdsum's connection before greeting it
+# and then died was said to have closed it before greeting it (does
+# it admit one client at a time?), the first try's words: the next
+# try's refused connect, failing in nbd_aio_connect_uri, left them.
+@test "nbdsum-hostile: a server that closes the connection before greeting it, then dies: the refused connect is said, not the close" {
+  mkdir srv
+  "$MKIMAGE" '1M;d:0+64K:a' srv/img
+  start_echo dies "$PWD/srv" --refuse-after=0 --exit-on-refusal
+  run --separate-stderr timeout 60 "$NBDSUM" "nbd+unix:///img?socket=$sock"
+  echo "status $status; stdout: $output; stderr: $stderr"
+  [ "$status" -eq 1 ]
+  [ -z "$output" ]
+  [[ "$stderr" = *"Connection refused"* ]]
+  [[ "$stderr" != *"before greeting"* ]]
+}
+
 @test "nbdsum-hostile: a disk forging a views-only view header is not believed: it does not echo the nonce, and is hashed as a disk" {
   # The file plugin serves the disk under every name: its first 4 KiB
   # a view header saying the server refuses the image (views-only),
