@@ -554,11 +554,19 @@ rchar () {
       TMPDIR="$PWD/tmp" "$NBDSUM" -q --since=m0 --dirty-bitmap=b1 d.qcow2 \
         >out 2>err 3>&- &
       p=$!
-      wait_until 30 pgrep -x qemu-nbd -P "$p" >/dev/null
-      q=$(pgrep -x qemu-nbd -P "$p")
-      wait_until 30 pgrep -x nbdkit -P "$p" >/dev/null
-      nk=$(pgrep -x nbdkit -P "$p")
-      wait_until 30 test "$(rchar "$q")" -gt 16777216
+      # Twice under heavy load (three whole suites, a sanitizer build)
+      # nbdkit was gone just after it was seen, or qemu-nbd read 7 MiB
+      # in 30 s: say what nbdsum said and where it was, if again.
+      { wait_until 30 pgrep -x qemu-nbd -P "$p" >/dev/null &&
+        q=$(pgrep -x qemu-nbd -P "$p") &&
+        wait_until 30 pgrep -x nbdkit -P "$p" >/dev/null &&
+        nk=$(pgrep -x nbdkit -P "$p") &&
+        wait_until 30 test "$(rchar "$q")" -gt 16777216; } || {
+        echo "try $try, $who: nbdsum's standard error: $(cat err)"
+        ps -o pid,ppid,stat,wchan:20,etime,args --ppid "$p" -p "$p" || true
+        kill -KILL "$p" 2>/dev/null || true
+        false
+      }
       kill -STOP "$q"
       [ "$(rchar "$q")" -ge 234881024 ] || break
       echo "try $try: qemu-nbd had read the image before it was held"
