@@ -82,10 +82,7 @@ check_image (struct source *src, struct fallback *fb, uint64_t block_size,
       local_server_end (src->server);   /* as in view_go */
     else if (source_errno () == ETIMEDOUT)
       error_at (src->name, "%s", source_error ());
-    else if (!fixed && (source_errno () == ENOTCONN ||
-                        source_errno () == ECONNRESET ||
-                        strstr (source_error (),
-                                "server disconnected unexpectedly")))
+    else if (!fixed && (source_errno () == ENOTCONN || source_hung_up ()))
       error_at (src->name, "%s%s%s: the server hung up when asked for it "
                 "(a newstyle server without the fixed flag cannot refuse "
                 "a name otherwise)",

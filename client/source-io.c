@@ -242,6 +242,13 @@ source_wait (struct nbd_handle *h, enum until until, int64_t cookie,
   }
 }
 
+bool
+source_hung_up (void)
+{
+  return source_errno () == ECONNRESET ||
+    strstr (source_error (), "server disconnected unexpectedly") != NULL;
+}
+
 static int
 closed_ungreeted (void)
 {
@@ -252,8 +259,6 @@ closed_ungreeted (void)
 int
 source_connect_uri (struct nbd_handle *h, const char *uri, double deadline)
 {
-  int err;
-
   /* A failure of nbd_aio_connect_uri is libnbd's: not the last try's
    * (a server that closed it, then died: the connect is refused).
    */
@@ -267,10 +272,7 @@ source_connect_uri (struct nbd_handle *h, const char *uri, double deadline)
      * bad flags).  Said in nbdsum's words: libnbd's depend on when it
      * saw the socket close.
      */
-    err = source_errno ();
-    ungreeted = !greeted && !stop_signal () &&
-      (err == ECONNRESET ||
-       strstr (source_error (), "server disconnected unexpectedly"));
+    ungreeted = !greeted && !stop_signal () && source_hung_up ();
     if (ungreeted)
       return closed_ungreeted ();
     return -1;

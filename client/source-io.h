@@ -60,6 +60,10 @@ extern int source_connect_uri (struct nbd_handle *h, const char *uri,
  * timeout, a signal or a refused connect)?
  */
 extern bool source_closed_ungreeted (void);
+/* Did the last call fail because the server closed or reset the
+ * connection (libnbd's words for it vary)?
+ */
+extern bool source_hung_up (void);
 /* What nbdsum says of it. */
 #define SOURCE_UNGREETED "the server closed the connection before greeting it"
 /* A connection that a server closed before its greeting (one that
