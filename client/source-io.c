@@ -264,8 +264,14 @@ source_connect_uri (struct nbd_handle *h, const char *uri, double deadline)
    */
   failure = NULL;
   greeted = ungreeted = false;
-  if (nbd_aio_connect_uri (h, uri) == -1)
-    return -1;
+  /* It runs the handshake as far as it can without waiting: over TCP
+   * the close of a busy server can be read in it.  (Whether it came
+   * before or just after the greeting cannot be told then.)
+   */
+  if (nbd_aio_connect_uri (h, uri) == -1) {
+    ungreeted = !stop_signal () && source_hung_up ();
+    return ungreeted ? closed_ungreeted () : -1;
+  }
   if (source_wait (h, UNTIL_NEGOTIATED, 0, deadline, NULL) == -1) {
     /* Closed or reset, not a timeout, a signal, a refused connect or
      * bytes that are no greeting (an HTTP server, an oldstyle one's
