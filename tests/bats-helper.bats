@@ -152,6 +152,20 @@ teardown () {
   done
 }
 
+# Review: with nbdkit's --run, nbdkit wrote its pidfile, ran the
+# command and exited, and blkhash_serve returned 0 with BLKHASH_URI
+# naming no server.
+@test "bats-helper: blkhash_serve refuses nbdkit's --run, saying so, at once" {
+  local opt
+  for opt in "--run true" "--run=true"; do
+    # shellcheck disable=SC2086
+    run blkhash_serve $opt file disk.img
+    echo "$opt: $status: $output"
+    [ "$status" -eq 1 ]
+    [ "$output" = "blkhash_serve: ${opt%%[ =]*}: nbdkit would exit once its command does, and blkhash_serve serves until blkhash_stop: leave it out" ]
+  done
+}
+
 # Outside a test (setup_file) there is no BATS_TEST_TMPDIR: the socket,
 # the pidfile and the log went to /.
 @test "bats-helper: blkhash_serve in setup_file serves from BATS_FILE_TMPDIR" {
