@@ -67,9 +67,9 @@ endpoint_init (struct endpoint *ep, endpoint_refill_fn *refill,
 }
 
 void
-endpoint_keep_one (struct endpoint *ep)
+endpoint_keep (struct endpoint *ep, unsigned n)
 {
-  for (unsigned i = 1; i < MAX_CONNECTIONS; i++) {
+  for (unsigned i = n; i < MAX_CONNECTIONS; i++) {
     struct nbd_handle *h = ep->conns[i].h;
     if (h && nbd_aio_in_flight (h) == 0) {
       source_shutdown (h);
@@ -77,7 +77,7 @@ endpoint_keep_one (struct endpoint *ep)
       ep->conns[i].h = NULL;
     }
   }
-  ep->nconns = 1;
+  ep->nconns = n;
 }
 
 /* Close the connections: a failed run's before its server is asked

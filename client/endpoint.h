@@ -98,10 +98,11 @@ extern void endpoint_init (struct endpoint *ep, endpoint_refill_fn *refill,
  * are still in flight).  src is left open.
  */
 extern void endpoint_close (struct endpoint *ep);
-/* Close every connection but the first, idle ones: what is left to
- * read needs one, and descriptors may be few (ulimit -n).
+/* Close the idle connections but the first n: what is left to read
+ * needs one, or none, and descriptors may be few (ulimit -n), or a
+ * server admit one client at a time.
  */
-extern void endpoint_keep_one (struct endpoint *ep);
+extern void endpoint_keep (struct endpoint *ep, unsigned n);
 /* Record the first error; the loops stop issuing requests. */
 extern void endpoint_fail (struct endpoint *ep, const char *fmt, ...)
   __attribute__ ((format (printf, 2, 3)));

@@ -304,7 +304,7 @@ block_mapped (const struct bmap *bm, uint64_t b)
 #define SPOT_RANGE_MAX (UINT64_C (4) * 1024 * 1024)
 static int
 spot_check_bmap (const char *name, struct source *src, const char *base,
-                 const char *shown, const struct bmap *bm)
+                 const char *shown, const struct bmap *bm, bool later)
 {
   const char *seed = getenv ("NBDSUM_SPOT_SEED");
   const unsigned count = opts->spot_check;
@@ -332,6 +332,12 @@ spot_check_bmap (const char *name, struct source *src, const char *base,
     goto out;
   }
   h = source_connect (src, base, SOURCE_GO | SOURCE_QUIET, NULL);
+  /* The view's connection closed first (see spot_check). */
+  if (h == NULL && later && !stop_signal ()) {
+    view_unchecked (name, shown);
+    r = 0;
+    goto out;
+  }
   if (h == NULL) {
     if (!stop_signal ())
       error_at (name, "spot-checking the bmap: connecting to its image: %s",
@@ -542,18 +548,25 @@ bmap_fetch (const char *name, const struct hash_spec *spec_in,
     if (r == 1 && bmap_size_refused_view (name, vg.shown, hdr.image_size))
       r = -1;
     /* nbdsum's own filter in front of a server is not checked.  A
-     * view that could not be (a server admitting one client) is
-     * trusted, as in checksum mode: the spot check could not connect
-     * either.
+     * view that could not be while it was open (a server admitting one
+     * client) is, as in checksum mode, by the spot check once it is
+     * read and closed.
      */
     if (r == 1 && !src->behind &&
         (checked = view_check_image (src, vg.base, vg.shown, &hdr,
-                                     &spec.range)) == -1)
+                                     &spec.range,
+                                     opts->spot_check > 0)) == -1)
       r = -1;
     if (r == 1 && read_bmap (name, src->server, &vg, &hdr, bm) == -1)
       r = -1;
-    if (r == 1 && !src->behind && checked == 1 &&
-        spot_check_bmap (name, src, vg.base, vg.shown, bm) == -1)
+    if (r == 1 && checked == 2) {
+      source_shutdown (vg.h);
+      nbd_close (vg.h);
+      vg.h = NULL;
+    }
+    if (r == 1 && !src->behind && checked >= 1 &&
+        spot_check_bmap (name, src, vg.base, vg.shown, bm,
+                         checked == 2) == -1)
       r = -1;
     view_go_end (&vg, true);
   }

@@ -58,10 +58,13 @@ struct fallback {
 
 /* input-view.c: returns 1 with *in open, 0 when the server has no
  * view of src (*fb filled in), -1 on error (printed).  src is the
- * input's on success.
+ * input's on success.  Unless its block digests will be asked for
+ * (digests), a view that cannot be checked while it is open is checked
+ * once its connections are closed, with the spot check.
  */
 extern int view_input_open (struct source *src, const struct hash_spec *spec,
-                            struct input **in, struct fallback *fb);
+                            bool digests, struct input **in,
+                            struct fallback *fb);
 /* view-open.c: going to a view (input-bmap.c too) and checking it.
  * view_go connects to src (by fb->deadline, if not 0: front_retry's)
  * and goes to the view name_of names for the export, as negotiating.
@@ -97,14 +100,20 @@ extern int view_header_bytes (const char *name, struct nbd_handle *h,
 /* Does export base, asked on a connection of its own, have the size
  * the view view_name's header hdr describes (with a range: is hdr of
  * the range's size, and the export long enough to hold it)?  1 if so,
- * 0 if the server will not say (a notice); -1 if not (error printed).
- * A header that says the server serves only views: 0 if the export is
- * refused, -1 if it is served.
+ * 0 if the server will not say (a notice, view_unchecked's); with
+ * later, 2 then instead, silently: the caller checks once the view is
+ * closed (a server that admits one client at a time).  -1 if not
+ * (error printed).  A header that says the server serves only views:
+ * 0 if the export is refused, -1 if it is served.
  */
 extern int view_check_image (struct source *src, const char *base,
                              const char *view_name,
                              const struct blk_header *hdr,
-                             const struct blk_range *range);
+                             const struct blk_range *range, bool later);
+/* The notice that view view_name of input name is taken at its word:
+ * its image could not be reached (source_error's words).
+ */
+extern void view_unchecked (const char *name, const char *view_name);
 
 /* The view's header did not echo the nonce of its name: not made for
  * this request by the filter (a file named like a view, or a server
@@ -115,12 +124,14 @@ extern void view_not_echoed (const struct view_go *vg, const char *what,
                              struct fallback *fb);
 /* The blkhash view, or the plain-digest one: view_go, then the header
  * read, under the size limit and, unless src->behind, of the image
- * (*checked: what view_check_image said, else 0).  Returns as view_go:
- * 1 with *vg and *hdr the caller's, else *vg freed and closed.
+ * (*checked: what view_check_image said, later passed on, else 0).
+ * Returns as view_go: 1 with *vg and *hdr the caller's, else *vg freed
+ * and closed.
  */
 extern int view_open (struct source *src, const struct hash_spec *spec,
-                      bool plain, struct view_go *vg, struct blk_header *hdr,
-                      int *checked, struct fallback *fb);
+                      bool plain, bool later, struct view_go *vg,
+                      struct blk_header *hdr, int *checked,
+                      struct fallback *fb);
 
 /* input-plain-view.c: as view_input_open, for --plain (spec->plain):
  * the plain-digest view NAME@digest:ALG.

@@ -58,7 +58,7 @@ plain_view_input_open (struct source *src, const struct hash_spec *spec,
   struct endpoint *ep;
   const char *msg;
   int checked;
-  const int r = view_open (src, spec, true, &vg, &hdr, &checked, fb);
+  const int r = view_open (src, spec, true, false, &vg, &hdr, &checked, fb);
 
   if (r <= 0)
     return r;

@@ -57,6 +57,7 @@ struct view_input {
   uint64_t span[MAX_CONNECTIONS]; /* each connection's, in its thread */
   bool use_cache;               /* else drive the server with reads */
   bool spot;                    /* its image is there to spot-check */
+  char *later;                  /* or, once the view is closed: its name */
   struct blk_range range;       /* of the image; length 0: all of it */
 };
 
@@ -89,7 +90,7 @@ span_limits (struct view_input *v)
 
 int
 view_input_open (struct source *src, const struct hash_spec *spec,
-                 struct input **in, struct fallback *fb)
+                 bool digests, struct input **in, struct fallback *fb)
 {
   struct view_go vg;
   struct blk_header hdr;
@@ -97,7 +98,12 @@ view_input_open (struct source *src, const struct hash_spec *spec,
   struct endpoint *ep;
   const char *msg;
   int checked;
-  const int r = view_open (src, spec, false, &vg, &hdr, &checked, fb);
+  /* The view's connections are closed for its check only when it is
+   * read no more, and the check is the spot check's.
+   */
+  const bool later = !digests && opts->spot_check > 0;
+  const int r = view_open (src, spec, false, later, &vg, &hdr, &checked,
+                           fb);
 
   if (r <= 0)
     return r;
@@ -106,7 +112,10 @@ view_input_open (struct source *src, const struct hash_spec *spec,
     view_go_end (&vg, false);
     return -1;
   }
-  free (vg.shown);
+  if (checked == 2)
+    v->later = vg.shown;
+  else
+    free (vg.shown);
   v->in.ops = &view_input_ops;
   v->in.name = src->name;
   ep = &v->ep;
@@ -114,7 +123,7 @@ view_input_open (struct source *src, const struct hash_spec *spec,
   v->view_name = vg.view_name;
   v->image_export = vg.base;
   /* Not where the image was not there to ask (said so already). */
-  v->spot = checked == 1 && opts->spot_check > 0;
+  v->spot = checked >= 1 && opts->spot_check > 0;
   v->range = spec->range;
   ep->scan = view_scan;
   /* Not only for the bar: the spans are sized by data.  A views-only
@@ -160,6 +169,7 @@ view_input_open (struct source *src, const struct hash_spec *spec,
   if (ep->params)
     blk_params_free (&ep->own_params);
   free (v->view_name);
+  free (v->later);
   free (v->image_export);
   free (v);
   return -1;
@@ -175,6 +185,7 @@ view_close (struct input *in)
   if (v->ep.params)
     blk_params_free (&v->ep.own_params);
   free (v->view_name);
+  free (v->later);
   free (v->image_export);
   data_map_free (&v->map);
   pthread_mutex_destroy (&v->lock);
@@ -287,15 +298,22 @@ view_checksum (struct input *in, uint8_t *root)
       endpoint_read_failed (ep, "reading the checksum");
     return -1;
   }
-  /* The root first: the server answers before it sees the draw. */
-  /* The spot check's connection needs a descriptor of its own. */
-  if (v->spot)
-    endpoint_keep_one (ep);
-  if (v->spot && spot_check (ep, v->image_export, &v->range, &v->map,
-                             opts->spot_check, &in->about.spot_checked) == -1)
+  /* The root first: the server answers before it sees the draw.  With
+   * the spot check, it must be what its digests give: asked before the
+   * spot check when that closes the view.
+   */
+  if (v->spot && v->later &&
+      root_check (ep, root, &in->about.root_checked) == -1)
     return -1;
-  /* With the spot check: its root must be what its digests give. */
-  if (v->spot && root_check (ep, root, &in->about.root_checked) == -1)
+  /* The spot check's connection needs a descriptor of its own. */
+  if (v->spot && !v->later)
+    endpoint_keep (ep, 1);
+  if (v->spot && spot_check (ep, v->image_export, v->later, &v->range,
+                             &v->map, opts->spot_check,
+                             &in->about.spot_checked) == -1)
+    return -1;
+  if (v->spot && !v->later &&
+      root_check (ep, root, &in->about.root_checked) == -1)
     return -1;
   return 0;
 }

@@ -44,10 +44,10 @@ input_format (const char *name, const struct hash_spec *spec,
  */
 static int
 views_open (struct source *src, const struct hash_spec *spec,
-            struct input **in, struct fallback *fb)
+            unsigned flags, struct input **in, struct fallback *fb)
 {
   return spec->plain ? plain_view_input_open (src, spec, in, fb)
-    : view_input_open (src, spec, in, fb);
+    : view_input_open (src, spec, flags & INPUT_DIGESTS, in, fb);
 }
 
 /* Where name is served from: the server hashes if it can; otherwise
@@ -56,7 +56,8 @@ views_open (struct source *src, const struct hash_spec *spec,
  * A local file's private nbdkit has the filter already.
  */
 static struct input *
-served_input_open (const char *name, const struct hash_spec *spec)
+served_input_open (const char *name, const struct hash_spec *spec,
+                   unsigned flags)
 {
   struct fallback fb = { NULL, NULL, 0, NULL, NULL };
   struct input *in = NULL;
@@ -83,7 +84,7 @@ served_input_open (const char *name, const struct hash_spec *spec)
   }
   local = src->server && local_server_format (src->server);
   if (!opts->client_side || local)
-    r = views_open (src, spec, &in, &fb);
+    r = views_open (src, spec, flags, &in, &fb);
   if (r == 0) {
     /* front_open takes src. */
     struct source_retry retry;
@@ -96,7 +97,7 @@ served_input_open (const char *name, const struct hash_spec *spec)
      */
     retry = (struct source_retry) { now (), 0 };
     do
-      r = views_open (src, spec, &in, &fb);
+      r = views_open (src, spec, flags, &in, &fb);
     while (r == 0 && front_retry (src, &fb, &retry));
     if (r == 0) {
       front_failed (src, &fb);
@@ -153,7 +154,7 @@ input_open (const char *name, const struct hash_spec *spec, unsigned flags)
   else if (opts->since)
     in = since_input_open (name, &hs);
   else
-    in = served_input_open (name, &hs);
+    in = served_input_open (name, &hs, flags);
   if (in == NULL)
     return NULL;
   in->about.format_given = hs.format != NULL;

@@ -22,6 +22,7 @@
 #include "cleanup.h"
 #include "header.h"
 #include "helpers.h"
+#include "input-kinds.h"
 #include "messages.h"
 #include "minmax.h"
 #include "signals.h"
@@ -217,8 +218,8 @@ read_all (struct spot *s, struct nbd_handle *h, bool data, unsigned most,
 
 int
 spot_check (struct endpoint *ep, const char *image_export,
-            const struct blk_range *range, const struct data_map *map,
-            unsigned count, uint64_t *checked)
+            const char *later, const struct blk_range *range,
+            const struct data_map *map, unsigned count, uint64_t *checked)
 {
   const char *name = ep->src->name, *seed = getenv ("NBDSUM_SPOT_SEED");
   const struct blk_params *p = ep->params;
@@ -232,7 +233,8 @@ spot_check (struct endpoint *ep, const char *image_export,
   int r = -1;
 
   *checked = 0;
-  if (count == 0 || ep->nblocks == 0)
+  /* Later, an empty view's image is still asked its size. */
+  if (count == 0 || (ep->nblocks == 0 && !later))
     return 0;
   /* Tests only (nbdsum(1)): the same blocks every run. */
   if (seed && *seed)
@@ -255,20 +257,34 @@ spot_check (struct endpoint *ep, const char *image_export,
     s.n = choose (s.blocks, count, ep->nblocks, p->block_size, map, &rng);
   if (read_all (&s, ep->conns[0].h, false, ep->requests, name) == -1)
     goto out;
-  h = source_connect (ep->src, image_export,
-                      SOURCE_GO | SOURCE_QUIET | SOURCE_EXTRA, NULL);
+  /* The view is read no more: a server that admits one client at a
+   * time is free for the image's connection once it sees ours go, so
+   * it is tried again as nbdsum's own are.
+   */
+  if (later)
+    endpoint_keep (ep, 0);
+  h = source_connect (ep->src, image_export, SOURCE_GO | SOURCE_QUIET |
+                      (later ? 0 : SOURCE_EXTRA), NULL);
+  if (h == NULL && later && !stop_signal ()) {
+    view_unchecked (name, later);
+    r = 0;
+    goto out;
+  }
   if (h == NULL) {
     if (!stop_signal ())
       error_at (name, "spot-checking the view: connecting to its image: %s",
                 source_error ());
     goto out;
   }
-  /* A range's blocks lie in an image at least as long as its end. */
+  /* A range's blocks lie in an image at least as long as its end.  (Not
+   * asked before, later: the view may describe another image.)
+   */
   if (range->length
       ? nbd_get_size (h) < (int64_t) (range->offset + range->length)
       : nbd_get_size (h) != (int64_t) ep->size) {
-    error_at (name, "spot-checking the view: its image now has %" PRIi64
-              " bytes, not %" PRIu64 "%s: the image changed during the run",
+    error_at (name, "spot-checking the view: its image has %" PRIi64
+              " bytes, not the %" PRIu64 "%s its view describes: not "
+              "trusting it; or the image changed during the run",
               nbd_get_size (h), range->length ? range->offset + range->length
               : ep->size, range->length ? " or more" : "");
     goto out;

@@ -18,15 +18,18 @@
 
 /* Check about count blocks of ep's view (read on its first connection)
  * against export image_export of the same server (its bytes of range,
- * when range's length is not 0), on a connection of its own: the last block, and others drawn from the data map where it
- * is known (half of them from anywhere: the extents are the server's
- * word), uniformly otherwise.
- * Returns 0 with *checked the blocks found equal, or -1 (error
- * printed, ep->src's name's): a block that differs, a read that fails,
- * a signal.
+ * when range's length is not 0), on a connection of its own: the last
+ * block, and others drawn from the data map where it is known (half of
+ * them from anywhere: the extents are the server's word), uniformly
+ * otherwise.  With later (the view's name: a server that admitted no
+ * other client while the view was open), ep's connections are closed
+ * first, and a server that admits none then either is trusted, saying
+ * so (0, *checked 0).  Returns 0 with *checked the blocks found equal,
+ * or -1 (error printed, ep->src's name's): a block that differs, a read
+ * that fails, a signal.
  */
 extern int spot_check (struct endpoint *ep, const char *image_export,
-                       const struct blk_range *range,
+                       const char *later, const struct blk_range *range,
                        const struct data_map *map, unsigned count,
                        uint64_t *checked);
 

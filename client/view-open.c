@@ -166,25 +166,34 @@ decode_plain_header (const struct hash_spec *spec, const uint8_t *buf,
  * before it goes to the view, nbdsum would be the export's last client
  * leaving, and a filter with blkhash-file= would hash the whole image
  * then.  A server that admits no other client, or will not say, is
- * taken at its word (it could as well lie consistently): only a size
- * that differs, or no such export, is refused.
+ * asked again once the view is closed (later), else taken at its word
+ * (it could as well lie consistently): only a size that differs, or no
+ * such export, is refused.
  */
 int
 view_check_image (struct source *src, const char *base,
                   const char *view_name, const struct blk_header *hdr,
-                  const struct blk_range *range)
+                  const struct blk_range *range, bool later)
 {
   const uint64_t image_size = hdr->image_size;
   const bool views_only = hdr->flags & BLK_VIEW_FLAG_VIEWS_ONLY;
+  char r[BLK_RANGE_STR_MAX];
   double deadline = 0;
+  struct nbd_handle *h;
+  int64_t size = -1;
+
+  /* The header's word alone first: whether or not the image is asked. */
+  if (range->length && image_size != range->length) {
+    error_at (src->name, "the blkhash view '%s' describes a %" PRIu64
+              " byte image, not the %" PRIu64 " bytes of --range=%s: "
+              "not trusting it", view_name, image_size, range->length,
+              blk_format_range (range, r));
+    return -1;
+  }
   /* Extra: the view's connection is held, and a server that admits one
    * client would refuse this one however long it waited.
    */
-  struct nbd_handle *h = source_connect (src, base,
-                                         SOURCE_QUIET | SOURCE_EXTRA,
-                                         &deadline);
-  int64_t size = -1;
-
+  h = source_connect (src, base, SOURCE_QUIET | SOURCE_EXTRA, &deadline);
   if (h && source_info (h, deadline) == 0)
     size = nbd_get_size (h);
   /* The flag is the header's word: the server must refuse the image
@@ -210,29 +219,19 @@ view_check_image (struct source *src, const char *base,
     if (missing && !stopped)
       error_at (src->name, "the blkhash view '%s' has no image: %s",
                 view_name, source_error ());
-    else if (!stopped)
-      notice_at (src->name, "cannot check the blkhash view '%s' against "
-                 "its image (%s); trusting its header", view_name,
-                 source_error ());
-    else
+    else if (!stopped && !later)
+      view_unchecked (src->name, view_name);
+    else if (stopped)
       local_server_end (src->server);   /* as in view_go */
     nbd_close (h);
-    return missing || stopped ? -1 : 0;
+    return missing || stopped ? -1 : later ? 2 : 0;
   }
   source_shutdown (h);
   nbd_close (h);
   if (range->length) {
-    char r[BLK_RANGE_STR_MAX];
-    blk_format_range (range, r);
-    if (image_size != range->length) {
-      error_at (src->name, "the blkhash view '%s' describes a %" PRIu64
-                " byte image, not the %" PRIu64 " bytes of --range=%s: "
-                "not trusting it", view_name, image_size, range->length, r);
-      return -1;
-    }
     if (range->offset + range->length > (uint64_t) size) {
       error_at (src->name, "--range=%s ends past the end of the image (%"
-                PRIi64 " bytes)", r, size);
+                PRIi64 " bytes)", blk_format_range (range, r), size);
       return -1;
     }
     return 1;
@@ -246,6 +245,13 @@ view_check_image (struct source *src, const char *base,
     return -1;
   }
   return 1;
+}
+
+void
+view_unchecked (const char *name, const char *view_name)
+{
+  notice_at (name, "cannot check the blkhash view '%s' against its image "
+             "(%s); trusting its header", view_name, source_error ());
 }
 
 int
@@ -361,7 +367,7 @@ plain_view_name_of (const char *base, const struct hash_spec *spec,
 void
 view_go_end (struct view_go *vg, bool goodbye)
 {
-  if (goodbye)
+  if (goodbye && vg->h)
     source_shutdown (vg->h);
   nbd_close (vg->h);
   free (vg->base);
@@ -385,8 +391,8 @@ view_not_echoed (const struct view_go *vg, const char *what,
 
 int
 view_open (struct source *src, const struct hash_spec *spec, bool plain,
-           struct view_go *vg, struct blk_header *hdr, int *checked,
-           struct fallback *fb)
+           bool later, struct view_go *vg, struct blk_header *hdr,
+           int *checked, struct fallback *fb)
 {
   const char *what = plain ? "plain-digest view" : "blkhash view";
   uint8_t buf[BLK_VIEW_HEADER_SIZE];
@@ -420,7 +426,7 @@ view_open (struct source *src, const struct hash_spec *spec, bool plain,
   /* nbdsum's own filter in front of a server: nothing to check. */
   if (r == 1 && !src->behind &&
       (*checked = view_check_image (src, vg->base, vg->shown, hdr,
-                                    &spec->range)) == -1)
+                                    &spec->range, later)) == -1)
     r = -1;
   /* Not a view: gone before a filter in front connects. */
   if (r <= 0)
