@@ -265,11 +265,11 @@ source_connect_uri (struct nbd_handle *h, const char *uri, double deadline)
   failure = NULL;
   greeted = ungreeted = false;
   /* It runs the handshake as far as it can without waiting: over TCP
-   * the close of a busy server can be read in it.  (Whether it came
-   * before or just after the greeting cannot be told then.)
+   * the close of a busy server can be read in it, or a greeting and
+   * the close after it (source_connect_debug tells them apart).
    */
   if (nbd_aio_connect_uri (h, uri) == -1) {
-    ungreeted = !stop_signal () && source_hung_up ();
+    ungreeted = !greeted && !stop_signal () && source_hung_up ();
     return ungreeted ? closed_ungreeted () : -1;
   }
   if (source_wait (h, UNTIL_NEGOTIATED, 0, deadline, NULL) == -1) {
@@ -305,6 +305,18 @@ bool
 source_closed_ungreeted (void)
 {
   return ungreeted;
+}
+
+void
+source_connect_debug (const char *msg)
+{
+  /* libnbd can read the greeting and the close after it in one call
+   * (nbd_aio_connect_uri's, or one nbd_aio_notify_read): only its
+   * transitions out of the magic say that the greeting came.
+   */
+  if (strncmp (msg, "transition: MAGIC.", 18) == 0 &&
+      (strstr (msg, " -> NEWSTYLE.") || strstr (msg, " -> OLDSTYLE.")))
+    greeted = true;
 }
 
 bool

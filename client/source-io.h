@@ -60,6 +60,10 @@ extern int source_connect_uri (struct nbd_handle *h, const char *uri,
  * timeout, a signal or a refused connect)?
  */
 extern bool source_closed_ungreeted (void);
+/* Note one of libnbd's debug messages of a handle being connected:
+ * its state transitions say whether the greeting was read.
+ */
+extern void source_connect_debug (const char *msg);
 /* Did the last call fail because the server closed or reset the
  * connection (libnbd's words for it vary)?
  */

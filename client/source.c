@@ -244,12 +244,17 @@ source_close (struct source *src)
   free (src);
 }
 
-/* -v: libnbd's debug message, as its own handler writes it, through
- * messages_put: it quotes what a server sent (an option's error text).
+/* libnbd's debug messages: while connecting, whether the greeting
+ * came (source_connect_debug); with -v, each, as libnbd's own handler
+ * writes it, through messages_put: it quotes what a server sent (an
+ * option's error text).
  */
 static int
 debug_message (void *handle_name, const char *context, const char *msg)
 {
+  source_connect_debug (msg);
+  if (!opts->verbose)
+    return 0;
   flockfile (stderr);
   fputs ("libnbd: debug: ", stderr);
   messages_put (handle_name ? handle_name : "nbd", false);
@@ -264,6 +269,7 @@ debug_message (void *handle_name, const char *context, const char *msg)
 
 /* Turn on h's debug messages, written by debug_message (libnbd frees
  * the handle's name with the callback, even when setting it fails).
+ * Without -v, only until connected: libnbd says each call.
  */
 static int
 set_debug (struct nbd_handle *h)
@@ -330,7 +336,7 @@ source_connect (const struct source *src, const char *export_name,
    */
   for (;;) {
     if ((h = nbd_create ()) == NULL ||
-        (opts->verbose && set_debug (h) == -1) ||
+        set_debug (h) == -1 ||
         nbd_set_opt_mode (h, true) == -1 ||
         nbd_set_uri_allow_local_file (h, true) == -1 ||
         nbd_add_meta_context (h, LIBNBD_CONTEXT_BASE_ALLOCATION) == -1)
@@ -341,6 +347,8 @@ source_connect (const struct source *src, const char *export_name,
         goto err;
     if (source_connect_uri (h, src->uri, until) == 0) {
       ungreeted = false;        /* a later failure is another's */
+      if (!opts->verbose && nbd_set_debug (h, false) == -1)
+        goto err;
       break;
     }
     /* Not our own server: one that closes before greeting is dying. */

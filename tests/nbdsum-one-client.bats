@@ -418,3 +418,48 @@ EOF
   [ "$output" = "$want  $u" ]
   [[ "$stderr" = *"nbdsum: $u: cannot check the blkhash view 'img@blkhash' against its image ("*"); trusting its header" ]]
 }
+
+# Review 12: a server that greets, then hangs up (here the greeting and
+# its FIN in one segment, read on so no reset) was taken for a busy
+# one-client server whenever libnbd read both in one call (inside
+# nbd_aio_connect_uri, or one nbd_aio_notify_read): tried again for
+# 3 s and said "closed before greeting".  Whether the greeting came is
+# libnbd's own word now (its state transitions), not a state sampled
+# between polls: one connection, libnbd's words.
+@test "nbdsum-one-client: a greeting then a hang-up is not tried again, nor called ungreeted" {
+  local try n
+  "$NBD_PYTHON" - "$PWD/port" "$PWD/accepts" </dev/null 3>&- <<'EOF' &
+import os, socket, struct, sys
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+s.listen(64)
+with open(sys.argv[1] + ".new", "w") as f:
+    f.write("%d\n" % s.getsockname()[1])
+os.rename(sys.argv[1] + ".new", sys.argv[1])
+with open(sys.argv[2], "a", buffering=1) as log:
+    while True:
+        c, _ = s.accept()
+        log.write("accepted\n")
+        # Corked: the greeting goes out with the FIN of the shutdown.
+        c.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, 1)
+        c.sendall(b"NBDMAGIC" + b"IHAVEOPT" + struct.pack(">H", 3))
+        c.shutdown(socket.SHUT_WR)
+        while c.recv(4096):
+            pass
+        c.close()
+EOF
+  servers+=("$!")
+  wait_until 10 test -s port
+  u="nbd://127.0.0.1:$(cat port)/img"
+  for try in 1 2 3; do
+    : > accepts
+    run --separate-stderr timeout 60 "$NBDSUM" "$u"
+    n=$(wc -l < accepts)
+    echo "run $try: status $status; stderr: $stderr; $n connections"
+    [ "$status" -eq 1 ]
+    [ -z "$output" ]
+    [[ "$stderr" != *"before greeting"* ]]
+    [[ "$stderr" = *"disconnected unexpectedly"* ]]
+    [ "$n" -eq 1 ]
+  done
+}
