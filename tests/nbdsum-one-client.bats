@@ -310,6 +310,49 @@ refused () {
   done
 }
 
+# start_tcp close|greet: a listener on 127.0.0.1 that writes a line
+# to ./accepts for each connection it takes, then closes it at once
+# (close), or sends the greeting and hangs up, the greeting and the FIN
+# in one segment, reading on so that there is no reset (greet).  Sets
+# u, a URI of it.
+start_tcp () {
+  "$NBD_PYTHON" - "$1" "$PWD/port" "$PWD/accepts" </dev/null 3>&- <<'EOF' &
+import os, socket, struct, sys
+mode, port, accepts = sys.argv[1:4]
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+s.listen(64)
+with open(port + ".new", "w") as f:
+    f.write("%d\n" % s.getsockname()[1])
+os.rename(port + ".new", port)
+with open(accepts, "a", buffering=1) as log:
+    while True:
+        c, _ = s.accept()
+        log.write("accepted\n")
+        if mode == "greet":
+            c.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, 1)
+            c.sendall(b"NBDMAGIC" + b"IHAVEOPT" + struct.pack(">H", 3))
+            c.shutdown(socket.SHUT_WR)
+            while c.recv(4096):
+                pass
+        c.close()
+EOF
+  servers+=("$!")
+  wait_until 10 test -s port
+  u="nbd://127.0.0.1:$(cat port)/img"
+}
+
+# tcp_run TRY: nbdsum on $u, which must fail printing nothing; n is
+# the connections the listener took.
+tcp_run () {
+  : > accepts
+  run --separate-stderr timeout 60 "$NBDSUM" "$u"
+  n=$(wc -l < accepts)
+  echo "run $1: status $status; stderr: $stderr; $n connections"
+  [ "$status" -eq 1 ]
+  [ -z "$output" ]
+}
+
 # Review: over TCP, the close of a busy one-client server can come
 # while nbd_aio_connect_uri still runs (the kernel took the connection
 # at once, and the close was read before it returned): libnbd's
@@ -320,32 +363,11 @@ refused () {
 # nbdsum's words, whenever the close was seen.
 @test "nbdsum-one-client: over TCP, a close seen while connecting is tried again, in nbdsum's words" {
   local try n cause="the server closed the connection before greeting it (does it admit one client at a time?)"
-  "$NBD_PYTHON" - "$PWD/port" "$PWD/accepts" </dev/null 3>&- <<'EOF' &
-import os, socket, sys
-s = socket.socket()
-s.bind(("127.0.0.1", 0))
-s.listen(64)
-with open(sys.argv[1] + ".new", "w") as f:
-    f.write("%d\n" % s.getsockname()[1])
-os.rename(sys.argv[1] + ".new", sys.argv[1])
-with open(sys.argv[2], "a", buffering=1) as log:
-    while True:
-        c, _ = s.accept()
-        c.close()
-        log.write("accepted\n")
-EOF
-  servers+=("$!")
-  wait_until 10 test -s port
-  u="nbd://127.0.0.1:$(cat port)/img"
+  start_tcp close
   # Without --connect-timeout (its end could fall in a try: "timed
   # out"), tries for 3 s, each a chance of the close in the connect.
   for try in 1 2 3; do
-    : > accepts
-    run --separate-stderr timeout 60 "$NBDSUM" "$u"
-    n=$(wc -l < accepts)
-    echo "run $try: status $status; stderr: $stderr; $n connections"
-    [ "$status" -eq 1 ]
-    [ -z "$output" ]
+    tcp_run "$try"
     [ "$stderr" = "nbdsum: $u: $cause" ]
     [ "$n" -gt 1 ]
   done
@@ -428,36 +450,9 @@ EOF
 # between polls: one connection, libnbd's words.
 @test "nbdsum-one-client: a greeting then a hang-up is not tried again, nor called ungreeted" {
   local try n
-  "$NBD_PYTHON" - "$PWD/port" "$PWD/accepts" </dev/null 3>&- <<'EOF' &
-import os, socket, struct, sys
-s = socket.socket()
-s.bind(("127.0.0.1", 0))
-s.listen(64)
-with open(sys.argv[1] + ".new", "w") as f:
-    f.write("%d\n" % s.getsockname()[1])
-os.rename(sys.argv[1] + ".new", sys.argv[1])
-with open(sys.argv[2], "a", buffering=1) as log:
-    while True:
-        c, _ = s.accept()
-        log.write("accepted\n")
-        # Corked: the greeting goes out with the FIN of the shutdown.
-        c.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, 1)
-        c.sendall(b"NBDMAGIC" + b"IHAVEOPT" + struct.pack(">H", 3))
-        c.shutdown(socket.SHUT_WR)
-        while c.recv(4096):
-            pass
-        c.close()
-EOF
-  servers+=("$!")
-  wait_until 10 test -s port
-  u="nbd://127.0.0.1:$(cat port)/img"
+  start_tcp greet
   for try in 1 2 3; do
-    : > accepts
-    run --separate-stderr timeout 60 "$NBDSUM" "$u"
-    n=$(wc -l < accepts)
-    echo "run $try: status $status; stderr: $stderr; $n connections"
-    [ "$status" -eq 1 ]
-    [ -z "$output" ]
+    tcp_run "$try"
     [[ "$stderr" != *"before greeting"* ]]
     [[ "$stderr" = *"disconnected unexpectedly"* ]]
     [ "$n" -eq 1 ]
