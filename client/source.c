@@ -249,11 +249,22 @@ source_close (struct source *src)
  * writes it, through messages_put: it quotes what a server sent (an
  * option's error text).
  */
+/* -v, or libnbd's own switch (LIBNBD_DEBUG=1), which our callback
+ * would otherwise silence.
+ */
+static bool
+debug_shown (void)
+{
+  const char *e = getenv ("LIBNBD_DEBUG");
+
+  return opts->verbose || (e && strcmp (e, "1") == 0);
+}
+
 static int
 debug_message (void *handle_name, const char *context, const char *msg)
 {
   source_connect_debug (msg);
-  if (!opts->verbose)
+  if (!debug_shown ())
     return 0;
   flockfile (stderr);
   fputs ("libnbd: debug: ", stderr);
@@ -347,7 +358,7 @@ source_connect (const struct source *src, const char *export_name,
         goto err;
     if (source_connect_uri (h, src->uri, until) == 0) {
       ungreeted = false;        /* a later failure is another's */
-      if (!opts->verbose && nbd_set_debug (h, false) == -1)
+      if (!debug_shown () && nbd_set_debug (h, false) == -1)
         goto err;
       break;
     }

@@ -317,6 +317,12 @@ $want" ]
   [[ "$stderr" = *"libnbd: debug:"* ]]
   run --separate-stderr "$NBDSUM" "$disk"
   [[ "$stderr" != *"libnbd: debug:"* ]]
+  # Nor silenced when libnbd's own switch asks for them: also after
+  # the connection (nbdsum follows the greeting with its debug).
+  run --separate-stderr env LIBNBD_DEBUG=1 "$NBDSUM" "$disk"
+  [ "$status" -eq 0 ]
+  [ "$(sum_hex "$output")" = "$want" ]
+  [[ "$stderr" = *"libnbd: debug: "*"nbd_aio_pread: enter"* ]]
 }
 
 # Review (issue 37): with -v, libnbd's debug messages (its own handler)
