@@ -564,9 +564,13 @@ bmap_fetch (const char *name, const struct hash_spec *spec_in,
       nbd_close (vg.h);
       vg.h = NULL;
     }
-    if (r == 1 && !src->behind && checked >= 1 &&
-        spot_check_bmap (name, src, vg.base, vg.shown, bm,
-                         checked == 2) == -1)
+    if (r == 1 && checked == 2 && (hdr.flags & BLK_VIEW_FLAG_VIEWS_ONLY)) {
+      if (view_check_views_only (src, vg.base, vg.shown) == -1)
+        r = -1;
+    }
+    else if (r == 1 && !src->behind && checked >= 1 &&
+             spot_check_bmap (name, src, vg.base, vg.shown, bm,
+                              checked == 2) == -1)
       r = -1;
     view_go_end (&vg, true);
   }

@@ -60,7 +60,8 @@ struct fallback {
  * view of src (*fb filled in), -1 on error (printed).  src is the
  * input's on success.  Unless its block digests will be asked for
  * (digests), a view that cannot be checked while it is open is checked
- * once its connections are closed, with the spot check.
+ * once its connections are closed, with the spot check (a views-only
+ * one: that its image is refused).
  */
 extern int view_input_open (struct source *src, const struct hash_spec *spec,
                             bool digests, struct input **in,
@@ -104,7 +105,8 @@ extern int view_header_bytes (const char *name, struct nbd_handle *h,
  * later, 2 then instead, silently: the caller checks once the view is
  * closed (a server that admits one client at a time).  -1 if not
  * (error printed).  A header that says the server serves only views:
- * 0 if the export is refused, -1 if it is served.
+ * 0 if the export is refused, -1 if it is served, else as above (the
+ * caller's later check: that it is refused).
  */
 extern int view_check_image (struct source *src, const char *base,
                              const char *view_name,
@@ -114,6 +116,18 @@ extern int view_check_image (struct source *src, const char *base,
  * its image could not be reached (source_error's words).
  */
 extern void view_unchecked (const char *name, const char *view_name);
+/* view_check_image's later check of a views-only view, once it is
+ * closed: 0 if its image base is refused, or cannot be asked (a
+ * notice, view_unchecked's); -1 if it is served (error printed) or
+ * after a signal.
+ */
+extern int view_check_views_only (struct source *src, const char *base,
+                                  const char *view_name);
+/* The error for a view whose header says its server serves only
+ * views, of a server that serves its image base.
+ */
+extern void view_serves_image (const char *name, const char *view_name,
+                               const char *base);
 
 /* The view's header did not echo the nonce of its name: not made for
  * this request by the filter (a file named like a view, or a server

@@ -57,6 +57,7 @@ struct view_input {
   uint64_t span[MAX_CONNECTIONS]; /* each connection's, in its thread */
   bool use_cache;               /* else drive the server with reads */
   bool spot;                    /* its image is there to spot-check */
+  bool views_only;              /* its header says so: not spot-checked */
   char *later;                  /* or, once the view is closed: its name */
   struct blk_range range;       /* of the image; length 0: all of it */
 };
@@ -123,7 +124,8 @@ view_input_open (struct source *src, const struct hash_spec *spec,
   v->view_name = vg.view_name;
   v->image_export = vg.base;
   /* Not where the image was not there to ask (said so already). */
-  v->spot = checked >= 1 && opts->spot_check > 0;
+  v->views_only = hdr.flags & BLK_VIEW_FLAG_VIEWS_ONLY;
+  v->spot = checked >= 1 && opts->spot_check > 0 && !v->views_only;
   v->range = spec->range;
   ep->scan = view_scan;
   /* Not only for the bar: the spans are sized by data.  A views-only
@@ -297,6 +299,13 @@ view_checksum (struct input *in, uint8_t *root)
     if (!stop_signal ())
       endpoint_read_failed (ep, "reading the checksum");
     return -1;
+  }
+  /* A views-only view whose image could not be asked while it was
+   * open: is it refused?
+   */
+  if (v->views_only && v->later) {
+    endpoint_keep (ep, 0);
+    return view_check_views_only (ep->src, v->image_export, v->later);
   }
   /* The root first: the server answers before it sees the draw.  With
    * the spot check, it must be what its digests give: asked before the

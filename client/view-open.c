@@ -202,15 +202,16 @@ view_check_image (struct source *src, const char *base,
    */
   if (views_only) {
     const bool stopped = stop_signal () != 0;
+    /* Busy (one client at a time) is no refusal: asked again later. */
+    const bool refused = h && source_errno () == ENOENT;
     if (size != -1)
-      error_at (src->name, "the view '%s' says its server serves only "
-                "views, but it serves %s%s%s too: not trusting it",
-                view_name, base[0] ? "export '" : "the default export",
-                base, base[0] ? "'" : "");
+      view_serves_image (src->name, view_name, base);
+    else if (!refused && !stopped && !later)
+      view_unchecked (src->name, view_name);
     if (size != -1)
       source_shutdown (h);
     nbd_close (h);
-    return size != -1 || stopped ? -1 : 0;
+    return size != -1 || stopped ? -1 : !refused && later ? 2 : 0;
   }
   if (size == -1) {
     const bool missing = h && source_errno () == ENOENT;
@@ -245,6 +246,36 @@ view_check_image (struct source *src, const char *base,
     return -1;
   }
   return 1;
+}
+
+int
+view_check_views_only (struct source *src, const char *base,
+                       const char *view_name)
+{
+  double deadline = 0;
+  struct nbd_handle *h = source_connect (src, base, SOURCE_QUIET,
+                                         &deadline);
+  const bool served = h && source_info (h, deadline) == 0;
+  const bool refused = !served && h && source_errno () == ENOENT;
+
+  if (served) {
+    view_serves_image (src->name, view_name, base);
+    source_shutdown (h);
+  }
+  else if (!refused && !stop_signal ())
+    view_unchecked (src->name, view_name);
+  nbd_close (h);
+  return served || stop_signal () ? -1 : 0;
+}
+
+void
+view_serves_image (const char *name, const char *view_name,
+                   const char *base)
+{
+  error_at (name, "the view '%s' says its server serves only views, but "
+            "it serves %s%s%s too: not trusting it", view_name,
+            base[0] ? "export '" : "the default export", base,
+            base[0] ? "'" : "");
 }
 
 void

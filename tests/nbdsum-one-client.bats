@@ -458,3 +458,46 @@ EOF
     [ "$n" -eq 1 ]
   done
 }
+
+# Review 13: a one-client server's view of another image whose header
+# says the server serves only views: the image's connection, refused
+# as busy while the view was open, was taken for the refusal of a
+# views-only server, and the view trusted silently (a wrong checksum,
+# exit 0), where a server admitting more clients is caught serving the
+# image.  Now asked once the view is closed: a genuine views-only
+# server (nbdkit --filter=limit limit=1) still refuses it, quietly.
+@test "nbdsum-one-client: a one-client server's view saying views-only is asked about its image once closed" {
+  local want opts
+  "$MKIMAGE" '4M;d:0+4M:other' other.img
+  start_server vo file other.img blkhash-views-only=true
+  "$NBD_PYTHON" - "$sock" srv/img@blkhash <<'EOF2'
+import nbd, sys
+h = nbd.NBD()
+h.set_export_name("@blkhash")
+h.connect_unix(sys.argv[1])
+open(sys.argv[2], "wb").write(h.pread(h.get_size(), 0))
+h.shutdown()
+EOF2
+  stop_server
+  echo_opts=
+  for opts in "" --json; do
+    # shellcheck disable=SC2086
+    one_client 0.3 $opts
+    [ "$status" -eq 1 ]
+    [[ "$stderr" = *"the view 'img@blkhash' says its server serves only views, but it serves export 'img' too: not trusting it"* ]]
+  done
+  # Trusted only when the image cannot be asked: said so.
+  one_client 0.3 --no-spot-check
+  [ "$status" -eq 0 ]
+  [[ "$stderr" = *"cannot check the blkhash view 'img@blkhash' against its image ("*"); trusting its header"* ]]
+  # A genuine one refuses its image then too: no notice.
+  want=$(reference sha256 65536 other.img)
+  kill_servers
+  start_server lim --filter=limit file "$PWD/other.img" limit=1 \
+    blkhash-views-only=true
+  run --separate-stderr timeout 60 "$NBDSUM" --json "$uri"
+  echo "status $status; stdout: $output; stderr: $stderr"
+  [ "$status" -eq 0 ]
+  [[ "$output" = *"\"checksum\": \"$want\""* ]]
+  [[ "$stderr" != *"trusting"* ]]
+}
