@@ -407,6 +407,19 @@ tcp_run () {
   [[ "$stderr" = *"cannot check the blkhash view '@blkhash' against its image ("*"); trusting its header"* ]]
 }
 
+# save_view FILE: the blkhash view of the default export of the server
+# on $sock (start_server), as the filter serves it, into FILE.
+save_view () {
+  "$NBD_PYTHON" - "$sock" "$1" <<'EOF'
+import nbd, sys
+h = nbd.NBD()
+h.set_export_name("@blkhash")
+h.connect_unix(sys.argv[1])
+open(sys.argv[2], "wb").write(h.pread(h.get_size(), 0))
+h.shutdown()
+EOF
+}
+
 # A one-client server whose view is another image's, true in itself
 # (the filter's view of other.img, served as img's): its root folds
 # from its digests, so only its image's size, asked once the view is
@@ -416,14 +429,7 @@ tcp_run () {
   local want
   "$MKIMAGE" '8M;d:0+1M:x' other.img
   start_server view file other.img
-  "$NBD_PYTHON" - "$sock" srv/img@blkhash <<'EOF'
-import nbd, sys
-h = nbd.NBD()
-h.set_export_name("@blkhash")
-h.connect_unix(sys.argv[1])
-open(sys.argv[2], "wb").write(h.pread(h.get_size(), 0))
-h.shutdown()
-EOF
+  save_view srv/img@blkhash
   stop_server
   echo_opts=
   one_client 0.3
@@ -470,14 +476,7 @@ EOF
   local want opts
   "$MKIMAGE" '4M;d:0+4M:other' other.img
   start_server vo file other.img blkhash-views-only=true
-  "$NBD_PYTHON" - "$sock" srv/img@blkhash <<'EOF2'
-import nbd, sys
-h = nbd.NBD()
-h.set_export_name("@blkhash")
-h.connect_unix(sys.argv[1])
-open(sys.argv[2], "wb").write(h.pread(h.get_size(), 0))
-h.shutdown()
-EOF2
+  save_view srv/img@blkhash
   stop_server
   echo_opts=
   for opts in "" --json; do
