@@ -256,6 +256,25 @@ closed_ungreeted (void)
                SOURCE_UNGREETED);
 }
 
+/* Did h's server send its whole greeting?  libnbd can read it and the
+ * close after it in one call (nbd_aio_connect_uri's, or one
+ * nbd_aio_notify_read), so a state seen between calls cannot say:
+ * libnbd 1.16 counts the bytes received (the newstyle greeting's 18;
+ * the oldstyle one is longer), 1.14 says it only in its debug
+ * transitions (source_connect_debug).
+ */
+#define GREETING_BYTES 18
+static bool
+greeting_came (struct nbd_handle *h)
+{
+#ifdef HAVE_NBD_STATS_BYTES_RECEIVED
+  return greeted || nbd_stats_bytes_received (h) >= GREETING_BYTES;
+#else
+  (void) h;
+  return greeted;
+#endif
+}
+
 int
 source_connect_uri (struct nbd_handle *h, const char *uri, double deadline)
 {
@@ -266,10 +285,10 @@ source_connect_uri (struct nbd_handle *h, const char *uri, double deadline)
   greeted = ungreeted = false;
   /* It runs the handshake as far as it can without waiting: over TCP
    * the close of a busy server can be read in it, or a greeting and
-   * the close after it (source_connect_debug tells them apart).
+   * the close after it (greeting_came tells them apart).
    */
   if (nbd_aio_connect_uri (h, uri) == -1) {
-    ungreeted = !greeted && !stop_signal () && source_hung_up ();
+    ungreeted = !greeting_came (h) && !stop_signal () && source_hung_up ();
     return ungreeted ? closed_ungreeted () : -1;
   }
   if (source_wait (h, UNTIL_NEGOTIATED, 0, deadline, NULL) == -1) {
@@ -278,7 +297,7 @@ source_connect_uri (struct nbd_handle *h, const char *uri, double deadline)
      * bad flags).  Said in nbdsum's words: libnbd's depend on when it
      * saw the socket close.
      */
-    ungreeted = !greeted && !stop_signal () && source_hung_up ();
+    ungreeted = !greeting_came (h) && !stop_signal () && source_hung_up ();
     if (ungreeted)
       return closed_ungreeted ();
     return -1;
@@ -293,7 +312,7 @@ source_connect_uri (struct nbd_handle *h, const char *uri, double deadline)
     return fail (EPROTONOSUPPORT, "the server speaks NBD's %s protocol, "
                  "without options (no export names, so no views): nbdsum "
                  "needs a newstyle server", nbd_get_protocol (h));
-  ungreeted = !greeted;
+  ungreeted = !greeting_came (h);
   if (nbd_aio_is_closed (h))
     return ungreeted ? closed_ungreeted ()
       : fail (ECONNRESET, "the server closed the connection");
@@ -310,10 +329,7 @@ source_closed_ungreeted (void)
 void
 source_connect_debug (const char *msg)
 {
-  /* libnbd can read the greeting and the close after it in one call
-   * (nbd_aio_connect_uri's, or one nbd_aio_notify_read): only its
-   * transitions out of the magic say that the greeting came.
-   */
+  /* Out of the magic: the greeting came (see greeting_came). */
   if (strncmp (msg, "transition: MAGIC.", 18) == 0 &&
       (strstr (msg, " -> NEWSTYLE.") || strstr (msg, " -> OLDSTYLE.")))
     greeted = true;

@@ -61,9 +61,15 @@ extern int source_connect_uri (struct nbd_handle *h, const char *uri,
  */
 extern bool source_closed_ungreeted (void);
 /* Note one of libnbd's debug messages of a handle being connected:
- * its state transitions say whether the greeting was read.
+ * libnbd 1.14's state transitions say whether the greeting was read
+ * (SOURCE_DEBUG_CONNECTING: debug is on while connecting for them).
  */
 extern void source_connect_debug (const char *msg);
+#ifdef HAVE_NBD_STATS_BYTES_RECEIVED
+#define SOURCE_DEBUG_CONNECTING 0
+#else
+#define SOURCE_DEBUG_CONNECTING 1
+#endif
 /* Did the last call fail because the server closed or reset the
  * connection (libnbd's words for it vary)?
  */

@@ -280,7 +280,8 @@ debug_message (void *handle_name, const char *context, const char *msg)
 
 /* Turn on h's debug messages, written by debug_message (libnbd frees
  * the handle's name with the callback, even when setting it fails).
- * Without -v, only until connected: libnbd says each call.
+ * Without -v, only until connected, and only with libnbd 1.14
+ * (SOURCE_DEBUG_CONNECTING): libnbd says each call.
  */
 static int
 set_debug (struct nbd_handle *h)
@@ -347,7 +348,8 @@ source_connect (const struct source *src, const char *export_name,
    */
   for (;;) {
     if ((h = nbd_create ()) == NULL ||
-        set_debug (h) == -1 ||
+        ((SOURCE_DEBUG_CONNECTING || debug_shown ()) &&
+         set_debug (h) == -1) ||
         nbd_set_opt_mode (h, true) == -1 ||
         nbd_set_uri_allow_local_file (h, true) == -1 ||
         nbd_add_meta_context (h, LIBNBD_CONTEXT_BASE_ALLOCATION) == -1)
@@ -358,7 +360,8 @@ source_connect (const struct source *src, const char *export_name,
         goto err;
     if (source_connect_uri (h, src->uri, until) == 0) {
       ungreeted = false;        /* a later failure is another's */
-      if (!debug_shown () && nbd_set_debug (h, false) == -1)
+      if (SOURCE_DEBUG_CONNECTING && !debug_shown () &&
+          nbd_set_debug (h, false) == -1)
         goto err;
       break;
     }
