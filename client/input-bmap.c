@@ -331,13 +331,14 @@ spot_check_bmap (const char *name, struct source *src, const char *base,
     error_at (name, "out of memory");
     goto out;
   }
-  h = source_connect (src, base, SOURCE_GO | SOURCE_QUIET, NULL);
   /* The view's connection closed first (see spot_check). */
-  if (h == NULL && later && !stop_signal ()) {
-    view_unchecked (name, shown);
-    r = 0;
-    goto out;
+  if (later) {
+    if ((h = view_image_later (src, base, shown, &r)) == NULL)
+      goto out;
+    r = -1;
   }
+  else
+    h = source_connect (src, base, SOURCE_GO | SOURCE_QUIET, NULL);
   if (h == NULL) {
     if (!stop_signal ())
       error_at (name, "spot-checking the bmap: connecting to its image: %s",

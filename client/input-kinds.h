@@ -123,6 +123,15 @@ extern void view_unchecked (const char *name, const char *view_name);
  */
 extern int view_check_views_only (struct source *src, const char *base,
                                   const char *view_name);
+/* The later check's connection to the image base of view view_name
+ * (spot_check's, spot_check_bmap's), gone to it: NULL if the server
+ * does not serve it (*r -1, error printed), after a signal (*r -1), or
+ * if it admits no connection (*r 0, view_unchecked's notice).
+ */
+extern struct nbd_handle *view_image_later (struct source *src,
+                                            const char *base,
+                                            const char *view_name,
+                                            int *r);
 /* The error for a view whose header says its server serves only
  * views, of a server that serves its image base.
  */

@@ -261,15 +261,15 @@ spot_check (struct endpoint *ep, const char *image_export,
    * time is free for the image's connection once it sees ours go, so
    * it is tried again as nbdsum's own are.
    */
-  if (later)
+  if (later) {
     endpoint_keep (ep, 0);
-  h = source_connect (ep->src, image_export, SOURCE_GO | SOURCE_QUIET |
-                      (later ? 0 : SOURCE_EXTRA), NULL);
-  if (h == NULL && later && !stop_signal ()) {
-    view_unchecked (name, later);
-    r = 0;
-    goto out;
+    if ((h = view_image_later (ep->src, image_export, later, &r)) == NULL)
+      goto out;
+    r = -1;
   }
+  else
+    h = source_connect (ep->src, image_export,
+                        SOURCE_GO | SOURCE_QUIET | SOURCE_EXTRA, NULL);
   if (h == NULL) {
     if (!stop_signal ())
       error_at (name, "spot-checking the view: connecting to its image: %s",

@@ -268,6 +268,33 @@ view_check_views_only (struct source *src, const char *base,
   return served || stop_signal () ? -1 : 0;
 }
 
+struct nbd_handle *
+view_image_later (struct source *src, const char *base,
+                  const char *view_name, int *r)
+{
+  double deadline = 0;
+  struct nbd_handle *h = source_connect (src, base, SOURCE_QUIET,
+                                         &deadline);
+  bool missing;
+
+  /* Connected, then gone to the image: a refusal of the name is the
+   * server's word that there is no image, not that it is busy.
+   */
+  if (h && source_go (h, deadline) == 0)
+    return h;
+  missing = h && source_errno () == ENOENT;
+  if (h)
+    source_handshake_failed (src, 0);   /* as source_connect's */
+  *r = stop_signal () || missing ? -1 : 0;
+  if (missing && !stop_signal ())
+    error_at (src->name, "the blkhash view '%s' has no image: %s",
+              view_name, source_error ());
+  else if (!stop_signal ())
+    view_unchecked (src->name, view_name);
+  nbd_close (h);
+  return NULL;
+}
+
 void
 view_serves_image (const char *name, const char *view_name,
                    const char *base)

@@ -500,3 +500,39 @@ EOF
   [[ "$output" = *"\"checksum\": \"$want\""* ]]
   [[ "$stderr" != *"trusting"* ]]
 }
+
+# Review 14: a one-client server's view whose image it does not serve
+# (a view file alone): checked once the view was closed, the image's
+# refusal (no such export) was taken for a server admitting no client
+# then, and the header trusted with exit 0, where a server admitting
+# more is refused for it ("has no image").  --bmap alike.
+@test "nbdsum-one-client: a one-client server's view of an image it does not serve is refused once the view is closed" {
+  local opts
+  "$MKIMAGE" '4M;d:0+1M:x' other.img
+  start_server view file other.img
+  save_view srv/img@blkhash
+  cp srv/img@blkhash srv/gone@blkhash
+  "$NBD_PYTHON" - "$sock" srv/gone@bmap <<'PY'
+import nbd, sys
+h = nbd.NBD()
+h.set_export_name("@bmap")
+h.connect_unix(sys.argv[1])
+open(sys.argv[2], "wb").write(h.pread(h.get_size(), 0))
+h.shutdown()
+PY
+  stop_server
+  echo_opts=
+  for opts in "" --json --bmap; do
+    kill_servers
+    start_echo one "$PWD/srv" --one-client=0.3
+    u="nbd+unix:///gone?socket=$sock"
+    # shellcheck disable=SC2086
+    run --separate-stderr timeout 60 "$NBDSUM" $opts "$u"
+    echo "$opts: status $status; stdout: $output; stderr: $stderr"
+    [ "$status" -eq 1 ]
+    [[ "$output" != *"checksum\": \""* ]]
+    [[ "$output" != *"<bmap"* ]]
+    [[ "$stderr" = *"nbdsum: $u: the blkhash view 'gone@"*"' has no image: "*"No such file or directory"* ]]
+    [[ "$stderr" != *"trusting"* ]]
+  done
+}
