@@ -198,10 +198,13 @@ source_wait (struct nbd_handle *h, enum until until, int64_t cookie,
     case UNTIL_NEGOTIATED:
       if (!nbd_aio_is_connecting (h))
         return 0;
-      /* Past connecting and reading the greeting's magic. */
+      /* Past connecting and reading the greeting: its magic and its
+       * flags (greeting_came's 18 bytes).
+       */
       state = nbd_connection_state (h);
       if (state && strncmp (state, "CONNECT", 7) != 0 &&
-          strncmp (state, "MAGIC", 5) != 0)
+          strncmp (state, "MAGIC", 5) != 0 &&
+          strncmp (state, "NEWSTYLE.RECV_GFLAGS", 20) != 0)
         greeted = true;
       break;
     case UNTIL_COMPLETED:
@@ -329,9 +332,14 @@ source_closed_ungreeted (void)
 void
 source_connect_debug (const char *msg)
 {
-  /* Out of the magic: the greeting came (see greeting_came). */
-  if (strncmp (msg, "transition: MAGIC.", 18) == 0 &&
-      (strstr (msg, " -> NEWSTYLE.") || strstr (msg, " -> OLDSTYLE.")))
+  /* The greeting came (see greeting_came): newstyle's flags too, its
+   * 18 bytes as with 1.16 (a cut one is a close before it); oldstyle's
+   * magic.
+   */
+  if (strcmp (msg, "transition: NEWSTYLE.RECV_GFLAGS -> "
+              "NEWSTYLE.CHECK_GFLAGS") == 0 ||
+      (strncmp (msg, "transition: MAGIC.", 18) == 0 &&
+       strstr (msg, " -> OLDSTYLE.")))
     greeted = true;
 }
 

@@ -310,14 +310,16 @@ refused () {
   done
 }
 
-# start_tcp close|greet: a listener on 127.0.0.1 that writes a line
-# to ./accepts for each connection it takes, then closes it at once
-# (close), or sends the greeting and hangs up, the greeting and the FIN
-# in one segment, reading on so that there is no reset (greet).  Sets
-# u, a URI of it.
+# start_tcp close|greet|part|part-late: a listener on 127.0.0.1 that
+# writes a line to ./accepts for each connection it takes, then closes
+# it at once (close), or sends the greeting (part: its first 16 bytes)
+# and hangs up, the greeting and the FIN in one segment, reading on so
+# that there is no reset (greet); part-late: the 16 bytes, and the FIN
+# 0.2 s later (nbdsum then likely waits for the rest).  Sets u, a URI
+# of it.
 start_tcp () {
   "$NBD_PYTHON" - "$1" "$PWD/port" "$PWD/accepts" </dev/null 3>&- <<'EOF' &
-import os, socket, struct, sys
+import os, socket, struct, sys, time
 mode, port, accepts = sys.argv[1:4]
 s = socket.socket()
 s.bind(("127.0.0.1", 0))
@@ -329,9 +331,14 @@ with open(accepts, "a", buffering=1) as log:
     while True:
         c, _ = s.accept()
         log.write("accepted\n")
-        if mode == "greet":
-            c.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, 1)
-            c.sendall(b"NBDMAGIC" + b"IHAVEOPT" + struct.pack(">H", 3))
+        if mode in ("greet", "part", "part-late"):
+            g = b"NBDMAGIC" + b"IHAVEOPT" + struct.pack(">H", 3)
+            if mode == "part-late":
+                c.sendall(g[:16])
+                time.sleep(0.2)
+            else:
+                c.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, 1)
+                c.sendall(g if mode == "greet" else g[:16])
             c.shutdown(socket.SHUT_WR)
             while c.recv(4096):
                 pass
@@ -370,6 +377,26 @@ tcp_run () {
     tcp_run "$try"
     [ "$stderr" = "nbdsum: $u: $cause" ]
     [ "$n" -gt 1 ]
+  done
+}
+
+# Review 14: a greeting cut before its flags (its first 16 bytes, then
+# the close) is no greeting with libnbd 1.16 (18 bytes received), but
+# was one with 1.14 (its magic read): not tried again there.  Tried
+# again with either, as a close before the greeting; whether or not
+# the close comes with the bytes (the state seen waiting for the rest
+# said greeted too).
+@test "nbdsum-one-client: a greeting cut before its flags is tried again, as a close before greeting" {
+  local mode try n cause="the server closed the connection before greeting it (does it admit one client at a time?)"
+  for mode in part part-late; do
+    kill_servers
+    rm -f port
+    start_tcp "$mode"
+    for try in 1 2; do
+      tcp_run "$mode $try"
+      [ "$stderr" = "nbdsum: $u: $cause" ]
+      [ "$n" -gt 1 ]
+    done
   done
 }
 
