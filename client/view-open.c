@@ -184,7 +184,7 @@ view_check_image (struct source *src, const char *base,
 
   /* The header's word alone first: whether or not the image is asked. */
   if (range->length && image_size != range->length) {
-    error_at (src->name, "the blkhash view '%s' describes a %" PRIu64
+    error_at (src->name, "the view '%s' describes a %" PRIu64
               " byte image, not the %" PRIu64 " bytes of --range=%s: "
               "not trusting it", view_name, image_size, range->length,
               blk_format_range (range, r));
@@ -218,7 +218,7 @@ view_check_image (struct source *src, const char *base,
     const bool stopped = stop_signal () != 0;
 
     if (missing && !stopped)
-      error_at (src->name, "the blkhash view '%s' has no image: %s",
+      error_at (src->name, "the view '%s' has no image: %s",
                 view_name, source_error ());
     else if (!stopped && !later)
       view_unchecked (src->name, view_name);
@@ -238,7 +238,7 @@ view_check_image (struct source *src, const char *base,
     return 1;
   }
   if ((uint64_t) size != image_size) {
-    error_at (src->name, "the blkhash view '%s' describes a %" PRIu64
+    error_at (src->name, "the view '%s' describes a %" PRIu64
               " byte image, but %s%s%s has %" PRIi64 " bytes: not "
               "trusting it", view_name, image_size,
               base[0] ? "export '" : "the default export",
@@ -287,7 +287,7 @@ view_image_later (struct source *src, const char *base,
     source_handshake_failed (src, 0);   /* as source_connect's */
   *r = stop_signal () || missing ? -1 : 0;
   if (missing && !stop_signal ())
-    error_at (src->name, "the blkhash view '%s' has no image: %s",
+    error_at (src->name, "the view '%s' has no image: %s",
               view_name, source_error ());
   else if (!stop_signal ())
     view_unchecked (src->name, view_name);
@@ -308,7 +308,7 @@ view_serves_image (const char *name, const char *view_name,
 void
 view_unchecked (const char *name, const char *view_name)
 {
-  notice_at (name, "cannot check the blkhash view '%s' against its image "
+  notice_at (name, "cannot check the view '%s' against its image "
              "(%s); trusting its header", view_name, source_error ());
 }
 

@@ -293,7 +293,7 @@ EOF
   run "$NBDSUM" "$(uri_of x)"
   echo "$output"
   [ "$status" -eq 1 ]
-  [ "$output" = "nbdsum: $(uri_of x): the blkhash view 'x@blkhash' describes a 4194304 byte image, but export 'x' has 8388608 bytes: not trusting it" ]
+  [ "$output" = "nbdsum: $(uri_of x): the view 'x@blkhash' describes a 4194304 byte image, but export 'x' has 8388608 bytes: not trusting it" ]
   run "$NBDSUM" --blocks "$(uri_of x)"
   [ "$status" -eq 1 ]
   [[ "$output" = *"describes a 4194304 byte image"* ]]
@@ -312,7 +312,7 @@ EOF
   run "$NBDSUM" "$(uri_of x)"
   echo "$output"
   [ "$status" -eq 1 ]
-  [[ "$output" = *"the blkhash view 'x@blkhash' has no image: "*"No such file or directory"* ]]
+  [[ "$output" = *"the view 'x@blkhash' has no image: "*"No such file or directory"* ]]
   ! grep -qE '[0-9a-f]{64}' <<< "$output" || false
 }
 

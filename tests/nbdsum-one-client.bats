@@ -431,7 +431,7 @@ tcp_run () {
   # --blocks reads the view after its checksum: trusted, saying so.
   run --separate-stderr timeout 60 "$NBDSUM" --blocks "$uri"
   [ "$status" -eq 0 ]
-  [[ "$stderr" = *"cannot check the blkhash view '@blkhash' against its image ("*"); trusting its header"* ]]
+  [[ "$stderr" = *"cannot check the view '@blkhash' against its image ("*"); trusting its header"* ]]
 }
 
 # save_view FILE: the blkhash view of the default export of the server
@@ -471,7 +471,7 @@ EOF
   echo "status $status; stdout: $output; stderr: $stderr"
   [ "$status" -eq 0 ]
   [ "$output" = "$want  $u" ]
-  [[ "$stderr" = *"nbdsum: $u: cannot check the blkhash view 'img@blkhash' against its image ("*"); trusting its header" ]]
+  [[ "$stderr" = *"nbdsum: $u: cannot check the view 'img@blkhash' against its image ("*"); trusting its header" ]]
 }
 
 # Review 12: a server that greets, then hangs up (here the greeting and
@@ -515,7 +515,7 @@ EOF
   # Trusted only when the image cannot be asked: said so.
   one_client 0.3 --no-spot-check
   [ "$status" -eq 0 ]
-  [[ "$stderr" = *"cannot check the blkhash view 'img@blkhash' against its image ("*"); trusting its header"* ]]
+  [[ "$stderr" = *"cannot check the view 'img@blkhash' against its image ("*"); trusting its header"* ]]
   # A genuine one refuses its image then too: no notice.
   want=$(reference sha256 65536 other.img)
   kill_servers
@@ -559,7 +559,22 @@ PY
     [ "$status" -eq 1 ]
     [[ "$output" != *"checksum\": \""* ]]
     [[ "$output" != *"<bmap"* ]]
-    [[ "$stderr" = *"nbdsum: $u: the blkhash view 'gone@"*"' has no image: "*"No such file or directory"* ]]
+    [[ "$stderr" = *"nbdsum: $u: the view 'gone@"*"' has no image: "*"No such file or directory"* ]]
     [[ "$stderr" != *"trusting"* ]]
   done
+}
+
+# Review 14: --plain on such a server: the plain-digest view is not
+# spot-checked, so its header is trusted, said once, naming the view
+# as what it is (it was called a "blkhash view").
+@test "nbdsum-one-client: --plain on a server admitting one client: its header trusted, said once, naming the plain-digest view" {
+  local want
+  want=$(sha256sum < srv/img | cut -d' ' -f1)
+  start_server lim --filter=limit file "$PWD/srv/img" limit=1
+  run --separate-stderr timeout 60 "$NBDSUM" --plain "$uri"
+  echo "status $status; stdout: $output; stderr: $stderr"
+  [ "$status" -eq 0 ]
+  [ "$output" = "SHA256 ($uri) = $want" ]
+  [ "$(grep -c 'trusting its header' <<< "$stderr")" -eq 1 ]
+  [[ "$stderr" = *"cannot check the view '@digest:sha256' against its image ("*"); trusting its header"* ]]
 }
