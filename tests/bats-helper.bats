@@ -156,21 +156,21 @@ teardown () {
 # command and exited, and blkhash_serve returned 0 with BLKHASH_URI
 # naming no server.
 @test "bats-helper: blkhash_serve refuses nbdkit's --run, saying so, at once" {
-  local opt
+  local opt why
+  local run="nbdkit would exit once its command does, and blkhash_serve serves until blkhash_stop: leave it out"
+  local own="it gives nbdkit its own -U and -P (BLKHASH_SOCKET, and a pidfile to know when it is ready): leave out yours"
   # Review 14: nbdkit (getopt) takes an option's unique prefix too.
-  for opt in "--run true" "--run=true" "--ru true" "--ru=true"; do
+  for opt in "--run true" "--run=true" "--ru true" "--ru=true" \
+             "--pi my.pid" "--pidf=my.pid" "--un my.sock" "--uni=my.sock"; do
     # shellcheck disable=SC2086
     run blkhash_serve $opt file disk.img
     echo "$opt: $status: $output"
     [ "$status" -eq 1 ]
-    [ "$output" = "blkhash_serve: ${opt%%[ =]*}: nbdkit would exit once its command does, and blkhash_serve serves until blkhash_stop: leave it out" ]
-  done
-  for opt in "--pi my.pid" "--pidf=my.pid" "--un my.sock" "--uni=my.sock"; do
-    # shellcheck disable=SC2086
-    run blkhash_serve $opt file disk.img
-    echo "$opt: $status: $output"
-    [ "$status" -eq 1 ]
-    [ "$output" = "blkhash_serve: ${opt%% *}: it gives nbdkit its own -U and -P (BLKHASH_SOCKET, and a pidfile to know when it is ready): leave out yours" ]
+    case $opt in
+      --r*) why="blkhash_serve: ${opt%%[ =]*}: $run" ;;
+      *) why="blkhash_serve: ${opt%% *}: $own" ;;
+    esac
+    [ "$output" = "$why" ]
   done
 }
 

@@ -434,15 +434,16 @@ tcp_run () {
   [[ "$stderr" = *"cannot check the view '@blkhash' against its image ("*"); trusting its header"* ]]
 }
 
-# save_view FILE: the blkhash view of the default export of the server
-# on $sock (start_server), as the filter serves it, into FILE.
+# save_view VIEW FILE: the view VIEW (@blkhash, @bmap) of the default
+# export of the server on $sock (start_server), as the filter serves
+# it, into FILE.
 save_view () {
-  "$NBD_PYTHON" - "$sock" "$1" <<'EOF'
+  "$NBD_PYTHON" - "$sock" "$1" "$2" <<'EOF'
 import nbd, sys
 h = nbd.NBD()
-h.set_export_name("@blkhash")
+h.set_export_name(sys.argv[2])
 h.connect_unix(sys.argv[1])
-open(sys.argv[2], "wb").write(h.pread(h.get_size(), 0))
+open(sys.argv[3], "wb").write(h.pread(h.get_size(), 0))
 h.shutdown()
 EOF
 }
@@ -456,7 +457,7 @@ EOF
   local want
   "$MKIMAGE" '8M;d:0+1M:x' other.img
   start_server view file other.img
-  save_view srv/img@blkhash
+  save_view @blkhash srv/img@blkhash
   stop_server
   echo_opts=
   one_client 0.3
@@ -503,7 +504,7 @@ EOF
   local want opts
   "$MKIMAGE" '4M;d:0+4M:other' other.img
   start_server vo file other.img blkhash-views-only=true
-  save_view srv/img@blkhash
+  save_view @blkhash srv/img@blkhash
   stop_server
   echo_opts=
   for opts in "" --json; do
@@ -537,16 +538,9 @@ EOF
   local opts
   "$MKIMAGE" '4M;d:0+1M:x' other.img
   start_server view file other.img
-  save_view srv/img@blkhash
+  save_view @blkhash srv/img@blkhash
   cp srv/img@blkhash srv/gone@blkhash
-  "$NBD_PYTHON" - "$sock" srv/gone@bmap <<'PY'
-import nbd, sys
-h = nbd.NBD()
-h.set_export_name("@bmap")
-h.connect_unix(sys.argv[1])
-open(sys.argv[2], "wb").write(h.pread(h.get_size(), 0))
-h.shutdown()
-PY
+  save_view @bmap srv/gone@bmap
   stop_server
   echo_opts=
   for opts in "" --json --bmap; do
