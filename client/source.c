@@ -244,11 +244,6 @@ source_close (struct source *src)
   free (src);
 }
 
-/* libnbd's debug messages: while connecting, whether the greeting
- * came (source_connect_debug); with -v, each, as libnbd's own handler
- * writes it, through messages_put: it quotes what a server sent (an
- * option's error text).
- */
 /* -v, or libnbd's own switch (LIBNBD_DEBUG=1), which our callback
  * would otherwise silence.
  */
@@ -260,6 +255,11 @@ debug_shown (void)
   return opts->verbose || (e && strcmp (e, "1") == 0);
 }
 
+/* libnbd's debug messages: while connecting, whether the greeting
+ * came (source_connect_debug); when shown, each, as libnbd's own
+ * handler writes it, through messages_put: it quotes what a server
+ * sent (an option's error text).
+ */
 static int
 debug_message (void *handle_name, const char *context, const char *msg)
 {
