@@ -332,19 +332,10 @@ spot_check_bmap (const char *name, struct source *src, const char *base,
     goto out;
   }
   /* The view's connection closed first (see spot_check). */
-  if (later) {
-    if ((h = view_image_later (src, base, shown, &r)) == NULL)
-      goto out;
-    r = -1;
-  }
-  else
-    h = source_connect (src, base, SOURCE_GO | SOURCE_QUIET, NULL);
-  if (h == NULL) {
-    if (!stop_signal ())
-      error_at (name, "spot-checking the bmap: connecting to its image: %s",
-                source_error ());
+  if ((h = view_image (src, base, later ? shown : NULL, 0, name, "bmap",
+                       &r)) == NULL)
     goto out;
-  }
+  r = -1;
   if (nbd_get_size (h) != (int64_t) size) {
     error_at (name, "spot-checking the bmap: its image now has %" PRIi64
               " bytes, not %" PRIu64 ": not trusting it", nbd_get_size (h),

@@ -123,15 +123,18 @@ extern void view_unchecked (const char *name, const char *view_name);
  */
 extern int view_check_views_only (struct source *src, const char *base,
                                   const char *view_name);
-/* The later check's connection to the image base of view view_name
- * (spot_check's, spot_check_bmap's), gone to it: NULL if the server
- * does not serve it (*r -1, error printed), after a signal (*r -1), or
- * if it admits no connection (*r 0, view_unchecked's notice).
+/* The connection of a spot check (spot_check's, spot_check_bmap's) to
+ * the image base of a view, gone to it.  With later (the view's name:
+ * its connections are closed first), NULL if the server does not serve
+ * it (*r -1, error printed), or admits no connection (*r 0,
+ * view_unchecked's notice); without, NULL on any failure (*r -1, error
+ * printed as name's, of spot-checking what: "view", "bmap"), flags
+ * added to source_connect's.  *r -1 too after a signal.
  */
-extern struct nbd_handle *view_image_later (struct source *src,
-                                            const char *base,
-                                            const char *view_name,
-                                            int *r);
+extern struct nbd_handle *view_image (struct source *src, const char *base,
+                                      const char *later, unsigned flags,
+                                      const char *name, const char *what,
+                                      int *r);
 /* The error for a view whose header says its server serves only
  * views, of a server that serves its image base.
  */

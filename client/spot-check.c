@@ -4,8 +4,8 @@
 /* nbdsum: the spot check of a view's block digests (spot-check.h),
  * once the root is read: the server answers before it can see the
  * draw (getrandom's).  The last block, the one short block, is always
- * in it; of the others, three in four are drawn as a data byte's
- * (holes skipped) and one in four from anywhere, not to take the
+ * in it; of the others, half are drawn as a data byte's
+ * (holes skipped) and half from anywhere, not to take the
  * holes wholly on the server's word.  Repeats are drawn again, a few
  * rounds, then the next blocks not drawn fill the count.  Digests are
  * read, then blocks, a few MiB at a time, hashed as they come.
@@ -261,21 +261,12 @@ spot_check (struct endpoint *ep, const char *image_export,
    * time is free for the image's connection once it sees ours go, so
    * it is tried again as nbdsum's own are.
    */
-  if (later) {
+  if (later)
     endpoint_keep (ep, 0);
-    if ((h = view_image_later (ep->src, image_export, later, &r)) == NULL)
-      goto out;
-    r = -1;
-  }
-  else
-    h = source_connect (ep->src, image_export,
-                        SOURCE_GO | SOURCE_QUIET | SOURCE_EXTRA, NULL);
-  if (h == NULL) {
-    if (!stop_signal ())
-      error_at (name, "spot-checking the view: connecting to its image: %s",
-                source_error ());
+  if ((h = view_image (ep->src, image_export, later, SOURCE_EXTRA, name,
+                       "view", &r)) == NULL)
     goto out;
-  }
+  r = -1;
   /* A range's blocks lie in an image at least as long as its end.  (Not
    * asked before, later: the view may describe another image.)
    */

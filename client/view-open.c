@@ -248,51 +248,74 @@ view_check_image (struct source *src, const char *base,
   return 1;
 }
 
+/* Connects to the image base of view view_name, whose connections are
+ * closed, and asks for it: GO when go, else INFO only.  Returns the
+ * handle; or NULL with *r: 0 if the server could not be asked (said:
+ * the header is trusted) or refused the name without go (what a
+ * views-only view says it does), -1 if it refused it with go (the
+ * view has no image: error printed) or after a signal.
+ */
+static struct nbd_handle *
+view_image_ask (struct source *src, const char *base,
+                const char *view_name, bool go, int *r)
+{
+  double deadline = 0;
+  struct nbd_handle *h = source_connect (src, base, SOURCE_QUIET,
+                                         &deadline);
+  bool refused;
+
+  *r = -1;
+  if (h && (go ? source_go (h, deadline) : source_info (h, deadline)) == 0)
+    return h;
+  /* Connected, then asked: a refusal of the name is the server's word
+   * that there is no image, not that it is busy.
+   */
+  refused = h && source_errno () == ENOENT;
+  if (h)
+    source_handshake_failed (src, 0);   /* as source_connect's */
+  if (stop_signal ())
+    ;
+  else if (refused && go)
+    error_at (src->name, "the view '%s' has no image: %s",
+              view_name, source_error ());
+  else {
+    if (!refused)
+      view_unchecked (src->name, view_name);
+    *r = 0;
+  }
+  nbd_close (h);
+  return NULL;
+}
+
 int
 view_check_views_only (struct source *src, const char *base,
                        const char *view_name)
 {
-  double deadline = 0;
-  struct nbd_handle *h = source_connect (src, base, SOURCE_QUIET,
-                                         &deadline);
-  const bool served = h && source_info (h, deadline) == 0;
-  const bool refused = !served && h && source_errno () == ENOENT;
+  int r;
+  struct nbd_handle *h = view_image_ask (src, base, view_name, false, &r);
 
-  if (served) {
-    view_serves_image (src->name, view_name, base);
-    source_shutdown (h);
-  }
-  else if (!refused && !stop_signal ())
-    view_unchecked (src->name, view_name);
+  if (h == NULL)
+    return r;
+  view_serves_image (src->name, view_name, base);
+  source_shutdown (h);
   nbd_close (h);
-  return served || stop_signal () ? -1 : 0;
+  return -1;
 }
 
 struct nbd_handle *
-view_image_later (struct source *src, const char *base,
-                  const char *view_name, int *r)
+view_image (struct source *src, const char *base, const char *later,
+            unsigned flags, const char *name, const char *what, int *r)
 {
-  double deadline = 0;
-  struct nbd_handle *h = source_connect (src, base, SOURCE_QUIET,
-                                         &deadline);
-  bool missing;
+  struct nbd_handle *h;
 
-  /* Connected, then gone to the image: a refusal of the name is the
-   * server's word that there is no image, not that it is busy.
-   */
-  if (h && source_go (h, deadline) == 0)
-    return h;
-  missing = h && source_errno () == ENOENT;
-  if (h)
-    source_handshake_failed (src, 0);   /* as source_connect's */
-  *r = stop_signal () || missing ? -1 : 0;
-  if (missing && !stop_signal ())
-    error_at (src->name, "the view '%s' has no image: %s",
-              view_name, source_error ());
-  else if (!stop_signal ())
-    view_unchecked (src->name, view_name);
-  nbd_close (h);
-  return NULL;
+  if (later)
+    return view_image_ask (src, base, later, true, r);
+  *r = -1;
+  h = source_connect (src, base, SOURCE_GO | SOURCE_QUIET | flags, NULL);
+  if (h == NULL && !stop_signal ())
+    error_at (name, "spot-checking the %s: connecting to its image: %s",
+              what, source_error ());
+  return h;
 }
 
 void
