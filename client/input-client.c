@@ -182,13 +182,6 @@ client_close (struct input *in)
   client_free (container_of (in, struct client_side, in));
 }
 
-void
-client_input_close (struct input *in)
-{
-  if (in)
-    client_close (in);
-}
-
 struct extent_walk {
   struct endpoint *ep;
   struct client_conn *cc;

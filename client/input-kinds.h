@@ -112,10 +112,6 @@ extern int view_check_image (struct source *src, const char *base,
                              const char *view_name,
                              const struct blk_header *hdr,
                              const struct blk_range *range, bool later);
-/* The notice that view view_name of input name is taken at its word:
- * its image could not be reached (source_error's words).
- */
-extern void view_unchecked (const char *name, const char *view_name);
 /* view_check_image's later check of a views-only view, once it is
  * closed: 0 if its image base is refused, or cannot be asked (a
  * notice, view_unchecked's); -1 if it is served (error printed) or
@@ -135,11 +131,6 @@ extern struct nbd_handle *view_image (struct source *src, const char *base,
                                       const char *later, unsigned flags,
                                       const char *name, const char *what,
                                       int *r);
-/* The error for a view whose header says its server serves only
- * views, of a server that serves its image base.
- */
-extern void view_serves_image (const char *name, const char *view_name,
-                               const char *base);
 
 /* The view's header did not echo the nonce of its name: not made for
  * this request by the filter (a file named like a view, or a server
@@ -215,7 +206,6 @@ struct client_select {
 extern struct input *client_input_open (struct source *src,
                                         const struct hash_spec *spec,
                                         const struct client_select *select);
-extern void client_input_close (struct input *in);
 /* Its connections, to run them and to read its sample from. */
 extern struct endpoint *client_input_endpoint (struct input *in);
 /* After the run: the digests of blocks [first, first+count) in out,

@@ -246,7 +246,7 @@ incremental_close (struct incremental *inc)
   if (inc->view)
     input_close (inc->view);
   else if (inc->client)
-    client_input_close (inc->client);
+    input_close (inc->client);
   else
     source_close (inc->src);
   blk_table_free (inc->table);

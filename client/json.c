@@ -30,7 +30,8 @@ indent (struct json_writer *w, int n)
     fputs ("  ", out (w));
 }
 
-bool
+/* Is s valid UTF-8 (no overlong forms, no surrogates)? */
+static bool
 json_utf8_valid (const char *s)
 {
   const unsigned char *p = (const unsigned char *) s;

@@ -57,9 +57,6 @@ extern void jw_name (struct json_writer *w, const char *key,
  */
 extern void jw_interrupted (struct json_writer *w, int sig);
 
-/* Is s valid UTF-8 (no overlong forms, no surrogates)? */
-extern bool json_utf8_valid (const char *s);
-
 /* The run's --json document, on standard output. */
 extern struct json_writer json_out;
 

@@ -260,13 +260,6 @@ manifest_rewind (struct manifest *m)
 struct manifest *
 manifest_open (const char *path, const struct manifest_env *env)
 {
-  return manifest_open_visit (path, env, NULL, NULL);
-}
-
-struct manifest *
-manifest_open_visit (const char *path, const struct manifest_env *env,
-                     manifest_visit_fn *visit, void *opaque)
-{
   struct manifest *m = calloc (1, sizeof *m);
   struct entry e;
   int first = 0, r = 0;
@@ -298,10 +291,7 @@ manifest_open_visit (const char *path, const struct manifest_env *env,
   if (read_header (m) == -1)
     goto err;
   while (!manifest_stopped (m) && (r = next_entry (m, &e)) == 1)
-    if (visit)
-      visit (opaque, &m->p, e.offset / m->p.block_size,
-             blk_block_count (e.length, m->p.block_size),
-             e.zero ? NULL : e.digest);
+    ;
   if (manifest_stopped (m) || r == -1 ||
       (m->json && manifest_json_members (m, true) == -1))
     goto err;

@@ -50,18 +50,6 @@ struct manifest;
  */
 extern struct manifest *manifest_open (const char *path,
                                        const struct manifest_env *env);
-/* The same, calling visit for each entry as it is checked: blocks
- * [first, first+count), a run of zero blocks (digest NULL) or one
- * block whose digest p says.  What it was told is only good if the
- * manifest then opens.
- */
-typedef void manifest_visit_fn (void *opaque, const struct blk_params *p,
-                                uint64_t first, uint64_t count,
-                                const uint8_t *digest);
-extern struct manifest *manifest_open_visit (const char *path,
-                                             const struct manifest_env *env,
-                                             manifest_visit_fn *visit,
-                                             void *opaque);
 extern void manifest_close (struct manifest *m);
 
 /* The digest and block size it was made with, and the image size. */

@@ -170,6 +170,29 @@ decode_plain_header (const struct hash_spec *spec, const uint8_t *buf,
  * (it could as well lie consistently): only a size that differs, or no
  * such export, is refused.
  */
+/* The error for a view whose header says its server serves only
+ * views, of a server that serves its image base.
+ */
+static void
+view_serves_image (const char *name, const char *view_name,
+                   const char *base)
+{
+  error_at (name, "the view '%s' says its server serves only views, but "
+            "it serves %s%s%s too: not trusting it", view_name,
+            base[0] ? "export '" : "the default export", base,
+            base[0] ? "'" : "");
+}
+
+/* The notice that view view_name of input name is taken at its word:
+ * its image could not be reached (source_error's words).
+ */
+static void
+view_unchecked (const char *name, const char *view_name)
+{
+  notice_at (name, "cannot check the view '%s' against its image "
+             "(%s); trusting its header", view_name, source_error ());
+}
+
 int
 view_check_image (struct source *src, const char *base,
                   const char *view_name, const struct blk_header *hdr,
@@ -316,23 +339,6 @@ view_image (struct source *src, const char *base, const char *later,
     error_at (name, "spot-checking the %s: connecting to its image: %s",
               what, source_error ());
   return h;
-}
-
-void
-view_serves_image (const char *name, const char *view_name,
-                   const char *base)
-{
-  error_at (name, "the view '%s' says its server serves only views, but "
-            "it serves %s%s%s too: not trusting it", view_name,
-            base[0] ? "export '" : "the default export", base,
-            base[0] ? "'" : "");
-}
-
-void
-view_unchecked (const char *name, const char *view_name)
-{
-  notice_at (name, "cannot check the view '%s' against its image "
-             "(%s); trusting its header", view_name, source_error ());
 }
 
 int
