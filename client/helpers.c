@@ -373,6 +373,40 @@ root_agrees (const char *name, const struct blk_params *p,
   return false;
 }
 
+int
+fold_digests (const char *name, const struct blk_params *p, uint64_t size,
+              uint64_t nblocks, uint64_t window, fold_read_fn *read,
+              void *opaque, uint8_t *root)
+{
+  uint8_t *d = malloc (window * p->digest.len);
+  struct blk_root r;
+  int ret = -1;
+
+  if (d == NULL || blk_root_init (&r, p) == -1) {
+    error_at (name, "out of memory");
+    free (d);
+    return -1;
+  }
+  for (uint64_t b = 0; b < nblocks; b += window) {
+    const uint64_t n = MIN (nblocks - b, window);
+    if (read (opaque, b, n, d) == -1)
+      goto out;
+    if (blk_root_add (&r, d, n) == -1) {
+      error_at (name, "%s failed", p->digest.name);
+      goto out;
+    }
+  }
+  if (blk_root_final (&r, size, root) == -1) {
+    error_at (name, "%s failed", p->digest.name);
+    goto out;
+  }
+  ret = 0;
+ out:
+  blk_root_free (&r);
+  free (d);
+  return ret;
+}
+
 void *
 calloc_or_exit (size_t n, size_t size)
 {

@@ -112,6 +112,16 @@ extern bool in_path (const char *program);
 struct blk_params;
 extern bool root_agrees (const char *name, const struct blk_params *p,
                          const uint8_t *said, const uint8_t *folded);
+/* The root of an image of size bytes (p's), folded from the digests
+ * of its nblocks blocks, read window blocks at a time, in order, by
+ * read (opaque, first, n, digests), which says its own errors.  0, or
+ * -1 (error printed as name's).
+ */
+typedef int fold_read_fn (void *opaque, uint64_t first, uint64_t n,
+                          uint8_t *digests);
+extern int fold_digests (const char *name, const struct blk_params *p,
+                         uint64_t size, uint64_t nblocks, uint64_t window,
+                         fold_read_fn *read, void *opaque, uint8_t *root);
 /* The struct of type type whose member member p points to. */
 #define container_of(p, type, member) \
   ((type *) ((char *) (p) - offsetof (type, member)))

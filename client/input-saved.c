@@ -28,40 +28,22 @@ struct saved_input {
   struct manifest *m;
 };
 
+static int
+saved_read (void *opaque, uint64_t first, uint64_t n, uint8_t *d)
+{
+  struct saved_input *s = opaque;
+
+  return stop_signal () ? -1 : manifest_digests (s->m, first, n, d);
+}
+
 /* The root its digests give, then back to its first block. */
 static int
 saved_fold (struct saved_input *s, uint8_t *root)
 {
-  const struct blk_params *p = s->in.params;
-  CLEANUP_FREE uint8_t *d = malloc (WINDOW * p->digest.len);
-  struct blk_root r;
-  int ret = -1;
-
-  if (d == NULL) {
-    error_at (s->in.name, "out of memory");
+  if (fold_digests (s->in.name, s->in.params, s->in.size, s->in.nblocks,
+                    WINDOW, saved_read, s, root) == -1)
     return -1;
-  }
-  if (blk_root_init (&r, p) == -1) {
-    error_at (s->in.name, "%s failed", p->digest.name);
-    return -1;
-  }
-  for (uint64_t w = 0; w < s->in.nblocks; w += WINDOW) {
-    const uint64_t n = MIN (s->in.nblocks - w, (uint64_t) WINDOW);
-    if (stop_signal () || manifest_digests (s->m, w, n, d) == -1)
-      goto out;
-    if (blk_root_add (&r, d, n) == -1) {
-      error_at (s->in.name, "%s failed", p->digest.name);
-      goto out;
-    }
-  }
-  if (blk_root_final (&r, s->in.size, root) == -1) {
-    error_at (s->in.name, "%s failed", p->digest.name);
-    goto out;
-  }
-  ret = manifest_rewind (s->m);
- out:
-  blk_root_free (&r);
-  return ret;
+  return manifest_rewind (s->m);
 }
 
 static int

@@ -123,52 +123,37 @@ incremental_digests (struct incremental *inc, uint64_t first,
  * blocks taken from the manifest, then rewind for the callers.
  */
 static int
+fold_read (void *opaque, uint64_t w, uint64_t n, uint8_t *d)
+{
+  struct incremental *inc = opaque;
+  const size_t len = inc->ep->params->digest.len;
+
+  if (stop_signal () || incremental_digests (inc, w, n, d) == -1)
+    return -1;
+  for (uint64_t i = 0; i < n; i++) {
+    const uint8_t *digest = d + i * len;
+    /* Data in the manifest, or data on the server now: a zero block
+     * written behind the bitmap's back is one of these.
+     */
+    if (!inc->need[i])
+      inc->hashed++;
+    else if (!zero_digest (inc, w + i, digest) || inc->not_zero[i])
+      since_sample_offer (&inc->sample, w + i, digest, len);
+  }
+  return 0;
+}
+
+static int
 fold_root (struct incremental *inc)
 {
   const struct endpoint *ep = inc->ep;
-  const size_t len = ep->params->digest.len;
-  CLEANUP_FREE uint8_t *d = malloc (WINDOW * len);
-  struct blk_root r;
-  int ret = -1;
 
-  if (d == NULL) {
-    error_at (inc->name, "out of memory");
+  if (fold_digests (inc->name, ep->params, ep->size, ep->nblocks, WINDOW,
+                    fold_read, inc, inc->root) == -1 ||
+      manifest_rewind (inc->m) == -1)
     return -1;
-  }
-  if (blk_root_init (&r, ep->params) == -1) {
-    error_at (inc->name, "%s failed", ep->params->digest.name);
-    return -1;
-  }
-  for (uint64_t w = 0; w < ep->nblocks; w += WINDOW) {
-    const uint64_t n = MIN (ep->nblocks - w, (uint64_t) WINDOW);
-    if (stop_signal () || incremental_digests (inc, w, n, d) == -1)
-      goto out;
-    for (uint64_t i = 0; i < n; i++) {
-      const uint8_t *digest = d + i * len;
-      /* Data in the manifest, or data on the server now: a zero
-       * block written behind the bitmap's back is one of these.
-       */
-      if (!inc->need[i])
-        inc->hashed++;
-      else if (!zero_digest (inc, w + i, digest) || inc->not_zero[i])
-        since_sample_offer (&inc->sample, w + i, digest, len);
-    }
-    if (blk_root_add (&r, d, n) == -1) {
-      error_at (inc->name, "%s failed", ep->params->digest.name);
-      goto out;
-    }
-  }
-  if (blk_root_final (&r, ep->size, inc->root) == -1) {
-    error_at (inc->name, "%s failed", ep->params->digest.name);
-    goto out;
-  }
-  if (manifest_rewind (inc->m) == -1)
-    goto out;
   inc->next = 0;
-  ret = 0;
- out:
-  blk_root_free (&r);
-  return ret;
+  return 0;
 }
 
 /* After the fold: read and hash the sample; a block that differs from

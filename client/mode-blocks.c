@@ -50,58 +50,52 @@ print_spooled (const char *name, FILE *fp)
  * root that heads it; with --json, as they come (the document then
  * ends with the error).
  */
+struct blocks_out {
+  struct input *in;
+  struct manifest_writer w;
+  FILE *out;
+};
+
+static int
+write_blocks (void *opaque, uint64_t first, uint64_t n, uint8_t *d)
+{
+  struct blocks_out *bo = opaque;
+
+  if (bo->in->ops->digests (bo->in, first, n, d) == -1)
+    return -1;
+  manifest_write_blocks (&bo->w, first, n, d);
+  /* Stop at a signal (SIGPIPE from "| head"), or when the output
+   * fails (with SIGPIPE ignored, or a full disk).
+   */
+  return stop_signal () || ferror (bo->out) ? -1 : 0;
+}
+
 static int
 print_blocks (struct input *in, const uint8_t *root, const char *method)
 {
   const struct blk_params *p = in->params;
-  CLEANUP_FREE uint8_t *d = malloc (WINDOW * p->digest.len);
   uint8_t folded[BLK_DIGEST_MAX];
-  struct manifest_writer w;
-  struct blk_root r;
-  FILE *out = stdout;
+  struct blocks_out bo = { .in = in, .out = stdout };
   int ret = -1;
 
-  if (d == NULL || blk_root_init (&r, p) == -1) {
-    error_at (in->name, "out of memory");
+  if (!opts->json && (bo.out = temp_file (in->name)) == NULL)
     return -1;
-  }
-  if (!opts->json && (out = temp_file (in->name)) == NULL) {
-    blk_root_free (&r);
-    return -1;
-  }
-  manifest_write_begin (&w, out, opts->json ? &json_out : NULL, p,
+  manifest_write_begin (&bo.w, bo.out, opts->json ? &json_out : NULL, p,
                         in->size, root, method);
-  for (uint64_t b = 0; b < in->nblocks; b += WINDOW) {
-    const uint64_t n = MIN (in->nblocks - b, (uint64_t) WINDOW);
-    if (in->ops->digests (in, b, n, d) == -1)
-      goto out;
-    manifest_write_blocks (&w, b, n, d);
-    if (blk_root_add (&r, d, n) == -1) {
-      error_at (in->name, "%s failed", p->digest.name);
-      goto out;
-    }
-    /* Stop at a signal (SIGPIPE from "| head"), or when the output
-     * fails (with SIGPIPE ignored, or a full disk).
-     */
-    if (stop_signal () || ferror (out))
-      goto out;
-  }
-  manifest_write_end (&w);
-  if (ferror (out)) {
-    error_at (in->name, "writing the manifest: %m");
+  if (fold_digests (in->name, p, in->size, in->nblocks, WINDOW,
+                    write_blocks, &bo, folded) == -1)
     goto out;
-  }
-  if (blk_root_final (&r, in->size, folded) == -1) {
-    error_at (in->name, "%s failed", p->digest.name);
+  manifest_write_end (&bo.w);
+  if (ferror (bo.out)) {
+    error_at (in->name, "writing the manifest: %m");
     goto out;
   }
   if (!root_agrees (in->name, p, root, folded))
     goto out;
-  ret = out == stdout ? 0 : print_spooled (in->name, out);
+  ret = bo.out == stdout ? 0 : print_spooled (in->name, bo.out);
  out:
-  if (out != stdout)
-    fclose (out);
-  blk_root_free (&r);
+  if (bo.out != stdout)
+    fclose (bo.out);
   return ret;
 }
 

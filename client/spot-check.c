@@ -309,47 +309,35 @@ spot_check (struct endpoint *ep, const char *image_export,
   return r;
 }
 
+static int
+root_read (void *opaque, uint64_t first, uint64_t n, uint8_t *digests)
+{
+  struct endpoint *ep = opaque;
+  const size_t len = ep->params->digest.len;
+
+  if (source_pread (ep->conns[0].h, digests, n * len,
+                    BLK_VIEW_DIGESTS_OFFSET + first * len) == 0)
+    return 0;
+  if (!stop_signal ())
+    endpoint_read_failed (ep, "checking the view's root");
+  return -1;
+}
+
 int
 root_check (struct endpoint *ep, const uint8_t *root, bool *checked)
 {
   const char *name = ep->src->name;
   const struct blk_params *p = ep->params;
-  const uint64_t per_read = ROOT_READ_BYTES / p->digest.len;
-  CLEANUP_FREE uint8_t *buf = NULL;
   uint8_t folded[BLK_DIGEST_MAX];
-  struct blk_root r;
-  int ret = -1;
 
   *checked = false;
   if (ep->nblocks > ROOT_CHECK_BYTES / p->digest.len)
     return 0;
-  if ((buf = malloc (per_read * p->digest.len)) == NULL ||
-      blk_root_init (&r, p) == -1) {
-    error_at (name, "out of memory");
+  if (fold_digests (name, p, ep->size, ep->nblocks,
+                    ROOT_READ_BYTES / p->digest.len, root_read, ep,
+                    folded) == -1 ||
+      !root_agrees (name, p, root, folded))
     return -1;
-  }
-  for (uint64_t b = 0; b < ep->nblocks; b += per_read) {
-    const uint64_t n = MIN (ep->nblocks - b, per_read);
-    if (source_pread (ep->conns[0].h, buf, n * p->digest.len,
-                      BLK_VIEW_DIGESTS_OFFSET + b * p->digest.len) == -1) {
-      if (!stop_signal ())
-        endpoint_read_failed (ep, "checking the view's root");
-      goto out;
-    }
-    if (blk_root_add (&r, buf, n) == -1) {
-      error_at (name, "%s failed", p->digest.name);
-      goto out;
-    }
-  }
-  if (blk_root_final (&r, ep->size, folded) == -1) {
-    error_at (name, "%s failed", p->digest.name);
-    goto out;
-  }
-  if (!root_agrees (name, p, root, folded))
-    goto out;
   *checked = true;
-  ret = 0;
- out:
-  blk_root_free (&r);
-  return ret;
+  return 0;
 }
