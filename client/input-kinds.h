@@ -26,6 +26,7 @@
 
 #include "endpoint.h"
 #include "header.h"
+#include "input.h"
 #include "input-ops.h"
 #include "options.h"
 #include "source.h"
@@ -58,13 +59,14 @@ struct fallback {
 
 /* input-view.c: returns 1 with *in open, 0 when the server has no
  * view of src (*fb filled in), -1 on error (printed).  src is the
- * input's on success.  Unless its block digests will be asked for
- * (digests), a view that cannot be checked while it is open is checked
- * once its connections are closed, with the spot check (a views-only
- * one: that its image is refused).
+ * input's on success.  flags are input_open's: a view that cannot be
+ * checked while it is open is checked once its connections are closed,
+ * with the spot check (a views-only one: that its image is refused),
+ * when its checksum is read, or with INPUT_DIGESTS, by input_verify
+ * (INPUT_VERIFY; without, it is trusted, saying so).
  */
 extern int view_input_open (struct source *src, const struct hash_spec *spec,
-                            bool digests, struct input **in,
+                            unsigned flags, struct input **in,
                             struct fallback *fb);
 /* view-open.c: going to a view (input-bmap.c too) and checking it.
  * view_go connects to src (by fb->deadline, if not 0: front_retry's)

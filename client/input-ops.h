@@ -36,6 +36,13 @@ struct input_ops {
   int (*digests) (struct input *in, uint64_t first, uint64_t count,
                   uint8_t *out);
 
+  /* Opened with INPUT_VERIFY, once every digest was read: the checks
+   * of its word that had to wait for that (a view a server would not
+   * let be checked while it was open).  Returns 0, or -1 (error
+   * printed).  NULL: none.
+   */
+  int (*verify) (struct input *in);
+
   /* Free it, and whatever serves it. */
   void (*close) (struct input *in);
 };
@@ -68,6 +75,12 @@ static inline const char *
 input_method (const struct input *in)
 {
   return in->here ? "client-side" : in->ops->method;
+}
+
+static inline int
+input_verify (struct input *in)
+{
+  return in->ops->verify ? in->ops->verify (in) : 0;
 }
 
 static inline void

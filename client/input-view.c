@@ -59,12 +59,16 @@ struct view_input {
   bool spot;                    /* its image is there to spot-check */
   bool views_only;              /* its header says so: not spot-checked */
   char *later;                  /* or, once the view is closed: its name */
+  bool digests;                 /* read after the checksum: later, by
+                                   view_verify */
+  uint8_t root[BLK_DIGEST_MAX];  /* the view's, once read */
   struct blk_range range;       /* of the image; length 0: all of it */
 };
 
 static const struct input_ops view_input_ops;
 static endpoint_refill_fn view_refill;
 static endpoint_scan_fn view_scan;
+static int view_verify (struct input *in);
 
 /* Spans' sizes: see the top of this file. */
 #define MIN_SPAN_BYTES (UINT64_C (1) << 20)
@@ -91,7 +95,7 @@ span_limits (struct view_input *v)
 
 int
 view_input_open (struct source *src, const struct hash_spec *spec,
-                 bool digests, struct input **in, struct fallback *fb)
+                 unsigned flags, struct input **in, struct fallback *fb)
 {
   struct view_go vg;
   struct blk_header hdr;
@@ -102,7 +106,9 @@ view_input_open (struct source *src, const struct hash_spec *spec,
   /* The view's connections are closed for its check only when it is
    * read no more, and the check is the spot check's.
    */
-  const bool later = !digests && opts->spot_check > 0;
+  const bool digests = flags & INPUT_DIGESTS;
+  const bool later = opts->spot_check > 0 &&
+    (!digests || (flags & INPUT_VERIFY));
   const int r = view_open (src, spec, false, later, &vg, &hdr, &checked,
                            fb);
 
@@ -127,6 +133,7 @@ view_input_open (struct source *src, const struct hash_spec *spec,
   v->views_only = hdr.flags & BLK_VIEW_FLAG_VIEWS_ONLY;
   v->spot = checked >= 1 && opts->spot_check > 0 && !v->views_only;
   v->range = spec->range;
+  v->digests = digests;
   ep->scan = view_scan;
   /* Not only for the bar: the spans are sized by data.  A views-only
    * server serves no extents.
@@ -300,29 +307,45 @@ view_checksum (struct input *in, uint8_t *root)
       endpoint_read_failed (ep, "reading the checksum");
     return -1;
   }
-  /* A views-only view whose image could not be asked while it was
-   * open: is it refused?
+  memcpy (v->root, root, ep->params->digest.len);
+  /* Checked once it is closed: now, or once its digests are read. */
+  if (v->later)
+    return v->digests ? 0 : view_verify (in);
+  /* The root first: the server answers before it sees the draw.  The
+   * spot check's connection needs a descriptor of its own.
    */
-  if (v->views_only && v->later) {
+  if (v->spot) {
+    endpoint_keep (ep, 1);
+    if (spot_check (ep, v->image_export, NULL, &v->range, &v->map,
+                    opts->spot_check, &in->about.spot_checked) == -1 ||
+        root_check (ep, root, &in->about.root_checked) == -1)
+      return -1;
+  }
+  return 0;
+}
+
+/* The check of a view a server would not let be checked while it was
+ * open, which closes it.  A views-only view: is its image refused?
+ * Else its root must be what its digests give (asked first: the spot
+ * check closes the view), then the spot check.
+ */
+static int
+view_verify (struct input *in)
+{
+  struct view_input *v = container_of (in, struct view_input, in);
+  struct endpoint *ep = &v->ep;
+
+  if (v->later == NULL)
+    return 0;
+  if (v->views_only) {
     endpoint_keep (ep, 0);
     return view_check_views_only (ep->src, v->image_export, v->later);
   }
-  /* The root first: the server answers before it sees the draw.  With
-   * the spot check, it must be what its digests give: asked before the
-   * spot check when that closes the view.
-   */
-  if (v->spot && v->later &&
-      root_check (ep, root, &in->about.root_checked) == -1)
-    return -1;
-  /* The spot check's connection needs a descriptor of its own. */
-  if (v->spot && !v->later)
-    endpoint_keep (ep, 1);
-  if (v->spot && spot_check (ep, v->image_export, v->later, &v->range,
-                             &v->map, opts->spot_check,
-                             &in->about.spot_checked) == -1)
-    return -1;
-  if (v->spot && !v->later &&
-      root_check (ep, root, &in->about.root_checked) == -1)
+  if (!v->spot)
+    return 0;
+  if (root_check (ep, v->root, &in->about.root_checked) == -1 ||
+      spot_check (ep, v->image_export, v->later, &v->range, &v->map,
+                  opts->spot_check, &in->about.spot_checked) == -1)
     return -1;
   return 0;
 }
@@ -362,5 +385,6 @@ static const struct input_ops view_input_ops = {
   .method = "server-side",
   .checksum = view_checksum,
   .digests = view_digests,
+  .verify = view_verify,
   .close = view_close,
 };

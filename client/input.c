@@ -47,7 +47,7 @@ views_open (struct source *src, const struct hash_spec *spec,
             unsigned flags, struct input **in, struct fallback *fb)
 {
   return spec->plain ? plain_view_input_open (src, spec, in, fb)
-    : view_input_open (src, spec, flags & INPUT_DIGESTS, in, fb);
+    : view_input_open (src, spec, flags, in, fb);
 }
 
 /* Where name is served from: the server hashes if it can; otherwise

@@ -23,6 +23,8 @@
 #define INPUT_SAVED   1         /* name is a saved --blocks manifest,
                                    of whatever digest and block size */
 #define INPUT_DIGESTS 2         /* its block digests will be asked for */
+#define INPUT_VERIFY  4         /* with INPUT_DIGESTS: and input_verify
+                                   called once they all were */
 
 /* Open name ("-": standard input) as spec says: a file as
  * spec->format, else as --format gave it, else as probed.  NULL on

@@ -90,7 +90,7 @@ print_blocks (struct input *in, const uint8_t *root, const char *method)
     error_at (in->name, "writing the manifest: %m");
     goto out;
   }
-  if (!root_agrees (in->name, p, root, folded))
+  if (!root_agrees (in->name, p, root, folded) || input_verify (in) == -1)
     goto out;
   ret = bo.out == stdout ? 0 : print_spooled (in->name, bo.out);
  out:
@@ -126,7 +126,7 @@ mode_blocks (char **args, int nargs, const struct hash_spec *spec)
     json_name ("name", name);
     messages_capture (name);
   }
-  in = input_open (name, spec, INPUT_DIGESTS);
+  in = input_open (name, spec, INPUT_DIGESTS | INPUT_VERIFY);
   if (in && in->ops->checksum (in, root) == 0 &&
       print_blocks (in, root, input_method (in)) == 0)
     status = EXIT_SUCCESS;

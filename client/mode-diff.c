@@ -58,7 +58,7 @@ open_side (const char *key, const char *name, const struct hash_spec *spec,
 
   if (opts->json)
     messages_capture (name);
-  in = input_open (name, spec, flags | INPUT_DIGESTS);
+  in = input_open (name, spec, flags | INPUT_DIGESTS | INPUT_VERIFY);
   if (in && input_checksum (in, &res) == -1) {
     input_close (in);
     in = NULL;
@@ -145,6 +145,9 @@ compare (struct input *a, struct input *b)
       }
     }
   }
+  /* Each side's word, where it had to wait for its digests read. */
+  if (input_verify (a) == -1 || input_verify (b) == -1)
+    return 2;
   /* Whatever only the larger image has differs. */
   if (a->size != b->size) {
     add_range (&runs, MAX (runs.end, MIN (a->size, b->size)), max_size);

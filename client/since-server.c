@@ -439,7 +439,7 @@ since_server_open (struct incremental *inc, const struct hash_spec *hs)
   inc->src = NULL;
   if (front == NULL)
     return -1;
-  r = view_input_open (front, hs, true, &inc->view, &fb);
+  r = view_input_open (front, hs, INPUT_DIGESTS, &inc->view, &fb);
   if (r <= 0) {
     if (r == 0)
       front_failed (front, &fb);

@@ -438,10 +438,21 @@ tcp_run () {
     [ -z "$output" ]
     [[ "$stderr" = *"the server's view disagrees with its data at block "* ]]
   done
-  # --blocks reads the view after its checksum: trusted, saying so.
-  run --separate-stderr timeout 60 "$NBDSUM" --blocks "$uri"
-  [ "$status" -eq 0 ]
-  [[ "$stderr" = *"cannot check the view '@blkhash' against its image ("*"); trusting its header"* ]]
+  # --blocks and --diff read the view after its checksum: checked once
+  # they have read its digests (trusted before, saying so, exit 0).
+  # --blocks prints nothing then; --json ends its document with why.
+  for opts in --blocks "--blocks --json" "--diff after.img"; do
+    # shellcheck disable=SC2086
+    run --separate-stderr timeout 60 "$NBDSUM" $opts "$uri"
+    echo "$opts: status $status; stdout: $output; stderr: $stderr"
+    [ "$status" -eq "$([[ $opts = --diff* ]] && echo 2 || echo 1)" ]
+    [[ "$stderr" = *"the server's view disagrees with its data at block "* ]]
+    [[ "$stderr" != *"trusting its header"* ]]
+    case $opts in
+      --blocks) [ -z "$output" ] ;;
+      *--json) [[ "$output" = *'"error": "'*"the server's view disagrees"* ]] ;;
+    esac
+  done
 }
 
 # save_view VIEW FILE: the view VIEW (@blkhash, @bmap) of the default
@@ -517,11 +528,19 @@ EOF
   save_view @blkhash srv/img@blkhash
   stop_server
   echo_opts=
-  for opts in "" --json; do
+  # --blocks too, once it has read its digests; and --diff (the view A,
+  # B hashed as A was).
+  for opts in "" --json --blocks --diff; do
+    kill_servers
+    start_echo one "$PWD/srv" --one-client=0.3
+    u="nbd+unix:///img?socket=$sock"
     # shellcheck disable=SC2086
-    one_client 0.3 $opts
-    [ "$status" -eq 1 ]
+    run --separate-stderr timeout 60 "$NBDSUM" $opts "$u" \
+      $([ "$opts" = --diff ] && echo other.img)
+    echo "$opts: status $status; stdout: $output; stderr: $stderr"
+    [ "$status" -eq "$([ "$opts" = --diff ] && echo 2 || echo 1)" ]
     [[ "$stderr" = *"the view 'img@blkhash' says its server serves only views, but it serves export 'img' too: not trusting it"* ]]
+    [[ "$output" != *" $(reference sha256 65536 other.img)"* ]]
   done
   # Trusted only when the image cannot be asked: said so.
   one_client 0.3 --no-spot-check
