@@ -155,6 +155,17 @@ stdout_flush (void)
     stdout_errno = errno ? errno : EIO;
 }
 
+bool
+stdout_write (const void *buf, size_t n)
+{
+  errno = 0;
+  if (fwrite (buf, 1, n, stdout) == n)
+    return true;
+  if (stdout_errno == 0)
+    stdout_errno = errno ? errno : EIO;
+  return false;
+}
+
 int
 stdout_error (void)
 {

@@ -74,6 +74,8 @@ extern char *absolute_path (const char *path);
 
 /* fflush (stdout), remembering why it first failed. */
 extern void stdout_flush (void);
+/* fwrite (buf, 1, n, stdout) the same way: false if it failed. */
+extern bool stdout_write (const void *buf, size_t n);
 /* After a last flush: 0, or why writing standard output failed (the
  * first error).
  */

@@ -37,7 +37,7 @@ print_spooled (const char *name, FILE *fp)
     return -1;
   }
   while (!stop_signal () && (n = fread (buf, 1, sizeof buf, fp)) > 0)
-    if (fwrite (buf, 1, n, stdout) != n)
+    if (!stdout_write (buf, n))
       return -1;
   if (ferror (fp)) {
     error_at (name, "the temporary file: %m");

@@ -655,6 +655,23 @@ interrupt () {
   done
 }
 
+# Review 15: with SIGPIPE ignored, --blocks's spooled manifest cut by
+# head said "write error: Input/output error": the failed write's
+# errno was not kept.  As nbdsum(1) and sha256sum say it.
+@test "nbdsum-signals: --blocks | head -1 with SIGPIPE ignored: write error: Broken pipe" {
+  local mode st
+  for mode in "" --json; do
+    # shellcheck disable=SC2086
+    env --ignore-signal=PIPE "$NBDSUM" $mode --blocks "$big" 2>err |
+      head -n 1 >/dev/null
+    st=${PIPESTATUS[0]}
+    wait_servers_gone
+    echo "${mode:-text}: status $st; stderr: $(cat err)"
+    [ "$st" -eq 1 ]
+    [ "$(cat err)" = "nbdsum: write error: Broken pipe" ]
+  done
+}
+
 @test "nbdsum-signals: output smaller than a pipe, cut by head -1: SIGPIPE or all written, no write error" {
   local i st
   # All of it is written at the end: the SIGPIPE comes with the last
