@@ -35,6 +35,7 @@
 #include "header.h"
 #include "helpers.h"
 #include "input-kinds.h"
+#include "local.h"
 #include "messages.h"
 #include "minmax.h"
 #include "options.h"
@@ -209,12 +210,18 @@ static void
 view_scan (struct endpoint *ep)
 {
   struct view_input *v = container_of (ep, struct view_input, ep);
+  const off_t mark = local_server_log_mark (ep->src->server);
   struct nbd_handle *h;
 
   h = source_connect (ep->src, v->image_export,
                       SOURCE_GO | SOURCE_QUIET | SOURCE_EXTRA, NULL);
-  if (h == NULL)
+  /* Only the bar's: our private nbdkit's line of the refusal by the
+   * server behind it (one client at a time) is no news either.
+   */
+  if (h == NULL) {
+    free (local_server_refusal (ep->src->server, mark));
     return;
+  }
   if (nbd_get_size (h) == (int64_t) ep->size) {
     data_map_scan (&v->map, h, ep->size, ep->params->block_size);
     if (v->map.known)

@@ -127,6 +127,26 @@ nbdsum: $uri: the server took 1 of 4 connections ($cause): hashing over 1" ]
   [ "$(grep -c 'too many clients connected' "$err")" -ge 1 ]
 }
 
+# Review 16: --progress through nbdsum's private nbdkit in front of a
+# server admitting one client (no filter there): the bar's look at the
+# image's extents, one more connection, was refused through that
+# nbdkit, whose line of it ("nbdkit: nbd[3]: error: nbd_connect_uri:
+# ...") was printed raw at its end, with exit 0.
+@test "nbdsum-one-client: --progress through the private nbdkit: no raw line of nbdkit's for the bar's refused connection" {
+  local want opts
+  want=$(reference sha256 65536 srv/img)
+  start_nbdkit lim --filter=limit file "$PWD/srv/img" limit=1
+  for opts in --progress "--progress --blocks"; do
+    # shellcheck disable=SC2086
+    run --separate-stderr timeout 60 "$NBDSUM" $opts "$uri"
+    echo "$opts: status $status; stderr: $stderr"
+    [ "$status" -eq 0 ]
+    [ "$opts" != --progress ] || [ "$output" = "$want  $uri" ]
+    [[ "$output" = *"$want"* ]]
+    ! grep -q '^nbdkit: ' <<< "$stderr" || false
+  done
+}
+
 # The tries a slot never freed gets: 50 ms, then twice as long each
 # time, while the next try comes within the limit (5 s, or
 # --connect-timeout) of the first refusal: at most 1 + k tries, for
