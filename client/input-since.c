@@ -119,8 +119,9 @@ incremental_digests (struct incremental *inc, uint64_t first,
   return 0;
 }
 
-/* Fold every digest into the root, drawing the sample among the
- * blocks taken from the manifest, then rewind for the callers.
+/* fold_digests' reads: the digests of blocks [w, w+n), counting the
+ * blocks hashed and offering those taken from the manifest to the
+ * sample.
  */
 static int
 fold_read (void *opaque, uint64_t w, uint64_t n, uint8_t *d)
@@ -143,6 +144,9 @@ fold_read (void *opaque, uint64_t w, uint64_t n, uint8_t *d)
   return 0;
 }
 
+/* Fold every digest into the root, drawing the sample among the
+ * blocks taken from the manifest, then rewind for the callers.
+ */
 static int
 fold_root (struct incremental *inc)
 {

@@ -46,10 +46,7 @@ print_spooled (const char *name, FILE *fp)
   return stop_signal () ? -1 : 0;
 }
 
-/* Print the manifest once the digests, folded as they come, give the
- * root that heads it; with --json, as they come (the document then
- * ends with the error).
- */
+/* The manifest being written, for fold_digests' reads. */
 struct blocks_out {
   struct input *in;
   struct manifest_writer w;
@@ -70,6 +67,10 @@ write_blocks (void *opaque, uint64_t first, uint64_t n, uint8_t *d)
   return stop_signal () || ferror (bo->out) ? -1 : 0;
 }
 
+/* Print the manifest once the digests, folded as they come, give the
+ * root that heads it and input_verify passed; with --json, as they
+ * come (the document then ends with the error).
+ */
 static int
 print_blocks (struct input *in, const uint8_t *root, const char *method)
 {

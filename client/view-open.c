@@ -159,17 +159,6 @@ decode_plain_header (const struct hash_spec *spec, const uint8_t *buf,
   return strcmp (hdr->nonce, nonce) == 0 ? 1 : 2;
 }
 
-/* Is the view about the image served next to it?  A server may serve
- * any view; one whose header does not even give the export's size is
- * refused.  The size comes from NBD_OPT_INFO on a connection of its
- * own, made while the view is open: asked on the first connection,
- * before it goes to the view, nbdsum would be the export's last client
- * leaving, and a filter with blkhash-file= would hash the whole image
- * then.  A server that admits no other client, or will not say, is
- * asked again once the view is closed (later), else taken at its word
- * (it could as well lie consistently): only a size that differs, or no
- * such export, is refused.
- */
 /* The error for a view whose header says its server serves only
  * views, of a server that serves its image base.
  */
@@ -193,6 +182,17 @@ view_unchecked (const char *name, const char *view_name)
              "(%s); trusting its header", view_name, source_error ());
 }
 
+/* Is the view about the image served next to it?  A server may serve
+ * any view; one whose header does not even give the export's size is
+ * refused.  The size comes from NBD_OPT_INFO on a connection of its
+ * own, made while the view is open: asked on the first connection,
+ * before it goes to the view, nbdsum would be the export's last client
+ * leaving, and a filter with blkhash-file= would hash the whole image
+ * then.  A server that admits no other client, or will not say, is
+ * asked again once the view is closed (later), else taken at its word
+ * (it could as well lie consistently): only a size that differs, or no
+ * such export, is refused.
+ */
 int
 view_check_image (struct source *src, const char *base,
                   const char *view_name, const struct blk_header *hdr,
