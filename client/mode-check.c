@@ -231,8 +231,8 @@ file_end (struct check_run *run, struct file_check *fc)
    */
   if (fc->untagged_failed && !opts->status)
     notice_at (path, "%u untagged line%s FAILED: untagged lines are "
-               "blkhash %s/%s checksums; sha256sum's are plain digests "
-               "of the bytes, which nbdsum checks with --plain",
+               "blkhash %s/%s checksums; if these are sha256sum's (plain "
+               "digests of the bytes), check them with --plain",
                fc->untagged_failed,
                fc->untagged_failed == 1 ? "" : "s", run->untagged->digest,
                blk_format_block_size (run->untagged->block_size, bs));

@@ -24,11 +24,28 @@ teardown () {
     sed -e '$d' -e 's/^#   //' -e 's/^#$//' > example.bats
   cat example.bats
   grep -q 'blkhash_serve disk.img' example.bats
-  # As a user runs it: nbdsum in PATH.
-  PATH="$(dirname "$NBDSUM"):$PATH" run bats example.bats
+  # As a user runs it: nbdsum in PATH, no BLKHASH_FILTER (from a build
+  # tree, the helpers' own filter: nbdkit found no "blkhash" before).
+  PATH="$(dirname "$NBDSUM"):$PATH" run env -u BLKHASH_FILTER bats example.bats
   echo "$output"
   [ "$status" -eq 0 ]
   [[ "$output" = *"ok 1 the copy is the image"* ]]
+}
+
+@test "bats-helper: from a build tree, the filter is the build tree's unless BLKHASH_FILTER says" {
+  local helper
+  helper=$("$NBDSUM" --bats-helper)
+  run env -u BLKHASH_FILTER bash -c 'source "$1"; echo "$BLKHASH_FILTER"' _ \
+    "$helper"
+  echo "$helper: $output"
+  [ "$output" = "$(cd "${helper%/*}/.." && pwd)/filter/.libs/nbdkit-blkhash-filter.so" ]
+  [ -f "$output" ]
+  # Loaded by a relative path, then used from elsewhere: still found.
+  run env -u BLKHASH_FILTER bash -c 'cd "${1%/*}"; source ./blkhash.bash; cd /; [ -f "$BLKHASH_FILTER" ] && echo "$BLKHASH_FILTER"' _ "$helper"
+  [ "$status" -eq 0 ]
+  run env BLKHASH_FILTER=/x.so bash -c 'source "$1"; echo "$BLKHASH_FILTER"' _ \
+    "$helper"
+  [ "$output" = /x.so ]
 }
 
 # A second blkhash_serve in a test replaces the first server.

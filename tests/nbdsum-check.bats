@@ -46,7 +46,7 @@ teardown () {
 
 # What -c says of a checksum file FILE in which N untagged lines failed.
 untagged_hint () {
-  echo "nbdsum: $1: $2 untagged line$([ "$2" -eq 1 ] || echo s) FAILED: untagged lines are blkhash sha256/64K checksums; sha256sum's are plain digests of the bytes, which nbdsum checks with --plain"
+  echo "nbdsum: $1: $2 untagged line$([ "$2" -eq 1 ] || echo s) FAILED: untagged lines are blkhash sha256/64K checksums; if these are sha256sum's (plain digests of the bytes), check them with --plain"
 }
 
 # One byte changed inside the first data extent of disk.img (or $1).

@@ -243,7 +243,7 @@ check_dir () {
   # Without --plain, untagged lines are blkhash checksums: no match,
   # and nbdsum says what to do.
   run -1 --separate-stderr "$NBDSUM" -c UNTAGGED
-  [[ $stderr = *"checks with --plain"* ]]
+  [[ $stderr = *"check them with --plain"* ]]
   md5sum r0.img > MD5SUMS
   run -0 "$NBDSUM" --plain=md5 -c MD5SUMS
   # One byte changed: FAILED, exit 1.
