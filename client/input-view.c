@@ -348,8 +348,7 @@ view_verify (struct input *in)
     endpoint_keep (ep, 0);
     return view_check_views_only (ep->src, v->image_export, v->later);
   }
-  if (!v->spot)
-    return 0;
+  /* Later implies the spot check (its count is not 0). */
   if (root_check (ep, v->root, &in->about.root_checked) == -1 ||
       spot_check (ep, v->image_export, v->later, &v->range, &v->map,
                   opts->spot_check, &in->about.spot_checked) == -1)
