@@ -147,12 +147,22 @@ absolute_path (const char *path)
  */
 static int stdout_errno;
 
+/* Why standard output failed, if it is the first time (errno, set to
+ * 0 before the call that failed).
+ */
+static void
+stdout_failed (void)
+{
+  if (stdout_errno == 0)
+    stdout_errno = errno ? errno : EIO;
+}
+
 void
 stdout_flush (void)
 {
   errno = 0;
-  if (fflush (stdout) == EOF && stdout_errno == 0)
-    stdout_errno = errno ? errno : EIO;
+  if (fflush (stdout) == EOF)
+    stdout_failed ();
 }
 
 bool
@@ -161,8 +171,7 @@ stdout_write (const void *buf, size_t n)
   errno = 0;
   if (fwrite (buf, 1, n, stdout) == n)
     return true;
-  if (stdout_errno == 0)
-    stdout_errno = errno ? errno : EIO;
+  stdout_failed ();
   return false;
 }
 
